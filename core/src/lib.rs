@@ -1,0 +1,43 @@
+//! tether-core: sans-IO state machines that keep Nostr relay subscriptions and Server-Sent
+//! Events streams alive.
+//!
+//! The core decides *what* to do — send this REQ now, retry that one in 3.2 s, give up on
+//! this one and tell the application — and never does I/O, reads a clock, draws thread
+//! randomness or spawns tasks. A driver (tether-tokio, tether-async-std, a GUI loop, an FFI
+//! host, the test simulator) does the I/O and keeps time.
+//!
+//! # Driving contract
+//!
+//! Every state machine has the same shape:
+//!
+//! - Inputs are methods taking `now: Instant` first (`connect(now)`, `handle_frame(now, text)`,
+//!   `handle_timeout(now)`, ...). Time never goes backwards: an earlier `now` is treated as
+//!   the last one seen.
+//! - Outputs are drained: `poll_transmit()` (what to put on the wire), `poll_event()` (what the
+//!   application hears) and `poll_timeout()` (when to call `handle_timeout` next).
+//! - After every input, drain `poll_transmit` and `poll_event` until both are `None`, then sleep
+//!   until `poll_timeout()` or the next input, and pass a *fresh* `now` to `handle_timeout`
+//!   (never the deadline you slept to).
+//! - Local misuse returns `Result`; anything the peer does is counted and surfaced as an event
+//!   and never stops the session or panics.
+//!
+//! # Building blocks
+//!
+//! [`time::Instant`], [`rng::Rng`], [`backoff::Backoff`], [`gate::RateLimitGate`],
+//! [`link::Link`], the NIP-01 codec in [`nostr::message`] and refusal reasons in
+//! [`nostr::reason`].
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod backoff;
+pub mod gate;
+pub mod link;
+pub mod nostr;
+pub mod rng;
+pub mod time;
+
+pub use backoff::{Backoff, BackoffPolicy, Jitter};
+pub use gate::{GateScope, RateLimitGate};
+pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness};
+pub use rng::Rng;
+pub use time::{Clock, Instant};

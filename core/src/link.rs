@@ -1,0 +1,294 @@
+//! `Link`: one logical connection's lifecycle, shared by the relay and SSE sessions.
+//!
+//! It owns the intent (should we be connected?), the epoch of the current socket, reconnect
+//! scheduling with [`Backoff`] and its stable reset, and the liveness watchdog. It knows
+//! nothing about the protocol spoken over the socket.
+
+use std::time::Duration;
+
+use crate::backoff::{Backoff, BackoffPolicy};
+use crate::rng::Rng;
+use crate::time::Instant;
+
+/// Identifies one socket; anything tagged with an older epoch is stale.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Epoch(pub u64);
+
+/// How a silent connection is detected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Liveness {
+    /// Never time out for silence.
+    Off,
+    /// After `ping_after` without inbound traffic, ping; if still nothing for
+    /// `pong_timeout`, declare the socket dead (WebSocket).
+    Ping {
+        /// Silence before a ping.
+        ping_after: Duration,
+        /// Further silence before giving up on the socket.
+        pong_timeout: Duration,
+    },
+    /// After `timeout` without any inbound bytes, declare the stream dead (SSE, where the
+    /// client cannot ping and heartbeat comments are the only sign of life).
+    Idle {
+        /// Silence tolerated.
+        timeout: Duration,
+    },
+}
+
+/// Configuration of a [`Link`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkConfig {
+    /// Delays between reconnect attempts.
+    pub reconnect: BackoffPolicy,
+    /// The reconnect counter resets only once a socket stayed up this long.
+    pub stable_after: Duration,
+    /// A socket that is not open after this long counts as a failed attempt.
+    pub connect_timeout: Duration,
+    /// The silence watchdog.
+    pub liveness: Liveness,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            reconnect: BackoffPolicy::reconnect(),
+            stable_after: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            liveness: Liveness::Ping {
+                ping_after: Duration::from_secs(30),
+                pong_timeout: Duration::from_secs(20),
+            },
+        }
+    }
+}
+
+/// Where the link stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkState {
+    /// Not connected and not trying to be (never connected, disconnected, or gave up).
+    Idle,
+    /// A socket was requested and has not opened yet.
+    Connecting {
+        /// The socket's epoch.
+        epoch: Epoch,
+        /// When it was requested.
+        since: Instant,
+    },
+    /// The socket is open.
+    Open {
+        /// The socket's epoch.
+        epoch: Epoch,
+        /// When it opened.
+        opened_at: Instant,
+    },
+    /// Waiting to reconnect.
+    Waiting {
+        /// When the next attempt starts.
+        until: Instant,
+    },
+}
+
+/// What a timer or a close made the link do; the session turns it into transmits and events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkAction {
+    /// Open a new socket with this epoch.
+    Open(Epoch),
+    /// Send a ping on the open socket.
+    Ping,
+    /// The socket is dead (silent or never opened): close it. A reconnect is scheduled at
+    /// `reconnect_at`, or none if attempts are exhausted.
+    Dead {
+        /// When the next attempt starts.
+        reconnect_at: Option<Instant>,
+    },
+}
+
+/// One connection's lifecycle.
+#[derive(Clone, Debug)]
+pub struct Link {
+    config: LinkConfig,
+    state: LinkState,
+    epoch: Epoch,
+    backoff: Backoff,
+    last_inbound: Instant,
+    ping_sent_at: Option<Instant>,
+}
+
+impl Link {
+    /// An idle link.
+    pub fn new(config: LinkConfig) -> Self {
+        Link {
+            config,
+            state: LinkState::Idle,
+            epoch: Epoch(0),
+            backoff: Backoff::new(config.reconnect),
+            last_inbound: Instant::ZERO,
+            ping_sent_at: None,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LinkConfig {
+        &self.config
+    }
+
+    /// The current state.
+    pub fn state(&self) -> LinkState {
+        self.state
+    }
+
+    /// The epoch of the newest socket requested.
+    pub fn epoch(&self) -> Epoch {
+        self.epoch
+    }
+
+    /// Whether the socket is open.
+    pub fn is_open(&self) -> bool {
+        matches!(self.state, LinkState::Open { .. })
+    }
+
+    /// Whether the application wants to be connected (anything but `Idle`).
+    pub fn wants_connection(&self) -> bool {
+        self.state != LinkState::Idle
+    }
+
+    /// Reconnect attempts since the last stable connection.
+    pub fn attempts(&self) -> u32 {
+        self.backoff.attempts()
+    }
+
+    /// The reconnect backoff, e.g. to replace its base from an SSE `retry:` field.
+    pub fn backoff_mut(&mut self) -> &mut Backoff {
+        &mut self.backoff
+    }
+
+    /// The application wants a connection. Returns the epoch to open now, or `None` if the
+    /// link is already connecting, open or waiting to reconnect.
+    pub fn connect(&mut self, now: Instant) -> Option<Epoch> {
+        if self.state != LinkState::Idle {
+            return None;
+        }
+        Some(self.start_attempt(now))
+    }
+
+    /// The application (or a final peer answer) wants no connection. Cancels any pending
+    /// reconnect and resets the backoff. Returns whether a socket must be closed.
+    pub fn disconnect(&mut self) -> bool {
+        let had_socket = matches!(
+            self.state,
+            LinkState::Connecting { .. } | LinkState::Open { .. }
+        );
+        self.state = LinkState::Idle;
+        self.backoff.reset();
+        self.ping_sent_at = None;
+        had_socket
+    }
+
+    /// The socket requested last opened. Returns `false` (ignore it) if no socket was pending.
+    pub fn on_open(&mut self, now: Instant) -> bool {
+        let LinkState::Connecting { epoch, .. } = self.state else {
+            return false;
+        };
+        self.state = LinkState::Open {
+            epoch,
+            opened_at: now,
+        };
+        self.last_inbound = now;
+        self.ping_sent_at = None;
+        true
+    }
+
+    /// The socket closed or failed without the application asking. Schedules a reconnect no
+    /// sooner than `min_delay` (SSE's `Retry-After`) and returns when, or `None` if the close
+    /// was stale (no socket) or attempts are exhausted (the link goes idle).
+    pub fn on_close(
+        &mut self,
+        now: Instant,
+        min_delay: Duration,
+        rng: &mut Rng,
+    ) -> Option<Instant> {
+        match self.state {
+            LinkState::Open { opened_at, .. } => {
+                self.backoff
+                    .reset_if_stable(now, opened_at, self.config.stable_after);
+            }
+            LinkState::Connecting { .. } => {}
+            LinkState::Idle | LinkState::Waiting { .. } => return None,
+        }
+        self.ping_sent_at = None;
+        let Some(delay) = self.backoff.next_delay(rng) else {
+            self.state = LinkState::Idle;
+            return None;
+        };
+        let until = now.saturating_add(delay.max(min_delay));
+        self.state = LinkState::Waiting { until };
+        Some(until)
+    }
+
+    /// Inbound traffic arrived: the peer is alive.
+    pub fn on_inbound(&mut self, now: Instant) {
+        self.last_inbound = self.last_inbound.max(now);
+        self.ping_sent_at = None;
+    }
+
+    /// The next instant [`Link::handle_timeout`] has work to do.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.state {
+            LinkState::Idle => None,
+            LinkState::Waiting { until } => Some(until),
+            LinkState::Connecting { since, .. } => {
+                Some(since.saturating_add(self.config.connect_timeout))
+            }
+            LinkState::Open { .. } => self.watchdog_deadline(),
+        }
+    }
+
+    /// Act on any deadline that has passed at `now`.
+    pub fn handle_timeout(&mut self, now: Instant, rng: &mut Rng) -> Option<LinkAction> {
+        let deadline = self.poll_timeout()?;
+        if now < deadline {
+            return None;
+        }
+        match self.state {
+            LinkState::Idle => None,
+            LinkState::Waiting { .. } => Some(LinkAction::Open(self.start_attempt(now))),
+            LinkState::Connecting { .. } => Some(self.die(now, rng)),
+            LinkState::Open { .. } => match self.config.liveness {
+                Liveness::Ping { .. } if self.ping_sent_at.is_none() => {
+                    self.ping_sent_at = Some(now);
+                    Some(LinkAction::Ping)
+                }
+                Liveness::Off => None,
+                Liveness::Ping { .. } | Liveness::Idle { .. } => Some(self.die(now, rng)),
+            },
+        }
+    }
+
+    fn start_attempt(&mut self, now: Instant) -> Epoch {
+        self.epoch = Epoch(self.epoch.0.wrapping_add(1));
+        self.state = LinkState::Connecting {
+            epoch: self.epoch,
+            since: now,
+        };
+        self.epoch
+    }
+
+    fn die(&mut self, now: Instant, rng: &mut Rng) -> LinkAction {
+        let reconnect_at = self.on_close(now, Duration::ZERO, rng);
+        LinkAction::Dead { reconnect_at }
+    }
+
+    fn watchdog_deadline(&self) -> Option<Instant> {
+        match self.config.liveness {
+            Liveness::Off => None,
+            Liveness::Idle { timeout } => Some(self.last_inbound.saturating_add(timeout)),
+            Liveness::Ping {
+                ping_after,
+                pong_timeout,
+            } => Some(match self.ping_sent_at {
+                None => self.last_inbound.saturating_add(ping_after),
+                Some(sent) => sent.saturating_add(pong_timeout),
+            }),
+        }
+    }
+}
