@@ -1,0 +1,7 @@
+//! tether-testkit: the one deterministic simulator every tether test drives.
+//!
+//! A simulator pairs a sans-IO session from tether-core with a sans-IO model of its peer and
+//! always advances to the earliest deadline of either side, so a scenario of minutes runs in
+//! microseconds and gives the same transcript for the same seed.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
