@@ -41,3 +41,8 @@ pub use gate::{GateScope, RateLimitGate};
 pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness};
 pub use rng::Rng;
 pub use time::{Clock, Instant};
+
+/// The README's example is compiled and run as a doctest so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;
