@@ -135,6 +135,16 @@ impl Backoff {
         }
     }
 
+    /// A counter for `policy` that has already handed out `attempts` delays; lets a caller
+    /// keep just the count (a few bytes per subscription) instead of a whole `Backoff`.
+    pub fn with_attempts(policy: BackoffPolicy, attempts: u32) -> Self {
+        Backoff {
+            policy,
+            attempts,
+            prev: policy.ceiling(attempts.max(1)),
+        }
+    }
+
     /// [`BackoffPolicy::reconnect`].
     pub fn reconnect() -> Self {
         Self::new(BackoffPolicy::reconnect())

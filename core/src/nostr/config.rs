@@ -1,0 +1,71 @@
+//! [`RelayConfig`]: every number a relay session runs by, with the design's defaults.
+
+use std::time::Duration;
+
+use crate::backoff::BackoffPolicy;
+use crate::gate::{GateScope, DEFAULT_WINDOW, MAX_WINDOW};
+use crate::link::LinkConfig;
+use crate::nostr::message::DEFAULT_MAX_FRAME;
+
+/// Configuration of a [`RelaySession`](super::session::RelaySession).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RelayConfig {
+    /// Socket lifecycle: reconnect backoff (1-30 s, x2, +-20%), stable reset after 30 s,
+    /// 10 s connect timeout, ping after 30 s of silence and give up 20 s later.
+    pub link: LinkConfig,
+    /// Whether a rate-limit window survives reconnects.
+    pub gate_scope: GateScope,
+    /// Gate window without a usable hint (10 s).
+    pub gate_default_window: Duration,
+    /// Cap on any gate window (300 s).
+    pub gate_max_window: Duration,
+    /// Re-REQs of a refused subscription, and re-sends of a refused publish:
+    /// 1 s, x2, 30 s, full jitter, at most 5.
+    pub closed_retry: BackoffPolicy,
+    /// REQs per replay batch (8).
+    pub replay_batch: usize,
+    /// Pause between replay batches (50 ms).
+    pub replay_pause: Duration,
+    /// Re-REQ a subscription that had seen events with `since = newest - slack` (5 s);
+    /// `None` re-requests everything.
+    pub catch_up: Option<Duration>,
+    /// Event ids remembered per subscription to drop re-deliveries of the catch-up overlap (256).
+    pub dedup_capacity: usize,
+    /// Most REQs open at once (NIP-11 `limitation.max_subscriptions`); `None` until learned.
+    pub max_subscriptions: Option<usize>,
+    /// Most subscriptions the session holds at all (10 000); `subscribe` errs past it.
+    pub max_registered: usize,
+    /// A REQ with no EOSE, CLOSED or event after this long is retried (30 s).
+    pub eose_timeout: Duration,
+    /// Work held for `auth-required:` is surfaced if not authenticated within this (30 s).
+    pub auth_timeout: Duration,
+    /// A published event with no OK after this long is re-sent, bounded (10 s).
+    pub publish_timeout: Duration,
+    /// Most events in the publish outbox (1 000); `publish` errs past it.
+    pub max_outbox: usize,
+    /// Largest inbound frame decoded (4 MiB); larger ones are dropped as a peer error.
+    pub max_frame: usize,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            link: LinkConfig::default(),
+            gate_scope: GateScope::Connection,
+            gate_default_window: DEFAULT_WINDOW,
+            gate_max_window: MAX_WINDOW,
+            closed_retry: BackoffPolicy::closed_retry(),
+            replay_batch: 8,
+            replay_pause: Duration::from_millis(50),
+            catch_up: Some(Duration::from_secs(5)),
+            dedup_capacity: 256,
+            max_subscriptions: None,
+            max_registered: 10_000,
+            eose_timeout: Duration::from_secs(30),
+            auth_timeout: Duration::from_secs(30),
+            publish_timeout: Duration::from_secs(10),
+            max_outbox: 1_000,
+            max_frame: DEFAULT_MAX_FRAME,
+        }
+    }
+}

@@ -1,0 +1,818 @@
+//! [`RelaySession`]: one relay connection's subscriptions, kept alive through refusals,
+//! rate limits, auth challenges and reconnects. Pure: no I/O, no clock, seeded randomness.
+//!
+//! Where each rule of the design lives:
+//!
+//! | rule | here |
+//! | --- | --- |
+//! | gate on background paths only | [`RelaySession::pump`] (replay, queue, retries); not in [`RelaySession::subscribe`] |
+//! | refusal classes | [`RelaySession::refuse`] |
+//! | bounded retry, delay = max(gate, own backoff) | [`RelaySession::schedule_retry`] |
+//! | retry state clears | EOSE in `on_eose`, new socket and disconnect in `reset_for_socket` |
+//! | replay 8 per batch, 50 ms, priority order | [`RelaySession::pump`] over `send_queue` |
+//! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
+//! | catch-up and dedup | [`Subscription::req_filters`], [`Subscription::admit`] |
+//! | socket reconnect, stable reset, liveness | [`Link`] |
+//! | max subscriptions, NOTICE attribution, EOSE timeout | `slot_available`, `on_notice`, `fire_sub_timer` |
+//! | auth | `on_auth_ok`, [`RelaySession::authenticate`] |
+//! | publish | the outbox module |
+
+use std::cmp::Reverse;
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::BuildHasherDefault;
+
+use serde_json::value::RawValue;
+
+use crate::backoff::Backoff;
+use crate::gate::{GateScope, RateLimitGate};
+use crate::link::{Link, LinkAction, LinkState};
+use crate::nostr::config::RelayConfig;
+use crate::nostr::event::{Error, Event, Stats, Transmit};
+use crate::nostr::message::{ClientMessage, EventId, RawEvent, RelayMessage};
+use crate::nostr::outbox::{Env, Outbox};
+use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
+use crate::nostr::subscription::{parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId};
+use crate::rng::Rng;
+use crate::time::{Clock, Instant};
+
+/// SipHash with fixed keys: iteration order must not depend on a per-process random seed,
+/// or two runs with the same seed could differ. Keys are our own ids, not the peer's.
+type FixedState = BuildHasherDefault<DefaultHasher>;
+
+/// A read-only view of one subscription, for tests, invariants and dashboards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SubscriptionView {
+    /// Its id.
+    pub id: SubscriptionId,
+    /// Where it stands.
+    pub state: SubState,
+    /// Re-REQs after refusals since the retry state last cleared.
+    pub retries: u32,
+    /// Its priority.
+    pub priority: Priority,
+}
+
+/// The sans-IO Nostr relay session. See the crate docs for the driving contract.
+#[derive(Debug)]
+pub struct RelaySession {
+    config: RelayConfig,
+    clock: Clock,
+    rng: Rng,
+    link: Link,
+    gate: RateLimitGate,
+    subs: HashMap<u64, Subscription, FixedState>,
+    next_id: u64,
+    /// Subscriptions waiting to be sent by [`RelaySession::pump`], highest priority first.
+    send_queue: BTreeSet<(Reverse<Priority>, SubscriptionId)>,
+    /// Which queued subscriptions were told they wait for a slot.
+    told_queued: BTreeSet<SubscriptionId>,
+    /// Each subscription's single timer: retry, EOSE timeout or auth hold.
+    timers: BTreeSet<(Instant, SubscriptionId)>,
+    /// Subscriptions waiting for EOSE, by send order (to attribute id-less NOTICE refusals).
+    pending_by_seq: BTreeMap<u64, SubscriptionId>,
+    req_seq: u64,
+    open_reqs: usize,
+    learned_max: Option<usize>,
+    next_batch_at: Instant,
+    outbox: Outbox,
+    auth: Auth,
+    transmits: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    stats: Stats,
+}
+
+#[derive(Debug, Default)]
+struct Auth {
+    challenge: Option<String>,
+    pending: Option<EventId>,
+    authenticated: bool,
+}
+
+impl RelaySession {
+    /// A disconnected session; `seed` determines every jittered delay.
+    pub fn new(config: RelayConfig, seed: u64) -> Self {
+        RelaySession {
+            link: Link::new(config.link),
+            gate: RateLimitGate::new(config.gate_default_window, config.gate_max_window),
+            config,
+            clock: Clock::default(),
+            rng: Rng::new(seed),
+            subs: HashMap::default(),
+            next_id: 0,
+            send_queue: BTreeSet::new(),
+            told_queued: BTreeSet::new(),
+            timers: BTreeSet::new(),
+            pending_by_seq: BTreeMap::new(),
+            req_seq: 0,
+            open_reqs: 0,
+            learned_max: None,
+            next_batch_at: Instant::ZERO,
+            outbox: Outbox::default(),
+            auth: Auth::default(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+            stats: Stats::default(),
+        }
+    }
+
+    // ----- inputs from the application ------------------------------------------------------
+
+    /// Start connecting (and keep reconnecting) until [`RelaySession::disconnect`].
+    pub fn connect(&mut self, now: Instant) {
+        self.clock.observe(now);
+        if self.link.connect(self.clock.now()).is_some() {
+            self.transmits.push_back(Transmit::Open);
+        }
+    }
+
+    /// Stop: close the socket, cancel the pending reconnect and every retry. Subscriptions
+    /// and unsent publishes stay registered for a later [`RelaySession::connect`]; nothing is
+    /// transmitted after this but the close.
+    pub fn disconnect(&mut self, now: Instant) {
+        self.clock.observe(now);
+        let wanted = self.link.wants_connection();
+        let had_socket = self.link.disconnect();
+        self.transmits.clear();
+        if had_socket {
+            self.transmits.push_back(Transmit::Close);
+        }
+        self.reset_for_socket();
+        if self.config.gate_scope == GateScope::Connection {
+            self.gate.reset();
+        }
+        if wanted {
+            self.events.push_back(Event::Disconnected { reconnect_at: None });
+        }
+    }
+
+    /// Register a subscription. When connected and under the subscription limit its REQ goes
+    /// out at once — never held behind the rate-limit gate; if the relay refuses it for
+    /// budget, its *retry* waits behind the gate.
+    ///
+    /// # Errors
+    /// [`Error::NoFilters`], or [`Error::TooManySubscriptions`] past `max_registered`.
+    pub fn subscribe(&mut self, now: Instant, filters: Vec<Filter>, priority: Priority) -> Result<SubscriptionId, Error> {
+        let now = self.clock.observe(now);
+        if filters.is_empty() {
+            return Err(Error::NoFilters);
+        }
+        if self.subs.len() >= self.config.max_registered {
+            return Err(Error::TooManySubscriptions { max: self.config.max_registered });
+        }
+        let id = SubscriptionId(self.next_id);
+        self.next_id += 1;
+        self.subs.insert(id.0, Subscription::new(id, filters.into_boxed_slice(), priority));
+        if self.link.is_open() {
+            if self.slot_available() {
+                self.send_req(now, id);
+            } else {
+                self.enqueue(id);
+                self.tell_queued(id);
+            }
+        }
+        Ok(id)
+    }
+
+    /// Drop a subscription; a CLOSE goes out if its REQ is open.
+    ///
+    /// # Errors
+    /// [`Error::UnknownSubscription`] if it is not registered.
+    pub fn unsubscribe(&mut self, now: Instant, id: SubscriptionId) -> Result<(), Error> {
+        let now = self.clock.observe(now);
+        let Some(state) = self.subs.get(&id.0).map(|s| s.state) else {
+            return Err(Error::UnknownSubscription(id));
+        };
+        if state.is_open() && self.link.is_open() {
+            self.send_close(id);
+        }
+        self.forget(id);
+        self.pump(now);
+        Ok(())
+    }
+
+    /// Publish a signed event (JSON object). It is sent at once when connected, otherwise
+    /// after the next connect, and its OK is matched by event id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidEvent`], [`Error::AlreadyPublishing`] or [`Error::OutboxFull`].
+    pub fn publish(&mut self, now: Instant, event_json: &str) -> Result<EventId, Error> {
+        let now = self.clock.observe(now);
+        let event = RawEvent::parse(event_json).map_err(Error::InvalidEvent)?;
+        let id = event.id();
+        if self.outbox.contains(id) {
+            return Err(Error::AlreadyPublishing(id));
+        }
+        if self.outbox.len() >= self.config.max_outbox {
+            return Err(Error::OutboxFull { max: self.config.max_outbox });
+        }
+        let (outbox, mut env) = self.outbox();
+        outbox.push(now, id, event.json(), &mut env);
+        Ok(id)
+    }
+
+    /// Answer the relay's NIP-42 challenge with a signed kind 22242 event. Work held for
+    /// `auth-required:` is retried once the relay's OK accepts it.
+    ///
+    /// # Errors
+    /// [`Error::InvalidEvent`] when it is not an event object; [`Error::NotConnected`] when
+    /// no socket is open (a challenge belongs to one connection).
+    pub fn authenticate(&mut self, now: Instant, signed_event_json: &str) -> Result<EventId, Error> {
+        self.clock.observe(now);
+        let event = RawEvent::parse(signed_event_json).map_err(Error::InvalidEvent)?;
+        if !self.link.is_open() {
+            return Err(Error::NotConnected);
+        }
+        self.auth.pending = Some(event.id());
+        let Ok(raw) = serde_json::from_str::<&RawValue>(event.json()) else {
+            return Err(Error::InvalidEvent(crate::nostr::message::FrameError::NotArray));
+        };
+        self.transmits.push_back(Transmit::Send(ClientMessage::Auth { event: raw }.encode()));
+        Ok(event.id())
+    }
+
+    // ----- inputs from the socket -------------------------------------------------------------
+
+    /// The socket requested by the last [`Transmit::Open`] is open.
+    pub fn handle_open(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        if !self.link.on_open(now) {
+            return;
+        }
+        self.reset_for_socket();
+        self.events.push_back(Event::Connected);
+        self.next_batch_at = now;
+        let mut ids: Vec<SubscriptionId> = self.subs.keys().map(|&k| SubscriptionId(k)).collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.enqueue(id);
+        }
+        let (outbox, mut env) = self.outbox();
+        outbox.on_open(now, &mut env);
+        self.pump(now);
+    }
+
+    /// The socket closed or failed without the application asking.
+    pub fn handle_close(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        if !matches!(self.link.state(), LinkState::Open { .. } | LinkState::Connecting { .. }) {
+            return;
+        }
+        let reconnect_at = self.link.on_close(now, std::time::Duration::ZERO, &mut self.rng);
+        self.lose_socket(reconnect_at);
+    }
+
+    /// A pong arrived.
+    pub fn handle_pong(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        if self.link.is_open() {
+            self.link.on_inbound(now);
+        }
+    }
+
+    /// A text frame arrived. Malformed or stale frames are counted (see
+    /// [`RelaySession::stats`]) and malformed ones surfaced as [`Event::PeerError`].
+    pub fn handle_frame(&mut self, now: Instant, text: &str) {
+        let now = self.clock.observe(now);
+        if !self.link.is_open() {
+            self.stats.stale_socket += 1;
+            return;
+        }
+        self.link.on_inbound(now);
+        self.stats.frames += 1;
+        let msg = match RelayMessage::decode(text, self.config.max_frame) {
+            Ok(msg) => msg,
+            Err(error) => {
+                self.stats.malformed += 1;
+                self.events.push_back(Event::PeerError { error });
+                return;
+            }
+        };
+        match msg {
+            RelayMessage::Event { sub, event } => self.on_event(&sub, event),
+            RelayMessage::Eose { sub } => self.on_eose(now, &sub),
+            RelayMessage::Closed { sub, message } => self.on_closed(now, &sub, &message),
+            RelayMessage::Ok { event_id, accepted, message } => self.on_ok(now, event_id, accepted, &message),
+            RelayMessage::Notice { message } => self.on_notice(now, &message),
+            RelayMessage::Auth { challenge } => {
+                self.auth.challenge = Some(challenge.to_string());
+                self.events.push_back(Event::AuthChallenge { challenge: challenge.into_owned() });
+            }
+            RelayMessage::Count { .. } => self.stats.unexpected += 1,
+        }
+    }
+
+    /// Time has passed: fire whatever is due at `now` (pass a fresh `now`, not the deadline).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        match self.link.handle_timeout(now, &mut self.rng) {
+            Some(LinkAction::Open(_)) => self.transmits.push_back(Transmit::Open),
+            Some(LinkAction::Ping) => self.transmits.push_back(Transmit::Ping),
+            Some(LinkAction::Dead { reconnect_at }) => {
+                self.lose_socket(reconnect_at);
+                self.transmits.push_back(Transmit::Close);
+            }
+            None => {}
+        }
+        while let Some(&(at, id)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.set_timer(id, None);
+            self.fire_sub_timer(now, id);
+        }
+        let (outbox, mut env) = self.outbox();
+        outbox.handle_timeout(now, &mut env);
+        self.pump(now);
+    }
+
+    // ----- outputs ------------------------------------------------------------------------------
+
+    /// The next instruction for the socket.
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    /// The next thing the application should hear.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When to call [`RelaySession::handle_timeout`]: the last `now` while output is queued,
+    /// else the earliest deadline, else `None` (nothing will happen without an input).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.transmits.is_empty() || !self.events.is_empty() {
+            return Some(self.clock.now());
+        }
+        [
+            self.link.poll_timeout(),
+            self.timers.first().map(|&(t, _)| t),
+            self.outbox.next_timer(),
+            self.pump_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    // ----- inspection ----------------------------------------------------------------------------
+
+    /// Counters of dropped peer input.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The socket lifecycle.
+    pub fn link(&self) -> &Link {
+        &self.link
+    }
+
+    /// The rate-limit gate.
+    pub fn gate(&self) -> &RateLimitGate {
+        &self.gate
+    }
+
+    /// REQs currently open on the relay (sent and not closed).
+    pub fn open_subscriptions(&self) -> usize {
+        self.open_reqs
+    }
+
+    /// The limit on open REQs in force: configured or learned, whichever is lower.
+    pub fn subscription_limit(&self) -> Option<usize> {
+        match (self.config.max_subscriptions, self.learned_max) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// One subscription, if registered.
+    pub fn subscription(&self, id: SubscriptionId) -> Option<SubscriptionView> {
+        self.subs.get(&id.0).map(view)
+    }
+
+    /// Every registered subscription, in id order.
+    pub fn subscriptions(&self) -> Vec<SubscriptionView> {
+        let mut all: Vec<SubscriptionView> = self.subs.values().map(view).collect();
+        all.sort_unstable_by_key(|v| v.id);
+        all
+    }
+
+    /// Events waiting for their OK.
+    pub fn outbox_len(&self) -> usize {
+        self.outbox.len()
+    }
+
+    /// Whether the relay accepted our AUTH on this connection.
+    pub fn is_authenticated(&self) -> bool {
+        self.auth.authenticated
+    }
+
+    /// The latest NIP-42 challenge on this connection.
+    pub fn auth_challenge(&self) -> Option<&str> {
+        self.auth.challenge.as_deref()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &RelayConfig {
+        &self.config
+    }
+
+    // ----- frame handlers ----------------------------------------------------------------------
+
+    fn on_event(&mut self, wire: &str, event: RawEvent<'_>) {
+        let Some(id) = self.route(wire) else {
+            return;
+        };
+        let (slack, capacity) = (self.config.catch_up.unwrap_or_default(), self.config.dedup_capacity);
+        let Some(sub) = self.subs.get_mut(&id.0) else {
+            return;
+        };
+        if !sub.state.is_open() {
+            self.stats.stale_attempt += 1;
+            return;
+        }
+        let first_response = sub.state == SubState::Pending && !sub.responded;
+        sub.responded = true;
+        let fresh = sub.admit(event.id(), event.created_at(), slack, capacity);
+        if first_response {
+            // A REQ that streams is slow, not stalled: no EOSE timeout for it.
+            self.set_timer(id, None);
+        }
+        if !fresh {
+            self.stats.duplicates += 1;
+            return;
+        }
+        self.events.push_back(Event::Event { sub: id, id: event.id(), raw: event.json().to_owned() });
+    }
+
+    fn on_eose(&mut self, now: Instant, wire: &str) {
+        let Some(id) = self.route(wire) else {
+            return;
+        };
+        let Some(sub) = self.subs.get_mut(&id.0) else {
+            return;
+        };
+        if sub.state != SubState::Pending {
+            return;
+        }
+        sub.state = SubState::Live;
+        sub.clear_retry_state();
+        let seq = sub.sent_seq;
+        self.pending_by_seq.remove(&seq);
+        self.set_timer(id, None);
+        self.events.push_back(Event::Eose { sub: id });
+        self.pump(now);
+    }
+
+    fn on_closed(&mut self, now: Instant, wire: &str, message: &str) {
+        let Some(id) = self.route(wire) else {
+            return;
+        };
+        if !self.subs.get(&id.0).is_some_and(|s| s.state.is_open()) {
+            self.stats.stale_attempt += 1;
+            return;
+        }
+        self.leave_open(id);
+        self.refuse(now, id, classify(message), message);
+        self.pump(now);
+    }
+
+    fn on_ok(&mut self, now: Instant, id: EventId, accepted: bool, message: &str) {
+        if self.auth.pending == Some(id) {
+            self.on_auth_ok(now, accepted, message);
+            return;
+        }
+        let (outbox, mut env) = self.outbox();
+        if !outbox.on_ok(now, id, accepted, message, &mut env) {
+            self.stats.unknown_ok += 1;
+        }
+    }
+
+    fn on_notice(&mut self, now: Instant, message: &str) {
+        self.events.push_back(Event::Notice { message: message.to_owned() });
+        match classify_notice(message) {
+            Some(Class::Terminal(Terminal::TooManySubscriptions)) => {
+                // The relay did not say which REQ it refused: the newest still waiting is the
+                // only one it can have been.
+                let Some((_, &id)) = self.pending_by_seq.last_key_value() else {
+                    return;
+                };
+                self.leave_open(id);
+                self.refuse(now, id, Class::Terminal(Terminal::TooManySubscriptions), message);
+                self.pump(now);
+            }
+            Some(Class::RateLimited { retry_after }) => {
+                let until = self.gate.refuse(now, retry_after);
+                self.events.push_back(Event::RateLimited { until });
+            }
+            _ => {}
+        }
+    }
+
+    fn on_auth_ok(&mut self, now: Instant, accepted: bool, message: &str) {
+        self.auth.pending = None;
+        let held: Vec<SubscriptionId> = self
+            .subscriptions()
+            .into_iter()
+            .filter(|v| v.state == SubState::AwaitingAuth)
+            .map(|v| v.id)
+            .collect();
+        if accepted {
+            self.auth.authenticated = true;
+            self.events.push_back(Event::Authenticated);
+            let (outbox, mut env) = self.outbox();
+            outbox.on_authenticated(now, &mut env);
+            for id in held {
+                self.set_timer(id, None);
+                self.enqueue(id);
+            }
+            self.pump(now);
+        } else {
+            self.events.push_back(Event::AuthFailed { reason: message.to_owned() });
+            let (outbox, mut env) = self.outbox();
+            outbox.on_auth_failed(&mut env);
+            for id in held {
+                self.surface(id, message.to_owned());
+            }
+        }
+    }
+
+    // ----- decisions ----------------------------------------------------------------------------
+
+    /// What a refusal of `id` means, per its class. `id` has already left the open set.
+    fn refuse(&mut self, now: Instant, id: SubscriptionId, class: Class, message: &str) {
+        match class {
+            Class::Terminal(Terminal::TooManySubscriptions) => {
+                let max = self.open_reqs.max(1);
+                if self.learned_max.is_none_or(|m| max < m) {
+                    self.learned_max = Some(max);
+                    self.events.push_back(Event::SubscriptionLimit { max });
+                }
+                self.surface(id, message.to_owned());
+            }
+            Class::Terminal(_) => self.surface(id, message.to_owned()),
+            Class::AuthRequired => self.hold_for_auth(now, id, message),
+            Class::RateLimited { retry_after } => {
+                let until = self.gate.refuse(now, retry_after);
+                self.events.push_back(Event::RateLimited { until });
+                self.schedule_retry(now, id, message);
+            }
+            Class::Retryable => self.schedule_retry(now, id, message),
+        }
+    }
+
+    /// Bounded re-REQ: delay = max(gate remaining, own full-jitter backoff); when the retries
+    /// are spent the application hears `Closed` once and the subscription is gone.
+    fn schedule_retry(&mut self, now: Instant, id: SubscriptionId, message: &str) {
+        let Some(sub) = self.subs.get_mut(&id.0) else {
+            return;
+        };
+        let mut backoff = Backoff::with_attempts(self.config.closed_retry, sub.retries);
+        let Some(delay) = backoff.next_delay(&mut self.rng) else {
+            self.surface(id, message.to_owned());
+            return;
+        };
+        sub.retries = backoff.attempts();
+        let at = now.saturating_add(delay.max(self.gate.remaining(now)));
+        sub.state = SubState::Retrying { at };
+        let attempt = sub.retries;
+        self.set_timer(id, Some(at));
+        self.events.push_back(Event::Retrying { sub: id, at, attempt });
+    }
+
+    fn hold_for_auth(&mut self, now: Instant, id: SubscriptionId, message: &str) {
+        let Some(sub) = self.subs.get_mut(&id.0) else {
+            return;
+        };
+        if sub.auth_retried {
+            self.surface(id, message.to_owned());
+            return;
+        }
+        sub.auth_retried = true;
+        sub.state = SubState::AwaitingAuth;
+        self.set_timer(id, Some(now.saturating_add(self.config.auth_timeout)));
+    }
+
+    fn fire_sub_timer(&mut self, now: Instant, id: SubscriptionId) {
+        let Some(sub) = self.subs.get(&id.0) else {
+            return;
+        };
+        match sub.state {
+            SubState::Retrying { .. } if self.gate.is_open(now) => {
+                // The gate was extended after this retry was scheduled: wait it out too.
+                let at = now.saturating_add(self.gate.remaining(now));
+                if let Some(sub) = self.subs.get_mut(&id.0) {
+                    sub.state = SubState::Retrying { at };
+                }
+                self.set_timer(id, Some(at));
+            }
+            SubState::Retrying { .. } => self.enqueue(id),
+            SubState::Pending if !sub.responded => {
+                self.events.push_back(Event::EoseTimeout { sub: id });
+                self.send_close(id);
+                self.leave_open(id);
+                let secs = self.config.eose_timeout.as_secs();
+                self.schedule_retry(now, id, &format!("eose-timeout: no answer to REQ within {secs}s"));
+            }
+            SubState::AwaitingAuth => {
+                let secs = self.config.auth_timeout.as_secs();
+                self.surface(id, format!("auth-required: not authenticated within {secs}s"));
+            }
+            _ => {}
+        }
+    }
+
+    /// Send queued REQs: only on an open socket, only outside a gate window, at most one
+    /// batch per `replay_pause`, never past the subscription limit.
+    fn pump(&mut self, now: Instant) {
+        if !self.link.is_open() || self.send_queue.is_empty() || now < self.next_batch_at || self.gate.is_open(now) {
+            return;
+        }
+        let mut sent = 0;
+        while sent < self.config.replay_batch.max(1) {
+            if !self.slot_available() {
+                self.tell_all_queued();
+                break;
+            }
+            let Some((_, id)) = self.send_queue.pop_first() else {
+                break;
+            };
+            self.told_queued.remove(&id);
+            self.send_req(now, id);
+            sent += 1;
+        }
+        if sent > 0 {
+            self.next_batch_at = now.saturating_add(self.config.replay_pause);
+        }
+    }
+
+    fn pump_deadline(&self) -> Option<Instant> {
+        if !self.link.is_open() || self.send_queue.is_empty() || !self.slot_available() {
+            return None;
+        }
+        let gate = self.gate.ready_at().unwrap_or(Instant::ZERO);
+        Some(self.next_batch_at.max(gate))
+    }
+
+    fn slot_available(&self) -> bool {
+        self.subscription_limit().is_none_or(|max| self.open_reqs < max)
+    }
+
+    // ----- state plumbing -----------------------------------------------------------------------
+
+    fn send_req(&mut self, now: Instant, id: SubscriptionId) {
+        let catch_up = self.config.catch_up;
+        let Some(sub) = self.subs.get_mut(&id.0) else {
+            return;
+        };
+        sub.attempt = sub.attempt.wrapping_add(1);
+        sub.responded = false;
+        sub.state = SubState::Pending;
+        self.req_seq += 1;
+        sub.sent_seq = self.req_seq;
+        let filters = sub.req_filters(catch_up);
+        let wire = sub.wire_id();
+        let text = ClientMessage::Req { sub: wire.into(), filters: filters.iter().map(|f| &**f).collect() }.encode();
+        self.pending_by_seq.insert(self.req_seq, id);
+        self.open_reqs += 1;
+        self.transmits.push_back(Transmit::Send(text));
+        self.set_timer(id, Some(now.saturating_add(self.config.eose_timeout)));
+    }
+
+    fn send_close(&mut self, id: SubscriptionId) {
+        let Some(sub) = self.subs.get(&id.0) else {
+            return;
+        };
+        let text = ClientMessage::Close { sub: sub.wire_id().into() }.encode();
+        self.transmits.push_back(Transmit::Send(text));
+    }
+
+    /// `id`'s REQ is no longer open on the relay.
+    fn leave_open(&mut self, id: SubscriptionId) {
+        let Some(sub) = self.subs.get_mut(&id.0) else {
+            return;
+        };
+        if sub.state == SubState::Pending {
+            self.pending_by_seq.remove(&sub.sent_seq);
+        }
+        if sub.state.is_open() {
+            self.open_reqs -= 1;
+            sub.state = SubState::Idle;
+        }
+        self.set_timer(id, None);
+    }
+
+    fn enqueue(&mut self, id: SubscriptionId) {
+        let Some(sub) = self.subs.get_mut(&id.0) else {
+            return;
+        };
+        sub.state = SubState::Queued;
+        self.send_queue.insert((Reverse(sub.priority), id));
+    }
+
+    fn tell_queued(&mut self, id: SubscriptionId) {
+        if self.told_queued.insert(id) {
+            self.events.push_back(Event::Queued { sub: id });
+        }
+    }
+
+    fn tell_all_queued(&mut self) {
+        if self.told_queued.len() == self.send_queue.len() {
+            return;
+        }
+        let waiting: Vec<SubscriptionId> = self.send_queue.iter().map(|&(_, id)| id).collect();
+        for id in waiting {
+            self.tell_queued(id);
+        }
+    }
+
+    /// The one report of a subscription's failure; it leaves the session.
+    fn surface(&mut self, id: SubscriptionId, reason: String) {
+        let attempts = self.subs.get(&id.0).map_or(0, |s| s.retries);
+        self.forget(id);
+        self.events.push_back(Event::Closed { sub: id, reason, attempts });
+    }
+
+    fn forget(&mut self, id: SubscriptionId) {
+        self.leave_open(id);
+        let Some(sub) = self.subs.remove(&id.0) else {
+            return;
+        };
+        self.send_queue.remove(&(Reverse(sub.priority), id));
+        self.told_queued.remove(&id);
+    }
+
+    fn set_timer(&mut self, id: SubscriptionId, at: Option<Instant>) {
+        let Some(sub) = self.subs.get_mut(&id.0) else {
+            return;
+        };
+        if let Some(old) = sub.timer.take() {
+            self.timers.remove(&(old, id));
+        }
+        if let Some(at) = at {
+            sub.timer = Some(at);
+            self.timers.insert((at, id));
+        }
+    }
+
+    /// Map a wire id back to a subscription's current attempt, counting what does not match.
+    fn route(&mut self, wire: &str) -> Option<SubscriptionId> {
+        let Some((id, attempt)) = parse_wire_id(wire) else {
+            self.stats.unknown_subscription += 1;
+            return None;
+        };
+        let Some(sub) = self.subs.get(&id.0) else {
+            self.stats.unknown_subscription += 1;
+            return None;
+        };
+        if sub.attempt != attempt {
+            self.stats.stale_attempt += 1;
+            return None;
+        }
+        Some(id)
+    }
+
+    /// The socket is gone (or a new one starts): nothing is open, nothing is scheduled, and
+    /// refusal history belongs to the old connection.
+    fn reset_for_socket(&mut self) {
+        for sub in self.subs.values_mut() {
+            sub.state = SubState::Idle;
+            sub.timer = None;
+            sub.clear_retry_state();
+        }
+        self.send_queue.clear();
+        self.told_queued.clear();
+        self.timers.clear();
+        self.pending_by_seq.clear();
+        self.open_reqs = 0;
+        self.outbox.on_socket_lost();
+        self.auth = Auth::default();
+    }
+
+    fn lose_socket(&mut self, reconnect_at: Option<Instant>) {
+        // Frames queued for the dead socket can no longer be sent.
+        self.transmits.retain(|t| matches!(t, Transmit::Open | Transmit::Close));
+        self.reset_for_socket();
+        if self.config.gate_scope == GateScope::Connection {
+            self.gate.reset();
+        }
+        self.events.push_back(Event::Disconnected { reconnect_at });
+    }
+
+    /// The outbox with the parts of the session it acts through, borrowed side by side.
+    fn outbox(&mut self) -> (&mut Outbox, Env<'_>) {
+        let env = Env {
+            config: &self.config,
+            gate: &mut self.gate,
+            rng: &mut self.rng,
+            transmits: &mut self.transmits,
+            events: &mut self.events,
+            open: self.link.is_open(),
+        };
+        (&mut self.outbox, env)
+    }
+}
+
+fn view(sub: &Subscription) -> SubscriptionView {
+    SubscriptionView { id: sub.id, state: sub.state, retries: sub.retries, priority: sub.priority }
+}

@@ -1,0 +1,292 @@
+//! One subscription's state: its filters, where it stands with the relay, its bounded retry
+//! count, its catch-up point and its memory of recently delivered event ids.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+
+use crate::nostr::message::EventId;
+use crate::time::Instant;
+
+/// The application's handle for a subscription; stable across retries and reconnects.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SubscriptionId(pub u64);
+
+impl fmt::Debug for SubscriptionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "s{}", self.0)
+    }
+}
+
+impl fmt::Display for SubscriptionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "s{}", self.0)
+    }
+}
+
+/// Which subscriptions go first when several wait (replay, queue): higher first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Priority(pub i32);
+
+impl Priority {
+    /// The default priority.
+    pub const NORMAL: Priority = Priority(0);
+    /// For what the user is looking at right now (the visible channel).
+    pub const HIGH: Priority = Priority(10);
+    /// For background subscriptions.
+    pub const LOW: Priority = Priority(-10);
+}
+
+/// One NIP-01 filter, validated to be a JSON object and kept as its raw text.
+#[derive(Clone, Debug)]
+pub struct Filter(Box<RawValue>);
+
+/// A filter that is not a JSON object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidFilter(pub String);
+
+impl fmt::Display for InvalidFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid filter: {}", self.0)
+    }
+}
+
+impl std::error::Error for InvalidFilter {}
+
+impl Filter {
+    /// Validate `json` as a filter object.
+    ///
+    /// # Errors
+    /// [`InvalidFilter`] when it is not valid JSON or not an object.
+    pub fn new(json: &str) -> Result<Filter, InvalidFilter> {
+        let map: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| InvalidFilter(e.to_string()))?;
+        let compact = serde_json::to_string(&map).map_err(|e| InvalidFilter(e.to_string()))?;
+        RawValue::from_string(compact).map(Filter).map_err(|e| InvalidFilter(e.to_string()))
+    }
+
+    /// The filter's JSON.
+    pub fn json(&self) -> &str {
+        self.0.get()
+    }
+
+    /// This filter with `since` raised to at least `since` (catch-up after a gap).
+    pub(crate) fn with_since(&self, since: u64) -> Box<RawValue> {
+        let Ok(mut map) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(self.0.get()) else {
+            return self.0.clone();
+        };
+        let current = map.get("since").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        map.insert("since".into(), since.max(current).into());
+        serde_json::to_string(&map)
+            .ok()
+            .and_then(|s| RawValue::from_string(s).ok())
+            .unwrap_or_else(|| self.0.clone())
+    }
+}
+
+/// Where a subscription stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SubState {
+    /// Registered, not on the wire, not waiting for a slot (no connection yet).
+    Idle,
+    /// Waiting in the send queue: for its replay batch, a free slot, or the gate.
+    Queued,
+    /// REQ sent, waiting for EOSE.
+    Pending,
+    /// EOSE received: stored events are done, new ones stream in.
+    Live,
+    /// Refused; its next REQ is due at `at` (behind the gate).
+    Retrying {
+        /// When it re-enters the send queue.
+        at: Instant,
+    },
+    /// Refused with `auth-required:`; held until `authenticate` gets its OK.
+    AwaitingAuth,
+}
+
+impl SubState {
+    /// Whether a REQ for it is open on the relay (counts against `max_subscriptions`).
+    pub fn is_open(self) -> bool {
+        matches!(self, SubState::Pending | SubState::Live)
+    }
+}
+
+/// The session's record of one subscription.
+#[derive(Debug)]
+pub(crate) struct Subscription {
+    pub(crate) id: SubscriptionId,
+    pub(crate) priority: Priority,
+    pub(crate) filters: Box<[Filter]>,
+    pub(crate) state: SubState,
+    /// Bumped on every REQ: the wire id is `(id, attempt)`, so anything the relay says about
+    /// an older REQ is recognisably stale.
+    pub(crate) attempt: u32,
+    /// Re-REQs after refusals since the retry state last cleared.
+    pub(crate) retries: u32,
+    /// Whether the one retry after re-authentication has been used.
+    pub(crate) auth_retried: bool,
+    /// Whether the current REQ has produced anything (a relay that streams without EOSE is
+    /// slow, not stalled).
+    pub(crate) responded: bool,
+    /// Order of the current REQ among all sent, to attribute id-less NOTICE refusals.
+    pub(crate) sent_seq: u64,
+    /// The deadline of this subscription's one timer, if any (retry, EOSE or auth hold).
+    pub(crate) timer: Option<Instant>,
+    /// Newest `created_at` delivered, for `since` catch-up.
+    pub(crate) newest: Option<u64>,
+    pub(crate) recent: RecentIds,
+}
+
+impl Subscription {
+    pub(crate) fn new(id: SubscriptionId, filters: Box<[Filter]>, priority: Priority) -> Self {
+        Subscription {
+            id,
+            priority,
+            filters,
+            state: SubState::Idle,
+            attempt: 0,
+            retries: 0,
+            auth_retried: false,
+            responded: false,
+            sent_seq: 0,
+            timer: None,
+            newest: None,
+            recent: RecentIds::default(),
+        }
+    }
+
+    /// The wire id of the current attempt.
+    pub(crate) fn wire_id(&self) -> String {
+        wire_id(self.id, self.attempt)
+    }
+
+    /// Forget refusal history (clean EOSE, new socket, disconnect).
+    pub(crate) fn clear_retry_state(&mut self) {
+        self.retries = 0;
+        self.auth_retried = false;
+    }
+
+    /// The filters for the next REQ: with `since` moved up when events were seen before.
+    pub(crate) fn req_filters(&self, catch_up: Option<Duration>) -> Vec<Box<RawValue>> {
+        let since = catch_up.zip(self.newest).map(|(slack, newest)| newest.saturating_sub(slack.as_secs()));
+        self.filters
+            .iter()
+            .map(|f| match since {
+                Some(since) => f.with_since(since),
+                None => f.0.clone(),
+            })
+            .collect()
+    }
+
+    /// Record a delivered event. Returns `false` when it is a re-delivery to drop.
+    pub(crate) fn admit(&mut self, id: EventId, created_at: u64, slack: Duration, capacity: usize) -> bool {
+        if self.recent.contains(id) {
+            return false;
+        }
+        let newest = self.newest.map_or(created_at, |n| n.max(created_at));
+        self.newest = Some(newest);
+        self.recent.insert(id, created_at, newest.saturating_sub(slack.as_secs()), capacity);
+        true
+    }
+}
+
+/// Encode the wire id of `attempt` of subscription `id`: short, ASCII, <= 64 characters.
+pub(crate) fn wire_id(id: SubscriptionId, attempt: u32) -> String {
+    format!("{:x}:{:x}", id.0, attempt)
+}
+
+/// Decode a wire id; `None` for anything this session could not have sent.
+pub(crate) fn parse_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
+    let (id, attempt) = wire.split_once(':')?;
+    if id.is_empty() || id.len() > 16 || attempt.is_empty() || attempt.len() > 8 {
+        return None;
+    }
+    let id = u64::from_str_radix(id, 16).ok()?;
+    let attempt = u32::from_str_radix(attempt, 16).ok()?;
+    Some((SubscriptionId(id), attempt))
+}
+
+/// Ids of events delivered within the catch-up overlap: the only ones a `since` re-REQ can
+/// deliver again. Bounded by `capacity`; past it the oldest are forgotten (and might be
+/// delivered twice, which the capacity makes unlikely rather than impossible). Ids are
+/// stored as their first 8 bytes: a false "duplicate" needs a 64-bit collision.
+#[derive(Debug, Default)]
+pub(crate) struct RecentIds {
+    entries: Vec<(u64, u64)>,
+}
+
+impl RecentIds {
+    fn contains(&self, id: EventId) -> bool {
+        let key = short(id);
+        self.entries.iter().any(|&(k, _)| k == key)
+    }
+
+    fn insert(&mut self, id: EventId, created_at: u64, horizon: u64, capacity: usize) {
+        self.entries.retain(|&(_, t)| t >= horizon);
+        if created_at < horizon || capacity == 0 {
+            return;
+        }
+        if self.entries.len() >= capacity {
+            let oldest = self.entries.iter().enumerate().min_by_key(|(_, &(_, t))| t).map(|(i, _)| i);
+            if let Some(i) = oldest {
+                self.entries.swap_remove(i);
+            }
+        }
+        self.entries.push((short(id), created_at));
+    }
+
+    /// How many ids are remembered.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.entries.len()
+    }
+}
+
+fn short(id: EventId) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&id.0[..8]);
+    u64::from_le_bytes(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_ids_round_trip_and_reject_foreign_ids() {
+        let w = wire_id(SubscriptionId(u64::MAX), u32::MAX);
+        assert!(w.len() <= 64);
+        assert_eq!(parse_wire_id(&w), Some((SubscriptionId(u64::MAX), u32::MAX)));
+        assert_eq!(parse_wire_id("1f:2"), Some((SubscriptionId(31), 2)));
+        for foreign in ["", ":", "a:", ":1", "zz:1", "1:zz", "11111111111111111:1", "1:111111111", "feed"] {
+            assert_eq!(parse_wire_id(foreign), None, "{foreign}");
+        }
+    }
+
+    #[test]
+    fn since_is_raised_never_lowered() {
+        let f = Filter::new(r#"{"kinds":[1],"since":100}"#).unwrap();
+        assert_eq!(f.with_since(50).get(), r#"{"kinds":[1],"since":100}"#);
+        assert_eq!(f.with_since(500).get(), r#"{"kinds":[1],"since":500}"#);
+        assert!(Filter::new("[1]").is_err());
+        assert!(Filter::new("{").is_err());
+    }
+
+    #[test]
+    fn recent_ids_keep_only_the_overlap_window() {
+        let mut s = Subscription::new(SubscriptionId(1), Box::new([]), Priority::NORMAL);
+        let id = |n: u8| EventId([n; 32]);
+        let slack = Duration::from_secs(5);
+        assert!(s.admit(id(1), 100, slack, 4));
+        assert!(!s.admit(id(1), 100, slack, 4));
+        assert!(s.admit(id(2), 110, slack, 4));
+        // 100 is now older than 110 - 5: forgotten, memory stays small.
+        assert_eq!(s.recent.len(), 1);
+        for n in 3..10 {
+            assert!(s.admit(id(n), 110, slack, 4));
+        }
+        assert_eq!(s.recent.len(), 4);
+        assert_eq!(s.newest, Some(110));
+    }
+}
