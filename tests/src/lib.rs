@@ -5,3 +5,10 @@
 //! microseconds and gives the same transcript for the same seed.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod invariants;
+pub mod relay_model;
+pub mod sim;
+
+pub use relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
+pub use sim::{Action, Sim};

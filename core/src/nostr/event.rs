@@ -165,7 +165,9 @@ impl fmt::Display for Error {
             Error::UnknownSubscription(id) => write!(f, "unknown subscription {id}"),
             Error::NoFilters => f.write_str("a subscription needs at least one filter"),
             Error::InvalidFilter(e) => write!(f, "{e}"),
-            Error::TooManySubscriptions { max } => write!(f, "the session already holds {max} subscriptions"),
+            Error::TooManySubscriptions { max } => {
+                write!(f, "the session already holds {max} subscriptions")
+            }
             Error::OutboxFull { max } => write!(f, "the outbox already holds {max} events"),
             Error::InvalidEvent(e) => write!(f, "invalid event: {e}"),
             Error::AlreadyPublishing(id) => write!(f, "event {id} is already being published"),

@@ -80,7 +80,14 @@ impl Outbox {
     }
 
     /// An OK for `id`. Returns `false` if the outbox was not waiting for one.
-    pub(crate) fn on_ok(&mut self, now: Instant, id: EventId, accepted: bool, message: &str, env: &mut Env<'_>) -> bool {
+    pub(crate) fn on_ok(
+        &mut self,
+        now: Instant,
+        id: EventId,
+        accepted: bool,
+        message: &str,
+        env: &mut Env<'_>,
+    ) -> bool {
         let Some(entry) = self.entries.get(&id) else {
             return false;
         };
@@ -93,7 +100,9 @@ impl Outbox {
             env.events.push_back(Event::Published { id });
             return true;
         }
-        let refused = Rejection::Refused { message: message.to_owned() };
+        let refused = Rejection::Refused {
+            message: message.to_owned(),
+        };
         match class {
             Class::RateLimited { retry_after } => {
                 let until = env.gate.refuse(now, retry_after);
@@ -242,6 +251,10 @@ impl Outbox {
     }
 
     fn ids_in(&self, state: State) -> Vec<EventId> {
-        self.entries.iter().filter(|(_, e)| e.state == state).map(|(id, _)| *id).collect()
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.state == state)
+            .map(|(id, _)| *id)
+            .collect()
     }
 }

@@ -32,7 +32,9 @@ use crate::nostr::event::{Error, Event, Stats, Transmit};
 use crate::nostr::message::{ClientMessage, EventId, RawEvent, RelayMessage};
 use crate::nostr::outbox::{Env, Outbox};
 use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
-use crate::nostr::subscription::{parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId};
+use crate::nostr::subscription::{
+    parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId,
+};
 use crate::rng::Rng;
 use crate::time::{Clock, Instant};
 
@@ -142,7 +144,8 @@ impl RelaySession {
             self.gate.reset();
         }
         if wanted {
-            self.events.push_back(Event::Disconnected { reconnect_at: None });
+            self.events
+                .push_back(Event::Disconnected { reconnect_at: None });
         }
     }
 
@@ -152,17 +155,27 @@ impl RelaySession {
     ///
     /// # Errors
     /// [`Error::NoFilters`], or [`Error::TooManySubscriptions`] past `max_registered`.
-    pub fn subscribe(&mut self, now: Instant, filters: Vec<Filter>, priority: Priority) -> Result<SubscriptionId, Error> {
+    pub fn subscribe(
+        &mut self,
+        now: Instant,
+        filters: Vec<Filter>,
+        priority: Priority,
+    ) -> Result<SubscriptionId, Error> {
         let now = self.clock.observe(now);
         if filters.is_empty() {
             return Err(Error::NoFilters);
         }
         if self.subs.len() >= self.config.max_registered {
-            return Err(Error::TooManySubscriptions { max: self.config.max_registered });
+            return Err(Error::TooManySubscriptions {
+                max: self.config.max_registered,
+            });
         }
         let id = SubscriptionId(self.next_id);
         self.next_id += 1;
-        self.subs.insert(id.0, Subscription::new(id, filters.into_boxed_slice(), priority));
+        self.subs.insert(
+            id.0,
+            Subscription::new(id, filters.into_boxed_slice(), priority),
+        );
         if self.link.is_open() {
             if self.slot_available() {
                 self.send_req(now, id);
@@ -204,7 +217,9 @@ impl RelaySession {
             return Err(Error::AlreadyPublishing(id));
         }
         if self.outbox.len() >= self.config.max_outbox {
-            return Err(Error::OutboxFull { max: self.config.max_outbox });
+            return Err(Error::OutboxFull {
+                max: self.config.max_outbox,
+            });
         }
         let (outbox, mut env) = self.outbox();
         outbox.push(now, id, event.json(), &mut env);
@@ -217,7 +232,11 @@ impl RelaySession {
     /// # Errors
     /// [`Error::InvalidEvent`] when it is not an event object; [`Error::NotConnected`] when
     /// no socket is open (a challenge belongs to one connection).
-    pub fn authenticate(&mut self, now: Instant, signed_event_json: &str) -> Result<EventId, Error> {
+    pub fn authenticate(
+        &mut self,
+        now: Instant,
+        signed_event_json: &str,
+    ) -> Result<EventId, Error> {
         self.clock.observe(now);
         let event = RawEvent::parse(signed_event_json).map_err(Error::InvalidEvent)?;
         if !self.link.is_open() {
@@ -225,9 +244,12 @@ impl RelaySession {
         }
         self.auth.pending = Some(event.id());
         let Ok(raw) = serde_json::from_str::<&RawValue>(event.json()) else {
-            return Err(Error::InvalidEvent(crate::nostr::message::FrameError::NotArray));
+            return Err(Error::InvalidEvent(
+                crate::nostr::message::FrameError::NotArray,
+            ));
         };
-        self.transmits.push_back(Transmit::Send(ClientMessage::Auth { event: raw }.encode()));
+        self.transmits
+            .push_back(Transmit::Send(ClientMessage::Auth { event: raw }.encode()));
         Ok(event.id())
     }
 
@@ -255,10 +277,15 @@ impl RelaySession {
     /// The socket closed or failed without the application asking.
     pub fn handle_close(&mut self, now: Instant) {
         let now = self.clock.observe(now);
-        if !matches!(self.link.state(), LinkState::Open { .. } | LinkState::Connecting { .. }) {
+        if !matches!(
+            self.link.state(),
+            LinkState::Open { .. } | LinkState::Connecting { .. }
+        ) {
             return;
         }
-        let reconnect_at = self.link.on_close(now, std::time::Duration::ZERO, &mut self.rng);
+        let reconnect_at = self
+            .link
+            .on_close(now, std::time::Duration::ZERO, &mut self.rng);
         self.lose_socket(reconnect_at);
     }
 
@@ -292,11 +319,17 @@ impl RelaySession {
             RelayMessage::Event { sub, event } => self.on_event(&sub, event),
             RelayMessage::Eose { sub } => self.on_eose(now, &sub),
             RelayMessage::Closed { sub, message } => self.on_closed(now, &sub, &message),
-            RelayMessage::Ok { event_id, accepted, message } => self.on_ok(now, event_id, accepted, &message),
+            RelayMessage::Ok {
+                event_id,
+                accepted,
+                message,
+            } => self.on_ok(now, event_id, accepted, &message),
             RelayMessage::Notice { message } => self.on_notice(now, &message),
             RelayMessage::Auth { challenge } => {
                 self.auth.challenge = Some(challenge.to_string());
-                self.events.push_back(Event::AuthChallenge { challenge: challenge.into_owned() });
+                self.events.push_back(Event::AuthChallenge {
+                    challenge: challenge.into_owned(),
+                });
             }
             RelayMessage::Count { .. } => self.stats.unexpected += 1,
         }
@@ -341,7 +374,7 @@ impl RelaySession {
     /// When to call [`RelaySession::handle_timeout`]: the last `now` while output is queued,
     /// else the earliest deadline, else `None` (nothing will happen without an input).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if !self.transmits.is_empty() || !self.events.is_empty() {
+        if self.has_output() {
             return Some(self.clock.now());
         }
         [
@@ -356,6 +389,11 @@ impl RelaySession {
     }
 
     // ----- inspection ----------------------------------------------------------------------------
+
+    /// Whether transmits or events are waiting to be drained.
+    pub fn has_output(&self) -> bool {
+        !self.transmits.is_empty() || !self.events.is_empty()
+    }
 
     /// Counters of dropped peer input.
     pub fn stats(&self) -> &Stats {
@@ -423,7 +461,10 @@ impl RelaySession {
         let Some(id) = self.route(wire) else {
             return;
         };
-        let (slack, capacity) = (self.config.catch_up.unwrap_or_default(), self.config.dedup_capacity);
+        let (slack, capacity) = (
+            self.config.catch_up.unwrap_or_default(),
+            self.config.dedup_capacity,
+        );
         let Some(sub) = self.subs.get_mut(&id.0) else {
             return;
         };
@@ -442,7 +483,11 @@ impl RelaySession {
             self.stats.duplicates += 1;
             return;
         }
-        self.events.push_back(Event::Event { sub: id, id: event.id(), raw: event.json().to_owned() });
+        self.events.push_back(Event::Event {
+            sub: id,
+            id: event.id(),
+            raw: event.json().to_owned(),
+        });
     }
 
     fn on_eose(&mut self, now: Instant, wire: &str) {
@@ -489,7 +534,9 @@ impl RelaySession {
     }
 
     fn on_notice(&mut self, now: Instant, message: &str) {
-        self.events.push_back(Event::Notice { message: message.to_owned() });
+        self.events.push_back(Event::Notice {
+            message: message.to_owned(),
+        });
         match classify_notice(message) {
             Some(Class::Terminal(Terminal::TooManySubscriptions)) => {
                 // The relay did not say which REQ it refused: the newest still waiting is the
@@ -498,7 +545,12 @@ impl RelaySession {
                     return;
                 };
                 self.leave_open(id);
-                self.refuse(now, id, Class::Terminal(Terminal::TooManySubscriptions), message);
+                self.refuse(
+                    now,
+                    id,
+                    Class::Terminal(Terminal::TooManySubscriptions),
+                    message,
+                );
                 self.pump(now);
             }
             Some(Class::RateLimited { retry_after }) => {
@@ -528,7 +580,9 @@ impl RelaySession {
             }
             self.pump(now);
         } else {
-            self.events.push_back(Event::AuthFailed { reason: message.to_owned() });
+            self.events.push_back(Event::AuthFailed {
+                reason: message.to_owned(),
+            });
             let (outbox, mut env) = self.outbox();
             outbox.on_auth_failed(&mut env);
             for id in held {
@@ -577,7 +631,11 @@ impl RelaySession {
         sub.state = SubState::Retrying { at };
         let attempt = sub.retries;
         self.set_timer(id, Some(at));
-        self.events.push_back(Event::Retrying { sub: id, at, attempt });
+        self.events.push_back(Event::Retrying {
+            sub: id,
+            at,
+            attempt,
+        });
     }
 
     fn hold_for_auth(&mut self, now: Instant, id: SubscriptionId, message: &str) {
@@ -612,11 +670,18 @@ impl RelaySession {
                 self.send_close(id);
                 self.leave_open(id);
                 let secs = self.config.eose_timeout.as_secs();
-                self.schedule_retry(now, id, &format!("eose-timeout: no answer to REQ within {secs}s"));
+                self.schedule_retry(
+                    now,
+                    id,
+                    &format!("eose-timeout: no answer to REQ within {secs}s"),
+                );
             }
             SubState::AwaitingAuth => {
                 let secs = self.config.auth_timeout.as_secs();
-                self.surface(id, format!("auth-required: not authenticated within {secs}s"));
+                self.surface(
+                    id,
+                    format!("auth-required: not authenticated within {secs}s"),
+                );
             }
             _ => {}
         }
@@ -625,7 +690,11 @@ impl RelaySession {
     /// Send queued REQs: only on an open socket, only outside a gate window, at most one
     /// batch per `replay_pause`, never past the subscription limit.
     fn pump(&mut self, now: Instant) {
-        if !self.link.is_open() || self.send_queue.is_empty() || now < self.next_batch_at || self.gate.is_open(now) {
+        if !self.link.is_open()
+            || self.send_queue.is_empty()
+            || now < self.next_batch_at
+            || self.gate.is_open(now)
+        {
             return;
         }
         let mut sent = 0;
@@ -655,7 +724,8 @@ impl RelaySession {
     }
 
     fn slot_available(&self) -> bool {
-        self.subscription_limit().is_none_or(|max| self.open_reqs < max)
+        self.subscription_limit()
+            .is_none_or(|max| self.open_reqs < max)
     }
 
     // ----- state plumbing -----------------------------------------------------------------------
@@ -672,7 +742,11 @@ impl RelaySession {
         sub.sent_seq = self.req_seq;
         let filters = sub.req_filters(catch_up);
         let wire = sub.wire_id();
-        let text = ClientMessage::Req { sub: wire.into(), filters: filters.iter().map(|f| &**f).collect() }.encode();
+        let text = ClientMessage::Req {
+            sub: wire.into(),
+            filters: filters.iter().map(|f| &**f).collect(),
+        }
+        .encode();
         self.pending_by_seq.insert(self.req_seq, id);
         self.open_reqs += 1;
         self.transmits.push_back(Transmit::Send(text));
@@ -683,7 +757,10 @@ impl RelaySession {
         let Some(sub) = self.subs.get(&id.0) else {
             return;
         };
-        let text = ClientMessage::Close { sub: sub.wire_id().into() }.encode();
+        let text = ClientMessage::Close {
+            sub: sub.wire_id().into(),
+        }
+        .encode();
         self.transmits.push_back(Transmit::Send(text));
     }
 
@@ -730,7 +807,11 @@ impl RelaySession {
     fn surface(&mut self, id: SubscriptionId, reason: String) {
         let attempts = self.subs.get(&id.0).map_or(0, |s| s.retries);
         self.forget(id);
-        self.events.push_back(Event::Closed { sub: id, reason, attempts });
+        self.events.push_back(Event::Closed {
+            sub: id,
+            reason,
+            attempts,
+        });
     }
 
     fn forget(&mut self, id: SubscriptionId) {
@@ -791,7 +872,8 @@ impl RelaySession {
 
     fn lose_socket(&mut self, reconnect_at: Option<Instant>) {
         // Frames queued for the dead socket can no longer be sent.
-        self.transmits.retain(|t| matches!(t, Transmit::Open | Transmit::Close));
+        self.transmits
+            .retain(|t| matches!(t, Transmit::Open | Transmit::Close));
         self.reset_for_socket();
         if self.config.gate_scope == GateScope::Connection {
             self.gate.reset();
@@ -814,5 +896,10 @@ impl RelaySession {
 }
 
 fn view(sub: &Subscription) -> SubscriptionView {
-    SubscriptionView { id: sub.id, state: sub.state, retries: sub.retries, priority: sub.priority }
+    SubscriptionView {
+        id: sub.id,
+        state: sub.state,
+        retries: sub.retries,
+        priority: sub.priority,
+    }
 }

@@ -63,7 +63,9 @@ impl Filter {
         let map: serde_json::Map<String, serde_json::Value> =
             serde_json::from_str(json).map_err(|e| InvalidFilter(e.to_string()))?;
         let compact = serde_json::to_string(&map).map_err(|e| InvalidFilter(e.to_string()))?;
-        RawValue::from_string(compact).map(Filter).map_err(|e| InvalidFilter(e.to_string()))
+        RawValue::from_string(compact)
+            .map(Filter)
+            .map_err(|e| InvalidFilter(e.to_string()))
     }
 
     /// The filter's JSON.
@@ -73,10 +75,15 @@ impl Filter {
 
     /// This filter with `since` raised to at least `since` (catch-up after a gap).
     pub(crate) fn with_since(&self, since: u64) -> Box<RawValue> {
-        let Ok(mut map) = serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(self.0.get()) else {
+        let Ok(mut map) =
+            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(self.0.get())
+        else {
             return self.0.clone();
         };
-        let current = map.get("since").and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let current = map
+            .get("since")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
         map.insert("since".into(), since.max(current).into());
         serde_json::to_string(&map)
             .ok()
@@ -169,7 +176,9 @@ impl Subscription {
 
     /// The filters for the next REQ: with `since` moved up when events were seen before.
     pub(crate) fn req_filters(&self, catch_up: Option<Duration>) -> Vec<Box<RawValue>> {
-        let since = catch_up.zip(self.newest).map(|(slack, newest)| newest.saturating_sub(slack.as_secs()));
+        let since = catch_up
+            .zip(self.newest)
+            .map(|(slack, newest)| newest.saturating_sub(slack.as_secs()));
         self.filters
             .iter()
             .map(|f| match since {
@@ -180,13 +189,24 @@ impl Subscription {
     }
 
     /// Record a delivered event. Returns `false` when it is a re-delivery to drop.
-    pub(crate) fn admit(&mut self, id: EventId, created_at: u64, slack: Duration, capacity: usize) -> bool {
+    pub(crate) fn admit(
+        &mut self,
+        id: EventId,
+        created_at: u64,
+        slack: Duration,
+        capacity: usize,
+    ) -> bool {
         if self.recent.contains(id) {
             return false;
         }
         let newest = self.newest.map_or(created_at, |n| n.max(created_at));
         self.newest = Some(newest);
-        self.recent.insert(id, created_at, newest.saturating_sub(slack.as_secs()), capacity);
+        self.recent.insert(
+            id,
+            created_at,
+            newest.saturating_sub(slack.as_secs()),
+            capacity,
+        );
         true
     }
 }
@@ -228,7 +248,12 @@ impl RecentIds {
             return;
         }
         if self.entries.len() >= capacity {
-            let oldest = self.entries.iter().enumerate().min_by_key(|(_, &(_, t))| t).map(|(i, _)| i);
+            let oldest = self
+                .entries
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, &(_, t))| t)
+                .map(|(i, _)| i);
             if let Some(i) = oldest {
                 self.entries.swap_remove(i);
             }
@@ -243,10 +268,13 @@ impl RecentIds {
     }
 }
 
+/// All 32 bytes folded into 8, so ids that share a prefix (test ids, vanity ids) still differ.
 fn short(id: EventId) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&id.0[..8]);
-    u64::from_le_bytes(b)
+    id.0.chunks_exact(8).fold(0u64, |acc, c| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(c);
+        acc.rotate_left(17) ^ u64::from_le_bytes(b)
+    })
 }
 
 #[cfg(test)]
@@ -257,9 +285,22 @@ mod tests {
     fn wire_ids_round_trip_and_reject_foreign_ids() {
         let w = wire_id(SubscriptionId(u64::MAX), u32::MAX);
         assert!(w.len() <= 64);
-        assert_eq!(parse_wire_id(&w), Some((SubscriptionId(u64::MAX), u32::MAX)));
+        assert_eq!(
+            parse_wire_id(&w),
+            Some((SubscriptionId(u64::MAX), u32::MAX))
+        );
         assert_eq!(parse_wire_id("1f:2"), Some((SubscriptionId(31), 2)));
-        for foreign in ["", ":", "a:", ":1", "zz:1", "1:zz", "11111111111111111:1", "1:111111111", "feed"] {
+        for foreign in [
+            "",
+            ":",
+            "a:",
+            ":1",
+            "zz:1",
+            "1:zz",
+            "11111111111111111:1",
+            "1:111111111",
+            "feed",
+        ] {
             assert_eq!(parse_wire_id(foreign), None, "{foreign}");
         }
     }

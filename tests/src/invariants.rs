@@ -1,0 +1,233 @@
+//! The session's invariants, checked after every step of the [`Sim`](crate::sim::Sim): one
+//! definition shared by property tests, transcripts, soak runs and fuzz targets.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tether_core::nostr::message::{ClientMessage, DEFAULT_MAX_FRAME};
+use tether_core::nostr::{Event, RelayConfig, RelaySession, SubscriptionId};
+use tether_core::Instant;
+
+use crate::sim::Action;
+
+/// What the invariant checker remembers between steps.
+#[derive(Debug)]
+pub struct Invariants {
+    max_retries: u32,
+    batch: usize,
+    pause: Duration,
+    foreground: bool,
+    disconnected: bool,
+    last_gate: Option<Instant>,
+    seen_events: usize,
+    subscribed: BTreeSet<SubscriptionId>,
+    unsubscribed: BTreeSet<SubscriptionId>,
+    closed: BTreeMap<SubscriptionId, usize>,
+    batch_at: Option<Instant>,
+    batch_count: usize,
+    /// Background REQ batches observed (count per batch), for tests to inspect.
+    pub batches: Vec<(Instant, usize)>,
+}
+
+impl Invariants {
+    /// A checker for a session running `config`.
+    pub fn new(config: &RelayConfig) -> Self {
+        Invariants {
+            max_retries: config.closed_retry.max_attempts.unwrap_or(u32::MAX),
+            batch: config.replay_batch,
+            pause: config.replay_pause,
+            foreground: false,
+            disconnected: true,
+            last_gate: None,
+            seen_events: 0,
+            subscribed: BTreeSet::new(),
+            unsubscribed: BTreeSet::new(),
+            closed: BTreeMap::new(),
+            batch_at: None,
+            batch_count: 0,
+            batches: Vec::new(),
+        }
+    }
+
+    /// Subscriptions surfaced as `Closed`.
+    pub fn closed(&self) -> impl Iterator<Item = SubscriptionId> + '_ {
+        self.closed.keys().copied()
+    }
+
+    pub(crate) fn before_action(&mut self, action: &Action) {
+        match action {
+            Action::Subscribe(..) => self.foreground = true,
+            Action::Disconnect => self.disconnected = true,
+            Action::Connect => self.disconnected = false,
+            _ => {}
+        }
+    }
+
+    pub(crate) fn after_action(&mut self) {
+        self.foreground = false;
+    }
+
+    pub(crate) fn subscribed(&mut self, id: SubscriptionId) {
+        self.subscribed.insert(id);
+    }
+
+    pub(crate) fn unsubscribed(&mut self, id: SubscriptionId) {
+        self.unsubscribed.insert(id);
+    }
+
+    /// A frame the session transmitted at `now`.
+    pub(crate) fn sent(
+        &mut self,
+        now: Instant,
+        text: &str,
+        session: &RelaySession,
+        transcript: &str,
+    ) {
+        if self.disconnected {
+            fail(transcript, &format!("sent {text} after disconnect"));
+        }
+        let Ok(ClientMessage::Req { sub, .. }) = ClientMessage::decode(text, DEFAULT_MAX_FRAME)
+        else {
+            return;
+        };
+        let id = sub
+            .split(':')
+            .next()
+            .and_then(|h| u64::from_str_radix(h, 16).ok())
+            .map(SubscriptionId);
+        if let Some(id) = id {
+            if self.closed.contains_key(&id) {
+                fail(
+                    transcript,
+                    &format!("re-REQ of {id} after it was surfaced as Closed"),
+                );
+            }
+        }
+        if self.foreground {
+            return;
+        }
+        if session.gate().is_open(now) {
+            fail(
+                transcript,
+                &format!("background REQ {sub} inside the gate window"),
+            );
+        }
+        match self.batch_at {
+            Some(t) if t == now => {
+                self.batch_count += 1;
+                if self.batch_count > self.batch {
+                    fail(
+                        transcript,
+                        &format!("batch of {} REQs > {}", self.batch_count, self.batch),
+                    );
+                }
+                if let Some(last) = self.batches.last_mut() {
+                    last.1 = self.batch_count;
+                }
+            }
+            Some(t) if now - t < self.pause => {
+                fail(
+                    transcript,
+                    &format!(
+                        "batches {}ms apart < {:?}",
+                        (now - t).as_millis(),
+                        self.pause
+                    ),
+                );
+            }
+            _ => {
+                self.batch_at = Some(now);
+                self.batch_count = 1;
+                self.batches.push((now, 1));
+            }
+        }
+    }
+
+    /// `poll_timeout` after `handle_timeout(now)` is later than `now` or output is queued.
+    pub(crate) fn after_timeout(&mut self, now: Instant, session: &RelaySession, transcript: &str) {
+        if session.has_output() {
+            return;
+        }
+        if session.poll_timeout().is_some_and(|t| t <= now) {
+            fail(
+                transcript,
+                &format!(
+                    "poll_timeout {:?} <= now {now:?} with no output queued",
+                    session.poll_timeout()
+                ),
+            );
+        }
+    }
+
+    /// After every step: bounded retries, limits, exactly-once surfacing, a monotone gate.
+    pub(crate) fn after_step(
+        &mut self,
+        _now: Instant,
+        session: &RelaySession,
+        events: &[(Instant, Event)],
+        transcript: &str,
+    ) {
+        let mut gate_reset = false;
+        for (_, e) in &events[self.seen_events..] {
+            match e {
+                Event::Closed { sub, .. } => {
+                    let n = self.closed.entry(*sub).or_default();
+                    *n += 1;
+                    if *n > 1 {
+                        fail(transcript, &format!("{sub} surfaced twice"));
+                    }
+                }
+                Event::Disconnected { .. } => gate_reset = true,
+                _ => {}
+            }
+        }
+        self.seen_events = events.len();
+        let gate = session.gate().ready_at();
+        if let (Some(last), Some(now_until), false) = (self.last_gate, gate, gate_reset) {
+            if now_until < last {
+                fail(transcript, "gate window shrank without a reset");
+            }
+        }
+        self.last_gate = gate;
+        let views = session.subscriptions();
+        for v in &views {
+            if v.retries > self.max_retries {
+                fail(transcript, &format!("{} retried {} times", v.id, v.retries));
+            }
+            if self.closed.contains_key(&v.id) {
+                fail(
+                    transcript,
+                    &format!("{} surfaced but still registered", v.id),
+                );
+            }
+        }
+        if let Some(limit) = session.subscription_limit() {
+            if session.open_subscriptions() > limit {
+                fail(
+                    transcript,
+                    &format!("{} REQs open > limit {limit}", session.open_subscriptions()),
+                );
+            }
+        }
+        let registered: BTreeSet<SubscriptionId> = views.iter().map(|v| v.id).collect();
+        for id in self.subscribed.difference(&self.unsubscribed) {
+            let live = registered.contains(id);
+            let surfaced = self.closed.contains_key(id);
+            if live == surfaced {
+                fail(
+                    transcript,
+                    &format!("{id} is registered={live} and surfaced={surfaced}"),
+                );
+            }
+        }
+    }
+}
+
+fn fail(transcript: &str, what: &str) -> ! {
+    let tail: Vec<&str> = transcript.lines().rev().take(60).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    panic!(
+        "invariant violated: {what}\n--- last transcript lines ---\n{}",
+        tail.join("\n")
+    );
+}

@@ -1,0 +1,426 @@
+//! `Sim`: a [`RelaySession`] and a [`RelayModel`] joined by a simulated network, always
+//! advanced to the earliest deadline of either side (quinn's `Pair`, str0m's `progress`).
+//! No sleeps, no real time: ten simulated minutes take milliseconds, and the same seed gives
+//! the same transcript.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use tether_core::nostr::message::{ClientMessage, RelayMessage, DEFAULT_MAX_FRAME};
+use tether_core::nostr::{
+    Event, Filter, Priority, RelayConfig, RelaySession, SubscriptionId, Transmit,
+};
+use tether_core::Instant;
+
+use crate::invariants::Invariants;
+use crate::relay_model::{auth_event, RelayModel, StoredEvent};
+
+/// Something the test script makes happen at a given time.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// `session.connect`.
+    Connect,
+    /// `session.disconnect`.
+    Disconnect,
+    /// `session.subscribe` with these filter JSON objects.
+    Subscribe(Vec<String>, Priority),
+    /// `session.unsubscribe`.
+    Unsubscribe(SubscriptionId),
+    /// `session.publish`.
+    Publish(String),
+    /// The network drops the socket (the session sees a close).
+    DropSocket,
+    /// The relay stops accepting connections (and drops the current one).
+    RelayDown,
+    /// The relay accepts connections again.
+    RelayUp,
+    /// The relay stores an event and delivers it to matching live subscriptions.
+    Store(StoredEvent),
+    /// The relay sends this raw frame on the current connection.
+    RelayFrame(String),
+    /// Change the relay's behaviour.
+    Relay(fn(&mut RelayModel)),
+}
+
+#[derive(Clone, Debug)]
+enum Item {
+    Script(Action),
+    /// The relay accepts connection `conn` (or refuses it if down).
+    Accept(u64),
+    ToSession(u64, Input),
+    ToRelay(u64, String),
+}
+
+#[derive(Clone, Debug)]
+enum Input {
+    Open,
+    Close,
+    Frame(String),
+    Pong,
+}
+
+/// The simulator. See the module docs.
+pub struct Sim {
+    /// The session under test.
+    pub session: RelaySession,
+    /// Its peer.
+    pub relay: RelayModel,
+    /// One-way network latency.
+    pub latency: Duration,
+    /// Answer every AUTH challenge automatically (the app's signer).
+    pub auto_auth: bool,
+    /// Check invariants after every step (panics with the transcript on a violation).
+    pub check: bool,
+    start: Instant,
+    now: Instant,
+    seq: u64,
+    queue: BTreeMap<(Instant, u64), Item>,
+    conn: Option<u64>,
+    next_conn: u64,
+    transcript: String,
+    /// Every event the application heard, with its time.
+    pub events: Vec<(Instant, Event)>,
+    /// Every frame the session sent, with its time.
+    pub sent: Vec<(Instant, String)>,
+    /// The invariant checker's state.
+    pub invariants: Invariants,
+    auths: u64,
+}
+
+impl Sim {
+    /// A simulator at time zero with 10 ms latency.
+    pub fn new(config: RelayConfig, seed: u64, relay: RelayModel) -> Self {
+        let invariants = Invariants::new(&config);
+        Sim {
+            session: RelaySession::new(config, seed),
+            relay,
+            latency: Duration::from_millis(10),
+            auto_auth: true,
+            check: true,
+            start: Instant::ZERO,
+            now: Instant::ZERO,
+            seq: 0,
+            queue: BTreeMap::new(),
+            conn: None,
+            next_conn: 0,
+            transcript: String::new(),
+            events: Vec::new(),
+            sent: Vec::new(),
+            invariants,
+            auths: 0,
+        }
+    }
+
+    /// Schedule `action` at `at` after the start.
+    pub fn at(&mut self, at: Duration, action: Action) -> &mut Self {
+        self.push(self.start + at, Item::Script(action));
+        self
+    }
+
+    /// Schedule `action` now.
+    pub fn act(&mut self, action: Action) -> &mut Self {
+        self.push(self.now, Item::Script(action));
+        self.run_for(Duration::ZERO);
+        self
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// Time since the start.
+    pub fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+
+    /// The transcript so far.
+    pub fn transcript(&self) -> &str {
+        &self.transcript
+    }
+
+    /// The connection the relay and session share, if any.
+    pub fn conn(&self) -> Option<u64> {
+        self.conn
+    }
+
+    /// Run until `d` after the current time, processing everything due on the way.
+    pub fn run_for(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.step(end) {}
+        self.now = self.now.max(end);
+    }
+
+    /// Process the earliest thing due at or before `end`. Returns `false` when nothing is.
+    pub fn step(&mut self, end: Instant) -> bool {
+        let next_item = self.queue.first_key_value().map(|(&(t, _), _)| t);
+        let next_timeout = self.session.poll_timeout();
+        let Some(t) = [next_item, next_timeout].into_iter().flatten().min() else {
+            return false;
+        };
+        if t > end {
+            return false;
+        }
+        self.now = self.now.max(t);
+        if next_item.is_some_and(|i| i <= t) {
+            let Some((_, item)) = self.queue.pop_first() else {
+                return false;
+            };
+            self.process(item);
+        } else {
+            self.session.handle_timeout(self.now);
+            if self.check {
+                self.invariants
+                    .after_timeout(self.now, &self.session, &self.transcript);
+            }
+        }
+        self.drain();
+        true
+    }
+
+    fn process(&mut self, item: Item) {
+        match item {
+            Item::Script(action) => self.script(action),
+            Item::Accept(conn) => {
+                if self.relay.down || self.conn != Some(conn) {
+                    self.line("io", "refused");
+                    self.push(self.now + self.latency, Item::ToSession(conn, Input::Close));
+                    return;
+                }
+                let greeting = self.relay.accept(conn);
+                self.push(self.now + self.latency, Item::ToSession(conn, Input::Open));
+                for frame in greeting {
+                    self.push(
+                        self.now + self.latency,
+                        Item::ToSession(conn, Input::Frame(frame)),
+                    );
+                }
+                if let Some(d) = self.relay.drop_after {
+                    self.push(
+                        self.now + self.latency + d,
+                        Item::Script(Action::DropSocket),
+                    );
+                }
+            }
+            Item::ToRelay(conn, text) => {
+                if self.conn != Some(conn) {
+                    return;
+                }
+                for frame in self.relay.handle(self.now, conn, &text) {
+                    self.push(
+                        self.now + self.latency,
+                        Item::ToSession(conn, Input::Frame(frame)),
+                    );
+                }
+            }
+            Item::ToSession(conn, input) => {
+                if self.conn != Some(conn) {
+                    return;
+                }
+                self.deliver(input);
+            }
+        }
+    }
+
+    fn deliver(&mut self, input: Input) {
+        let now = self.now;
+        match input {
+            Input::Open => {
+                self.line("io", "open");
+                self.session.handle_open(now);
+            }
+            Input::Close => {
+                self.line("io", "closed");
+                self.conn = None;
+                self.session.handle_close(now);
+            }
+            Input::Pong => self.session.handle_pong(now),
+            Input::Frame(text) => {
+                self.line("rx", &abbreviate(&text));
+                self.session.handle_frame(now, &text);
+            }
+        }
+    }
+
+    fn script(&mut self, action: Action) {
+        let now = self.now;
+        self.line("app", &format!("{action:?}").replace("\"", "'"));
+        self.invariants.before_action(&action);
+        match action {
+            Action::Connect => self.session.connect(now),
+            Action::Disconnect => self.session.disconnect(now),
+            Action::Subscribe(filters, priority) => {
+                let filters = filters
+                    .iter()
+                    .map(|f| Filter::new(f).expect("test filter"))
+                    .collect();
+                match self.session.subscribe(now, filters, priority) {
+                    Ok(id) => {
+                        self.invariants.subscribed(id);
+                        self.line("app", &format!("  -> {id}"));
+                    }
+                    Err(e) => self.line("app", &format!("  -> error {e}")),
+                }
+            }
+            Action::Unsubscribe(id) => {
+                if self.session.unsubscribe(now, id).is_ok() {
+                    self.invariants.unsubscribed(id);
+                }
+            }
+            Action::Publish(json) => {
+                if let Err(e) = self.session.publish(now, &json) {
+                    self.line("app", &format!("  -> error {e}"));
+                }
+            }
+            Action::DropSocket => {
+                if let Some(conn) = self.conn.take() {
+                    self.relay.drop_conn(conn);
+                    self.line("io", "dropped");
+                    self.session.handle_close(now);
+                }
+            }
+            Action::RelayDown => {
+                self.relay.down = true;
+                if let Some(conn) = self.conn.take() {
+                    self.relay.drop_conn(conn);
+                    self.line("io", "dropped");
+                    self.session.handle_close(now);
+                }
+            }
+            Action::RelayUp => self.relay.down = false,
+            Action::Store(event) => {
+                for (conn, frame) in self.relay.store(event) {
+                    self.push(
+                        now + self.latency,
+                        Item::ToSession(conn, Input::Frame(frame)),
+                    );
+                }
+            }
+            Action::RelayFrame(frame) => {
+                if let Some(conn) = self.conn {
+                    self.push(
+                        now + self.latency,
+                        Item::ToSession(conn, Input::Frame(frame)),
+                    );
+                }
+            }
+            Action::Relay(change) => change(&mut self.relay),
+        }
+    }
+
+    /// Drain the session's outputs until both queues are empty (str0m's rule).
+    fn drain(&mut self) {
+        loop {
+            let mut progressed = false;
+            while let Some(t) = self.session.poll_transmit() {
+                progressed = true;
+                self.transmit(t);
+            }
+            while let Some(e) = self.session.poll_event() {
+                progressed = true;
+                self.event(e);
+            }
+            if !progressed {
+                break;
+            }
+        }
+        if self.check {
+            self.invariants
+                .after_step(self.now, &self.session, &self.events, &self.transcript);
+        }
+        // What an application call caused is foreground until it has been drained.
+        self.invariants.after_action();
+    }
+
+    fn transmit(&mut self, t: Transmit) {
+        let now = self.now;
+        match t {
+            Transmit::Open => {
+                self.line("tx", "Open");
+                if let Some(old) = self.conn.take() {
+                    self.relay.drop_conn(old);
+                }
+                self.next_conn += 1;
+                let conn = self.next_conn;
+                self.conn = Some(conn);
+                self.push(now + self.latency, Item::Accept(conn));
+            }
+            Transmit::Close => {
+                self.line("tx", "Close");
+                if let Some(conn) = self.conn.take() {
+                    self.relay.drop_conn(conn);
+                }
+            }
+            Transmit::Ping => {
+                self.line("tx", "Ping");
+                if let (Some(conn), false) = (self.conn, self.relay.ignore_pings) {
+                    self.push(now + self.latency * 2, Item::ToSession(conn, Input::Pong));
+                }
+            }
+            Transmit::Send(text) => {
+                self.line("tx", &abbreviate(&text));
+                self.invariants
+                    .sent(now, &text, &self.session, &self.transcript);
+                self.sent.push((now, text.clone()));
+                if let Some(conn) = self.conn {
+                    self.push(now + self.latency, Item::ToRelay(conn, text));
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, e: Event) {
+        let now = self.now;
+        let shown = match &e {
+            Event::Event { sub, id, .. } => format!("Event {sub} {}", short_id(&id.to_string())),
+            other => format!("{other:?}").replace("\"", "'"),
+        };
+        self.line("ev", &shown);
+        if let Event::AuthChallenge { challenge } = &e {
+            if self.auto_auth {
+                self.auths += 1;
+                let signed = auth_event(self.auths, challenge);
+                let _ = self.session.authenticate(now, &signed);
+            }
+        }
+        self.events.push((now, e));
+    }
+
+    fn push(&mut self, at: Instant, item: Item) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), item);
+    }
+
+    fn line(&mut self, who: &str, what: &str) {
+        let ms = (self.now - self.start).as_millis();
+        let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
+    }
+}
+
+/// Event objects shortened to their number so transcripts stay readable.
+fn abbreviate(frame: &str) -> String {
+    if let Ok(RelayMessage::Event { sub, event }) = RelayMessage::decode(frame, DEFAULT_MAX_FRAME) {
+        return format!(
+            "[\"EVENT\",\"{sub}\",{} t={}]",
+            short_id(&event.id().to_string()),
+            event.created_at()
+        );
+    }
+    if let Ok(ClientMessage::Event { event }) = ClientMessage::decode(frame, DEFAULT_MAX_FRAME) {
+        let id = serde_json::from_str::<serde_json::Value>(event.get())
+            .ok()
+            .and_then(|v| v.get("id").and_then(|i| i.as_str()).map(short_id))
+            .unwrap_or_default();
+        return format!("[\"EVENT\",{id}]");
+    }
+    if let Ok(ClientMessage::Auth { .. }) = ClientMessage::decode(frame, DEFAULT_MAX_FRAME) {
+        return "[\"AUTH\",<signed 22242>]".to_owned();
+    }
+    frame.to_owned()
+}
+
+fn short_id(hex: &str) -> String {
+    let trimmed = hex.trim_start_matches('0');
+    format!("ev#{}", if trimmed.is_empty() { "0" } else { trimmed })
+}
