@@ -163,8 +163,15 @@ impl Parser {
     /// Everything is consumed unless the item queue fills up, in which case parsing stops
     /// after the line that filled it: drain [`Parser::next_item`] and feed the rest again.
     pub fn feed(&mut self, bytes: &[u8]) -> usize {
+        self.feed_limited(bytes, usize::MAX)
+    }
+
+    /// [`Parser::feed`], but stop once `limit` items are queued (or `max_queued`, whichever is
+    /// smaller; at least 1), so a caller with its own bounded queue can pass its free room.
+    pub fn feed_limited(&mut self, bytes: &[u8], limit: usize) -> usize {
+        let limit = limit.min(self.config.max_queued).max(1);
         let mut rest = self.strip_bom(bytes);
-        while !rest.is_empty() && self.queue.len() < self.config.max_queued.max(1) {
+        while !rest.is_empty() && self.queue.len() < limit {
             if self.after_cr {
                 self.after_cr = false;
                 if rest[0] == b'\n' {

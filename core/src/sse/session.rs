@@ -21,8 +21,8 @@
 //!
 //! # Bounds
 //!
-//! - The event queue holds at most [`SseConfig::max_queued_events`] messages plus the
-//!   parser's [`ParserConfig::max_queued`]: when it is full, [`SseSession::handle_bytes`]
+//! - The event queue holds at most [`SseConfig::max_queued_events`] parsed events (messages
+//!   and parse errors): when it is full, [`SseSession::handle_bytes`]
 //!   stops consuming and returns how many bytes it took; the driver drains events and offers
 //!   the rest again (backpressure, not loss). Status events (open, reconnecting, failed, ...)
 //!   are at most two per input call and are never dropped.
@@ -387,7 +387,8 @@ impl SseSession {
         self.link.on_inbound(now);
         let mut consumed = 0;
         while consumed < bytes.len() && self.events.len() < self.config.max_queued_events {
-            consumed += self.parser.feed(&bytes[consumed..]);
+            let room = self.config.max_queued_events - self.events.len();
+            consumed += self.parser.feed_limited(&bytes[consumed..], room);
             self.drain_parser();
         }
         self.stats.bytes += consumed as u64;
