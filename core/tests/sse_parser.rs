@@ -228,7 +228,10 @@ fn only_one_leading_space_is_stripped() {
 #[test]
 fn newline_forms_crlf_lf_and_lone_cr() {
     assert_eq!(datas(b"data:a\r\ndata\ndata:b\r\n\r"), ["a\n\nb"]);
-    assert_eq!(datas(b"data:x\r\rdata:y\n\ndata:z\r\n\r\n"), ["x", "y", "z"]);
+    assert_eq!(
+        datas(b"data:x\r\rdata:y\n\ndata:z\r\n\r\n"),
+        ["x", "y", "z"]
+    );
 }
 
 #[test]
@@ -238,7 +241,10 @@ fn null_character_in_data_is_kept() {
 
 #[test]
 fn utf8_is_decoded() {
-    assert_eq!(datas("data:ok\u{2026} \u{1F600}\n\n".as_bytes()), ["ok\u{2026} \u{1F600}"]);
+    assert_eq!(
+        datas("data:ok\u{2026} \u{1F600}\n\n".as_bytes()),
+        ["ok\u{2026} \u{1F600}"]
+    );
 }
 
 // ---- edge cases from eventsource-parser's suite, in our own data ----
@@ -254,7 +260,10 @@ fn cr_at_the_end_of_a_chunk_and_lf_at_the_start_of_the_next_is_one_line_end() {
 
 #[test]
 fn a_lone_cr_at_the_end_of_a_chunk_still_ends_the_line() {
-    let (items, _) = parse_with(ParserConfig::default(), &[b"data: a\r", b"\r", b"data: b\r\r"]);
+    let (items, _) = parse_with(
+        ParserConfig::default(),
+        &[b"data: a\r", b"\r", b"data: b\r\r"],
+    );
     assert_eq!(items, [msg("message", "a", ""), msg("message", "b", "")]);
 }
 

@@ -73,11 +73,7 @@ fn ok_with_event_stream_opens_and_parameters_are_allowed() {
         s.handle_response(ms(10), Epoch(1), 200, Some(ct), None)
             .unwrap();
         assert_eq!(drain(&mut s), (vec![], vec![Event::Open]), "{ct}");
-        assert_eq!(
-            s.poll_timeout(),
-            Some(ms(90_010)),
-            "idle watchdog for {ct}"
-        );
+        assert_eq!(s.poll_timeout(), Some(ms(90_010)), "idle watchdog for {ct}");
     }
 }
 
@@ -111,7 +107,8 @@ fn status_204_closes_for_good() {
     let mut s = SseSession::new(SseConfig::default(), 1);
     s.connect(ms(0));
     drain(&mut s);
-    s.handle_response(ms(10), Epoch(1), 204, None, None).unwrap();
+    s.handle_response(ms(10), Epoch(1), 204, None, None)
+        .unwrap();
     assert_eq!(
         drain(&mut s),
         (
@@ -195,8 +192,14 @@ fn retry_after_is_a_minimum_and_is_capped() {
 
     s.handle_timeout(ms(20_000));
     drain(&mut s);
-    s.handle_response(ms(20_000), Epoch(2), 429, None, Some(Duration::from_secs(86_400)))
-        .unwrap();
+    s.handle_response(
+        ms(20_000),
+        Epoch(2),
+        429,
+        None,
+        Some(Duration::from_secs(86_400)),
+    )
+    .unwrap();
     assert_eq!(
         reconnect_delay(&drain(&mut s).1),
         Duration::from_secs(600),
@@ -281,10 +284,7 @@ fn retry_field_replaces_the_base_and_is_floored() {
     assert_eq!(s.retry_base(), Duration::from_secs(5));
     s.handle_eof(ms(100), Epoch(1)).unwrap();
     let d = reconnect_delay(&drain(&mut s).1);
-    assert!(
-        (4_000..=6_000).contains(&d.as_millis()),
-        "5 s +-20%: {d:?}"
-    );
+    assert!((4_000..=6_000).contains(&d.as_millis()), "5 s +-20%: {d:?}");
 
     let mut s = opened(4);
     s.handle_bytes(ms(0), Epoch(1), b"retry: 0\n\n").unwrap();
@@ -298,7 +298,8 @@ fn retry_field_replaces_the_base_and_is_floored() {
     assert!((400..=600).contains(&d.as_millis()), "{d:?}");
 
     let mut s = opened(4);
-    s.handle_bytes(ms(0), Epoch(1), b"retry: 3600000\n\n").unwrap();
+    s.handle_bytes(ms(0), Epoch(1), b"retry: 3600000\n\n")
+        .unwrap();
     assert_eq!(s.retry_base(), Duration::from_secs(30), "at most the cap");
 }
 
@@ -326,7 +327,8 @@ fn accept_then_drop_keeps_growing_and_a_stable_stream_resets() {
     s.handle_response(now, Epoch(8), 200, ES, None).unwrap();
     s.handle_bytes(now + Duration::from_secs(29), Epoch(8), b":\n")
         .unwrap();
-    s.handle_eof(now + Duration::from_secs(30), Epoch(8)).unwrap();
+    s.handle_eof(now + Duration::from_secs(30), Epoch(8))
+        .unwrap();
     let (_, e) = drain(&mut s);
     assert!(
         matches!(e.last(), Some(Event::Reconnecting { attempt: 1, .. })),

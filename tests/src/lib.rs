@@ -5,3 +5,5 @@
 //! microseconds and gives the same transcript for the same seed.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod sse_sim;

@@ -311,8 +311,7 @@ impl Parser {
             b"id" if !value.contains(&0) => self.id_buffer = decode(value.to_vec()),
             b"retry" => {
                 if let Some(ms) = parse_digits(value) {
-                    self.queue
-                        .push_back(Item::Retry(Duration::from_millis(ms)));
+                    self.queue.push_back(Item::Retry(Duration::from_millis(ms)));
                 }
             }
             _ => {}
