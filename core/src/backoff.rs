@@ -234,7 +234,8 @@ fn clamp_fraction(x: f64) -> f64 {
 
 /// Seconds to a `Duration`, saturating instead of panicking on negative, NaN or huge values.
 pub(crate) fn secs_to_duration(secs: f64) -> Duration {
-    if !(secs > 0.0) {
+    // NaN fails every comparison, so test for the one good case.
+    if secs.is_nan() || secs <= 0.0 {
         return Duration::ZERO;
     }
     Duration::try_from_secs_f64(secs).unwrap_or(Duration::MAX)
