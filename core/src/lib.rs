@@ -25,7 +25,7 @@
 //!
 //! [`time::Instant`], [`rng::Rng`], [`backoff::Backoff`], [`gate::RateLimitGate`],
 //! [`link::Link`], the NIP-01 codec in [`nostr::message`] and refusal reasons in
-//! [`nostr::reason`].
+//! [`nostr::reason`], and the SSE parser and session in [`sse`].
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -34,12 +34,14 @@ pub mod gate;
 pub mod link;
 pub mod nostr;
 pub mod rng;
+pub mod sse;
 pub mod time;
 
 pub use backoff::{Backoff, BackoffPolicy, Jitter};
 pub use gate::{GateScope, RateLimitGate};
 pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness};
 pub use rng::Rng;
+pub use sse::{SseConfig, SseSession};
 pub use time::{Clock, Instant};
 
 /// The README's example is compiled and run as a doctest so it stays true.

@@ -157,6 +157,11 @@ impl Link {
         self.backoff.attempts()
     }
 
+    /// The reconnect backoff (policy in force, attempts).
+    pub fn backoff(&self) -> &Backoff {
+        &self.backoff
+    }
+
     /// The reconnect backoff, e.g. to replace its base from an SSE `retry:` field.
     pub fn backoff_mut(&mut self) -> &mut Backoff {
         &mut self.backoff

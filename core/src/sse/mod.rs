@@ -1,0 +1,17 @@
+//! Server-Sent Events: a WHATWG event-stream [`parser`] and an [`SseSession`] that keeps one
+//! stream alive (reconnects with jittered backoff, `Last-Event-ID`, idle watchdog, catch-up
+//! signal).
+//!
+//! The session never touches HTTP: the driver performs the request a [`Transmit::Open`] asks
+//! for, reports the response head with [`SseSession::handle_response`], the body with
+//! [`SseSession::handle_bytes`] and its end with [`SseSession::handle_eof`] or
+//! [`SseSession::handle_error`].
+
+pub mod parser;
+pub mod session;
+
+pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
+pub use session::{
+    is_event_stream, parse_retry_after, CloseReason, DropReason, Event, FailReason, SseConfig,
+    SseError, SseSession, SseStats, Transmit,
+};

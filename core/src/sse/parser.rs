@@ -1,0 +1,460 @@
+//! Incremental WHATWG `text/event-stream` parser: bytes in, [`Item`]s out.
+//!
+//! It follows the HTML Living Standard's "interpreting an event stream" rules: one leading
+//! UTF-8 BOM is stripped; lines end in CRLF, LF or a lone CR (also when the CR ends one chunk
+//! and the LF starts the next); `:` lines are comments; a field without a colon has an empty
+//! value; one space after the colon is stripped; `data` lines are joined with LF and one
+//! trailing LF is removed; an empty data buffer dispatches nothing; the event type defaults to
+//! `message`; an `id` containing NULL is ignored; `retry` must be ASCII digits; unknown fields
+//! are ignored; invalid UTF-8 becomes U+FFFD.
+//!
+//! # Linear time, however the input is chunked
+//!
+//! Each input byte is scanned once. Only the unterminated tail of a chunk is kept, and later
+//! chunks append to it instead of re-scanning it, so an 8 MB line fed in 1024 pieces costs about
+//! the same as one piece (eventsource-stream re-scanned its whole buffer on every chunk, which
+//! made that case quadratic).
+//!
+//! # Bounds
+//!
+//! - A line longer than [`ParserConfig::max_line_len`] or an event whose data passes
+//!   [`ParserConfig::max_event_len`] yields [`Item::Error`]; the parser then skips to the next
+//!   blank line (the next event boundary) and carries on, so one hostile event costs at most
+//!   the limit in memory.
+//! - At most [`ParserConfig::max_queued`] items wait to be drained. When the queue is full,
+//!   [`Parser::feed`] stops at a line boundary and returns how many bytes it consumed; the
+//!   caller drains with [`Parser::next_item`] and feeds the rest again.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+/// Limits of a [`Parser`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParserConfig {
+    /// Longest line accepted, in bytes, without its line ending. Default 1 MiB.
+    pub max_line_len: usize,
+    /// Largest data buffer of one event, in bytes (the joined `data` lines). Default 1 MiB.
+    pub max_event_len: usize,
+    /// Most items held before [`Parser::feed`] stops consuming. Default 64; at least 1.
+    pub max_queued: usize,
+}
+
+impl Default for ParserConfig {
+    fn default() -> Self {
+        ParserConfig {
+            max_line_len: 1 << 20,
+            max_event_len: 1 << 20,
+            max_queued: 64,
+        }
+    }
+}
+
+/// One dispatched event.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Message {
+    /// The event type: the last `event` field, or `message` when there was none.
+    pub event: String,
+    /// The `data` lines joined with LF.
+    pub data: String,
+    /// The last event ID in force when the event was dispatched (may be empty).
+    pub id: String,
+}
+
+/// Something the stream said.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    /// A complete event.
+    Message(Message),
+    /// A comment line (`:` ...): servers send these as heartbeats.
+    Heartbeat,
+    /// A valid `retry` field: the server's reconnection delay.
+    Retry(Duration),
+    /// An oversized line or event was dropped; parsing resumed at the next blank line.
+    Error(ParseError),
+}
+
+/// Why part of the stream was dropped. The peer's fault; the parser carries on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ParseError {
+    /// A line was longer than this many bytes.
+    LineTooLong {
+        /// The configured limit.
+        limit: usize,
+    },
+    /// An event's data grew past this many bytes.
+    EventTooLarge {
+        /// The configured limit.
+        limit: usize,
+    },
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ParseError::LineTooLong { limit } => write!(f, "line longer than {limit} bytes"),
+            ParseError::EventTooLarge { limit } => write!(f, "event larger than {limit} bytes"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// The incremental parser for one event source.
+///
+/// The last event ID outlives a stream: [`Parser::finish`] ends a stream (dropping any
+/// incomplete event) but keeps the ID, so the next stream's events inherit it as browsers do.
+#[derive(Clone, Debug)]
+pub struct Parser {
+    config: ParserConfig,
+    /// How much of a leading BOM has been matched (3 = decided, stripped or not).
+    bom_matched: usize,
+    /// The previous chunk ended in CR: a leading LF of the next one belongs to it.
+    after_cr: bool,
+    /// The unterminated tail of the current line.
+    line: Vec<u8>,
+    /// Dropping everything until a blank line (after an oversized line or event).
+    skipping: bool,
+    /// While skipping: the current line already has bytes, so its end is no blank line.
+    skip_line_started: bool,
+    data: Vec<u8>,
+    event_type: Vec<u8>,
+    id_buffer: String,
+    last_event_id: String,
+    queue: VecDeque<Item>,
+}
+
+impl Parser {
+    /// A parser at the start of a stream with an empty last event ID.
+    pub fn new(config: ParserConfig) -> Self {
+        Parser {
+            config,
+            bom_matched: 0,
+            after_cr: false,
+            line: Vec::new(),
+            skipping: false,
+            skip_line_started: false,
+            data: Vec::new(),
+            event_type: Vec::new(),
+            id_buffer: String::new(),
+            last_event_id: String::new(),
+            queue: VecDeque::new(),
+        }
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &ParserConfig {
+        &self.config
+    }
+
+    /// The last event ID: set by every blank line from the newest valid `id` field, even when
+    /// no event is dispatched. This is what a reconnect sends as `Last-Event-ID`.
+    pub fn last_event_id(&self) -> &str {
+        &self.last_event_id
+    }
+
+    /// Items waiting to be drained.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Parse `bytes`; returns how many were consumed.
+    ///
+    /// Everything is consumed unless the item queue fills up, in which case parsing stops
+    /// after the line that filled it: drain [`Parser::next_item`] and feed the rest again.
+    pub fn feed(&mut self, bytes: &[u8]) -> usize {
+        self.feed_limited(bytes, usize::MAX)
+    }
+
+    /// [`Parser::feed`], but stop once `limit` items are queued (or `max_queued`, whichever is
+    /// smaller; at least 1), so a caller with its own bounded queue can pass its free room.
+    pub fn feed_limited(&mut self, bytes: &[u8], limit: usize) -> usize {
+        let limit = limit.min(self.config.max_queued).max(1);
+        let mut rest = self.strip_bom(bytes);
+        while !rest.is_empty() && self.queue.len() < limit {
+            if self.after_cr {
+                self.after_cr = false;
+                if rest[0] == b'\n' {
+                    rest = &rest[1..];
+                    continue;
+                }
+            }
+            let Some(end) = find_line_end(rest) else {
+                self.partial_line(rest);
+                rest = &[];
+                break;
+            };
+            self.after_cr = rest[end] == b'\r';
+            let (line, tail) = rest.split_at(end);
+            rest = &tail[1..];
+            self.end_line(line);
+        }
+        bytes.len() - rest.len()
+    }
+
+    /// The next parsed item, oldest first.
+    pub fn next_item(&mut self) -> Option<Item> {
+        self.queue.pop_front()
+    }
+
+    /// The stream ended: drop any incomplete line and event, and get ready for a new stream
+    /// (a BOM may lead again). Queued items and the last event ID are kept.
+    pub fn finish(&mut self) {
+        self.bom_matched = 0;
+        self.after_cr = false;
+        self.line.clear();
+        self.skipping = false;
+        self.skip_line_started = false;
+        self.data.clear();
+        self.event_type.clear();
+        self.id_buffer.clone_from(&self.last_event_id);
+    }
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Self::new(ParserConfig::default())
+    }
+}
+
+const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
+
+impl Parser {
+    /// Consume a leading BOM, possibly split across chunks. A partial match that fails
+    /// becomes the start of the first line.
+    fn strip_bom<'a>(&mut self, mut bytes: &'a [u8]) -> &'a [u8] {
+        while self.bom_matched < BOM.len() {
+            let Some(&b) = bytes.first() else {
+                return bytes;
+            };
+            if b != BOM[self.bom_matched] {
+                let matched = self.bom_matched;
+                self.bom_matched = BOM.len();
+                self.partial_line(&BOM[..matched]);
+                return bytes;
+            }
+            self.bom_matched += 1;
+            bytes = &bytes[1..];
+        }
+        bytes
+    }
+
+    fn partial_line(&mut self, piece: &[u8]) {
+        if piece.is_empty() {
+            return;
+        }
+        if self.skipping {
+            self.skip_line_started = true;
+            return;
+        }
+        if self.line.len() + piece.len() > self.config.max_line_len {
+            self.line.clear();
+            self.start_skipping(ParseError::LineTooLong {
+                limit: self.config.max_line_len,
+            });
+            self.skip_line_started = true;
+            return;
+        }
+        self.line.extend_from_slice(piece);
+    }
+
+    fn end_line(&mut self, tail: &[u8]) {
+        if self.skipping {
+            let blank = !self.skip_line_started && tail.is_empty();
+            self.skip_line_started = false;
+            self.skipping = !blank;
+            return;
+        }
+        if self.line.len() + tail.len() > self.config.max_line_len {
+            self.line.clear();
+            self.start_skipping(ParseError::LineTooLong {
+                limit: self.config.max_line_len,
+            });
+            return;
+        }
+        if self.line.is_empty() {
+            self.process_line(tail);
+            return;
+        }
+        let mut line = std::mem::take(&mut self.line);
+        line.extend_from_slice(tail);
+        let Some(mut line) = self.adopt_data_line(line) else {
+            return;
+        };
+        self.process_line(&line);
+        line.clear();
+        // Keep a modest buffer for the next long line, but do not pin a huge one forever.
+        if line.capacity() <= 64 * 1024 {
+            self.line = line;
+        }
+    }
+
+    /// A long `data` line that starts an event becomes the data buffer itself instead of
+    /// being copied into it: the buffered path then costs no more than the one-chunk path.
+    /// Returns the line when it is anything else.
+    fn adopt_data_line(&mut self, mut line: Vec<u8>) -> Option<Vec<u8>> {
+        if !self.data.is_empty() || !line.starts_with(b"data:") {
+            return Some(line);
+        }
+        let start = if line.get(5) == Some(&b' ') { 6 } else { 5 };
+        if line.len() - start + 1 > self.config.max_event_len {
+            return Some(line);
+        }
+        line.drain(..start);
+        line.push(b'\n');
+        self.data = line;
+        None
+    }
+
+    fn process_line(&mut self, line: &[u8]) {
+        if line.is_empty() {
+            self.dispatch();
+            return;
+        }
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(0) => {
+                self.queue.push_back(Item::Heartbeat);
+                return;
+            }
+            Some(colon) => {
+                let value = &line[colon + 1..];
+                (&line[..colon], value.strip_prefix(b" ").unwrap_or(value))
+            }
+            None => (line, &[][..]),
+        };
+        match name {
+            b"data" => self.append_data(value),
+            b"event" => {
+                self.event_type.clear();
+                self.event_type.extend_from_slice(value);
+            }
+            b"id" if !value.contains(&0) => self.id_buffer = decode(value.to_vec()),
+            b"retry" => {
+                if let Some(ms) = parse_digits(value) {
+                    self.queue.push_back(Item::Retry(Duration::from_millis(ms)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn append_data(&mut self, value: &[u8]) {
+        if self.data.len() + value.len() + 1 > self.config.max_event_len {
+            self.start_skipping(ParseError::EventTooLarge {
+                limit: self.config.max_event_len,
+            });
+            return;
+        }
+        self.data.extend_from_slice(value);
+        self.data.push(b'\n');
+    }
+
+    fn dispatch(&mut self) {
+        self.last_event_id.clone_from(&self.id_buffer);
+        if self.data.is_empty() {
+            self.event_type.clear();
+            return;
+        }
+        self.data.pop();
+        let data = decode(std::mem::take(&mut self.data));
+        let event = if self.event_type.is_empty() {
+            String::from("message")
+        } else {
+            decode(std::mem::take(&mut self.event_type))
+        };
+        self.queue.push_back(Item::Message(Message {
+            event,
+            data,
+            id: self.id_buffer.clone(),
+        }));
+    }
+
+    /// Drop the event being built and ignore lines until the next blank one.
+    fn start_skipping(&mut self, error: ParseError) {
+        self.data.clear();
+        self.event_type.clear();
+        self.skipping = true;
+        self.skip_line_started = false;
+        self.queue.push_back(Item::Error(error));
+    }
+}
+
+/// UTF-8 with U+FFFD for invalid sequences; reuses the allocation when the bytes are valid.
+fn decode(bytes: Vec<u8>) -> String {
+    match String::from_utf8(bytes) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+/// A non-empty run of ASCII digits as a number, saturating on overflow.
+fn parse_digits(value: &[u8]) -> Option<u64> {
+    if value.is_empty() || !value.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(value.iter().fold(0u64, |n, &d| {
+        n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+    }))
+}
+
+/// Index of the first CR or LF, eight bytes at a time.
+fn find_line_end(s: &[u8]) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    const LF: u64 = ONES * b'\n' as u64;
+    const CR: u64 = ONES * b'\r' as u64;
+    let mut words = s.chunks_exact(8);
+    let mut offset = 0;
+    for word in &mut words {
+        let mut buf = [0u8; 8];
+        buf.copy_from_slice(word);
+        let w = u64::from_le_bytes(buf);
+        let (x, y) = (w ^ LF, w ^ CR);
+        // Classic "has a zero byte": the lowest flagged byte is always a true match.
+        let hits = ((x.wrapping_sub(ONES) & !x) | (y.wrapping_sub(ONES) & !y)) & HIGHS;
+        if hits != 0 {
+            return Some(offset + (hits.trailing_zeros() / 8) as usize);
+        }
+        offset += 8;
+    }
+    let tail = words.remainder();
+    tail.iter()
+        .position(|&b| b == b'\n' || b == b'\r')
+        .map(|i| offset + i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn find_line_end_matches_naive_scan() {
+        let mut s = vec![b'a'; 40];
+        assert_eq!(find_line_end(&s), None);
+        for i in 0..40 {
+            for eol in [b'\n', b'\r'] {
+                s[i] = eol;
+                assert_eq!(find_line_end(&s), Some(i));
+                // A later terminator must not hide behind an earlier one.
+                if i + 3 < 40 {
+                    s[i + 3] = b'\n';
+                    assert_eq!(find_line_end(&s), Some(i));
+                    s[i + 3] = b'a';
+                }
+                s[i] = b'a';
+            }
+        }
+        // Bytes one above and below the terminators must not match (borrow false positives).
+        let near = [0x0B, 0x0C, 0x0E, 0x09, 0x8A, 0x8D, 0x00, 0xFF, 0x0B];
+        assert_eq!(find_line_end(&near), None);
+    }
+
+    #[test]
+    fn digits_saturate() {
+        assert_eq!(parse_digits(b"5000"), Some(5000));
+        assert_eq!(parse_digits(b"99999999999999999999999"), Some(u64::MAX));
+        assert_eq!(parse_digits(b""), None);
+        assert_eq!(parse_digits(b"1 "), None);
+        assert_eq!(parse_digits(b"-1"), None);
+    }
+}
