@@ -565,7 +565,7 @@ fn run(seed: u64, inputs: &[Input]) -> Result<Vec<String>, TestCaseError> {
                 let (t, e) = drain(&mut s);
                 if t.is_empty() && e.is_empty() {
                     prop_assert!(
-                        s.poll_timeout().map_or(true, |d| d > now),
+                        s.poll_timeout().is_none_or(|d| d > now),
                         "deadline {:?} not after {:?}",
                         s.poll_timeout(),
                         now

@@ -149,7 +149,7 @@ fn s7_last_event_id_round_trip_with_catch_up() {
 #[test]
 fn s8_accept_then_drop_does_not_become_a_1s_loop() {
     let mut s = sim(ServerConfig::default());
-    s.script(std::iter::repeat(Reply::AcceptThenDrop).take(8));
+    s.script(std::iter::repeat_n(Reply::AcceptThenDrop, 8));
     s.connect();
     s.run_for(secs(180));
     insta::assert_snapshot!(s.transcript());
