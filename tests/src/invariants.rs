@@ -23,6 +23,8 @@ pub struct Invariants {
     subscribed: BTreeSet<SubscriptionId>,
     unsubscribed: BTreeSet<SubscriptionId>,
     closed: BTreeMap<SubscriptionId, usize>,
+    /// REQs per subscription since its retry state last cleared (EOSE or a new socket).
+    reqs_since_clear: BTreeMap<SubscriptionId, u32>,
     batch_at: Option<Instant>,
     batch_count: usize,
     /// Background REQ batches observed (count per batch), for tests to inspect.
@@ -43,6 +45,7 @@ impl Invariants {
             subscribed: BTreeSet::new(),
             unsubscribed: BTreeSet::new(),
             closed: BTreeMap::new(),
+            reqs_since_clear: BTreeMap::new(),
             batch_at: None,
             batch_count: 0,
             batches: Vec::new(),
@@ -100,6 +103,15 @@ impl Invariants {
                 fail(
                     transcript,
                     &format!("re-REQ of {id} after it was surfaced as Closed"),
+                );
+            }
+            // The first REQ, at most `max_retries` re-REQs, and the one retry after auth.
+            let n = self.reqs_since_clear.entry(id).or_default();
+            *n += 1;
+            if *n > self.max_retries.saturating_add(2) {
+                fail(
+                    transcript,
+                    &format!("{id} sent {n} REQs without a clean EOSE or new socket"),
                 );
             }
         }
@@ -177,7 +189,14 @@ impl Invariants {
                         fail(transcript, &format!("{sub} surfaced twice"));
                     }
                 }
-                Event::Disconnected { .. } => gate_reset = true,
+                Event::Disconnected { .. } => {
+                    gate_reset = true;
+                    self.reqs_since_clear.clear();
+                }
+                Event::Connected => self.reqs_since_clear.clear(),
+                Event::Eose { sub } => {
+                    self.reqs_since_clear.remove(sub);
+                }
                 _ => {}
             }
         }

@@ -80,6 +80,8 @@ pub struct RelayModel {
     pub auth_required: bool,
     /// The next REQs are answered with these CLOSED messages, one each, before anything else.
     pub scripted_closed: VecDeque<String>,
+    /// Refuse every REQ with this CLOSED message (after the scripted ones).
+    pub refuse_all: Option<String>,
     /// The next EVENTs are answered with these `(accepted, message)` OKs.
     pub scripted_ok: VecDeque<(bool, String)>,
     /// Never answer REQs (no events, EOSE or CLOSED): the stalled relay.
@@ -216,7 +218,11 @@ impl RelayModel {
             }
             .encode()]
         };
-        if let Some(message) = self.scripted_closed.pop_front() {
+        if let Some(message) = self
+            .scripted_closed
+            .pop_front()
+            .or_else(|| self.refuse_all.clone())
+        {
             return closed(message);
         }
         let Some(authed) = self.conns.get(&conn).map(|c| c.authed) else {
