@@ -128,7 +128,8 @@ fn too_many_subscriptions_is_terminal_and_learned() {
     assert_eq!(
         count(
             &s,
-            |e| matches!(e, Event::Queued { sub } if *sub == SubscriptionId(4))
+            // The fifth subscription reuses the refused one's slot: s3g1.
+            |e| matches!(e, Event::Queued { sub } if *sub == SubscriptionId((1 << 32) | 3))
         ),
         1,
         "the next one waits"
@@ -405,7 +406,10 @@ fn notice_only_refusal_is_attributed_to_the_newest_pending_req() {
     assert_eq!(closed, vec![SubscriptionId(3), SubscriptionId(2)]);
     assert_eq!(s.session.subscription_limit(), Some(2));
     assert_eq!(
-        s.session.subscription(SubscriptionId(4)).map(|v| v.state),
+        // The fifth reuses the slot freed last (s2's): s2g1.
+        s.session
+            .subscription(SubscriptionId((1 << 32) | 2))
+            .map(|v| v.state),
         Some(tether_core::nostr::SubState::Queued)
     );
     assert_eq!(

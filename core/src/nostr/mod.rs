@@ -5,6 +5,7 @@ pub mod event;
 pub mod message;
 mod outbox;
 pub mod reason;
+mod registry;
 pub mod session;
 pub mod subscription;
 

@@ -18,9 +18,7 @@
 //! | publish | the outbox module |
 
 use std::cmp::Reverse;
-use std::collections::hash_map::DefaultHasher;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
-use std::hash::BuildHasherDefault;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::value::RawValue;
 
@@ -32,15 +30,12 @@ use crate::nostr::event::{Error, Event, Stats, Transmit};
 use crate::nostr::message::{ClientMessage, EventId, RawEvent, RelayMessage};
 use crate::nostr::outbox::{Env, Outbox};
 use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
+use crate::nostr::registry::Registry;
 use crate::nostr::subscription::{
     parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId,
 };
 use crate::rng::Rng;
 use crate::time::{Clock, Instant};
-
-/// SipHash with fixed keys: iteration order must not depend on a per-process random seed,
-/// or two runs with the same seed could differ. Keys are our own ids, not the peer's.
-type FixedState = BuildHasherDefault<DefaultHasher>;
 
 /// A read-only view of one subscription, for tests, invariants and dashboards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,6 +48,8 @@ pub struct SubscriptionView {
     pub retries: u32,
     /// Its priority.
     pub priority: Priority,
+    /// When its pending timer fires: the retry, EOSE timeout or auth hold deadline.
+    pub timer: Option<Instant>,
 }
 
 /// The sans-IO Nostr relay session. See the crate docs for the driving contract.
@@ -63,8 +60,7 @@ pub struct RelaySession {
     rng: Rng,
     link: Link,
     gate: RateLimitGate,
-    subs: HashMap<u64, Subscription, FixedState>,
-    next_id: u64,
+    subs: Registry,
     /// Subscriptions waiting to be sent by [`RelaySession::pump`], highest priority first.
     send_queue: BTreeSet<(Reverse<Priority>, SubscriptionId)>,
     /// Which queued subscriptions were told they wait for a slot.
@@ -100,8 +96,7 @@ impl RelaySession {
             config,
             clock: Clock::default(),
             rng: Rng::new(seed),
-            subs: HashMap::default(),
-            next_id: 0,
+            subs: Registry::default(),
             send_queue: BTreeSet::new(),
             told_queued: BTreeSet::new(),
             timers: BTreeSet::new(),
@@ -170,12 +165,9 @@ impl RelaySession {
                 max: self.config.max_registered,
             });
         }
-        let id = SubscriptionId(self.next_id);
-        self.next_id += 1;
-        self.subs.insert(
-            id.0,
-            Subscription::new(id, filters.into_boxed_slice(), priority),
-        );
+        let id = self
+            .subs
+            .insert(|id| Subscription::new(id, &filters, priority));
         if self.link.is_open() {
             if self.slot_available() {
                 self.send_req(now, id);
@@ -193,7 +185,7 @@ impl RelaySession {
     /// [`Error::UnknownSubscription`] if it is not registered.
     pub fn unsubscribe(&mut self, now: Instant, id: SubscriptionId) -> Result<(), Error> {
         let now = self.clock.observe(now);
-        let Some(state) = self.subs.get(&id.0).map(|s| s.state) else {
+        let Some(state) = self.subs.get(id).map(|s| s.state) else {
             return Err(Error::UnknownSubscription(id));
         };
         if state.is_open() && self.link.is_open() {
@@ -264,7 +256,7 @@ impl RelaySession {
         self.reset_for_socket();
         self.events.push_back(Event::Connected);
         self.next_batch_at = now;
-        let mut ids: Vec<SubscriptionId> = self.subs.keys().map(|&k| SubscriptionId(k)).collect();
+        let mut ids: Vec<SubscriptionId> = self.subs.iter().map(|s| s.id).collect();
         ids.sort_unstable();
         for id in ids {
             self.enqueue(id);
@@ -425,12 +417,12 @@ impl RelaySession {
 
     /// One subscription, if registered.
     pub fn subscription(&self, id: SubscriptionId) -> Option<SubscriptionView> {
-        self.subs.get(&id.0).map(view)
+        self.subs.get(id).map(view)
     }
 
     /// Every registered subscription, in id order.
     pub fn subscriptions(&self) -> Vec<SubscriptionView> {
-        let mut all: Vec<SubscriptionView> = self.subs.values().map(view).collect();
+        let mut all: Vec<SubscriptionView> = self.subs.iter().map(view).collect();
         all.sort_unstable_by_key(|v| v.id);
         all
     }
@@ -465,7 +457,7 @@ impl RelaySession {
             self.config.catch_up.unwrap_or_default(),
             self.config.dedup_capacity,
         );
-        let Some(sub) = self.subs.get_mut(&id.0) else {
+        let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
         if !sub.state.is_open() {
@@ -494,7 +486,7 @@ impl RelaySession {
         let Some(id) = self.route(wire) else {
             return;
         };
-        let Some(sub) = self.subs.get_mut(&id.0) else {
+        let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
         if sub.state != SubState::Pending {
@@ -513,7 +505,7 @@ impl RelaySession {
         let Some(id) = self.route(wire) else {
             return;
         };
-        if !self.subs.get(&id.0).is_some_and(|s| s.state.is_open()) {
+        if !self.subs.get(id).is_some_and(|s| s.state.is_open()) {
             self.stats.stale_attempt += 1;
             return;
         }
@@ -618,7 +610,7 @@ impl RelaySession {
     /// Bounded re-REQ: delay = max(gate remaining, own full-jitter backoff); when the retries
     /// are spent the application hears `Closed` once and the subscription is gone.
     fn schedule_retry(&mut self, now: Instant, id: SubscriptionId, message: &str) {
-        let Some(sub) = self.subs.get_mut(&id.0) else {
+        let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
         let mut backoff = Backoff::with_attempts(self.config.closed_retry, sub.retries);
@@ -628,7 +620,7 @@ impl RelaySession {
         };
         sub.retries = backoff.attempts();
         let at = now.saturating_add(delay.max(self.gate.remaining(now)));
-        sub.state = SubState::Retrying { at };
+        sub.state = SubState::Retrying;
         let attempt = sub.retries;
         self.set_timer(id, Some(at));
         self.events.push_back(Event::Retrying {
@@ -639,7 +631,7 @@ impl RelaySession {
     }
 
     fn hold_for_auth(&mut self, now: Instant, id: SubscriptionId, message: &str) {
-        let Some(sub) = self.subs.get_mut(&id.0) else {
+        let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
         if sub.auth_retried {
@@ -652,19 +644,16 @@ impl RelaySession {
     }
 
     fn fire_sub_timer(&mut self, now: Instant, id: SubscriptionId) {
-        let Some(sub) = self.subs.get(&id.0) else {
+        let Some(sub) = self.subs.get(id) else {
             return;
         };
         match sub.state {
-            SubState::Retrying { .. } if self.gate.is_open(now) => {
+            SubState::Retrying if self.gate.is_open(now) => {
                 // The gate was extended after this retry was scheduled: wait it out too.
                 let at = now.saturating_add(self.gate.remaining(now));
-                if let Some(sub) = self.subs.get_mut(&id.0) {
-                    sub.state = SubState::Retrying { at };
-                }
                 self.set_timer(id, Some(at));
             }
-            SubState::Retrying { .. } => self.enqueue(id),
+            SubState::Retrying => self.enqueue(id),
             SubState::Pending if !sub.responded => {
                 self.events.push_back(Event::EoseTimeout { sub: id });
                 self.send_close(id);
@@ -732,7 +721,7 @@ impl RelaySession {
 
     fn send_req(&mut self, now: Instant, id: SubscriptionId) {
         let catch_up = self.config.catch_up;
-        let Some(sub) = self.subs.get_mut(&id.0) else {
+        let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
         sub.attempt = sub.attempt.wrapping_add(1);
@@ -754,7 +743,7 @@ impl RelaySession {
     }
 
     fn send_close(&mut self, id: SubscriptionId) {
-        let Some(sub) = self.subs.get(&id.0) else {
+        let Some(sub) = self.subs.get(id) else {
             return;
         };
         let text = ClientMessage::Close {
@@ -766,7 +755,7 @@ impl RelaySession {
 
     /// `id`'s REQ is no longer open on the relay.
     fn leave_open(&mut self, id: SubscriptionId) {
-        let Some(sub) = self.subs.get_mut(&id.0) else {
+        let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
         if sub.state == SubState::Pending {
@@ -780,7 +769,7 @@ impl RelaySession {
     }
 
     fn enqueue(&mut self, id: SubscriptionId) {
-        let Some(sub) = self.subs.get_mut(&id.0) else {
+        let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
         sub.state = SubState::Queued;
@@ -805,7 +794,7 @@ impl RelaySession {
 
     /// The one report of a subscription's failure; it leaves the session.
     fn surface(&mut self, id: SubscriptionId, reason: String) {
-        let attempts = self.subs.get(&id.0).map_or(0, |s| s.retries);
+        let attempts = self.subs.get(id).map_or(0, |s| s.retries);
         self.forget(id);
         self.events.push_back(Event::Closed {
             sub: id,
@@ -816,7 +805,7 @@ impl RelaySession {
 
     fn forget(&mut self, id: SubscriptionId) {
         self.leave_open(id);
-        let Some(sub) = self.subs.remove(&id.0) else {
+        let Some(sub) = self.subs.remove(id) else {
             return;
         };
         self.send_queue.remove(&(Reverse(sub.priority), id));
@@ -824,7 +813,7 @@ impl RelaySession {
     }
 
     fn set_timer(&mut self, id: SubscriptionId, at: Option<Instant>) {
-        let Some(sub) = self.subs.get_mut(&id.0) else {
+        let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
         if let Some(old) = sub.timer.take() {
@@ -842,7 +831,7 @@ impl RelaySession {
             self.stats.unknown_subscription += 1;
             return None;
         };
-        let Some(sub) = self.subs.get(&id.0) else {
+        let Some(sub) = self.subs.get(id) else {
             self.stats.unknown_subscription += 1;
             return None;
         };
@@ -856,7 +845,7 @@ impl RelaySession {
     /// The socket is gone (or a new one starts): nothing is open, nothing is scheduled, and
     /// refusal history belongs to the old connection.
     fn reset_for_socket(&mut self) {
-        for sub in self.subs.values_mut() {
+        for sub in self.subs.iter_mut() {
             sub.state = SubState::Idle;
             sub.timer = None;
             sub.clear_retry_state();
@@ -901,5 +890,6 @@ fn view(sub: &Subscription) -> SubscriptionView {
         state: sub.state,
         retries: sub.retries,
         priority: sub.priority,
+        timer: sub.timer,
     }
 }

@@ -15,13 +15,19 @@ pub struct SubscriptionId(pub u64);
 
 impl fmt::Debug for SubscriptionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "s{}", self.0)
+        fmt::Display::fmt(self, f)
     }
 }
 
 impl fmt::Display for SubscriptionId {
+    /// `s7` for slot 7; `s7g2` for the slot's third tenant (slots are reused).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "s{}", self.0)
+        let (generation, slot) = (self.0 >> 32, self.0 & u64::from(u32::MAX));
+        if generation == 0 {
+            write!(f, "s{slot}")
+        } else {
+            write!(f, "s{slot}g{generation}")
+        }
     }
 }
 
@@ -72,24 +78,6 @@ impl Filter {
     pub fn json(&self) -> &str {
         self.0.get()
     }
-
-    /// This filter with `since` raised to at least `since` (catch-up after a gap).
-    pub(crate) fn with_since(&self, since: u64) -> Box<RawValue> {
-        let Ok(mut map) =
-            serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(self.0.get())
-        else {
-            return self.0.clone();
-        };
-        let current = map
-            .get("since")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(0);
-        map.insert("since".into(), since.max(current).into());
-        serde_json::to_string(&map)
-            .ok()
-            .and_then(|s| RawValue::from_string(s).ok())
-            .unwrap_or_else(|| self.0.clone())
-    }
 }
 
 /// Where a subscription stands.
@@ -103,11 +91,8 @@ pub enum SubState {
     Pending,
     /// EOSE received: stored events are done, new ones stream in.
     Live,
-    /// Refused; its next REQ is due at `at` (behind the gate).
-    Retrying {
-        /// When it re-enters the send queue.
-        at: Instant,
-    },
+    /// Refused; it re-enters the send queue when its timer fires (behind the gate).
+    Retrying,
     /// Refused with `auth-required:`; held until `authenticate` gets its OK.
     AwaitingAuth,
 }
@@ -124,7 +109,9 @@ impl SubState {
 pub(crate) struct Subscription {
     pub(crate) id: SubscriptionId,
     pub(crate) priority: Priority,
-    pub(crate) filters: Box<[Filter]>,
+    /// The filters as one JSON array text: a single allocation, most of it the filters' own
+    /// bytes, which keeps the per-subscription overhead small.
+    pub(crate) filters: Box<str>,
     pub(crate) state: SubState,
     /// Bumped on every REQ: the wire id is `(id, attempt)`, so anything the relay says about
     /// an older REQ is recognisably stale.
@@ -146,11 +133,21 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    pub(crate) fn new(id: SubscriptionId, filters: Box<[Filter]>, priority: Priority) -> Self {
+    pub(crate) fn new(id: SubscriptionId, filters: &[Filter], priority: Priority) -> Self {
+        let mut joined =
+            String::with_capacity(2 + filters.iter().map(|f| f.json().len() + 1).sum::<usize>());
+        joined.push('[');
+        for (i, f) in filters.iter().enumerate() {
+            if i > 0 {
+                joined.push(',');
+            }
+            joined.push_str(f.json());
+        }
+        joined.push(']');
         Subscription {
             id,
             priority,
-            filters,
+            filters: joined.into_boxed_str(),
             state: SubState::Idle,
             attempt: 0,
             retries: 0,
@@ -179,11 +176,12 @@ impl Subscription {
         let since = catch_up
             .zip(self.newest)
             .map(|(slack, newest)| newest.saturating_sub(slack.as_secs()));
-        self.filters
-            .iter()
+        // The text was built from validated filter objects, so it always parses.
+        let raw: Vec<&RawValue> = serde_json::from_str(&self.filters).unwrap_or_default();
+        raw.into_iter()
             .map(|f| match since {
-                Some(since) => f.with_since(since),
-                None => f.0.clone(),
+                Some(since) => with_since(f, since),
+                None => f.to_owned(),
             })
             .collect()
     }
@@ -209,6 +207,24 @@ impl Subscription {
         );
         true
     }
+}
+
+/// `filter` with `since` raised to at least `since` (catch-up after a gap), never lowered.
+fn with_since(filter: &RawValue, since: u64) -> Box<RawValue> {
+    let Ok(mut map) =
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(filter.get())
+    else {
+        return filter.to_owned();
+    };
+    let current = map
+        .get("since")
+        .and_then(serde_json::Value::as_u64)
+        .unwrap_or(0);
+    map.insert("since".into(), since.max(current).into());
+    serde_json::to_string(&map)
+        .ok()
+        .and_then(|s| RawValue::from_string(s).ok())
+        .unwrap_or_else(|| filter.to_owned())
 }
 
 /// Encode the wire id of `attempt` of subscription `id`: short, ASCII, <= 64 characters.
@@ -308,15 +324,16 @@ mod tests {
     #[test]
     fn since_is_raised_never_lowered() {
         let f = Filter::new(r#"{"kinds":[1],"since":100}"#).unwrap();
-        assert_eq!(f.with_since(50).get(), r#"{"kinds":[1],"since":100}"#);
-        assert_eq!(f.with_since(500).get(), r#"{"kinds":[1],"since":500}"#);
+        let raw = RawValue::from_string(f.json().to_owned()).unwrap();
+        assert_eq!(with_since(&raw, 50).get(), r#"{"kinds":[1],"since":100}"#);
+        assert_eq!(with_since(&raw, 500).get(), r#"{"kinds":[1],"since":500}"#);
         assert!(Filter::new("[1]").is_err());
         assert!(Filter::new("{").is_err());
     }
 
     #[test]
     fn recent_ids_keep_only_the_overlap_window() {
-        let mut s = Subscription::new(SubscriptionId(1), Box::new([]), Priority::NORMAL);
+        let mut s = Subscription::new(SubscriptionId(1), &[], Priority::NORMAL);
         let id = |n: u8| EventId([n; 32]);
         let slack = Duration::from_secs(5);
         assert!(s.admit(id(1), 100, slack, 4));
