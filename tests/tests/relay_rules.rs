@@ -1,0 +1,241 @@
+//! One test per rule of DESIGN.md's relay table that the transcripts do not already pin.
+
+use std::time::Duration;
+
+use tether_core::nostr::{
+    Event, Priority, Rejection, RelayConfig, RelaySession, SubscriptionId, Transmit,
+};
+use tether_core::{GateScope, Instant};
+use tether_testkit::{Action, RelayModel, Sim, StoredEvent};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn kinds(k: u32, p: Priority) -> Action {
+    Action::Subscribe(vec![format!(r#"{{"kinds":[{k}]}}"#)], p)
+}
+
+fn gate_after_reconnect(scope: GateScope) -> Option<Instant> {
+    let mut relay = RelayModel::with_events(0);
+    relay
+        .scripted_closed
+        .push_back("rate-limited: retry in 120s".into());
+    let config = RelayConfig {
+        gate_scope: scope,
+        ..RelayConfig::default()
+    };
+    let mut s = Sim::new(config, 1, relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds(1, Priority::NORMAL));
+    s.at(ms(1_000), Action::DropSocket);
+    s.run_for(Duration::from_secs(5));
+    s.session.gate().ready_at()
+}
+
+#[test]
+fn gate_resets_with_the_connection_unless_scoped_to_the_session() {
+    assert_eq!(gate_after_reconnect(GateScope::Connection), None);
+    assert_eq!(
+        gate_after_reconnect(GateScope::Session),
+        Some(Instant::from_millis(120_120))
+    );
+}
+
+#[test]
+fn session_scoped_gate_holds_the_replay_after_reconnect() {
+    let mut relay = RelayModel::with_events(0);
+    relay
+        .scripted_closed
+        .push_back("rate-limited: retry in 20s".into());
+    let config = RelayConfig {
+        gate_scope: GateScope::Session,
+        ..RelayConfig::default()
+    };
+    let mut s = Sim::new(config, 1, relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds(1, Priority::NORMAL));
+    s.at(ms(1_000), Action::DropSocket);
+    s.run_for(Duration::from_secs(30));
+    let replay = s
+        .sent
+        .iter()
+        .filter(|(_, t)| t.starts_with("[\"REQ\""))
+        .nth(1)
+        .map(|(at, _)| *at);
+    assert_eq!(
+        replay,
+        Some(Instant::from_millis(20_120)),
+        "the replay waits for the window"
+    );
+}
+
+#[test]
+fn replay_sends_higher_priority_first() {
+    let mut s = Sim::new(RelayConfig::default(), 1, RelayModel::with_events(0));
+    s.at(ms(0), kinds(1, Priority::LOW));
+    s.at(ms(0), kinds(2, Priority::NORMAL));
+    s.at(ms(0), kinds(3, Priority::HIGH));
+    s.at(ms(0), kinds(4, Priority::NORMAL));
+    s.at(ms(0), Action::Connect);
+    s.run_for(Duration::from_secs(1));
+    let order: Vec<&str> = s.sent.iter().map(|(_, t)| t.as_str()).collect();
+    assert_eq!(
+        order,
+        vec![
+            r#"["REQ","2:1",{"kinds":[3]}]"#,
+            r#"["REQ","1:1",{"kinds":[2]}]"#,
+            r#"["REQ","3:1",{"kinds":[4]}]"#,
+            r#"["REQ","0:1",{"kinds":[1]}]"#,
+        ]
+    );
+}
+
+#[test]
+fn retry_state_clears_on_a_clean_eose() {
+    let mut relay = RelayModel::with_events(0);
+    relay
+        .scripted_closed
+        .extend(["error: a".to_owned(), "error: b".to_owned()]);
+    let mut s = Sim::new(RelayConfig::default(), 1, relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds(1, Priority::NORMAL));
+    s.run_for(Duration::from_secs(10));
+    let view = s
+        .session
+        .subscription(SubscriptionId(0))
+        .expect("registered");
+    assert_eq!(
+        view.retries, 0,
+        "two refusals, then EOSE: the count starts over"
+    );
+    assert_eq!(s.sent.len(), 3);
+}
+
+#[test]
+fn subscribe_is_never_held_behind_the_gate() {
+    let mut relay = RelayModel::with_events(0);
+    relay
+        .scripted_closed
+        .push_back("rate-limited: retry in 60s".into());
+    let mut s = Sim::new(RelayConfig::default(), 1, relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds(1, Priority::NORMAL));
+    s.at(ms(500), kinds(2, Priority::NORMAL));
+    s.run_for(Duration::from_secs(1));
+    assert!(s.session.gate().is_open(s.now()));
+    assert_eq!(
+        s.sent.last().map(|(at, t)| (at.since_origin(), t.as_str())),
+        Some((ms(500), r#"["REQ","1:1",{"kinds":[2]}]"#))
+    );
+}
+
+#[test]
+fn disconnect_cancels_everything_and_only_the_close_is_sent() {
+    let mut relay = RelayModel::with_events(0);
+    relay.scripted_closed.push_back("error: later".into());
+    let mut s = Sim::new(RelayConfig::default(), 1, relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds(1, Priority::NORMAL));
+    s.at(ms(200), Action::Disconnect);
+    s.at(ms(300), kinds(2, Priority::NORMAL));
+    s.at(ms(400), Action::Publish(StoredEvent::new(5, 1, 1).json));
+    s.run_for(Duration::from_secs(120));
+    assert_eq!(s.sent.len(), 1, "only the first REQ went out");
+    assert_eq!(s.transcript().matches("tx  Close").count(), 1);
+    assert_eq!(
+        s.session.poll_timeout(),
+        None,
+        "no timer survives a disconnect"
+    );
+    assert_eq!(
+        s.session.subscriptions().len(),
+        2,
+        "subscriptions stay registered for a later connect"
+    );
+}
+
+#[test]
+fn publishes_are_matched_by_id_when_oks_come_out_of_order() {
+    let mut s = RelaySession::new(RelayConfig::default(), 1);
+    let t = Instant::ZERO;
+    s.connect(t);
+    s.handle_open(t);
+    let a = StoredEvent::new(1, 1, 1);
+    let b = StoredEvent::new(2, 1, 1);
+    s.publish(t, &a.json).unwrap();
+    s.publish(t, &b.json).unwrap();
+    while s.poll_transmit().is_some() {}
+    while s.poll_event().is_some() {}
+    s.handle_frame(t, &format!(r#"["OK","{}",false,"blocked: spam"]"#, b.id()));
+    s.handle_frame(t, &format!(r#"["OK","{}",true,""]"#, a.id()));
+    let events: Vec<Event> = std::iter::from_fn(|| s.poll_event()).collect();
+    assert_eq!(
+        events,
+        vec![
+            Event::Rejected {
+                id: b.id(),
+                reason: Rejection::Refused {
+                    message: "blocked: spam".into()
+                }
+            },
+            Event::Published { id: a.id() },
+        ]
+    );
+}
+
+#[test]
+fn duplicate_counts_as_published_and_unanswered_publishes_time_out_after_bounded_resends() {
+    let mut s = RelaySession::new(RelayConfig::default(), 1);
+    let mut t = Instant::ZERO;
+    s.connect(t);
+    s.handle_open(t);
+    let a = StoredEvent::new(1, 1, 1);
+    let b = StoredEvent::new(2, 1, 1);
+    s.publish(t, &a.json).unwrap();
+    s.publish(t, &b.json).unwrap();
+    while s.poll_transmit().is_some() {}
+    s.handle_frame(
+        t,
+        &format!(r#"["OK","{}",false,"duplicate: already have it"]"#, a.id()),
+    );
+    assert_eq!(s.poll_event(), Some(Event::Published { id: a.id() }));
+    let mut sends = 0;
+    let mut outcome = None;
+    while let Some(next) = s.poll_timeout() {
+        t = next.max(t);
+        s.handle_timeout(t);
+        // Keep the socket alive: the relay answers pings, just never this OK.
+        s.handle_pong(t);
+        while let Some(tx) = s.poll_transmit() {
+            if matches!(tx, Transmit::Send(ref text) if text.starts_with("[\"EVENT\"")) {
+                sends += 1;
+            }
+        }
+        while let Some(e) = s.poll_event() {
+            if let Event::Rejected { reason, .. } = e {
+                outcome = Some(reason);
+            }
+        }
+        if outcome.is_some() || t > Instant::from_millis(600_000) {
+            break;
+        }
+    }
+    assert_eq!(outcome, Some(Rejection::TimedOut));
+    assert_eq!(sends, 5, "5 resends after the first, then the one report");
+}
+
+#[test]
+fn publishes_wait_for_a_connection() {
+    let mut s = Sim::new(RelayConfig::default(), 1, RelayModel::with_events(0));
+    s.at(ms(0), Action::Publish(StoredEvent::new(3, 1, 1).json));
+    s.at(ms(1_000), Action::Connect);
+    s.run_for(Duration::from_secs(2));
+    let published: Vec<_> = s
+        .events
+        .iter()
+        .filter(|(_, e)| matches!(e, Event::Published { .. }))
+        .collect();
+    assert_eq!(published.len(), 1);
+    assert_eq!(published[0].0, Instant::from_millis(1_040));
+}
