@@ -195,6 +195,7 @@ fn duplicate_counts_as_published_and_unanswered_publishes_time_out_after_bounded
     s.publish(t, &a.json).unwrap();
     s.publish(t, &b.json).unwrap();
     while s.poll_transmit().is_some() {}
+    while s.poll_event().is_some() {}
     s.handle_frame(
         t,
         &format!(r#"["OK","{}",false,"duplicate: already have it"]"#, a.id()),
