@@ -10,6 +10,7 @@ pub mod invariants;
 pub mod relay_model;
 pub mod sim;
 pub mod sse_sim;
+pub mod storm;
 
 pub use relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
 pub use sim::{Action, Sim};
