@@ -93,7 +93,7 @@ pub struct Storm {
     pub capacity: usize,
     /// How long to simulate.
     pub horizon: Duration,
-    /// Seed; client `i` uses `seed ^ i`.
+    /// Seed; each client derives its own from it and its index.
     pub seed: u64,
 }
 
@@ -138,7 +138,14 @@ impl Storm {
         let horizon_secs = self.horizon.as_secs() as usize;
         let mut per_sec = vec![0u64; horizon_secs + 1];
         let mut clients: Vec<Client> = (0..self.clients)
-            .map(|i| Client::new(c.policy, self.seed ^ i as u64))
+            .map(|i| {
+                Client::new(
+                    c.policy,
+                    self.seed
+                        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        .wrapping_add(i as u64),
+                )
+            })
             .collect();
         let mut queue: BinaryHeap<Reverse<(Instant, usize)>> =
             BinaryHeap::with_capacity(self.clients);
