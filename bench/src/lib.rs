@@ -7,7 +7,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tether_core::nostr::{Filter, Priority, RelayConfig, RelaySession};
+use tether_core::nostr::{Filter, Priority, RelayConfig, RelaySession, Transmit};
 use tether_core::{Instant, LinkConfig, Liveness};
 
 /// The system allocator, counting live heap bytes. Install it with `#[global_allocator]`
@@ -51,10 +51,9 @@ pub fn filter(i: usize) -> Filter {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// A session with `n` live subscriptions: registered, replayed through every batch, each
-/// answered with EOSE. The relay never speaks otherwise, so the watchdog and EOSE timeout
-/// are off.
-pub fn live_session(n: usize) -> RelaySession {
+/// A session with `n` subscriptions registered and its socket just opened: the replay is
+/// about to start. The relay never speaks, so the watchdog and EOSE timeout are off.
+pub fn opened(n: usize) -> RelaySession {
     let config = RelayConfig {
         max_registered: n.max(1),
         eose_timeout: Duration::from_secs(3_600),
@@ -65,20 +64,37 @@ pub fn live_session(n: usize) -> RelaySession {
         ..RelayConfig::default()
     };
     let mut s = RelaySession::new(config, 1);
-    let mut now = Instant::ZERO;
     for i in 0..n {
-        let _ = s.subscribe(now, vec![filter(i)], Priority::NORMAL);
+        let _ = s.subscribe(Instant::ZERO, vec![filter(i)], Priority::NORMAL);
     }
-    s.connect(now);
-    s.handle_open(now);
+    s.connect(Instant::ZERO);
+    s.handle_open(Instant::ZERO);
+    s
+}
+
+/// Drive a replay to its end, driver-style; returns (REQs sent, batches, when it ended).
+pub fn replay(s: &mut RelaySession) -> (usize, usize, Instant) {
+    let mut now = Instant::ZERO;
+    let (mut reqs, mut batches) = (0, 0);
     loop {
-        drain(&mut s);
+        let sent = drain(s);
+        if sent > 0 {
+            reqs += sent;
+            batches += 1;
+        }
         match s.poll_timeout() {
             Some(t) if t > now && t < now + Duration::from_secs(60) => now = t,
-            _ => break,
+            _ => return (reqs, batches, now),
         }
         s.handle_timeout(now);
     }
+}
+
+/// A session with `n` live subscriptions: replayed through every batch, each answered
+/// with EOSE.
+pub fn live_session(n: usize) -> RelaySession {
+    let mut s = opened(n);
+    let (_, _, now) = replay(&mut s);
     for i in 0..n {
         s.handle_frame(now, &format!(r#"["EOSE","{i:x}:1"]"#));
         drain(&mut s);
@@ -86,7 +102,20 @@ pub fn live_session(n: usize) -> RelaySession {
     s
 }
 
-/// Drain both output queues.
-pub fn drain(s: &mut RelaySession) {
-    while s.poll_transmit().is_some() || s.poll_event().is_some() {}
+/// Drain both output queues; returns how many REQs went out.
+pub fn drain(s: &mut RelaySession) -> usize {
+    let mut reqs = 0;
+    loop {
+        let mut any = false;
+        while let Some(t) = s.poll_transmit() {
+            any = true;
+            reqs += usize::from(matches!(&t, Transmit::Send(text) if text.starts_with("[\"REQ\"")));
+        }
+        while s.poll_event().is_some() {
+            any = true;
+        }
+        if !any {
+            return reqs;
+        }
+    }
 }
