@@ -74,7 +74,11 @@ impl FaultProxy {
 
     /// Connections accepted so far.
     pub fn connections(&self) -> u64 {
-        *self.shared.connections.lock().unwrap_or_else(|e| e.into_inner())
+        *self
+            .shared
+            .connections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
     }
 }
 

@@ -307,6 +307,6 @@ impl Conn {
             shared.lock().log.frames_sent += 1;
         }
         let limit = shared.lock().faults.drop_after_frames;
-        !limit.is_some_and(|n| self.sent >= n)
+        limit.is_none_or(|n| self.sent < n)
     }
 }

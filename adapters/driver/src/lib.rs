@@ -46,7 +46,8 @@ pub use relay::{
 };
 pub use retry_after::retry_after;
 pub use runtime::{
-    BoxFuture, HttpConnect, HttpError, HttpResponse, Runtime, WsConnect, WsError, WsSocket,
+    BoxFuture, BoxSocket, HttpConnect, HttpError, HttpResponse, Runtime, WsConnect, WsError,
+    WsSocket,
 };
 pub use signer::{Signer, SignerError};
 pub use sse::EventStream;

@@ -50,15 +50,14 @@ impl<T> WsSocket for T where
 {
 }
 
+/// An open WebSocket, boxed so the driver does not depend on the runtime's socket type.
+pub type BoxSocket = Pin<Box<dyn WsSocket>>;
+
 /// Opens WebSockets (ws:// and wss://).
 pub trait WsConnect: Send + Sync + 'static {
     /// Open a WebSocket to `url`, refusing inbound messages and frames larger than
     /// `max_message` bytes.
-    fn connect(
-        &self,
-        url: &str,
-        max_message: usize,
-    ) -> BoxFuture<Result<Pin<Box<dyn WsSocket>>, WsError>>;
+    fn connect(&self, url: &str, max_message: usize) -> BoxFuture<Result<BoxSocket, WsError>>;
 }
 
 /// The head of an HTTP response and its body, as the SSE driver needs them.

@@ -26,7 +26,7 @@ use crate::ConnectError;
 /// ```
 /// use futures_util::StreamExt;
 /// use tether_testkit::server::TestRelay;
-/// use tether_testkit::RelayModel;
+/// use tether_testkit::{RelayModel, StoredEvent};
 /// use tether_tokio::{Config, Filter, RelayClient, SubscriptionEvent};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -37,13 +37,14 @@ use crate::ConnectError;
 /// let mut events = 0;
 /// while let Some(item) = sub.next().await {
 ///     match item {
-///         SubscriptionEvent::Event(event) => events += 1,
+///         SubscriptionEvent::Event(_) => events += 1,
 ///         SubscriptionEvent::Eose => break,
 ///         other => println!("{other:?}"),
 ///     }
 /// }
 /// assert_eq!(events, 3);
-/// let accepted = client.publish(relay.signed_note(1, "hello")).await?;
+/// let note = StoredEvent::new(4, 1_700_000_000, 1).json; // a relay would want a signed event
+/// let accepted = client.publish(note).await?;
 /// println!("published {}", accepted.id);
 /// client.disconnect().await?;
 /// # Ok(()) }

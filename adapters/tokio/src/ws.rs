@@ -1,8 +1,6 @@
 //! WebSockets through tokio-tungstenite (rustls with the webpki roots for wss://).
 
-use std::pin::Pin;
-
-use tether_driver::{BoxFuture, WsConnect, WsError, WsSocket};
+use tether_driver::{BoxFuture, BoxSocket, WsConnect, WsError};
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 /// Opens ws:// and wss:// sockets on tokio.
@@ -10,11 +8,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 pub(crate) struct TokioWs;
 
 impl WsConnect for TokioWs {
-    fn connect(
-        &self,
-        url: &str,
-        max_message: usize,
-    ) -> BoxFuture<Result<Pin<Box<dyn WsSocket>>, WsError>> {
+    fn connect(&self, url: &str, max_message: usize) -> BoxFuture<Result<BoxSocket, WsError>> {
         let url = url.to_owned();
         // Frames past the core's limit are refused by tungstenite before they are buffered
         // whole, not just dropped by the core after.
@@ -25,7 +19,7 @@ impl WsConnect for TokioWs {
             let (socket, _response) =
                 tokio_tungstenite::connect_async_tls_with_config(url, Some(config), true, None)
                     .await?;
-            Ok(Box::pin(socket) as Pin<Box<dyn WsSocket>>)
+            Ok(Box::pin(socket) as BoxSocket)
         })
     }
 }

@@ -10,15 +10,18 @@ use nostr_relay_builder::builder::{RateLimit, RelayBuilderNip42, RelayBuilderNip
 use nostr_relay_builder::{LocalRelay, RelayBuilder};
 use tether_tokio::tether_driver::BoxFuture;
 use tether_tokio::{
-    Config, Filter, RelayClient, SessionEvent, Signer, SignerError, Subscription,
-    SubscriptionEvent,
+    Config, Filter, RelayClient, SessionEvent, Signer, SignerError, Subscription, SubscriptionEvent,
 };
 
 /// Answers NIP-42 challenges with real Schnorr signatures.
 struct KeySigner(Keys);
 
 impl Signer for KeySigner {
-    fn sign_auth(&self, relay_url: &str, challenge: &str) -> BoxFuture<Result<String, SignerError>> {
+    fn sign_auth(
+        &self,
+        relay_url: &str,
+        challenge: &str,
+    ) -> BoxFuture<Result<String, SignerError>> {
         let signed = RelayUrl::parse(relay_url)
             .map_err(|e| SignerError(e.to_string()))
             .and_then(|url| {
@@ -119,7 +122,10 @@ async fn rate_limited_subscriptions_recover_once_slots_free() {
     for sub in subs {
         let mut sub = sub;
         let item = first(&mut sub, Duration::from_secs(5), |e| {
-            matches!(e, SubscriptionEvent::Eose | SubscriptionEvent::Retrying { .. })
+            matches!(
+                e,
+                SubscriptionEvent::Eose | SubscriptionEvent::Retrying { .. }
+            )
         })
         .await;
         if item == SubscriptionEvent::Eose {

@@ -13,8 +13,8 @@ use tether_testkit::relay_model::auth_event;
 use tether_testkit::server::TestRelay;
 use tether_testkit::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
 use tether_tokio::{
-    Config, Filter, Published, RelayClient, Rejected, Rejection,
-    SessionEvent, SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
+    Config, Filter, Published, Rejected, Rejection, RelayClient, SessionEvent, SessionEvents,
+    Signer, SignerError, Subscription, SubscriptionEvent,
 };
 
 fn config() -> Config {
@@ -138,7 +138,11 @@ async fn rate_limited_subscriptions_recover_behind_the_gate() {
         .min()
         .unwrap();
     assert!(refused_after >= Duration::from_secs(3), "{refused_after:?}");
-    assert!(reqs.len() <= 7 + 4 * 5, "bounded retries: {} REQs", reqs.len());
+    assert!(
+        reqs.len() <= 7 + 4 * 5,
+        "bounded retries: {} REQs",
+        reqs.len()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -271,7 +275,10 @@ async fn a_silent_relay_is_pinged_then_replaced() {
     .await;
     // 30 s without a frame -> ping; 20 s more without a pong -> dead.
     let waited = start.elapsed();
-    assert!(waited >= Duration::from_secs(50) && waited < Duration::from_secs(52), "{waited:?}");
+    assert!(
+        waited >= Duration::from_secs(50) && waited < Duration::from_secs(52),
+        "{waited:?}"
+    );
     connected(&mut events).await;
     assert_eq!(relay.log().accepted.len(), 2);
 }
@@ -363,8 +370,12 @@ async fn auth_by_hand_without_a_signer() {
 #[tokio::test(start_paused = true)]
 async fn publish_outcomes_are_matched_by_event_id() {
     let mut model = RelayModel::default();
-    model.scripted_ok.push_back((false, "blocked: not on the list".into()));
-    model.scripted_ok.push_back((false, "duplicate: already have it".into()));
+    model
+        .scripted_ok
+        .push_back((false, "blocked: not on the list".into()));
+    model
+        .scripted_ok
+        .push_back((false, "duplicate: already have it".into()));
     let relay = TestRelay::start(model).await.unwrap();
     let client = RelayClient::connect(&relay.url(), config()).unwrap();
     let a = StoredEvent::new(1, 1_000_001, 1);
@@ -380,7 +391,10 @@ async fn publish_outcomes_are_matched_by_event_id() {
             }
         })
     );
-    let (dup, ok) = tokio::join!(client.publish(b.json.clone()), client.publish(c.json.clone()));
+    let (dup, ok) = tokio::join!(
+        client.publish(b.json.clone()),
+        client.publish(c.json.clone())
+    );
     assert_eq!(dup, Ok(Published { id: b.id() }));
     assert_eq!(ok, Ok(Published { id: c.id() }));
     assert!(matches!(
@@ -404,7 +418,10 @@ async fn notice_only_limit_is_learned_and_later_subscriptions_queue() {
 
     let mut third = client.subscribe(kind1()).await.unwrap();
     let closed = next_matching(&mut third, Duration::from_secs(10), |_| true).await;
-    assert!(matches!(closed, SubscriptionEvent::Closed { .. }), "{closed:?}");
+    assert!(
+        matches!(closed, SubscriptionEvent::Closed { .. }),
+        "{closed:?}"
+    );
     assert_eq!(third.next().await, None);
     next_matching(&mut events, Duration::from_secs(1), |e| {
         *e == SessionEvent::SubscriptionLimit { max: 2 }
@@ -453,8 +470,15 @@ async fn a_slow_reader_holds_the_relay_back_and_loses_nothing() {
     tokio::time::sleep(Duration::from_secs(5)).await;
     let stalled_at = relay.log().frames_sent;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(relay.log().frames_sent, stalled_at, "the relay is held back");
-    assert!(stalled_at < N / 2, "sent {stalled_at} of {N} frames to a stalled reader");
+    assert_eq!(
+        relay.log().frames_sent,
+        stalled_at,
+        "the relay is held back"
+    );
+    assert!(
+        stalled_at < N / 2,
+        "sent {stalled_at} of {N} frames to a stalled reader"
+    );
 
     let mut next = 2;
     while let Some(item) = sub.next().await {

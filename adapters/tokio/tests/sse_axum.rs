@@ -150,7 +150,12 @@ async fn messages_then_reconnect_with_last_event_id() {
     assert_eq!(next(&mut events).await, Event::Open);
     assert_eq!(data(&next(&mut events).await), ("1", "a"));
     assert_eq!(data(&next(&mut events).await), ("2", "b"));
-    let Event::Reconnecting { why, attempt, delay } = next(&mut events).await else {
+    let Event::Reconnecting {
+        why,
+        attempt,
+        delay,
+    } = next(&mut events).await
+    else {
         panic!()
     };
     assert_eq!((why, attempt), (DropReason::Eof, 1));
@@ -254,7 +259,10 @@ async fn a_silent_server_trips_the_idle_watchdog() {
     };
     assert_eq!(why, DropReason::IdleTimeout);
     let waited = silent_since.elapsed();
-    assert!(waited >= Duration::from_secs(90) && waited < Duration::from_secs(91), "{waited:?}");
+    assert!(
+        waited >= Duration::from_secs(90) && waited < Duration::from_secs(91),
+        "{waited:?}"
+    );
     assert!(matches!(next(&mut events).await, Event::Reconnected { .. }));
     let requests = server.lock().unwrap().requests.clone();
     assert_eq!(requests[1].2.as_deref(), Some("1"));

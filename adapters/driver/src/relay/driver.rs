@@ -17,7 +17,7 @@ use tungstenite::Message;
 use super::dispatch::{route, Dispatch, Route};
 use super::handle::{Command, Rejected, RelayHandle, SessionEvent, SessionEvents};
 use crate::config::{seed_or_random, Config};
-use crate::runtime::{BoxFuture, Runtime, WsConnect, WsError, WsSocket};
+use crate::runtime::{BoxFuture, BoxSocket, Runtime, WsConnect, WsError};
 use crate::signer::{Signer, SignerError};
 
 /// Frames queued for the socket before the driver stops taking commands (the socket is
@@ -35,10 +35,10 @@ pub struct RelayDriver<R: Runtime> {
     session: RelaySession,
     commands: mpsc::Receiver<Command>,
     dispatch: Dispatch,
-    connecting: Option<BoxFuture<Result<Pin<Box<dyn WsSocket>>, WsError>>>,
-    socket: Option<Pin<Box<dyn WsSocket>>>,
+    connecting: Option<BoxFuture<Result<BoxSocket, WsError>>>,
+    socket: Option<BoxSocket>,
     /// A socket the core told us to close, finishing its close handshake.
-    closing: Option<Pin<Box<dyn WsSocket>>>,
+    closing: Option<BoxSocket>,
     outgoing: VecDeque<Message>,
     unflushed: bool,
     /// The signer's answer to the latest challenge, and the socket it belongs to.
