@@ -4,7 +4,9 @@
 //! application asks for the next event and the session's event queue is empty, so a slow
 //! reader holds the server back through TCP. Timers (reconnect delays, the idle watchdog)
 //! also only run while the stream is polled, which is all they need: an application that
-//! does not read is not waiting for anything.
+//! does not read is not waiting for anything. Between returning an event and the next poll
+//! the core is told reading is paused, so the idle watchdog does not blame the server for
+//! the application's pause.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -38,6 +40,9 @@ pub struct EventStream<R: Runtime> {
     unread: Bytes,
     sleep: Option<R::Sleep>,
     ended: bool,
+    /// The application has not asked for the next event since the last one was returned:
+    /// the body is not being read (told to the core).
+    reading_paused: bool,
     work_budget: usize,
     span: tracing::Span,
 }
@@ -58,6 +63,7 @@ impl<R: Runtime> EventStream<R> {
             unread: Bytes::new(),
             sleep: None,
             ended: false,
+            reading_paused: false,
             work_budget: 64,
         }
     }
@@ -200,6 +206,10 @@ impl<R: Runtime> Stream for EventStream<R> {
         }
         let span = this.span.clone();
         let _entered = span.enter();
+        if this.reading_paused {
+            this.reading_paused = false;
+            this.session.handle_read_paused(this.rt.now(), false);
+        }
         let mut budget = this.work_budget;
         loop {
             let now = this.rt.now();
@@ -222,6 +232,9 @@ impl<R: Runtime> Stream for EventStream<R> {
                 {
                     info!(?why, attempt, ?delay, "reconnecting");
                 }
+                // Until the next poll nobody reads the body: silence from here on is ours.
+                this.reading_paused = true;
+                this.session.handle_read_paused(now, true);
                 return Poll::Ready(Some(event));
             }
             let worked = this.poll_request(cx, now) || this.poll_body(cx, now);

@@ -479,6 +479,10 @@ async fn a_slow_reader_holds_the_relay_back_and_loses_nothing() {
         stalled_at < N / 2,
         "sent {stalled_at} of {N} frames to a stalled reader"
     );
+    // Two minutes later still the same socket: the silence of a socket we do not read is
+    // not a dead relay (no ping timeout, no reconnect and replay).
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(relay.log().accepted.len(), 1);
 
     let mut next = 2;
     while let Some(item) = sub.next().await {

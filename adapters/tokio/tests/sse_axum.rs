@@ -267,3 +267,27 @@ async fn a_silent_server_trips_the_idle_watchdog() {
     let requests = server.lock().unwrap().requests.clone();
     assert_eq!(requests[1].2.as_deref(), Some("1"));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_application_pause_is_not_server_silence() {
+    let (url, server) = start(vec![Reply::Events {
+        events: vec![("1", "x"), ("2", "y")],
+        end: false,
+        keep_alive: None,
+    }])
+    .await;
+    let mut events = source(&url);
+    assert_eq!(next(&mut events).await, Event::Open);
+    assert_eq!(data(&next(&mut events).await), ("1", "x"));
+    // The application looks away for longer than the idle timeout; the next event is
+    // still there and the stream was not torn down.
+    tokio::time::sleep(Duration::from_secs(200)).await;
+    assert_eq!(data(&next(&mut events).await), ("2", "y"));
+    let resumed = tokio::time::Instant::now();
+    let Event::Reconnecting { why, .. } = next(&mut events).await else {
+        panic!()
+    };
+    assert_eq!(why, DropReason::IdleTimeout);
+    assert!(resumed.elapsed() >= Duration::from_secs(90));
+    assert_eq!(server.lock().unwrap().requests.len(), 1);
+}

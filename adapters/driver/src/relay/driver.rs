@@ -44,6 +44,8 @@ pub struct RelayDriver<R: Runtime> {
     /// The signer's answer to the latest challenge, and the socket it belongs to.
     signing: Option<(Epoch, BoxFuture<Result<String, SignerError>>)>,
     sleep: Option<R::Sleep>,
+    /// Socket reads are paused because the application is behind (told to the core).
+    reading_paused: bool,
     binary_frames: u64,
     span: tracing::Span,
 }
@@ -86,6 +88,7 @@ pub fn relay_driver<R: Runtime>(
         unflushed: false,
         signing: None,
         sleep: None,
+        reading_paused: false,
         binary_frames: 0,
     };
     (handle, driver)
@@ -107,6 +110,7 @@ impl<R: Runtime> Future for RelayDriver<R> {
             }
             this.drain(now);
             let clear = this.dispatch.poll_flush(cx).is_ready();
+            this.note_reading(now, clear);
             this.reap_abandoned(now);
             let mut worked = this.poll_connecting(cx, now);
             worked |= this.poll_signing(cx, now);
@@ -200,6 +204,24 @@ impl<R: Runtime> RelayDriver<R> {
         self.outgoing.clear();
         self.unflushed = false;
         self.signing = None;
+    }
+
+    /// Tell the core when reading stops or resumes for backpressure, so the silence of a
+    /// socket we are not reading is not taken for a dead relay.
+    fn note_reading(&mut self, now: Instant, clear: bool) {
+        if self.reading_paused != clear {
+            return;
+        }
+        self.reading_paused = !clear;
+        if self.reading_paused {
+            debug!(
+                backlog = self.dispatch.backlog_len(),
+                "application is behind; socket reads paused"
+            );
+        } else {
+            debug!("socket reads resumed");
+        }
+        self.session.handle_read_paused(now, self.reading_paused);
     }
 
     fn poll_connecting(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
