@@ -214,3 +214,125 @@ pub(crate) fn route(now: Instant, event: Event) -> Route {
         Event::PeerError { error } => Route::Session(SessionEvent::PeerError { error }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::task::noop_waker_ref;
+    use futures::StreamExt;
+
+    fn dispatch(capacity: usize) -> (Dispatch, Arc<Mutex<Option<SessionEvents>>>) {
+        let (tx, rx) = mpsc::channel(capacity - 1);
+        let slot = Arc::new(Mutex::new(Some(SessionEvents::new(rx))));
+        (Dispatch::new(tx, Arc::clone(&slot)), slot)
+    }
+
+    fn event(n: u8) -> SubscriptionEvent {
+        SubscriptionEvent::Event(RelayEvent {
+            id: EventId([n; 32]),
+            raw: n.to_string(),
+        })
+    }
+
+    #[test]
+    fn a_full_channel_backlogs_in_order_and_flushes_when_read() {
+        let (mut d, _slot) = dispatch(4);
+        let (tx, mut rx) = mpsc::channel(1);
+        let sub = SubscriptionId(1);
+        d.add_sub(sub, tx);
+        for n in 0..5 {
+            d.route(Route::Sub(sub, event(n)));
+        }
+        d.route(Route::Session(SessionEvent::Connected));
+        // Capacity 2 (buffer 1 + the driver's sender): three wait, and so does the session
+        // event behind them, to keep the order.
+        assert_eq!(d.backlog_len(), 4);
+        let mut cx = Context::from_waker(noop_waker_ref());
+        assert!(d.poll_flush(&mut cx).is_pending());
+        let mut got = Vec::new();
+        while d.backlog_len() > 0 {
+            got.push(futures::executor::block_on(rx.next()).unwrap());
+            let _ = d.poll_flush(&mut cx);
+        }
+        got.extend(std::iter::from_fn(|| rx.try_recv().ok()));
+        assert_eq!(got, (0..5).map(event).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_dropped_subscription_is_reported_abandoned_once() {
+        let (mut d, _slot) = dispatch(4);
+        let (tx, rx) = mpsc::channel(1);
+        d.add_sub(SubscriptionId(3), tx);
+        drop(rx);
+        d.route(Route::Sub(SubscriptionId(3), event(1)));
+        d.route(Route::Sub(SubscriptionId(3), event(2)));
+        assert_eq!(d.take_abandoned(), vec![SubscriptionId(3)]);
+        assert!(d.take_abandoned().is_empty());
+        assert_eq!(d.backlog_len(), 0);
+    }
+
+    #[test]
+    fn closed_is_the_last_item() {
+        let (mut d, _slot) = dispatch(4);
+        let (tx, mut rx) = mpsc::channel(4);
+        let sub = SubscriptionId(2);
+        d.add_sub(sub, tx);
+        let closed = SubscriptionEvent::Closed {
+            reason: "blocked: no".into(),
+            attempts: 0,
+        };
+        d.route(Route::Sub(sub, closed.clone()));
+        d.route(Route::Sub(sub, event(9)));
+        let items: Vec<_> = futures::executor::block_on(rx.by_ref().collect());
+        assert_eq!(items, vec![closed]);
+    }
+
+    #[test]
+    fn session_events_nobody_took_never_hold_the_driver_back() {
+        let (mut d, slot) = dispatch(2);
+        for _ in 0..10 {
+            d.route(Route::Session(SessionEvent::Connected));
+        }
+        assert_eq!(d.backlog_len(), 0, "dropped while nobody listens");
+
+        let mut events = slot.lock().unwrap().take().unwrap();
+        let buffered: Vec<_> = std::iter::from_fn(|| {
+            let mut cx = Context::from_waker(noop_waker_ref());
+            match events.poll_next_unpin(&mut cx) {
+                Poll::Ready(item) => item,
+                Poll::Pending => None,
+            }
+        })
+        .collect();
+        assert_eq!(
+            buffered.len(),
+            2,
+            "the first ones were kept for the listener"
+        );
+        for _ in 0..5 {
+            d.route(Route::Session(SessionEvent::Connected));
+        }
+        assert_eq!(
+            d.backlog_len(),
+            3,
+            "a listener that does not read holds the driver back"
+        );
+    }
+
+    #[test]
+    fn publish_outcomes_go_to_their_waiter_only() {
+        let (mut d, _slot) = dispatch(2);
+        let (tx, mut rx) = oneshot::channel();
+        let id = EventId([7; 32]);
+        d.add_publish(id, tx);
+        d.route(Route::Publish(
+            EventId([8; 32]),
+            Ok(Published {
+                id: EventId([8; 32]),
+            }),
+        ));
+        assert_eq!(rx.try_recv(), Ok(None));
+        d.route(Route::Publish(id, Ok(Published { id })));
+        assert_eq!(rx.try_recv(), Ok(Some(Ok(Published { id }))));
+    }
+}
