@@ -112,6 +112,8 @@ pub struct Link {
     backoff: Backoff,
     last_inbound: Instant,
     ping_sent_at: Option<Instant>,
+    /// The driver is not reading the socket (backpressure): silence is not the peer's.
+    reading_paused: bool,
 }
 
 impl Link {
@@ -124,6 +126,7 @@ impl Link {
             backoff: Backoff::new(config.reconnect),
             last_inbound: Instant::ZERO,
             ping_sent_at: None,
+            reading_paused: false,
         }
     }
 
@@ -236,6 +239,24 @@ impl Link {
         self.ping_sent_at = None;
     }
 
+    /// The driver stopped (`paused`) or resumed reading the socket, e.g. because the
+    /// application's channels are full. While paused the silence watchdog is suspended —
+    /// unread frames may be waiting in the socket, and the silence would be the driver's,
+    /// not the peer's. Resuming restarts the silence clock at `now`. Connect timeouts and
+    /// reconnect delays are not affected.
+    pub fn set_reading_paused(&mut self, now: Instant, paused: bool) {
+        if self.reading_paused && !paused {
+            self.last_inbound = self.last_inbound.max(now);
+            self.ping_sent_at = None;
+        }
+        self.reading_paused = paused;
+    }
+
+    /// Whether the driver said it stopped reading (see [`Link::set_reading_paused`]).
+    pub fn is_reading_paused(&self) -> bool {
+        self.reading_paused
+    }
+
     /// The next instant [`Link::handle_timeout`] has work to do.
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
@@ -284,6 +305,9 @@ impl Link {
     }
 
     fn watchdog_deadline(&self) -> Option<Instant> {
+        if self.reading_paused {
+            return None;
+        }
         match self.config.liveness {
             Liveness::Off => None,
             Liveness::Idle { timeout } => Some(self.last_inbound.saturating_add(timeout)),

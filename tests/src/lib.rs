@@ -7,7 +7,11 @@
 #![warn(missing_docs)]
 
 pub mod invariants;
+#[cfg(feature = "server")]
+pub mod proxy;
 pub mod relay_model;
+#[cfg(feature = "server")]
+pub mod server;
 pub mod sim;
 pub mod sse_sim;
 pub mod storm;

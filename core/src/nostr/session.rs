@@ -289,6 +289,15 @@ impl RelaySession {
         }
     }
 
+    /// The driver stopped (`paused = true`) or resumed reading the socket — for
+    /// backpressure, when the application's channels are full. While paused the liveness
+    /// watchdog (ping, pong timeout) is suspended, because unread frames may be waiting in
+    /// the socket and the silence is the driver's; on resume it restarts from `now`.
+    pub fn handle_read_paused(&mut self, now: Instant, paused: bool) {
+        let now = self.clock.observe(now);
+        self.link.set_reading_paused(now, paused);
+    }
+
     /// A text frame arrived. Malformed or stale frames are counted (see
     /// [`RelaySession::stats`]) and malformed ones surfaced as [`Event::PeerError`].
     pub fn handle_frame(&mut self, now: Instant, text: &str) {

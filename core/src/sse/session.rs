@@ -395,6 +395,15 @@ impl SseSession {
         Ok(consumed)
     }
 
+    /// The driver stopped (`paused = true`) or resumed reading the body — when the
+    /// application is not asking for events. While paused the idle watchdog is suspended,
+    /// because unread bytes may be waiting and the silence is the driver's; on resume it
+    /// restarts from `now`.
+    pub fn handle_read_paused(&mut self, now: Instant, paused: bool) {
+        let now = self.clock.observe(now);
+        self.link.set_reading_paused(now, paused);
+    }
+
     /// The body of `epoch` ended cleanly. An incomplete trailing event is dropped; the
     /// session reconnects after backoff.
     ///

@@ -1,0 +1,82 @@
+//! Adapter configuration: the core's configuration plus channel sizes, seed, signer.
+
+use std::fmt;
+use std::sync::Arc;
+
+use tether_core::nostr::RelayConfig;
+use tether_core::SseConfig;
+
+use crate::signer::Signer;
+
+/// Configuration of a relay client.
+#[derive(Clone)]
+pub struct Config {
+    /// The session's rules (retries, gate, replay, timeouts, bounds).
+    pub relay: RelayConfig,
+    /// Seed for the session's jitter; `None` draws one from the OS so a fleet of clients
+    /// decorrelates. Set it for reproducible runs.
+    pub seed: Option<u64>,
+    /// Events buffered per subscription before the driver stops reading the socket (256).
+    pub subscription_capacity: usize,
+    /// Session events buffered for [`RelayHandle::events`](crate::RelayHandle::events) (64).
+    pub session_capacity: usize,
+    /// Commands from handles buffered before callers wait (64).
+    pub command_capacity: usize,
+    /// Units of work (inputs fed to the core) per wake before the driver yields (64).
+    pub work_budget: usize,
+    /// Answers NIP-42 challenges; `None` leaves them to the application.
+    pub signer: Option<Arc<dyn Signer>>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            relay: RelayConfig::default(),
+            seed: None,
+            subscription_capacity: 256,
+            session_capacity: 64,
+            command_capacity: 64,
+            work_budget: 64,
+            signer: None,
+        }
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("relay", &self.relay)
+            .field("seed", &self.seed)
+            .field("subscription_capacity", &self.subscription_capacity)
+            .field("session_capacity", &self.session_capacity)
+            .field("command_capacity", &self.command_capacity)
+            .field("work_budget", &self.work_budget)
+            .field("signer", &self.signer.is_some())
+            .finish()
+    }
+}
+
+/// Configuration of an SSE event source.
+#[derive(Clone, Debug, Default)]
+pub struct EventSourceConfig {
+    /// The session's rules (backoff, `Retry-After` cap, idle watchdog, bounds).
+    pub sse: SseConfig,
+    /// Seed for the session's jitter; `None` draws one from the OS.
+    pub seed: Option<u64>,
+}
+
+/// `seed`, or 64 bits of OS randomness when it is `None` (or, if the OS has none to give, a
+/// mix of the time and the process id: jitter only needs to differ between clients).
+pub fn seed_or_random(seed: Option<u64>) -> u64 {
+    if let Some(seed) = seed {
+        return seed;
+    }
+    let mut bytes = [0u8; 8];
+    if getrandom::fill(&mut bytes).is_ok() {
+        return u64::from_le_bytes(bytes);
+    }
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    nanos ^ (u64::from(std::process::id()) << 32)
+}

@@ -1,0 +1,56 @@
+//! tether-driver: the runtime-independent half of tether's adapters.
+//!
+//! tether-core decides what to do; an adapter does the I/O and keeps time. Most of an adapter
+//! does not depend on the async runtime: the handle types the application holds, the bounded
+//! channels between them and the driver, and the loop that feeds the core and drains it.
+//! That part lives here, written against [`futures_core`]/[`futures_channel`] and three small
+//! traits ([`Runtime`], [`WsConnect`], [`HttpConnect`]). A runtime adapter (tether-tokio,
+//! tether-async-std) supplies timers, sockets and spawning, and nothing else.
+//!
+//! # What is here
+//!
+//! - [`RelayHandle`], [`Subscription`], [`SessionEvents`]: what the application holds for a
+//!   Nostr relay connection. [`relay_driver`] builds the matching driver future, which the
+//!   runtime adapter spawns.
+//! - [`EventStream`]: a `Stream` of SSE events that drives an
+//!   [`SseSession`](tether_core::SseSession) as it is polled.
+//! - [`Signer`]: how the application answers NIP-42 challenges without the driver holding keys.
+//!
+//! # The driver loop
+//!
+//! One loop per connection, in a fixed order per wake: a due timeout (checked against a
+//! fresh `now` *before* the sleep is polled, because a cooperative-budget runtime may report a
+//! sleep as pending past its deadline), then the drain of every transmit and event the core
+//! queued, then commands from handles, then socket reads. Each wake does at most
+//! [`Config::work_budget`] units of work and then yields.
+//!
+//! # Backpressure
+//!
+//! Events reach the application through bounded channels. When one is full the event waits in
+//! a small backlog and the driver stops reading the socket until the application catches up,
+//! so a slow reader slows the relay down through TCP instead of growing a buffer.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod config;
+pub mod relay;
+mod retry_after;
+mod runtime;
+mod signer;
+pub mod sse;
+
+pub use config::{seed_or_random, Config, EventSourceConfig};
+pub use relay::{
+    relay_driver, ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
+    SessionEvents, Subscription, SubscriptionEvent,
+};
+pub use retry_after::retry_after;
+pub use runtime::{
+    BoxFuture, BoxSocket, HttpConnect, HttpError, HttpResponse, Runtime, WsConnect, WsError,
+    WsSocket,
+};
+pub use signer::{Signer, SignerError};
+pub use sse::EventStream;
+
+/// The core and protocol types an application meets through the handles.
+pub use tether_core;

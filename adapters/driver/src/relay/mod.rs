@@ -1,0 +1,13 @@
+//! A Nostr relay connection: the handles the application holds ([`RelayHandle`],
+//! [`Subscription`], [`SessionEvents`]) and the driver future that serves them
+//! ([`RelayDriver`], built by [`relay_driver`]).
+
+mod dispatch;
+mod driver;
+mod handle;
+
+pub use driver::{relay_driver, RelayDriver};
+pub use handle::{
+    ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent, SessionEvents,
+    Subscription, SubscriptionEvent,
+};

@@ -1,0 +1,94 @@
+//! The runtime-specific part of an adapter, as three traits: a clock with sleeps, a WebSocket
+//! connector and an HTTP GET for SSE.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use futures_core::Stream;
+use futures_sink::Sink;
+use tether_core::Instant;
+use tungstenite::Message;
+
+/// A boxed, sendable future: what the connector traits return.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// Why a WebSocket could not be opened or failed (tungstenite's error, shared by every
+/// runtime's tungstenite binding).
+pub type WsError = tungstenite::Error;
+
+/// Why an HTTP request or body failed.
+pub type HttpError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Time as the core sees it, and sleeps, from one runtime.
+///
+/// `now` is a [`tether_core::Instant`]: the runtime's monotonic clock minus an origin the
+/// runtime picked when it was created, so a runtime with a paused or simulated clock gives
+/// the core the same view of time.
+pub trait Runtime: Send + Unpin + 'static {
+    /// A sleep that can be moved to a new deadline without reallocating.
+    type Sleep: Future<Output = ()> + Send + Unpin;
+
+    /// The current time.
+    fn now(&self) -> Instant;
+
+    /// A sleep that ends at `deadline`.
+    fn sleep_until(&self, deadline: Instant) -> Self::Sleep;
+
+    /// Move `sleep` to end at `deadline` instead.
+    fn reset(&self, sleep: &mut Self::Sleep, deadline: Instant);
+}
+
+/// An open WebSocket: tungstenite messages in and out, whichever runtime carries them.
+pub trait WsSocket:
+    Stream<Item = Result<Message, WsError>> + Sink<Message, Error = WsError> + Send
+{
+}
+
+impl<T> WsSocket for T where
+    T: Stream<Item = Result<Message, WsError>> + Sink<Message, Error = WsError> + Send
+{
+}
+
+/// An open WebSocket, boxed so the driver does not depend on the runtime's socket type.
+pub type BoxSocket = Pin<Box<dyn WsSocket>>;
+
+/// Opens WebSockets (ws:// and wss://).
+pub trait WsConnect: Send + Sync + 'static {
+    /// Open a WebSocket to `url`, refusing inbound messages and frames larger than
+    /// `max_message` bytes.
+    fn connect(&self, url: &str, max_message: usize) -> BoxFuture<Result<BoxSocket, WsError>>;
+}
+
+/// The head of an HTTP response and its body, as the SSE driver needs them.
+pub struct HttpResponse {
+    /// The status code.
+    pub status: u16,
+    /// The `Content-Type` header, if present and valid text.
+    pub content_type: Option<String>,
+    /// The `Retry-After` header, already converted (see [`retry_after`](crate::retry_after)).
+    pub retry_after: Option<Duration>,
+    /// The body, chunk by chunk.
+    pub body: Pin<Box<dyn Stream<Item = Result<bytes::Bytes, HttpError>> + Send>>,
+}
+
+impl std::fmt::Debug for HttpResponse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpResponse")
+            .field("status", &self.status)
+            .field("content_type", &self.content_type)
+            .field("retry_after", &self.retry_after)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Performs the SSE GET.
+pub trait HttpConnect: Send + Sync + 'static {
+    /// GET `url` with `Accept: text/event-stream`, `Cache-Control: no-cache`, and
+    /// `Last-Event-ID` when given.
+    fn get(
+        &self,
+        url: &str,
+        last_event_id: Option<&str>,
+    ) -> BoxFuture<Result<HttpResponse, HttpError>>;
+}

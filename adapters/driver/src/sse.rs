@@ -1,0 +1,273 @@
+//! [`EventStream`]: a `Stream` of SSE events that drives an [`SseSession`] as it is polled.
+//!
+//! There is no task and no channel: the stream reads the response body only when the
+//! application asks for the next event and the session's event queue is empty, so a slow
+//! reader holds the server back through TCP. Timers (reconnect delays, the idle watchdog)
+//! also only run while the stream is polled, which is all they need: an application that
+//! does not read is not waiting for anything. Between returning an event and the next poll
+//! the core is told reading is paused, so the idle watchdog does not blame the server for
+//! the application's pause.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_core::Stream;
+use tether_core::link::Epoch;
+use tether_core::sse::{Event, Transmit};
+use tether_core::{Instant, SseSession};
+use tracing::{debug, info, warn};
+
+use crate::config::{seed_or_random, EventSourceConfig};
+use crate::runtime::{BoxFuture, HttpConnect, HttpError, HttpResponse, Runtime};
+
+type Body = Pin<Box<dyn Stream<Item = Result<Bytes, HttpError>> + Send>>;
+
+/// A Server-Sent Events stream kept alive across drops; see the [module docs](self).
+///
+/// It yields every [`Event`] of the session (open, messages, reconnecting, reconnected, parse
+/// errors) and ends after [`Event::Failed`] or [`Event::Closed`].
+pub struct EventStream<R: Runtime> {
+    rt: R,
+    http: Arc<dyn HttpConnect>,
+    url: Arc<str>,
+    session: SseSession,
+    request: Option<(Epoch, BoxFuture<Result<HttpResponse, HttpError>>)>,
+    body: Option<(Epoch, Body)>,
+    /// Body bytes the session could not take yet (its event queue was full).
+    unread: Bytes,
+    sleep: Option<R::Sleep>,
+    ended: bool,
+    /// The application has not asked for the next event since the last one was returned:
+    /// the body is not being read (told to the core).
+    reading_paused: bool,
+    work_budget: usize,
+    span: tracing::Span,
+}
+
+impl<R: Runtime> EventStream<R> {
+    /// A stream of `url`'s events that starts its first request when first polled.
+    pub fn new(url: &str, config: EventSourceConfig, rt: R, http: Arc<dyn HttpConnect>) -> Self {
+        let mut session = SseSession::new(config.sse, seed_or_random(config.seed));
+        session.connect(rt.now());
+        EventStream {
+            span: tracing::info_span!("tether.sse", url = %url),
+            rt,
+            http,
+            url: Arc::from(url),
+            session,
+            request: None,
+            body: None,
+            unread: Bytes::new(),
+            sleep: None,
+            ended: false,
+            reading_paused: false,
+            work_budget: 64,
+        }
+    }
+
+    /// The session, for inspection (last event ID, retry base, counters).
+    pub fn session(&self) -> &SseSession {
+        &self.session
+    }
+
+    /// Stop: abort the request and end the stream with [`Event::Closed`].
+    pub fn close(&mut self) {
+        self.session.disconnect(self.rt.now());
+    }
+
+    /// Take every transmit the core queued.
+    fn drain_transmits(&mut self) {
+        while let Some(transmit) = self.session.poll_transmit() {
+            match transmit {
+                Transmit::Open {
+                    epoch,
+                    last_event_id,
+                } => {
+                    info!(epoch = epoch.0, ?last_event_id, "requesting");
+                    self.body = None;
+                    self.unread.clear();
+                    let request = self.http.get(&self.url, last_event_id.as_deref());
+                    self.request = Some((epoch, request));
+                }
+                Transmit::Close { epoch } => {
+                    if self.request.as_ref().is_some_and(|(e, _)| *e == epoch) {
+                        self.request = None;
+                    }
+                    if self.body.as_ref().is_some_and(|(e, _)| *e == epoch) {
+                        self.body = None;
+                        self.unread.clear();
+                    }
+                }
+            }
+        }
+    }
+
+    fn poll_request(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let Some((epoch, request)) = self.request.as_mut() else {
+            return false;
+        };
+        let Poll::Ready(result) = request.as_mut().poll(cx) else {
+            return false;
+        };
+        let epoch = *epoch;
+        self.request = None;
+        let outcome = match result {
+            Ok(response) => {
+                info!(
+                    status = response.status,
+                    content_type = ?response.content_type,
+                    retry_after = ?response.retry_after,
+                    "response"
+                );
+                let outcome = self.session.handle_response(
+                    now,
+                    epoch,
+                    response.status,
+                    response.content_type.as_deref(),
+                    response.retry_after,
+                );
+                self.body = Some((epoch, response.body));
+                outcome
+            }
+            Err(error) => {
+                warn!(%error, "request failed");
+                self.session.handle_error(now, epoch)
+            }
+        };
+        if let Err(error) = outcome {
+            warn!(%error, "driver bug: session refused input");
+        }
+        true
+    }
+
+    /// Offer body bytes to the session: the leftover first, then a new chunk.
+    fn poll_body(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let Some((epoch, body)) = self.body.as_mut() else {
+            return false;
+        };
+        let epoch = *epoch;
+        if !self.unread.is_empty() {
+            let unread = std::mem::take(&mut self.unread);
+            return self.feed(now, epoch, unread);
+        }
+        let Poll::Ready(next) = body.as_mut().poll_next(cx) else {
+            return false;
+        };
+        let outcome = match next {
+            Some(Ok(chunk)) => return self.feed(now, epoch, chunk),
+            Some(Err(error)) => {
+                warn!(%error, "body failed");
+                self.body = None;
+                self.session.handle_error(now, epoch)
+            }
+            None => {
+                info!("body ended");
+                self.body = None;
+                self.session.handle_eof(now, epoch)
+            }
+        };
+        if let Err(error) = outcome {
+            warn!(%error, "driver bug: session refused input");
+        }
+        true
+    }
+
+    fn feed(&mut self, now: Instant, epoch: Epoch, bytes: Bytes) -> bool {
+        match self.session.handle_bytes(now, epoch, &bytes) {
+            Ok(consumed) if consumed < bytes.len() => self.unread = bytes.slice(consumed..),
+            Ok(_) => {}
+            Err(error) => warn!(%error, "driver bug: session refused bytes"),
+        }
+        true
+    }
+
+    fn poll_sleep(&mut self, cx: &mut Context<'_>, deadline: Instant) -> Poll<()> {
+        let sleep = match self.sleep.as_mut() {
+            Some(sleep) => {
+                self.rt.reset(sleep, deadline);
+                sleep
+            }
+            None => self.sleep.insert(self.rt.sleep_until(deadline)),
+        };
+        Pin::new(sleep).poll(cx)
+    }
+}
+
+impl<R: Runtime> Stream for EventStream<R> {
+    type Item = Event;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        let this = self.get_mut();
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        let span = this.span.clone();
+        let _entered = span.enter();
+        if this.reading_paused {
+            this.reading_paused = false;
+            this.session.handle_read_paused(this.rt.now(), false);
+        }
+        let mut budget = this.work_budget;
+        loop {
+            let now = this.rt.now();
+            if this.session.poll_timeout().is_some_and(|at| now >= at) {
+                this.session.handle_timeout(now);
+            }
+            this.drain_transmits();
+            if let Some(event) = this.session.poll_event() {
+                if matches!(event, Event::Failed { .. } | Event::Closed { .. }) {
+                    info!(?event, "stream ended");
+                    this.ended = true;
+                    this.request = None;
+                    this.body = None;
+                }
+                if let Event::Reconnecting {
+                    why,
+                    attempt,
+                    delay,
+                } = &event
+                {
+                    info!(?why, attempt, ?delay, "reconnecting");
+                }
+                // Until the next poll nobody reads the body: silence from here on is ours.
+                this.reading_paused = true;
+                this.session.handle_read_paused(now, true);
+                return Poll::Ready(Some(event));
+            }
+            let worked = this.poll_request(cx, now) || this.poll_body(cx, now);
+            if worked {
+                budget -= 1;
+                if budget == 0 {
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                continue;
+            }
+            let Some(deadline) = this.session.poll_timeout() else {
+                this.sleep = None;
+                return Poll::Pending;
+            };
+            if this.rt.now() >= deadline {
+                continue;
+            }
+            if this.poll_sleep(cx, deadline).is_ready() {
+                debug!("timer fired");
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+}
+
+impl<R: Runtime> std::fmt::Debug for EventStream<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventStream")
+            .field("url", &self.url)
+            .field("link", &self.session.link().state())
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}

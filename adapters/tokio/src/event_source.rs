@@ -1,0 +1,113 @@
+//! [`EventSource`]: an SSE stream over reqwest.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures_util::Stream;
+use tether_core::sse::Event;
+use tether_driver::{EventSourceConfig, EventStream};
+
+use crate::http::ReqwestHttp;
+use crate::runtime::TokioRuntime;
+use crate::ConnectError;
+
+/// A Server-Sent Events stream kept alive across drops, over reqwest with rustls.
+///
+/// Sends `Accept: text/event-stream` and, after a drop, `Last-Event-ID`; hands the status,
+/// content type and `Retry-After` of every response to the core and streams the body into
+/// it. Yields every [`Event`]: [`Open`](Event::Open), [`Message`](Event::Message)s,
+/// [`Reconnecting`](Event::Reconnecting), [`Reconnected`](Event::Reconnected) (run one
+/// catch-up fetch), and ends after [`Failed`](Event::Failed) or [`Closed`](Event::Closed).
+/// Nothing runs in the background: the body is read as the stream is polled.
+///
+/// # Example
+///
+/// Against a one-shot server on 127.0.0.1 that sends one event:
+///
+/// ```
+/// use futures_util::StreamExt;
+/// use tether_tokio::{sse, EventSource, EventSourceConfig};
+/// use tokio::io::{AsyncReadExt, AsyncWriteExt};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+/// let url = format!("http://{}/events", listener.local_addr()?);
+/// tokio::spawn(async move {
+///     let (mut conn, _) = listener.accept().await?;
+///     let mut request = [0u8; 1024];
+///     let _ = conn.read(&mut request).await?;
+///     conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\r\n").await?;
+///     conn.write_all(b"id: 1\ndata: hello\n\n").await?;
+///     std::future::pending::<()>().await;
+///     Ok::<_, std::io::Error>(())
+/// });
+///
+/// let mut events = EventSource::connect(&url, EventSourceConfig::default())?;
+/// assert_eq!(events.next().await, Some(sse::Event::Open));
+/// let Some(sse::Event::Message(message)) = events.next().await else { panic!() };
+/// assert_eq!((message.data.as_str(), message.id.as_str()), ("hello", "1"));
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct EventSource {
+    inner: EventStream<TokioRuntime>,
+}
+
+impl EventSource {
+    /// Start streaming `url` (http:// or https://). Returns at once; the request starts
+    /// when the stream is first polled.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] for a URL reqwest cannot use, [`ConnectError::Http`] if
+    /// the HTTP client cannot be built.
+    pub fn connect(url: &str, config: EventSourceConfig) -> Result<EventSource, ConnectError> {
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| ConnectError::Http(e.to_string()))?;
+        EventSource::with_client(url, config, client)
+    }
+
+    /// Like [`EventSource::connect`] with your own reqwest client (proxy, extra headers,
+    /// custom roots). Do not give it an overall request timeout: the stream is meant to stay
+    /// open, and the core's idle watchdog judges liveness.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] for a URL reqwest cannot use.
+    pub fn with_client(
+        url: &str,
+        config: EventSourceConfig,
+        client: reqwest::Client,
+    ) -> Result<EventSource, ConnectError> {
+        let parsed =
+            reqwest::Url::parse(url).map_err(|e| ConnectError::InvalidUrl(e.to_string()))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(ConnectError::InvalidUrl(format!(
+                "{url}: expected http:// or https://"
+            )));
+        }
+        let http = Arc::new(ReqwestHttp::new(client));
+        Ok(EventSource {
+            inner: EventStream::new(url, config, TokioRuntime::new(), http),
+        })
+    }
+
+    /// The last event ID the next request would carry.
+    pub fn last_event_id(&self) -> &str {
+        self.inner.session().last_event_id()
+    }
+
+    /// Stop: abort the request; the stream ends with [`Event::Closed`].
+    pub fn close(&mut self) {
+        self.inner.close();
+    }
+}
+
+impl Stream for EventSource {
+    type Item = Event;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
+        Pin::new(&mut self.inner).poll_next(cx)
+    }
+}

@@ -1,0 +1,84 @@
+//! tether-tokio: tether's Nostr relay sessions over real WebSockets and SSE streams over real
+//! HTTP, on tokio.
+//!
+//! The protocol decisions (when to retry, how long to wait, what to replay) are made by
+//! [tether-core](tether_core); the handles, channels and drain loop are shared with every
+//! runtime in [tether-driver](tether_driver). This crate adds what is tokio's: the clock and
+//! sleeps ([`TokioRuntime`]), WebSockets through tokio-tungstenite with rustls and the webpki
+//! roots, HTTP through reqwest with rustls, and `tokio::spawn`.
+//!
+//! # A relay
+//!
+//! ```no_run
+//! use futures_util::StreamExt;
+//! use tether_tokio::{Config, Filter, RelayClient, SubscriptionEvent};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = RelayClient::connect("wss://relay.example.com", Config::default())?;
+//! let mut notes = client.subscribe(vec![Filter::new(r#"{"kinds":[1],"limit":10}"#)?]).await?;
+//! while let Some(item) = notes.next().await {
+//!     match item {
+//!         SubscriptionEvent::Event(event) => println!("{}", event.raw),
+//!         SubscriptionEvent::Closed { reason, .. } => eprintln!("closed: {reason}"),
+//!         _ => {}
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! A runnable version against a local relay is in the [`RelayClient`] docs.
+//!
+//! # An SSE stream
+//!
+//! ```no_run
+//! use futures_util::StreamExt;
+//! use tether_tokio::{sse, EventSource, EventSourceConfig};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let mut stream = EventSource::connect("https://example.com/events", EventSourceConfig::default())?;
+//! while let Some(event) = stream.next().await {
+//!     if let sse::Event::Message(message) = event {
+//!         println!("{}: {}", message.event, message.data);
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod event_source;
+mod http;
+mod relay;
+mod runtime;
+mod ws;
+
+pub use event_source::EventSource;
+pub use relay::RelayClient;
+pub use runtime::TokioRuntime;
+pub use tether_core::nostr::{Filter, Priority, Rejection, SubscriptionId};
+pub use tether_core::sse;
+pub use tether_driver::{
+    ClientError, Config, EventSourceConfig, Published, Rejected, RelayEvent, RelayHandle,
+    SessionEvent, SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
+};
+pub use {tether_core, tether_driver};
+
+/// Why a client could not be created.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConnectError {
+    /// The URL cannot be used (wrong scheme, no host, not a URL).
+    InvalidUrl(String),
+    /// The HTTP client could not be built (its TLS backend failed to initialise).
+    Http(String),
+}
+
+impl std::fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConnectError::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
+            ConnectError::Http(why) => write!(f, "HTTP client: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {}

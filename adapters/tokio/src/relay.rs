@@ -1,0 +1,93 @@
+//! [`RelayClient`]: a relay connection driven by one tokio task.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use tether_driver::{relay_driver, Config, RelayHandle};
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::runtime::TokioRuntime;
+use crate::ws::TokioWs;
+use crate::ConnectError;
+
+/// A connection to one Nostr relay, kept alive by a spawned driver task.
+///
+/// Cheap to clone; every method of [`RelayHandle`] is available through `Deref`:
+/// [`subscribe`](RelayHandle::subscribe), [`unsubscribe`](RelayHandle::unsubscribe),
+/// [`publish`](RelayHandle::publish), [`authenticate`](RelayHandle::authenticate),
+/// [`disconnect`](RelayHandle::disconnect), [`reconnect`](RelayHandle::reconnect) and
+/// [`events`](RelayHandle::events). The task ends when every clone and every
+/// [`Subscription`](crate::Subscription) is dropped.
+///
+/// # Example
+///
+/// Against tether's test relay on 127.0.0.1 (any NIP-01 relay URL works the same way):
+///
+/// ```
+/// use futures_util::StreamExt;
+/// use tether_testkit::server::TestRelay;
+/// use tether_testkit::{RelayModel, StoredEvent};
+/// use tether_tokio::{Config, Filter, RelayClient, SubscriptionEvent};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let relay = TestRelay::start(RelayModel::with_events(3)).await?;
+/// let client = RelayClient::connect(&relay.url(), Config::default())?;
+/// let mut sub = client.subscribe(vec![Filter::new(r#"{"kinds":[1]}"#)?]).await?;
+/// let mut events = 0;
+/// while let Some(item) = sub.next().await {
+///     match item {
+///         SubscriptionEvent::Event(_) => events += 1,
+///         SubscriptionEvent::Eose => break,
+///         other => println!("{other:?}"),
+///     }
+/// }
+/// assert_eq!(events, 3);
+/// let note = StoredEvent::new(4, 1_700_000_000, 1).json; // a relay would want a signed event
+/// let accepted = client.publish(note).await?;
+/// println!("published {}", accepted.id);
+/// client.disconnect().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RelayClient {
+    handle: RelayHandle,
+}
+
+impl RelayClient {
+    /// Start connecting to `url` (ws:// or wss://) and keep the connection alive until
+    /// [`disconnect`](RelayHandle::disconnect) or until every handle is dropped. Returns at
+    /// once; the socket opens in the background.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] when `url` is not a WebSocket URL.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
+    pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
+        let request = url
+            .into_client_request()
+            .map_err(|e| ConnectError::InvalidUrl(e.to_string()))?;
+        if !matches!(request.uri().scheme_str(), Some("ws" | "wss")) {
+            return Err(ConnectError::InvalidUrl(format!(
+                "{url}: expected ws:// or wss://"
+            )));
+        }
+        let (handle, driver) = relay_driver(url, config, TokioRuntime::new(), Arc::new(TokioWs));
+        tokio::spawn(driver);
+        Ok(RelayClient { handle })
+    }
+
+    /// The runtime-independent handle (what [`Deref`] gives).
+    pub fn handle(&self) -> &RelayHandle {
+        &self.handle
+    }
+}
+
+impl Deref for RelayClient {
+    type Target = RelayHandle;
+
+    fn deref(&self) -> &RelayHandle {
+        &self.handle
+    }
+}

@@ -1,0 +1,198 @@
+//! tether-tokio against rust-nostr's nostr-relay-builder (in-process, real WebSocket on
+//! 127.0.0.1) in its rate-limit and NIP-42 modes, with real keys and signatures.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use nostr::prelude::*;
+use nostr_relay_builder::builder::{RateLimit, RelayBuilderNip42, RelayBuilderNip42Mode};
+use nostr_relay_builder::{LocalRelay, RelayBuilder};
+use tether_tokio::tether_driver::BoxFuture;
+use tether_tokio::{
+    Config, Filter, RelayClient, SessionEvent, Signer, SignerError, Subscription, SubscriptionEvent,
+};
+
+/// Answers NIP-42 challenges with real Schnorr signatures.
+struct KeySigner(Keys);
+
+impl Signer for KeySigner {
+    fn sign_auth(
+        &self,
+        relay_url: &str,
+        challenge: &str,
+    ) -> BoxFuture<Result<String, SignerError>> {
+        let signed = RelayUrl::parse(relay_url)
+            .map_err(|e| SignerError(e.to_string()))
+            .and_then(|url| {
+                EventBuilder::auth(challenge, url)
+                    .sign_with_keys(&self.0)
+                    .map_err(|e| SignerError(e.to_string()))
+            })
+            .map(|event| event.as_json());
+        Box::pin(async move { signed })
+    }
+}
+
+async fn start(builder: RelayBuilder) -> (LocalRelay, String) {
+    let relay = LocalRelay::new(builder);
+    relay.run().await.unwrap();
+    let url = relay.url().await.to_string();
+    (relay, url)
+}
+
+fn config() -> Config {
+    Config {
+        seed: Some(11),
+        ..Config::default()
+    }
+}
+
+fn notes() -> Vec<Filter> {
+    vec![Filter::new(r#"{"kinds":[1]}"#).unwrap()]
+}
+
+async fn first<S, T>(stream: &mut S, within: Duration, pred: impl Fn(&T) -> bool) -> T
+where
+    S: Stream<Item = T> + Unpin,
+    T: std::fmt::Debug,
+{
+    let found = tokio::time::timeout(within, async {
+        while let Some(item) = stream.next().await {
+            if pred(&item) {
+                return item;
+            }
+        }
+        panic!("stream ended");
+    })
+    .await;
+    found.unwrap_or_else(|_| panic!("nothing matching within {within:?}"))
+}
+
+async fn eose(sub: &mut Subscription, within: Duration) -> Vec<SubscriptionEvent> {
+    let mut seen = Vec::new();
+    let result = tokio::time::timeout(within, async {
+        while let Some(item) = sub.next().await {
+            assert!(
+                !matches!(item, SubscriptionEvent::Closed { .. }),
+                "closed: {item:?}"
+            );
+            let done = item == SubscriptionEvent::Eose;
+            seen.push(item);
+            if done {
+                return;
+            }
+        }
+        panic!("subscription ended");
+    })
+    .await;
+    assert!(result.is_ok(), "no EOSE within {within:?}: {seen:?}");
+    seen
+}
+
+fn note(keys: &Keys, text: &str) -> String {
+    EventBuilder::text_note(text)
+        .sign_with_keys(keys)
+        .unwrap()
+        .as_json()
+}
+
+#[tokio::test]
+async fn rate_limited_subscriptions_recover_once_slots_free() {
+    // nostr-relay-builder refuses REQs past `max_reqs` with `rate-limited: too many REQs`
+    // (no hint): the session waits behind a gate window and retries.
+    let (_relay, url) = start(RelayBuilder::default().rate_limit(RateLimit {
+        max_reqs: 3,
+        notes_per_minute: 600,
+    }))
+    .await;
+    let mut config = config();
+    // Keep the real-time wait short: a 1 s gate window instead of the default 10 s.
+    config.relay.gate_default_window = Duration::from_secs(1);
+    let client = RelayClient::connect(&url, config).unwrap();
+    let keys = Keys::generate();
+    client.publish(note(&keys, "hello")).await.unwrap();
+
+    let mut subs = Vec::new();
+    for _ in 0..5 {
+        subs.push(client.subscribe(notes()).await.unwrap());
+    }
+    let mut refused = Vec::new();
+    let mut live = Vec::new();
+    for sub in subs {
+        let mut sub = sub;
+        let item = first(&mut sub, Duration::from_secs(5), |e| {
+            matches!(
+                e,
+                SubscriptionEvent::Eose | SubscriptionEvent::Retrying { .. }
+            )
+        })
+        .await;
+        if item == SubscriptionEvent::Eose {
+            live.push(sub);
+        } else {
+            refused.push(sub);
+        }
+    }
+    assert_eq!((live.len(), refused.len()), (3, 2));
+
+    // Free two slots: the refused subscriptions get in on their retry.
+    for sub in live.drain(..2) {
+        sub.unsubscribe().await.unwrap();
+    }
+    for sub in &mut refused {
+        let seen = eose(sub, Duration::from_secs(20)).await;
+        assert_eq!(
+            seen.iter()
+                .filter(|e| matches!(e, SubscriptionEvent::Event(_)))
+                .count(),
+            1
+        );
+    }
+}
+
+#[tokio::test]
+async fn nip42_auth_completes_then_reads_and_writes_succeed() {
+    let (_relay, url) = start(RelayBuilder::default().nip42(RelayBuilderNip42 {
+        mode: RelayBuilderNip42Mode::Both,
+    }))
+    .await;
+    let keys = Keys::generate();
+    let client = RelayClient::connect(
+        &url,
+        Config {
+            signer: Some(Arc::new(KeySigner(keys.clone()))),
+            ..config()
+        },
+    )
+    .unwrap();
+    let mut events = client.events().unwrap();
+    let mut sub = client.subscribe(notes()).await.unwrap();
+    first(&mut events, Duration::from_secs(10), |e| {
+        *e == SessionEvent::Authenticated
+    })
+    .await;
+    eose(&mut sub, Duration::from_secs(10)).await;
+
+    let published = client.publish(note(&keys, "authenticated hello")).await;
+    assert!(published.is_ok(), "{published:?}");
+    let item = first(&mut sub, Duration::from_secs(10), |e| {
+        matches!(e, SubscriptionEvent::Event(_))
+    })
+    .await;
+    let SubscriptionEvent::Event(event) = item else {
+        unreachable!()
+    };
+    assert!(event.raw.contains("authenticated hello"));
+}
+
+#[tokio::test]
+async fn publishes_are_accepted_and_duplicates_count_as_published() {
+    let (_relay, url) = start(RelayBuilder::default()).await;
+    let client = RelayClient::connect(&url, config()).unwrap();
+    let keys = Keys::generate();
+    let event = note(&keys, "once");
+    let first_try = client.publish(event.clone()).await.unwrap();
+    let again = client.publish(event).await.unwrap();
+    assert_eq!(first_try, again);
+}

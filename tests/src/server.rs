@@ -1,0 +1,312 @@
+//! [`TestRelay`]: the sans-IO [`RelayModel`] served over a real WebSocket on 127.0.0.1, with
+//! scriptable faults: drop each socket after N frames, go silent without closing, refuse
+//! new connections for a while, sever every connection. The model's own behaviours (REQ
+//! budgets with `retry in Ns` hints, NOTICE-only refusals, subscription caps, NIP-42,
+//! scripted CLOSED/OK answers, accept-then-drop) work as they do in the [`Sim`](crate::Sim).
+//!
+//! Time: the model is fed `tokio::time::Instant` since the server started, so under a
+//! paused tokio clock its rate-limit windows and the log's timestamps are deterministic.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use tether_core::Instant;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::relay_model::{RelayModel, StoredEvent};
+
+/// A relay on 127.0.0.1 (random port) serving a [`RelayModel`]. Stops when dropped.
+pub struct TestRelay {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: JoinHandle<()>,
+}
+
+/// Everything a test can script or inspect, behind [`TestRelay::with`].
+#[derive(Debug, Default)]
+pub struct State {
+    /// The relay's behaviour and its log of REQs.
+    pub model: RelayModel,
+    /// Faults of the transport around the model.
+    pub faults: Faults,
+    /// What happened on the wire.
+    pub log: Log,
+    conns: BTreeMap<u64, mpsc::UnboundedSender<Control>>,
+    next_conn: u64,
+}
+
+/// Transport faults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Drop each connection (no close frame) after the server sent this many frames on it.
+    pub drop_after_frames: Option<u64>,
+    /// Refuse (accept and drop at once) new connections until this long after the start.
+    pub refuse_until: Option<Duration>,
+}
+
+/// What happened on the wire, with times since the server started.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Log {
+    /// When each WebSocket connection was accepted.
+    pub accepted: Vec<Duration>,
+    /// When each refused connection attempt arrived.
+    pub refused: Vec<Duration>,
+    /// Every text frame received: (time, connection, text).
+    pub received: Vec<(Duration, u64, String)>,
+    /// Frames the server finished writing, over all connections.
+    pub frames_sent: u64,
+    /// Connections that ended, and when.
+    pub closed: Vec<(Duration, u64)>,
+}
+
+#[derive(Debug)]
+enum Control {
+    Send(String),
+    Silent(bool),
+    Drop,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    origin: tokio::time::Instant,
+}
+
+impl TestRelay {
+    /// Serve `model` on 127.0.0.1 at a random port.
+    ///
+    /// # Errors
+    /// When the listener cannot be bound.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub async fn start(model: RelayModel) -> io::Result<TestRelay> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                model,
+                ..State::default()
+            }),
+            origin: tokio::time::Instant::now(),
+        });
+        let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+        Ok(TestRelay {
+            addr,
+            shared,
+            accept,
+        })
+    }
+
+    /// `ws://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        format!("ws://{}", self.addr)
+    }
+
+    /// The listening address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Time since the server started.
+    pub fn elapsed(&self) -> Duration {
+        self.shared.origin.elapsed()
+    }
+
+    /// Run `f` on the state (model, faults, log) under its lock.
+    pub fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.shared.lock())
+    }
+
+    /// A copy of the wire log.
+    pub fn log(&self) -> Log {
+        self.shared.lock().log.clone()
+    }
+
+    /// Connections open right now.
+    pub fn open_connections(&self) -> usize {
+        self.shared.lock().conns.len()
+    }
+
+    /// Store an event and push it to every live subscription it matches.
+    pub fn store(&self, event: StoredEvent) {
+        let mut state = self.shared.lock();
+        for (conn, frame) in state.model.store(event) {
+            if let Some(tx) = state.conns.get(&conn) {
+                let _ = tx.send(Control::Send(frame));
+            }
+        }
+    }
+
+    /// Send a raw frame on every open connection.
+    pub fn broadcast(&self, frame: &str) {
+        for tx in self.shared.lock().conns.values() {
+            let _ = tx.send(Control::Send(frame.to_owned()));
+        }
+    }
+
+    /// Stop (or resume) answering on every open connection without closing it: no frames
+    /// read, none written, no pongs.
+    pub fn set_silent(&self, silent: bool) {
+        for tx in self.shared.lock().conns.values() {
+            let _ = tx.send(Control::Silent(silent));
+        }
+    }
+
+    /// Drop every open connection abruptly (no close frame).
+    pub fn sever_all(&self) {
+        for tx in self.shared.lock().conns.values() {
+            let _ = tx.send(Control::Drop);
+        }
+    }
+
+    /// Refuse new connections for `d` from now.
+    pub fn refuse_for(&self, d: Duration) {
+        let until = self.elapsed() + d;
+        self.with(|s| s.faults.refuse_until = Some(until));
+    }
+}
+
+impl Drop for TestRelay {
+    fn drop(&mut self) {
+        self.accept.abort();
+        self.sever_all();
+    }
+}
+
+impl std::fmt::Debug for TestRelay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestRelay")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A test that panicked while holding the lock already failed; keep serving.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let now = shared.now();
+        let refused = {
+            let mut state = shared.lock();
+            let refused =
+                state.model.down || state.faults.refuse_until.is_some_and(|until| now < until);
+            if refused {
+                state.log.refused.push(now);
+            }
+            refused
+        };
+        if refused {
+            drop(stream);
+            continue;
+        }
+        tokio::spawn(serve(stream, Arc::clone(&shared)));
+    }
+}
+
+async fn serve(stream: TcpStream, shared: Arc<Shared>) {
+    let _ = stream.set_nodelay(true);
+    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+        return;
+    };
+    let (tx, mut control) = mpsc::unbounded_channel();
+    let (conn, greeting, drop_after) = {
+        let mut state = shared.lock();
+        let conn = state.next_conn;
+        state.next_conn += 1;
+        state.conns.insert(conn, tx);
+        state.log.accepted.push(shared.now());
+        let greeting = state.model.accept(conn);
+        (conn, greeting, state.model.drop_after)
+    };
+    let mut conn_state = Conn {
+        sent: 0,
+        silent: false,
+    };
+    let drop_timer = tokio::time::sleep(drop_after.unwrap_or(Duration::from_secs(86_400 * 365)));
+    tokio::pin!(drop_timer);
+    let mut alive = conn_state.send_all(&mut ws, &shared, greeting).await;
+    while alive {
+        tokio::select! {
+            biased;
+            command = control.recv() => {
+                alive = match command {
+                    Some(Control::Send(frame)) if !conn_state.silent => {
+                        conn_state.send_all(&mut ws, &shared, vec![frame]).await
+                    }
+                    Some(Control::Send(_)) => true,
+                    Some(Control::Silent(silent)) => {
+                        conn_state.silent = silent;
+                        true
+                    }
+                    Some(Control::Drop) | None => false,
+                };
+            }
+            () = &mut drop_timer, if drop_after.is_some() => alive = false,
+            message = ws.next(), if !conn_state.silent => {
+                alive = match message {
+                    Some(Ok(Message::Text(text))) => {
+                        let replies = {
+                            let mut state = shared.lock();
+                            let now = shared.now();
+                            state.log.received.push((now, conn, text.to_string()));
+                            state.model.handle(Instant::from_origin(now), conn, text.as_str())
+                        };
+                        conn_state.send_all(&mut ws, &shared, replies).await
+                    }
+                    Some(Ok(Message::Close(_)) | Err(_)) | None => false,
+                    Some(Ok(_)) => true,
+                };
+            }
+        }
+    }
+    let mut state = shared.lock();
+    state.conns.remove(&conn);
+    state.model.drop_conn(conn);
+    state.log.closed.push((shared.now(), conn));
+}
+
+struct Conn {
+    sent: u64,
+    silent: bool,
+}
+
+impl Conn {
+    /// Send `frames` in order; `false` when the connection should end.
+    async fn send_all<S>(&mut self, ws: &mut S, shared: &Shared, frames: Vec<String>) -> bool
+    where
+        S: futures_util::Sink<Message> + Unpin,
+    {
+        for frame in frames {
+            let limit = shared.lock().faults.drop_after_frames;
+            if limit.is_some_and(|n| self.sent >= n) {
+                return false;
+            }
+            if ws.send(Message::text(frame)).await.is_err() {
+                return false;
+            }
+            self.sent += 1;
+            shared.lock().log.frames_sent += 1;
+        }
+        let limit = shared.lock().faults.drop_after_frames;
+        limit.is_none_or(|n| self.sent < n)
+    }
+}
