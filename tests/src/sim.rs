@@ -72,6 +72,8 @@ pub struct Sim {
     pub auto_auth: bool,
     /// Check invariants after every step (panics with the transcript on a violation).
     pub check: bool,
+    /// Keep the whole transcript (default); when `false` only a tail is kept, for long soaks.
+    pub keep_transcript: bool,
     start: Instant,
     now: Instant,
     seq: u64,
@@ -98,6 +100,7 @@ impl Sim {
             latency: Duration::from_millis(10),
             auto_auth: true,
             check: true,
+            keep_transcript: true,
             start: Instant::ZERO,
             now: Instant::ZERO,
             seq: 0,
@@ -237,7 +240,8 @@ impl Sim {
             }
             Input::Pong => self.session.handle_pong(now),
             Input::Frame(text) => {
-                self.line("rx", &abbreviate(&text));
+                let shown = self.show(&text);
+                self.line("rx", &shown);
                 self.session.handle_frame(now, &text);
             }
         }
@@ -359,7 +363,8 @@ impl Sim {
                 }
             }
             Transmit::Send(text) => {
-                self.line("tx", &abbreviate(&text));
+                let shown = self.show(&text);
+                self.line("tx", &shown);
                 self.invariants
                     .sent(now, &text, &self.session, &self.transcript);
                 self.sent.push((now, text.clone()));
@@ -387,6 +392,14 @@ impl Sim {
         self.events.push((now, e));
     }
 
+    /// A frame as the transcript shows it; long soaks skip the decoding that makes it pretty.
+    fn show(&self, frame: &str) -> String {
+        if self.keep_transcript {
+            return abbreviate(frame);
+        }
+        frame.chars().take(60).collect()
+    }
+
     fn push(&mut self, at: Instant, item: Item) {
         self.seq += 1;
         self.queue.insert((at, self.seq), item);
@@ -395,6 +408,14 @@ impl Sim {
     fn line(&mut self, who: &str, what: &str) {
         let ms = (self.now - self.start).as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
+        if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
+            // Keep only a tail, enough for an invariant failure to show what led to it.
+            let cut = self.transcript.len() - 8 * 1024;
+            let cut = self.transcript[cut..]
+                .find('\n')
+                .map_or(cut, |i| cut + i + 1);
+            self.transcript.drain(..cut);
+        }
     }
 }
 
