@@ -43,8 +43,3 @@ pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness};
 pub use rng::Rng;
 pub use sse::{SseConfig, SseSession};
 pub use time::{Clock, Instant};
-
-/// The README's example is compiled and run as a doctest so it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeDoctests;

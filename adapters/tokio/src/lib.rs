@@ -82,3 +82,9 @@ impl std::fmt::Display for ConnectError {
 }
 
 impl std::error::Error for ConnectError {}
+
+/// The README's examples are compiled (and the core one run) as doctests so they stay true;
+/// they live here because this crate sees both the core and the tokio client.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
