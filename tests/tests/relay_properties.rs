@@ -150,7 +150,7 @@ fn run(world: &World, ops: &[(u64, Op)], seed: u64) -> String {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn invariants_hold_under_arbitrary_relays_and_operations(
