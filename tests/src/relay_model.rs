@@ -84,6 +84,9 @@ pub struct RelayModel {
     pub refuse_all: Option<String>,
     /// The next EVENTs are answered with these `(accepted, message)` OKs.
     pub scripted_ok: VecDeque<(bool, String)>,
+    /// After every EOSE, close the subscription with this message (a hostile relay that
+    /// keeps resetting a naive client's retry count).
+    pub close_after_eose: Option<String>,
     /// Never answer REQs (no events, EOSE or CLOSED): the stalled relay.
     pub silent_reqs: bool,
     /// Whether pings are answered.
@@ -260,6 +263,16 @@ impl RelayModel {
             .map(|e| event_frame(sub, e))
             .collect();
         out.push(RelayMessage::Eose { sub: sub.into() }.encode());
+        if let Some(message) = &self.close_after_eose {
+            out.push(
+                RelayMessage::Closed {
+                    sub: sub.into(),
+                    message: message.clone().into(),
+                }
+                .encode(),
+            );
+            return out;
+        }
         if let Some(c) = self.conns.get_mut(&conn) {
             c.subs.insert(sub.to_owned(), filters);
         }

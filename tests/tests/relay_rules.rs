@@ -240,3 +240,54 @@ fn publishes_wait_for_a_connection() {
     assert_eq!(published.len(), 1);
     assert_eq!(published[0].0, Instant::from_millis(1_040));
 }
+
+#[test]
+fn eose_then_closed_every_time_cannot_reset_the_retry_bound() {
+    let mut relay = RelayModel::with_events(1);
+    relay.close_after_eose = Some("error: go away".into());
+    let mut s = Sim::new(RelayConfig::default(), 1, relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds(1, Priority::NORMAL));
+    s.run_for(Duration::from_secs(600));
+    let reqs = s
+        .sent
+        .iter()
+        .filter(|(_, t)| t.starts_with("[\"REQ\""))
+        .count();
+    assert_eq!(
+        reqs, 6,
+        "the first REQ and 5 retries, not one per EOSE forever"
+    );
+    let closed: Vec<_> = s
+        .events
+        .iter()
+        .filter(|(_, e)| matches!(e, Event::Closed { attempts: 5, .. }))
+        .collect();
+    assert_eq!(closed.len(), 1);
+}
+
+#[test]
+fn a_refusal_long_after_a_clean_eose_starts_a_fresh_retry_count() {
+    let mut relay = RelayModel::with_events(0);
+    relay
+        .scripted_closed
+        .extend(["error: a".to_owned(), "error: b".to_owned()]);
+    let mut s = Sim::new(RelayConfig::default(), 1, relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds(1, Priority::NORMAL));
+    // Live since ~2 s; a minute later the relay closes it.
+    s.at(
+        Duration::from_secs(60),
+        Action::RelayFrame(r#"["CLOSED","0:3","error: restart"]"#.into()),
+    );
+    s.run_for(Duration::from_secs(61));
+    let retrying: Vec<u32> = s
+        .events
+        .iter()
+        .filter_map(|(_, e)| match e {
+            Event::Retrying { attempt, .. } => Some(*attempt),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(retrying, vec![1, 2, 1]);
+}

@@ -502,7 +502,7 @@ impl RelaySession {
             return;
         }
         sub.state = SubState::Live;
-        sub.clear_retry_state();
+        sub.eose(now);
         let seq = sub.sent_seq;
         self.pending_by_seq.remove(&seq);
         self.set_timer(id, None);
@@ -596,6 +596,10 @@ impl RelaySession {
 
     /// What a refusal of `id` means, per its class. `id` has already left the open set.
     fn refuse(&mut self, now: Instant, id: SubscriptionId, class: Class, message: &str) {
+        let stable_after = self.config.link.stable_after;
+        if let Some(sub) = self.subs.get_mut(id) {
+            sub.refused(now, stable_after);
+        }
         match class {
             Class::Terminal(Terminal::TooManySubscriptions) => {
                 let max = self.open_reqs.max(1);

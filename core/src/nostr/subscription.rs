@@ -127,6 +127,8 @@ pub(crate) struct Subscription {
     pub(crate) sent_seq: u64,
     /// The deadline of this subscription's one timer, if any (retry, EOSE or auth hold).
     pub(crate) timer: Option<Instant>,
+    /// What the last EOSE cleared, until the subscription proves stable.
+    pub(crate) forgiven: Option<Forgiven>,
     /// Newest `created_at` delivered, for `since` catch-up.
     pub(crate) newest: Option<u64>,
     pub(crate) recent: RecentIds,
@@ -155,6 +157,7 @@ impl Subscription {
             responded: false,
             sent_seq: 0,
             timer: None,
+            forgiven: None,
             newest: None,
             recent: RecentIds::default(),
         }
@@ -165,10 +168,36 @@ impl Subscription {
         wire_id(self.id, self.attempt)
     }
 
-    /// Forget refusal history (clean EOSE, new socket, disconnect).
+    /// Forget refusal history (new socket, disconnect).
     pub(crate) fn clear_retry_state(&mut self) {
         self.retries = 0;
         self.auth_retried = false;
+        self.forgiven = None;
+    }
+
+    /// A clean EOSE clears the retry state, provisionally: see [`Subscription::refused`].
+    pub(crate) fn eose(&mut self, now: Instant) {
+        self.forgiven = Some(Forgiven {
+            at: now,
+            retries: self.retries,
+            auth_retried: self.auth_retried,
+        });
+        self.retries = 0;
+        self.auth_retried = false;
+    }
+
+    /// A refusal arrived. If it came within `stable_after` of the EOSE that cleared the
+    /// retry state, that EOSE was not clean and the count it cleared comes back: otherwise a
+    /// relay answering every REQ with EOSE then CLOSED would reset the bound each time and
+    /// keep the client re-requesting forever.
+    pub(crate) fn refused(&mut self, now: Instant, stable_after: Duration) {
+        let Some(forgiven) = self.forgiven.take() else {
+            return;
+        };
+        if now.saturating_duration_since(forgiven.at) < stable_after {
+            self.retries = self.retries.max(forgiven.retries);
+            self.auth_retried |= forgiven.auth_retried;
+        }
     }
 
     /// The filters for the next REQ: with `since` moved up when events were seen before.
@@ -225,6 +254,14 @@ fn with_since(filter: &RawValue, since: u64) -> Box<RawValue> {
         .ok()
         .and_then(|s| RawValue::from_string(s).ok())
         .unwrap_or_else(|| filter.to_owned())
+}
+
+/// Retry state cleared by an EOSE, kept until the subscription has stayed up.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Forgiven {
+    at: Instant,
+    retries: u32,
+    auth_retried: bool,
 }
 
 /// Encode the wire id of `attempt` of subscription `id`: short, ASCII, <= 64 characters.
