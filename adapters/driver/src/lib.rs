@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 mod config;
+mod connect_error;
 pub mod relay;
 mod retry_after;
 mod runtime;
@@ -40,6 +41,7 @@ mod signer;
 pub mod sse;
 
 pub use config::{seed_or_random, Config, EventSourceConfig};
+pub use connect_error::ConnectError;
 pub use relay::{
     relay_driver, ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
     SessionEvents, Subscription, SubscriptionEvent,

@@ -58,30 +58,10 @@ pub use runtime::TokioRuntime;
 pub use tether_core::nostr::{Filter, Priority, Rejection, SubscriptionId};
 pub use tether_core::sse;
 pub use tether_driver::{
-    ClientError, Config, EventSourceConfig, Published, Rejected, RelayEvent, RelayHandle,
-    SessionEvent, SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
+    ClientError, Config, ConnectError, EventSourceConfig, Published, Rejected, RelayEvent,
+    RelayHandle, SessionEvent, SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
 };
 pub use {tether_core, tether_driver};
-
-/// Why a client could not be created.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ConnectError {
-    /// The URL cannot be used (wrong scheme, no host, not a URL).
-    InvalidUrl(String),
-    /// The HTTP client could not be built (its TLS backend failed to initialise).
-    Http(String),
-}
-
-impl std::fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ConnectError::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
-            ConnectError::Http(why) => write!(f, "HTTP client: {why}"),
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {}
 
 /// The README's examples are compiled (and the core one run) as doctests so they stay true;
 /// they live here because this crate sees both the core and the tokio client.

@@ -1,0 +1,144 @@
+//! The SSE GET through hyper 1.x's HTTP/1 client over async-net (rustls for https://).
+//!
+//! hyper's client connection is a future that must be polled for the response and its body
+//! to make progress. Instead of spawning it, the response future and then the body stream
+//! poll it themselves, so an [`EventSource`](crate::EventSource) still does nothing in the
+//! background and needs no executor hook.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures_util::future::poll_fn;
+use futures_util::Stream;
+use http_body_util::Empty;
+use hyper::body::{Body, Incoming};
+use hyper::client::conn::http1::{self, Connection};
+use hyper::header::{ACCEPT, CACHE_CONTROL, HOST};
+use hyper::{Request, Uri};
+use smol_hyper::rt::FuturesIo;
+use tether_driver::{retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse};
+
+use crate::net::{self, Conn};
+
+type ClientConn = Connection<FuturesIo<Conn>, Empty<Bytes>>;
+
+/// hyper, one connection per request (an SSE stream holds its connection for its life).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct HyperHttp;
+
+impl HttpConnect for HyperHttp {
+    fn get(
+        &self,
+        url: &str,
+        last_event_id: Option<&str>,
+    ) -> BoxFuture<Result<HttpResponse, HttpError>> {
+        let url = url.to_owned();
+        let last_event_id = last_event_id.map(str::to_owned);
+        Box::pin(async move { get(&url, last_event_id.as_deref()).await })
+    }
+}
+
+/// Whether `url` is an http:// or https:// URL with a host, as [`HyperHttp`] needs.
+pub(crate) fn check_url(url: &str) -> Result<Uri, String> {
+    let uri: Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
+    if !matches!(uri.scheme_str(), Some("http" | "https")) {
+        return Err(format!("{url}: expected http:// or https://"));
+    }
+    if uri.host().is_none_or(str::is_empty) {
+        return Err(format!("{url}: no host"));
+    }
+    Ok(uri)
+}
+
+async fn get(url: &str, last_event_id: Option<&str>) -> Result<HttpResponse, HttpError> {
+    let uri = check_url(url)?;
+    let tls = uri.scheme_str() == Some("https");
+    let host = uri.host().unwrap_or_default();
+    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let conn = net::connect(host, port, tls).await?;
+    let (mut sender, mut connection) = http1::handshake(FuturesIo::new(conn)).await?;
+    let authority = uri.authority().map_or(host, |a| a.as_str());
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let mut request = Request::get(path)
+        .header(HOST, authority)
+        .header(ACCEPT, "text/event-stream")
+        .header(CACHE_CONTROL, "no-cache");
+    if let Some(id) = last_event_id {
+        request = request.header("last-event-id", id);
+    }
+    let request = request.body(Empty::<Bytes>::new())?;
+    let mut response = std::pin::pin!(sender.send_request(request));
+    let response = poll_fn(|cx| {
+        if let Poll::Ready(result) = Pin::new(&mut connection).poll(cx) {
+            // The connection ended before the response head: that is the error.
+            let error: HttpError = match result {
+                Err(e) => Box::new(e),
+                Ok(()) => "connection closed before the response".into(),
+            };
+            return Poll::Ready(Err(error));
+        }
+        response
+            .as_mut()
+            .poll(cx)
+            .map_err(|e| Box::new(e) as HttpError)
+    })
+    .await?;
+    let header = |name: &str| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let content_type = header("content-type");
+    let retry_after = header("retry-after").as_deref().and_then(retry_after);
+    let status = response.status().as_u16();
+    let body = ConnBody {
+        connection: Some(connection),
+        body: response.into_body(),
+    };
+    Ok(HttpResponse {
+        status,
+        content_type,
+        retry_after,
+        body: Box::pin(body),
+    })
+}
+
+/// A response body that also drives its connection.
+struct ConnBody {
+    /// `None` once the connection future finished cleanly.
+    connection: Option<ClientConn>,
+    body: Incoming,
+}
+
+impl Stream for ConnBody {
+    type Item = Result<Bytes, HttpError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        if let Some(connection) = self.connection.as_mut() {
+            match Pin::new(connection).poll(cx) {
+                Poll::Ready(Ok(())) => self.connection = None,
+                Poll::Ready(Err(e)) => {
+                    self.connection = None;
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+                Poll::Pending => {}
+            }
+        }
+        loop {
+            let frame = match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(Box::new(e)))),
+                Poll::Ready(Some(Ok(frame))) => frame,
+            };
+            // Trailers carry no events.
+            if let Ok(data) = frame.into_data() {
+                return Poll::Ready(Some(Ok(data)));
+            }
+        }
+    }
+}

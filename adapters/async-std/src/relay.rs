@@ -1,0 +1,108 @@
+//! [`RelayClient`]: a relay connection driven by one task on async-std or smol.
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use async_tungstenite::tungstenite::client::IntoClientRequest;
+use tether_driver::{relay_driver, Config, ConnectError, RelayHandle};
+
+use crate::runtime::AsyncIoRuntime;
+use crate::spawn::Spawn;
+use crate::ws::AsyncIoWs;
+
+/// A connection to one Nostr relay, kept alive by a spawned driver task.
+///
+/// Cheap to clone; every method of [`RelayHandle`] is available through `Deref`:
+/// [`subscribe`](RelayHandle::subscribe), [`unsubscribe`](RelayHandle::unsubscribe),
+/// [`publish`](RelayHandle::publish), [`authenticate`](RelayHandle::authenticate),
+/// [`disconnect`](RelayHandle::disconnect), [`reconnect`](RelayHandle::reconnect) and
+/// [`events`](RelayHandle::events). The task ends when every clone and every
+/// [`Subscription`](crate::Subscription) is dropped.
+///
+/// # Example
+///
+/// Against tether's test relay on 127.0.0.1 (any NIP-01 relay URL works the same way; the
+/// test relay itself runs on tokio in a thread of its own):
+///
+/// ```
+/// use futures_util::StreamExt;
+/// use tether_async_std::{Config, Filter, RelayClient, SubscriptionEvent};
+/// use tether_testkit::server::TestRelay;
+/// use tether_testkit::RelayModel;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let server = tokio::runtime::Runtime::new()?;
+/// # let relay = server.block_on(TestRelay::start(RelayModel::with_events(3)))?;
+/// async_std::task::block_on(async {
+///     let client = RelayClient::connect(&relay.url(), Config::default())?;
+///     let mut sub = client.subscribe(vec![Filter::new(r#"{"kinds":[1]}"#)?]).await?;
+///     let mut events = 0;
+///     while let Some(item) = sub.next().await {
+///         match item {
+///             SubscriptionEvent::Event(_) => events += 1,
+///             SubscriptionEvent::Eose => break,
+///             other => println!("{other:?}"),
+///         }
+///     }
+///     assert_eq!(events, 3);
+///     client.disconnect().await?;
+///     Ok(())
+/// })
+/// # }
+/// ```
+#[derive(Clone, Debug)]
+pub struct RelayClient {
+    handle: RelayHandle,
+}
+
+impl RelayClient {
+    /// Start connecting to `url` (ws:// or wss://) and keep the connection alive until
+    /// [`disconnect`](RelayHandle::disconnect) or until every handle is dropped. Returns at
+    /// once; the socket opens in the background, in a task spawned with
+    /// [`DefaultSpawn`](crate::DefaultSpawn) (async-std's, or smol's without the `async-std`
+    /// feature).
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] when `url` is not a WebSocket URL.
+    #[cfg(any(feature = "async-std", feature = "smol"))]
+    pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
+        RelayClient::connect_with(url, config, &crate::DefaultSpawn::default())
+    }
+
+    /// Like [`RelayClient::connect`], spawning the driver with `spawner` (for example
+    /// [`Smol`](crate::Smol), or a closure handing the task to your own executor).
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] when `url` is not a WebSocket URL.
+    pub fn connect_with(
+        url: &str,
+        config: Config,
+        spawner: &dyn Spawn,
+    ) -> Result<RelayClient, ConnectError> {
+        let request = url
+            .into_client_request()
+            .map_err(|e| ConnectError::InvalidUrl(e.to_string()))?;
+        if !matches!(request.uri().scheme_str(), Some("ws" | "wss")) {
+            return Err(ConnectError::InvalidUrl(format!(
+                "{url}: expected ws:// or wss://"
+            )));
+        }
+        let (handle, driver) =
+            relay_driver(url, config, AsyncIoRuntime::new(), Arc::new(AsyncIoWs));
+        spawner.spawn(Box::pin(driver));
+        Ok(RelayClient { handle })
+    }
+
+    /// The runtime-independent handle (what [`Deref`] gives).
+    pub fn handle(&self) -> &RelayHandle {
+        &self.handle
+    }
+}
+
+impl Deref for RelayClient {
+    type Target = RelayHandle;
+
+    fn deref(&self) -> &RelayHandle {
+        &self.handle
+    }
+}

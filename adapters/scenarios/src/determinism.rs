@@ -1,0 +1,128 @@
+//! One scripted relay conversation whose transcript must not depend on the runtime.
+//!
+//! The core decides everything from its inputs and its seed, so for the same seed and the
+//! same relay the frames it sends and the events the application sees are the same on every
+//! adapter. The script waits for an application-visible outcome before each step, so the
+//! transcript does not depend on how fast the machine is; durations are left out because the
+//! real-time runtimes measure them with their jitter.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tether_core::nostr::Filter;
+use tether_driver::{Config, SessionEvent, SessionEvents, Subscription, SubscriptionEvent};
+use tether_testkit::server::TestRelay;
+use tether_testkit::{RelayModel, ReqBudget, StoredEvent};
+
+use crate::{within, Harness};
+
+/// The transcript of the scripted conversation on harness `H`: every text frame the relay
+/// received (with its connection number), then every item each subscription yielded, the
+/// publish outcome, and every session event.
+///
+/// The script: connect; subscribe three times to a relay that allows two REQs per second
+/// (the third is refused with a hint and retried); publish; let the window pass; sever the
+/// connection; the reconnect replays all three with catch-up `since` (one is refused
+/// again and retried); disconnect.
+pub async fn transcript<H: Harness>(seed: u64) -> Vec<String> {
+    let mut model = RelayModel::with_events(3);
+    model.budget = Some(ReqBudget {
+        max: 2,
+        window: Duration::from_secs(1),
+        hint: true,
+    });
+    let relay = H::on_server(TestRelay::start(model)).await.unwrap();
+    let mut config = Config {
+        seed: Some(seed),
+        ..Config::default()
+    };
+    config.relay.link.reconnect.base = Duration::from_millis(100);
+    let client = H::relay(&relay.url(), config);
+    let mut session = client.events().unwrap();
+    let mut app = Vec::new();
+    until_connected::<H>(&mut session, &mut app).await;
+
+    let mut subs = Vec::new();
+    for name in ["a", "b", "c"] {
+        let filter = Filter::new(r#"{"kinds":[1]}"#).unwrap();
+        let mut sub = client.subscribe(vec![filter]).await.unwrap();
+        until_eose::<H>(name, &mut sub, &mut app).await;
+        subs.push((name, sub));
+    }
+    let published = client.publish(StoredEvent::new(9, 1_000_009, 1).json).await;
+    app.push(format!("publish: {published:?}"));
+
+    // Let the relay's REQ window pass, then cut the connection under the subscriptions.
+    H::sleep(Duration::from_millis(1_200)).await;
+    relay.sever_all();
+    until_connected::<H>(&mut session, &mut app).await;
+    for (name, sub) in &mut subs {
+        until_eose::<H>(name, sub, &mut app).await;
+    }
+    client.disconnect().await.unwrap();
+    drop(subs);
+    drop(client);
+    let rest = within::<H, _>(Duration::from_secs(10), session.collect::<Vec<_>>())
+        .await
+        .expect("the driver ends once every handle is gone");
+    app.extend(rest.iter().map(session_line));
+
+    let mut transcript: Vec<String> = relay
+        .log()
+        .received
+        .into_iter()
+        .map(|(_, conn, text)| format!("relay got on {conn}: {text}"))
+        .collect();
+    transcript.extend(app);
+    transcript
+}
+
+async fn until_connected<H: Harness>(session: &mut SessionEvents, app: &mut Vec<String>) {
+    let found = within::<H, _>(Duration::from_secs(10), async {
+        while let Some(event) = session.next().await {
+            app.push(session_line(&event));
+            if event == SessionEvent::Connected {
+                return;
+            }
+        }
+        panic!("session events ended");
+    })
+    .await;
+    assert!(found.is_some(), "not connected in time: {app:#?}");
+}
+
+async fn until_eose<H: Harness>(name: &str, sub: &mut Subscription, app: &mut Vec<String>) {
+    let found = within::<H, _>(Duration::from_secs(10), async {
+        while let Some(item) = sub.next().await {
+            let eose = item == SubscriptionEvent::Eose;
+            app.push(format!("{name}: {}", sub_line(&item)));
+            if eose {
+                return;
+            }
+        }
+        panic!("subscription {name} ended");
+    })
+    .await;
+    assert!(found.is_some(), "no EOSE for {name} in time: {app:#?}");
+}
+
+/// A subscription item without its measured durations.
+fn sub_line(item: &SubscriptionEvent) -> String {
+    match item {
+        SubscriptionEvent::Event(event) => format!("event {}", event.id),
+        SubscriptionEvent::Retrying { attempt, .. } => format!("retrying, attempt {attempt}"),
+        other => format!("{other:?}"),
+    }
+}
+
+/// A session event without its measured durations.
+fn session_line(event: &SessionEvent) -> String {
+    match event {
+        SessionEvent::Disconnected { reconnect_in } => format!(
+            "session: disconnected, reconnecting: {}",
+            reconnect_in.is_some()
+        ),
+        SessionEvent::RateLimited { .. } => "session: rate limited".to_owned(),
+        other => format!("session: {other:?}"),
+    }
+}

@@ -1,0 +1,166 @@
+//! The three harnesses: tether-tokio on a paused tokio clock, tether-async-std on async-std
+//! and on smol in real time.
+
+use std::future::Future;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use futures_util::FutureExt;
+use tether_driver::{Config, EventSourceConfig};
+
+use crate::{BoxFuture, Harness};
+
+/// tether-tokio. Each scenario gets a current-thread runtime with a paused clock; the test
+/// servers run in it too, so the server's clock is the client's and waits take no time.
+#[derive(Debug)]
+pub struct Tokio;
+
+impl Harness for Tokio {
+    type Client = tether_tokio::RelayClient;
+    type Sse = tether_tokio::EventSource;
+
+    fn run<T>(scenario: impl Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .expect("a tokio runtime")
+            .block_on(scenario)
+    }
+
+    fn relay(url: &str, config: Config) -> Self::Client {
+        tether_tokio::RelayClient::connect(url, config).expect("a ws:// URL")
+    }
+
+    fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {
+        tether_tokio::EventSource::connect(url, config).expect("an http:// URL")
+    }
+
+    fn last_event_id(sse: &Self::Sse) -> String {
+        sse.last_event_id().to_owned()
+    }
+
+    fn sleep(duration: Duration) -> BoxFuture<()> {
+        Box::pin(tokio::time::sleep(duration))
+    }
+
+    fn now() -> std::time::Instant {
+        tokio::time::Instant::now().into_std()
+    }
+
+    fn on_server<F>(server: F) -> BoxFuture<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        Box::pin(server)
+    }
+}
+
+/// tether-async-std with async-std's executor (`block_on`, the [`AsyncStd`] spawner).
+///
+/// [`AsyncStd`]: tether_async_std::AsyncStd
+#[derive(Debug)]
+pub struct AsyncStd;
+
+impl Harness for AsyncStd {
+    type Client = tether_async_std::RelayClient;
+    type Sse = tether_async_std::EventSource;
+
+    fn run<T>(scenario: impl Future<Output = T>) -> T {
+        async_std::task::block_on(scenario)
+    }
+
+    fn relay(url: &str, config: Config) -> Self::Client {
+        tether_async_std::RelayClient::connect_with(url, config, &tether_async_std::AsyncStd)
+            .expect("a ws:// URL")
+    }
+
+    fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {
+        tether_async_std::EventSource::connect(url, config).expect("an http:// URL")
+    }
+
+    fn last_event_id(sse: &Self::Sse) -> String {
+        sse.last_event_id().to_owned()
+    }
+
+    fn sleep(duration: Duration) -> BoxFuture<()> {
+        Box::pin(async_io::Timer::after(duration).map(drop))
+    }
+
+    fn now() -> std::time::Instant {
+        std::time::Instant::now()
+    }
+
+    fn on_server<F>(server: F) -> BoxFuture<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        on_server_thread(server)
+    }
+}
+
+/// tether-async-std with smol's executor (`smol::block_on`, the [`Smol`] spawner).
+///
+/// [`Smol`]: tether_async_std::Smol
+#[derive(Debug)]
+pub struct Smol;
+
+impl Harness for Smol {
+    type Client = tether_async_std::RelayClient;
+    type Sse = tether_async_std::EventSource;
+
+    fn run<T>(scenario: impl Future<Output = T>) -> T {
+        smol::block_on(scenario)
+    }
+
+    fn relay(url: &str, config: Config) -> Self::Client {
+        tether_async_std::RelayClient::connect_with(url, config, &tether_async_std::Smol)
+            .expect("a ws:// URL")
+    }
+
+    fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {
+        tether_async_std::EventSource::connect(url, config).expect("an http:// URL")
+    }
+
+    fn last_event_id(sse: &Self::Sse) -> String {
+        sse.last_event_id().to_owned()
+    }
+
+    fn sleep(duration: Duration) -> BoxFuture<()> {
+        Box::pin(smol::Timer::after(duration).map(drop))
+    }
+
+    fn now() -> std::time::Instant {
+        std::time::Instant::now()
+    }
+
+    fn on_server<F>(server: F) -> BoxFuture<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        on_server_thread(server)
+    }
+}
+
+/// Run `server` on the process's tokio server runtime (two worker threads, real time) and
+/// await its output from any executor.
+fn on_server_thread<F>(server: F) -> BoxFuture<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    static SERVERS: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    let runtime = SERVERS.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("test-servers")
+            .enable_all()
+            .build()
+            .expect("a tokio runtime for the test servers")
+    });
+    let task = runtime.spawn(server);
+    Box::pin(task.map(|output| output.expect("the server task")))
+}

@@ -1,0 +1,171 @@
+//! tether-scenarios: the adapters' scenario suite, written once against [`Harness`] and run
+//! on every runtime adapter.
+//!
+//! A scenario is an `async fn` generic over a [`Harness`]: a way to open a relay client and
+//! an SSE stream with one adapter, to sleep and read the clock on its runtime, and to run
+//! the tokio-based test servers ([`TestRelay`](tether_testkit::server::TestRelay),
+//! [`FaultProxy`](tether_testkit::proxy::FaultProxy), an axum SSE server). [`suite!`] turns
+//! every scenario into a `#[test]` for one harness; `tests/` instantiates it for
+//! [`harness::Tokio`] (paused clock, servers in the test's runtime), [`harness::AsyncStd`] and
+//! [`harness::Smol`] (real time, servers on a tokio thread of their own).
+//!
+//! Durations are short (a 100 ms reconnect base, a 500 ms liveness budget, 1 s rate-limit
+//! windows) so the real-time runs take seconds; bounds on measured times leave room for a
+//! loaded machine without letting a wrong behaviour through.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod determinism;
+pub mod harness;
+pub mod relay;
+pub mod sse;
+
+use std::future::Future;
+use std::ops::Deref;
+use std::pin::{pin, Pin};
+use std::time::Duration;
+
+use futures_util::future::{select, Either};
+use futures_util::{Stream, StreamExt};
+use tether_driver::{Config, EventSourceConfig, RelayHandle};
+
+/// A boxed, sendable future.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// One runtime adapter, as the scenarios use it.
+pub trait Harness: 'static {
+    /// The adapter's relay client.
+    type Client: Deref<Target = RelayHandle> + Clone + Send + Sync + 'static;
+    /// The adapter's SSE stream.
+    type Sse: Stream<Item = tether_core::sse::Event> + Unpin + Send + 'static;
+
+    /// Run a scenario to completion on this runtime (the test's entry point).
+    fn run<T>(scenario: impl Future<Output = T>) -> T;
+
+    /// Connect a relay client (the driver is spawned on this runtime).
+    fn relay(url: &str, config: Config) -> Self::Client;
+
+    /// Open an SSE stream.
+    fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse;
+
+    /// The last event ID the stream's next request would carry.
+    fn last_event_id(sse: &Self::Sse) -> String;
+
+    /// Sleep on this runtime's clock.
+    fn sleep(duration: Duration) -> BoxFuture<()>;
+
+    /// This runtime's clock.
+    fn now() -> std::time::Instant;
+
+    /// Run `server` (which needs a tokio runtime: it starts a test server) and return what
+    /// it returns.
+    fn on_server<F>(server: F) -> BoxFuture<F::Output>
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static;
+}
+
+/// `future`'s output, or `None` when `within` passes first.
+pub async fn within<H: Harness, T>(within: Duration, future: impl Future<Output = T>) -> Option<T> {
+    match select(pin!(future), H::sleep(within)).await {
+        Either::Left((output, _)) => Some(output),
+        Either::Right(((), _)) => None,
+    }
+}
+
+/// The next item of `stream` matching `pred`, within `limit`.
+///
+/// # Panics
+/// When the stream ends or nothing matches in time.
+pub async fn next_matching<H, S, T>(stream: &mut S, limit: Duration, pred: impl Fn(&T) -> bool) -> T
+where
+    H: Harness,
+    S: Stream<Item = T> + Unpin,
+    T: std::fmt::Debug,
+{
+    let found = within::<H, _>(limit, async {
+        while let Some(item) = stream.next().await {
+            if pred(&item) {
+                return Some(item);
+            }
+        }
+        None
+    })
+    .await;
+    match found {
+        Some(Some(item)) => item,
+        Some(None) => panic!("stream ended"),
+        None => panic!("nothing matching within {limit:?}"),
+    }
+}
+
+/// Wait until `cond` holds, checking every 10 ms, for at most `limit`.
+///
+/// # Panics
+/// When it does not hold in time.
+pub async fn eventually<H: Harness>(limit: Duration, what: &str, cond: impl Fn() -> bool) {
+    let start = H::now();
+    while !cond() {
+        assert!(H::now() - start < limit, "not within {limit:?}: {what}");
+        H::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// Every scenario as a `#[test]` for the harness `$h` (a full path).
+#[macro_export]
+macro_rules! suite {
+    ($h:ty) => {
+        mod relay {
+            $crate::__tests!(
+                $h,
+                relay,
+                [
+                    stored_events_then_eose_then_live_events,
+                    rate_limited_subscriptions_recover_behind_the_gate,
+                    replay_after_a_drop_goes_in_paced_batches,
+                    accept_then_drop_relay_sees_growing_reconnect_delays,
+                    refused_connections_are_retried_until_the_relay_is_back,
+                    a_drop_after_n_frames_loses_no_event,
+                    a_silent_relay_is_pinged_then_replaced,
+                    a_blackholing_proxy_is_detected_like_a_silent_relay,
+                    a_connection_cut_mid_frame_resumes_without_loss_or_duplicates,
+                    auth_required_relay_with_a_signer,
+                    auth_by_hand_without_a_signer,
+                    publish_outcomes_are_matched_by_event_id,
+                    notice_only_limit_is_learned_and_later_subscriptions_queue,
+                    a_slow_reader_holds_the_relay_back_and_loses_nothing,
+                    disconnect_closes_and_never_reconnects,
+                    dropping_a_subscription_closes_it_on_the_relay,
+                    every_handle_dropped_ends_the_driver,
+                ]
+            );
+        }
+        mod sse {
+            $crate::__tests!(
+                $h,
+                sse,
+                [
+                    messages_then_reconnect_with_last_event_id,
+                    no_content_stops_for_good,
+                    unavailable_with_retry_after_waits_at_least_that_long,
+                    wrong_content_type_fails_without_retrying,
+                    heartbeats_keep_a_quiet_stream_alive,
+                    a_silent_server_trips_the_idle_watchdog,
+                    an_application_pause_is_not_server_silence,
+                ]
+            );
+        }
+    };
+}
+
+/// One `#[test]` per scenario of module `$m`, for harness `$h`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __tests {
+    ($h:ty, $m:ident, [$($name:ident),* $(,)?]) => {$(
+        #[test]
+        fn $name() {
+            <$h as $crate::Harness>::run($crate::$m::$name::<$h>());
+        }
+    )*};
+}

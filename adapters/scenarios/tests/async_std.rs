@@ -1,0 +1,2 @@
+//! The scenario suite on tether-async-std under async-std (real time).
+tether_scenarios::suite!(tether_scenarios::harness::AsyncStd);

@@ -1,0 +1,24 @@
+//! The same seed and the same scripted relay give the same core transcript on tokio,
+//! async-std and smol.
+
+use tether_scenarios::determinism::transcript;
+use tether_scenarios::harness::{AsyncStd, Smol, Tokio};
+use tether_scenarios::Harness;
+
+#[test]
+fn one_transcript_on_tokio_async_std_and_smol() {
+    let tokio = Tokio::run(transcript::<Tokio>(42));
+    let async_std = AsyncStd::run(transcript::<AsyncStd>(42));
+    let smol = Smol::run(transcript::<Smol>(42));
+    // The script went where it was meant to: refusals, retries, a replay on a second socket.
+    let text = tokio.join("\n");
+    for expected in [
+        "retrying, attempt 1",
+        "relay got on 1: [\"REQ\"",
+        "publish: Ok",
+    ] {
+        assert!(text.contains(expected), "{expected} missing from\n{text}");
+    }
+    assert_eq!(tokio, async_std, "tokio vs async-std");
+    assert_eq!(tokio, smol, "tokio vs smol");
+}

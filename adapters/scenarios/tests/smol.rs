@@ -1,0 +1,2 @@
+//! The scenario suite on tether-async-std under smol (real time).
+tether_scenarios::suite!(tether_scenarios::harness::Smol);
