@@ -29,10 +29,9 @@ impl Display {
             Some(duration.as_millis().try_into().unwrap_or(u64::MAX)),
             ProgressDrawTarget::stdout(),
         );
-        let style = ProgressStyle::with_template(
-            "{spinner} [{elapsed:>3}] {bar:40} {prefix}\n  {wide_msg}",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let style =
+            ProgressStyle::with_template("{spinner} [{elapsed:>3}] {bar:30} {prefix}\n  {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar.enable_steady_tick(Duration::from_millis(120));
         Display::Bar(bar)
@@ -51,20 +50,21 @@ impl Display {
         self.say(&format!("[{:>6.2}s] {line}", at.as_secs_f64()));
     }
 
-    /// The current status, at `at`; `phase` says what the relay is doing.
-    pub(crate) fn status(&mut self, at: Duration, phase: &str, status: &str) {
+    /// The current status at `at`: what the relay is doing, where the subscriptions
+    /// stand, and what flows.
+    pub(crate) fn status(&mut self, at: Duration, phase: &str, subs: &str, flow: &str) {
         match self {
             Display::Bar(bar) => {
                 bar.set_position(at.as_millis().try_into().unwrap_or(u64::MAX));
                 bar.set_prefix(phase.to_owned());
-                bar.set_message(status.to_owned());
+                bar.set_message(format!("{subs}\n  {flow}"));
             }
             Display::Plain { next_status } => {
                 if at < *next_status {
                     return;
                 }
                 *next_status = at + PLAIN_STATUS_EVERY;
-                print_line(&format!("[{:>6.2}s] {status}", at.as_secs_f64()));
+                print_line(&format!("[{:>6.2}s] {subs} || {flow}", at.as_secs_f64()));
             }
         }
     }

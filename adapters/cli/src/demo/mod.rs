@@ -247,18 +247,20 @@ impl Demo {
                 )
             })
             .unwrap_or_default();
-        let status = format!(
-            "live {} | replaying {} | pending {} | retrying {} | queued {} | surfaced {} || events {} (dup {}) | retries {} | gate {} | socket #{} {} | {}",
-            c.live,
-            c.replaying,
-            c.pending,
-            c.retrying,
-            c.queued,
-            c.surfaced,
+        let subs = format!(
+            "live {} | replaying {} | pending {} | retrying {} | queued {} | surfaced {}",
+            c.live, c.replaying, c.pending, c.retrying, c.queued, c.surfaced,
+        );
+        let flow = format!(
+            "events {} (dup {}) | retries {} | gate {} | socket #{} {} | {}",
             self.tally.events(),
             self.tally.duplicates(),
             self.tally.retries(),
-            if gate.is_zero() { "closed".to_owned() } else { format!("open {}", secs(gate)) },
+            if gate.is_zero() {
+                "closed".to_owned()
+            } else {
+                format!("open {}", secs(gate))
+            },
             self.tally.connections,
             if self.tally.connected { "up" } else { "down" },
             replay,
@@ -268,7 +270,7 @@ impl Demo {
             Phase::Settle => "settling",
             Phase::Quiet => "settled",
         };
-        self.display.status(at, phase, &status);
+        self.display.status(at, phase, &subs, &flow);
     }
 
     /// Print the summary; returns whether the claim held.
