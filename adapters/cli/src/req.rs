@@ -31,6 +31,14 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 /// `queued`, `eose_timeout`, `rate_limited`, `subscription_limit`, `authenticated`,
 /// `auth_failed`, `signer_failed`. `sub` is the filter argument's index, from 0.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Output, one JSON object per line on stdout: connected, disconnected \
+    (reconnect_in_ms), event (sub, event), eose (sub), closed (sub, reason, attempts), notice \
+    (message), auth (challenge), retrying (sub, in_ms, attempt), queued, eose_timeout, \
+    rate_limited (window_ms), subscription_limit (max), authenticated, auth_failed, \
+    signer_failed. `sub` is the filter argument's index, from 0. Diagnostics go to stderr.\n\
+    Exit codes: 0 done (--until-eose, --duration, Ctrl-C), 1 failure, 2 bad arguments."
+)]
 pub(crate) struct Args {
     /// The relay, ws:// or wss://.
     url: String,

@@ -20,6 +20,12 @@ use crate::{parse_secs, stop_requested, Failure};
 /// `failed` (`status`, `reason`) and `closed` (`reason`). Exits 1 after `failed`, 0 after the
 /// server's 204, `--duration` or Ctrl-C.
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Output, one JSON object per line on stdout: open, message (event, \
+    data, id), reconnecting (in_ms, last_event_id, attempt, why), reconnected (gap_ms), failed \
+    (status, reason), closed (reason). Diagnostics go to stderr.\n\
+    Exit codes: 0 done (204, --duration, Ctrl-C), 1 after failed, 2 bad arguments."
+)]
 pub(crate) struct Args {
     /// The endpoint, http:// or https://.
     url: String,
