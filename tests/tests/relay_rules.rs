@@ -291,3 +291,52 @@ fn a_refusal_long_after_a_clean_eose_starts_a_fresh_retry_count() {
         .collect();
     assert_eq!(retrying, vec![1, 2, 1]);
 }
+
+/// The last thing the application heard about `id`'s progress.
+fn last_heard(s: &Sim, id: SubscriptionId) -> Option<&Event> {
+    s.events.iter().rev().map(|(_, e)| e).find(|e| match e {
+        Event::Eose { sub }
+        | Event::Retrying { sub, .. }
+        | Event::Queued { sub }
+        | Event::EoseTimeout { sub }
+        | Event::Closed { sub, .. } => *sub == id,
+        _ => false,
+    })
+}
+
+#[test]
+fn a_subscription_waiting_for_a_slot_is_told_queued_at_once() {
+    // The `tether demo` relay: a REQ budget with hints and a 50-subscription cap. A replay or
+    // a retry that comes due while every slot is taken waits for a slot; the app must hear
+    // `Queued` then, not only when some later timer (a ping 30 s on) runs the send queue.
+    for seed in 1..=8 {
+        let mut relay = RelayModel::with_events(3);
+        relay.budget = Some(tether_testkit::ReqBudget {
+            max: 24,
+            window: Duration::from_secs(2),
+            hint: true,
+        });
+        relay.max_subs = Some((50, tether_testkit::LimitStyle::Closed));
+        let mut s = Sim::new(RelayConfig::default(), seed, relay);
+        for k in 0..60 {
+            s.at(ms(0), kinds(k, Priority::NORMAL));
+        }
+        s.at(ms(0), Action::Connect);
+        s.run_for(Duration::from_secs(10));
+        let limit = s.session.subscription_limit().expect("the cap was learned");
+        assert_eq!(s.session.open_subscriptions(), limit, "seed {seed}");
+        for id in (0..60).map(SubscriptionId) {
+            let Some(view) = s.session.subscription(id) else {
+                continue;
+            };
+            if view.state != tether_core::nostr::SubState::Queued {
+                continue;
+            }
+            assert!(
+                matches!(last_heard(&s, id), Some(Event::Queued { .. })),
+                "seed {seed}: {id} waits for a slot but was last told {:?}",
+                last_heard(&s, id)
+            );
+        }
+    }
+}

@@ -692,11 +692,16 @@ impl RelaySession {
     /// Send queued REQs: only on an open socket, only outside a gate window, at most one
     /// batch per `replay_pause`, never past the subscription limit.
     fn pump(&mut self, now: Instant) {
-        if !self.link.is_open()
-            || self.send_queue.is_empty()
-            || now < self.next_batch_at
-            || self.gate.is_open(now)
-        {
+        if !self.link.is_open() || self.send_queue.is_empty() {
+            return;
+        }
+        // Checked before the pause and the gate: with no slot free, nothing wakes the pump
+        // again until a slot frees up, so whoever waits must hear `Queued` now.
+        if !self.slot_available() {
+            self.tell_all_queued();
+            return;
+        }
+        if now < self.next_batch_at || self.gate.is_open(now) {
             return;
         }
         let mut sent = 0;

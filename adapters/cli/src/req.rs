@@ -1,0 +1,323 @@
+//! `tether req`: subscriptions on a real relay, as JSON lines.
+
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::stream::{select_all, StreamExt};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tether_tokio::tether_core::nostr::RelayConfig;
+use tether_tokio::{
+    Config, Filter, RelayClient, SessionEvent, SessionEvents, Signer, SubscriptionEvent,
+    SubscriptionId,
+};
+
+use crate::output::{millis, raw_json, JsonLines};
+use crate::signer::KeySigner;
+use crate::{parse_secs, stop_requested, Failure};
+
+/// The filter used when none is given.
+const DEFAULT_FILTER: &str = r#"{"limit":10}"#;
+
+/// How long a clean shutdown waits for the driver to confirm the socket is closed.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
+/// `tether req <URL> [FILTER_JSON ...]`
+///
+/// Writes one JSON object per line to stdout: `connected`, `disconnected`
+/// (`reconnect_in_ms`), `event` (`sub`, `event`), `eose`, `closed` (`reason`, `attempts`),
+/// `notice`, `auth` (`challenge`), and what the session does in between: `retrying`,
+/// `queued`, `eose_timeout`, `rate_limited`, `subscription_limit`, `authenticated`,
+/// `auth_failed`, `signer_failed`. `sub` is the filter argument's index, from 0.
+#[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Output, one JSON object per line on stdout: connected, disconnected \
+    (reconnect_in_ms), event (sub, event), eose (sub), closed (sub, reason, attempts), notice \
+    (message), auth (challenge), retrying (sub, in_ms, attempt), queued, eose_timeout, \
+    rate_limited (window_ms), subscription_limit (max), authenticated, auth_failed, \
+    signer_failed. `sub` is the filter argument's index, from 0. Diagnostics go to stderr.\n\
+    Exit codes: 0 done (--until-eose, --duration, Ctrl-C), 1 failure, 2 bad arguments."
+)]
+pub(crate) struct Args {
+    /// The relay, ws:// or wss://.
+    url: String,
+    /// One subscription per filter: a NIP-01 filter object as JSON [default: {"limit":10}].
+    #[arg(value_name = "FILTER_JSON")]
+    filters: Vec<String>,
+    /// Exit 0 once every subscription has had EOSE or was closed by the relay.
+    #[arg(long)]
+    until_eose: bool,
+    /// Seed for the session's jitter, for a reproducible run (default: from the OS).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+    /// Answer NIP-42 AUTH challenges by signing with this secret key (hex or nsec).
+    #[arg(
+        long,
+        value_name = "HEX",
+        env = "TETHER_SECRET_KEY",
+        hide_env_values = true
+    )]
+    secret_key: Option<String>,
+    /// Keep at most N REQs open (the relay's NIP-11 max_subscriptions); the rest queue.
+    #[arg(long, value_name = "N")]
+    max_subscriptions: Option<usize>,
+    /// Stop after this many seconds: CLOSE every subscription, close the socket, exit 0.
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    duration: Option<Duration>,
+}
+
+/// One line of `tether req` output.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Line<'a> {
+    Connected,
+    Disconnected {
+        reconnect_in_ms: Option<u64>,
+    },
+    Event {
+        sub: &'a str,
+        event: &'a RawValue,
+    },
+    Eose {
+        sub: &'a str,
+    },
+    Retrying {
+        sub: &'a str,
+        in_ms: u64,
+        attempt: u32,
+    },
+    Queued {
+        sub: &'a str,
+    },
+    EoseTimeout {
+        sub: &'a str,
+    },
+    Closed {
+        sub: &'a str,
+        reason: &'a str,
+        attempts: u32,
+    },
+    Notice {
+        message: &'a str,
+    },
+    Auth {
+        challenge: &'a str,
+    },
+    Authenticated,
+    AuthFailed {
+        reason: &'a str,
+    },
+    SignerFailed {
+        error: String,
+    },
+    RateLimited {
+        window_ms: u64,
+    },
+    SubscriptionLimit {
+        max: usize,
+    },
+}
+
+/// Run `tether req`.
+///
+/// # Errors
+/// [`Failure::Usage`] for a bad URL, filter or key; [`Failure::Failed`] when the driver
+/// stops on its own.
+pub(crate) async fn run(args: Args) -> Result<(), Failure> {
+    let filters = parse_filters(&args.filters)?;
+    let signer = match &args.secret_key {
+        Some(key) => {
+            Some(Arc::new(KeySigner::parse(key).map_err(Failure::Usage)?) as Arc<dyn Signer>)
+        }
+        None => None,
+    };
+    let config = Config {
+        relay: RelayConfig {
+            max_subscriptions: args.max_subscriptions,
+            ..RelayConfig::default()
+        },
+        seed: args.seed,
+        signer,
+        ..Config::default()
+    };
+    let stop = stop_requested()?;
+    let client =
+        RelayClient::connect(&args.url, config).map_err(|e| Failure::Usage(e.to_string()))?;
+    let Some(mut session) = client.events() else {
+        return Err(Failure::Failed("session events already taken".into()));
+    };
+    let mut ids = Vec::with_capacity(filters.len());
+    let mut streams = Vec::with_capacity(filters.len());
+    for (index, filter) in filters.into_iter().enumerate() {
+        let sub = client
+            .subscribe(vec![filter])
+            .await
+            .map_err(|e| Failure::Failed(format!("subscribe: {e}")))?;
+        ids.push(sub.id());
+        streams.push(sub.map(move |item| (index, item)));
+    }
+    let mut run = Run {
+        out: JsonLines::new(),
+        labels: (0..ids.len()).map(|i| i.to_string()).collect(),
+        done: vec![false; ids.len()],
+        ended: vec![false; ids.len()],
+    };
+    let mut items = select_all(streams);
+    let mut stop = pin!(stop);
+    let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
+    let mut deadline = pin!(deadline);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut stop => break,
+            () = &mut deadline, if args.duration.is_some() => break,
+            // Session events first: a `connected` line then precedes the replay's EOSEs.
+            event = session.next() => {
+                let Some(event) = event else {
+                    return Err(Failure::Failed("the relay driver stopped".into()));
+                };
+                run.session_event(&event)?;
+            }
+            item = items.next() => {
+                let Some((index, item)) = item else {
+                    // Every subscription was closed by the relay: nothing left to stream.
+                    break;
+                };
+                run.sub_event(index, &item)?;
+                if args.until_eose && run.done.iter().all(|&d| d) {
+                    break;
+                }
+            }
+        }
+    }
+    run.shut_down(&client, &ids, &mut session).await
+}
+
+/// What `tether req` is writing.
+struct Run {
+    out: JsonLines,
+    labels: Vec<String>,
+    /// Had EOSE or was closed.
+    done: Vec<bool>,
+    /// Closed: gone from the session.
+    ended: Vec<bool>,
+}
+
+impl Run {
+    fn session_event(&mut self, event: &SessionEvent) -> Result<(), Failure> {
+        let line = match event {
+            SessionEvent::Connected => Line::Connected,
+            SessionEvent::Disconnected { reconnect_in } => Line::Disconnected {
+                reconnect_in_ms: reconnect_in.map(millis),
+            },
+            SessionEvent::Notice { message } => Line::Notice { message },
+            SessionEvent::AuthChallenge { challenge } => Line::Auth { challenge },
+            SessionEvent::Authenticated => Line::Authenticated,
+            SessionEvent::AuthFailed { reason } => Line::AuthFailed { reason },
+            SessionEvent::SignerFailed { error } => Line::SignerFailed {
+                error: error.to_string(),
+            },
+            SessionEvent::RateLimited { window } => Line::RateLimited {
+                window_ms: millis(*window),
+            },
+            SessionEvent::SubscriptionLimit { max } => Line::SubscriptionLimit { max: *max },
+            SessionEvent::PeerError { error } => {
+                tracing::warn!(?error, "the relay sent a malformed frame; dropped");
+                return Ok(());
+            }
+            other => {
+                tracing::debug!(?other, "session event");
+                return Ok(());
+            }
+        };
+        Ok(self.out.write(&line)?)
+    }
+
+    fn sub_event(&mut self, index: usize, item: &SubscriptionEvent) -> Result<(), Failure> {
+        let sub = self.labels[index].as_str();
+        match item {
+            SubscriptionEvent::Event(event) => {
+                let raw = raw_json(&event.raw);
+                self.out.write(&Line::Event { sub, event: &raw })?;
+            }
+            SubscriptionEvent::Eose => {
+                self.done[index] = true;
+                self.out.write(&Line::Eose { sub })?;
+            }
+            SubscriptionEvent::Retrying { after, attempt } => self.out.write(&Line::Retrying {
+                sub,
+                in_ms: millis(*after),
+                attempt: *attempt,
+            })?,
+            SubscriptionEvent::Queued => self.out.write(&Line::Queued { sub })?,
+            SubscriptionEvent::EoseTimeout => self.out.write(&Line::EoseTimeout { sub })?,
+            SubscriptionEvent::Closed { reason, attempts } => {
+                self.done[index] = true;
+                self.ended[index] = true;
+                self.out.write(&Line::Closed {
+                    sub,
+                    reason,
+                    attempts: *attempts,
+                })?;
+            }
+            other => tracing::debug!(sub, ?other, "subscription event"),
+        }
+        Ok(())
+    }
+
+    /// CLOSE every subscription still open, close the socket, and wait (bounded) for the
+    /// driver to say it is closed.
+    async fn shut_down(
+        mut self,
+        client: &RelayClient,
+        ids: &[SubscriptionId],
+        session: &mut SessionEvents,
+    ) -> Result<(), Failure> {
+        for (&id, _) in ids.iter().zip(&self.ended).filter(|(_, &ended)| !ended) {
+            // The relay may have closed it a moment ago; either way it is gone.
+            if let Err(error) = client.unsubscribe(id).await {
+                tracing::debug!(%error, "unsubscribe at shutdown");
+            }
+        }
+        if client.disconnect().await.is_err() {
+            return Ok(());
+        }
+        let closed = async {
+            while let Some(event) = session.next().await {
+                let last = matches!(event, SessionEvent::Disconnected { reconnect_in: None });
+                self.session_event(&event)?;
+                if last {
+                    break;
+                }
+            }
+            Ok::<(), Failure>(())
+        };
+        match tokio::time::timeout(SHUTDOWN_WAIT, closed).await {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::debug!("the driver did not confirm the close in time");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Validate every filter argument before connecting; `{"limit":10}` when there are none.
+///
+/// # Errors
+/// [`Failure::Usage`] naming the first argument that is not a JSON object.
+fn parse_filters(args: &[String]) -> Result<Vec<Filter>, Failure> {
+    if args.is_empty() {
+        let filter = Filter::new(DEFAULT_FILTER).map_err(|e| Failure::Failed(format!("{e:?}")))?;
+        return Ok(vec![filter]);
+    }
+    args.iter()
+        .enumerate()
+        .map(|(i, json)| {
+            Filter::new(json).map_err(|e| {
+                Failure::Usage(format!("filter {i} is not a JSON object ({}): {json}", e.0))
+            })
+        })
+        .collect()
+}

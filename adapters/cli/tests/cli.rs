@@ -1,0 +1,490 @@
+//! The `tether` binary, run as a child process against tether-testkit's relay and an axum
+//! SSE server on 127.0.0.1: the JSON lines contract, exits, signals and usage errors.
+//!
+//! Real time: each test takes a few seconds at most (the demo test about 11 s).
+
+use std::convert::Infallible;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::sse::{Event as SseEvent, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use futures_util::{stream, StreamExt};
+use nostr::{Event, JsonUtil};
+use serde_json::Value;
+use tether_testkit::server::TestRelay;
+use tether_testkit::{RelayModel, StoredEvent};
+
+/// Every `type` `tether req` may write.
+const REQ_TYPES: &[&str] = &[
+    "connected",
+    "disconnected",
+    "event",
+    "eose",
+    "closed",
+    "notice",
+    "auth",
+    "retrying",
+    "queued",
+    "eose_timeout",
+    "rate_limited",
+    "subscription_limit",
+    "authenticated",
+    "auth_failed",
+    "signer_failed",
+];
+
+/// Every `type` `tether sse` may write.
+const SSE_TYPES: &[&str] = &[
+    "open",
+    "message",
+    "reconnecting",
+    "reconnected",
+    "failed",
+    "closed",
+];
+
+/// No test child may run longer than this.
+const CHILD_LIMIT: Duration = Duration::from_secs(40);
+
+fn tether(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tether"));
+    command
+        .args(args)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    command
+}
+
+/// Run `tether args` to completion off the async runtime (the relay keeps serving).
+async fn run(args: &[&str]) -> Output {
+    let mut command = tether(args);
+    tokio::task::spawn_blocking(move || {
+        let child = command.spawn().expect("the tether binary starts");
+        wait_output(child)
+    })
+    .await
+    .expect("the child runner")
+}
+
+/// Wait for `child` with [`CHILD_LIMIT`]; kill it and fail past that.
+fn wait_output(mut child: Child) -> Output {
+    let deadline = Instant::now() + CHILD_LIMIT;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let output = child.wait_with_output().expect("output");
+            panic!(
+                "tether ran past {CHILD_LIMIT:?}; stdout:\n{}\nstderr:\n{}",
+                String::from_utf8_lossy(&output.stdout),
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("output")
+}
+
+/// Parse every stdout line as a JSON object whose `type` is one of `types`.
+fn json_lines(output: &Output, types: &[&str]) -> Vec<Value> {
+    let stdout = String::from_utf8(output.stdout.clone()).expect("stdout is UTF-8");
+    stdout
+        .lines()
+        .map(|line| {
+            let value: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON line ({e}): {line}"));
+            let kind = value["type"].as_str().unwrap_or_default();
+            assert!(types.contains(&kind), "unknown type {kind:?} in {line}");
+            value
+        })
+        .collect()
+}
+
+fn of_type<'a>(lines: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    lines.iter().filter(|l| l["type"] == kind).collect()
+}
+
+fn explain(output: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn assert_usage_error(output: &Output) {
+    assert_eq!(output.status.code(), Some(2), "{}", explain(output));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(stderr.trim_end().lines().count(), 1, "{}", explain(output));
+    assert!(stderr.starts_with("tether: "), "{}", explain(output));
+    assert!(output.stdout.is_empty(), "{}", explain(output));
+}
+
+/// CLOSE frames the relay received.
+fn closes(relay: &TestRelay) -> usize {
+    relay
+        .log()
+        .received
+        .iter()
+        .filter(|(_, _, text)| text.starts_with("[\"CLOSE\""))
+        .count()
+}
+
+#[tokio::test]
+async fn req_until_eose_writes_the_json_lines_contract() {
+    let mut model = RelayModel::with_events(3);
+    model.events.push(StoredEvent::new(4, 1_000_004, 7));
+    let relay = TestRelay::start(model).await.unwrap();
+    let url = relay.url();
+    let output = run(&[
+        "req",
+        &url,
+        r#"{"kinds":[1]}"#,
+        r#"{"kinds":[7]}"#,
+        "--until-eose",
+        "--seed",
+        "7",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    assert_eq!(lines[0]["type"], "connected", "{}", explain(&output));
+
+    let events = of_type(&lines, "event");
+    let ids_of = |sub: &str| -> Vec<String> {
+        events
+            .iter()
+            .filter(|e| e["sub"] == sub)
+            .map(|e| {
+                assert!(e["event"].is_object(), "event embedded as JSON: {e}");
+                e["event"]["id"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    };
+    let id = |n: u64| format!("{n:064x}");
+    assert_eq!(ids_of("0"), vec![id(1), id(2), id(3)]);
+    assert_eq!(ids_of("1"), vec![id(4)]);
+    // The raw event is embedded exactly, not re-encoded.
+    assert_eq!(
+        events[0]["event"],
+        serde_json::from_str::<Value>(&StoredEvent::new(1, 1_000_001, 1).json).unwrap()
+    );
+    let mut eose: Vec<&str> = of_type(&lines, "eose")
+        .iter()
+        .map(|l| l["sub"].as_str().unwrap())
+        .collect();
+    eose.sort_unstable();
+    assert_eq!(eose, ["0", "1"]);
+    // Exiting closes both subscriptions on the wire.
+    assert_eq!(closes(&relay), 2, "{}", explain(&output));
+}
+
+#[tokio::test]
+async fn req_surfaces_a_refused_subscription_once_as_closed() {
+    let mut model = RelayModel::with_events(1);
+    model.refuse_all = Some("blocked: not on this relay".into());
+    let relay = TestRelay::start(model).await.unwrap();
+    let url = relay.url();
+    let output = run(&["req", &url, "--until-eose"]).await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    let closed = of_type(&lines, "closed");
+    assert_eq!(closed.len(), 1, "{}", explain(&output));
+    assert_eq!(closed[0]["sub"], "0");
+    assert_eq!(closed[0]["reason"], "blocked: not on this relay");
+    assert_eq!(closed[0]["attempts"], 0);
+    assert!(of_type(&lines, "event").is_empty());
+}
+
+#[tokio::test]
+async fn req_answers_auth_with_the_secret_key() {
+    let mut model = RelayModel::with_events(2);
+    model.auth_required = true;
+    let relay = TestRelay::start(model).await.unwrap();
+    let url = relay.url();
+    let key = "6b911fd37cdf5c81d4c0adb1ab7fa822ed253ab0ad9aa18d77257c88b29b718e";
+    let output = run(&[
+        "req",
+        &url,
+        r#"{"kinds":[1]}"#,
+        "--until-eose",
+        "--secret-key",
+        key,
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    let auth = of_type(&lines, "auth");
+    assert_eq!(auth.len(), 1, "{}", explain(&output));
+    let challenge = auth[0]["challenge"].as_str().unwrap().to_owned();
+    assert_eq!(of_type(&lines, "event").len(), 2, "{}", explain(&output));
+
+    let log = relay.log();
+    let (_, _, frame) = log
+        .received
+        .iter()
+        .find(|(_, _, text)| text.starts_with("[\"AUTH\""))
+        .expect("an AUTH frame");
+    let frame: Value = serde_json::from_str(frame).unwrap();
+    let event = Event::from_json(frame[1].to_string()).expect("a nostr event");
+    event.verify().expect("a valid signature");
+    assert_eq!(event.kind.as_u16(), 22242);
+    let tags = serde_json::to_value(&event.tags).unwrap();
+    assert!(
+        tags.as_array()
+            .unwrap()
+            .contains(&serde_json::json!(["challenge", challenge])),
+        "{tags}"
+    );
+}
+
+#[tokio::test]
+async fn req_duration_ends_cleanly_closing_each_subscription() {
+    let relay = TestRelay::start(RelayModel::with_events(2)).await.unwrap();
+    let url = relay.url();
+    let started = Instant::now();
+    let output = run(&["req", &url, "{}", r#"{"kinds":[1]}"#, "--duration", "1"]).await;
+    assert!(output.status.success(), "{}", explain(&output));
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let lines = json_lines(&output, REQ_TYPES);
+    assert_eq!(of_type(&lines, "eose").len(), 2, "{}", explain(&output));
+    assert_eq!(closes(&relay), 2);
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "disconnected", "{}", explain(&output));
+    assert!(last["reconnect_in_ms"].is_null(), "no reconnect after exit");
+}
+
+#[tokio::test]
+async fn req_ctrl_c_sends_close_and_exits_zero() {
+    let relay = TestRelay::start(RelayModel::with_events(1)).await.unwrap();
+    let url = relay.url();
+    let mut command = tether(&["req", &url, r#"{"kinds":[1]}"#]);
+    let (status, stdout) = tokio::task::spawn_blocking(move || {
+        let mut child = command.spawn().unwrap();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut seen = String::new();
+        while !seen.contains(r#""type":"eose""#) {
+            let mut line = String::new();
+            assert!(
+                stdout.read_line(&mut line).unwrap() > 0,
+                "stdout ended: {seen}"
+            );
+            seen.push_str(&line);
+        }
+        interrupt(child.id());
+        let status = wait_status(&mut child);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        (status, seen + &rest)
+    })
+    .await
+    .unwrap();
+    assert!(status.success(), "{status:?}\n{stdout}");
+    assert_eq!(closes(&relay), 1, "{stdout}");
+    assert!(
+        stdout.ends_with("{\"type\":\"disconnected\",\"reconnect_in_ms\":null}\n"),
+        "{stdout}"
+    );
+}
+
+/// SIGINT, as Ctrl-C sends it.
+fn interrupt(pid: u32) {
+    let status = Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+fn wait_status(child: &mut Child) -> ExitStatus {
+    let deadline = Instant::now() + CHILD_LIMIT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tether did not exit after SIGINT");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test]
+async fn bad_urls_are_a_one_line_error_and_exit_2() {
+    for args in [
+        &["req", "http://127.0.0.1:1"][..],
+        &["req", "not a url"],
+        &["sse", "ws://127.0.0.1:1/events"],
+        &["sse", "::"],
+    ] {
+        let output = run(args).await;
+        assert_usage_error(&output);
+    }
+}
+
+#[tokio::test]
+async fn bad_arguments_are_a_one_line_error_and_exit_2() {
+    for args in [
+        &["req", "ws://127.0.0.1:1", r#"{"kinds":"#][..],
+        &["req", "ws://127.0.0.1:1", "{}", "[1]"],
+        &["req", "ws://127.0.0.1:1", "--secret-key", "nope"],
+        &["sse", "http://127.0.0.1:1/", "-H", "no colon"],
+    ] {
+        let output = run(args).await;
+        assert_usage_error(&output);
+    }
+}
+
+/// What the SSE server does for one request.
+#[derive(Clone)]
+enum Reply {
+    /// 200 with these `(id, data)` events; end the body after them or keep it open.
+    Events(Vec<(&'static str, &'static str)>, bool),
+    Status(u16),
+}
+
+#[derive(Default)]
+struct SseServer {
+    script: Vec<Reply>,
+    /// Per request: (X-Test header, Last-Event-ID header).
+    requests: Vec<(Option<String>, Option<String>)>,
+}
+
+type Shared = Arc<Mutex<SseServer>>;
+
+async fn sse_server(script: Vec<Reply>) -> (String, Shared) {
+    let shared: Shared = Arc::new(Mutex::new(SseServer {
+        script,
+        ..SseServer::default()
+    }));
+    let app = Router::new()
+        .route("/events", get(sse_handler))
+        .with_state(Arc::clone(&shared));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/events", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (url, shared)
+}
+
+async fn sse_handler(State(shared): State<Shared>, headers: HeaderMap) -> Response {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let reply = {
+        let mut server = shared.lock().unwrap();
+        let n = server.requests.len();
+        server
+            .requests
+            .push((header("x-test"), header("last-event-id")));
+        server.script[n.min(server.script.len() - 1)].clone()
+    };
+    match reply {
+        Reply::Events(events, end) => {
+            let items = stream::iter(events.into_iter().map(|(id, data)| {
+                Ok::<_, Infallible>(
+                    SseEvent::default()
+                        .event("note")
+                        .id(id)
+                        .data(data)
+                        .retry(Duration::from_millis(500)),
+                )
+            }));
+            let body = if end {
+                items.boxed()
+            } else {
+                items.chain(stream::pending()).boxed()
+            };
+            Sse::new(body).into_response()
+        }
+        Reply::Status(code) => StatusCode::from_u16(code).unwrap().into_response(),
+    }
+}
+
+#[tokio::test]
+async fn sse_writes_open_message_and_reconnecting_lines() {
+    let (url, server) = sse_server(vec![
+        Reply::Events(vec![("1", "one"), ("2", "two")], true),
+        Reply::Events(vec![("3", "three")], false),
+    ])
+    .await;
+    let output = run(&[
+        "sse",
+        &url,
+        "-H",
+        "X-Test: yes",
+        "--seed",
+        "5",
+        "--duration",
+        "2.5",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "open",
+            "message",
+            "message",
+            "reconnecting",
+            "reconnected",
+            "message"
+        ],
+        "{}",
+        explain(&output)
+    );
+    assert_eq!(
+        lines[1],
+        serde_json::json!({"type": "message", "event": "note", "data": "one", "id": "1"})
+    );
+    assert_eq!(lines[3]["last_event_id"], "2");
+    assert!(lines[3]["in_ms"].as_u64().unwrap() >= 400, "{}", lines[3]);
+    assert_eq!(lines[5]["data"], "three");
+    let requests = server.lock().unwrap().requests.clone();
+    assert_eq!(
+        requests,
+        [
+            (Some("yes".to_owned()), None),
+            (Some("yes".to_owned()), Some("2".to_owned()))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn sse_refusal_is_a_failed_line_and_exit_1() {
+    let (url, _server) = sse_server(vec![Reply::Status(404)]).await;
+    let output = run(&["sse", &url]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    assert_eq!(lines.len(), 1, "{}", explain(&output));
+    assert_eq!(lines[0]["type"], "failed");
+    assert_eq!(lines[0]["status"], 404);
+}
+
+#[tokio::test]
+async fn demo_for_10_seconds_holds_the_claim() {
+    let output = run(&["demo", "--duration", "10"]).await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("summary:"), "{stdout}");
+    assert!(stdout.contains("claim holds:"), "{stdout}");
+    assert!(!stdout.contains("[FAIL]"), "{stdout}");
+    // The relay really was hostile: a reconnect, a rate limit, an AUTH.
+    assert!(stdout.contains("connected (socket #2)"), "{stdout}");
+    assert!(stdout.contains("rate-limited x"), "{stdout}");
+    assert!(stdout.contains("AUTH challenge"), "{stdout}");
+}
