@@ -1,9 +1,9 @@
 //! [`TestRelay`]: the sans-IO [`RelayModel`] served over a real WebSocket on 127.0.0.1, with
 //! scriptable faults: drop each socket after N frames, go silent without closing, refuse
-//! new connections for a while, sever every connection, send raw text or binary frames
-//! (a hostile relay). The model's own behaviours (REQ
-//! budgets with `retry in Ns` hints, NOTICE-only refusals, subscription caps, NIP-42,
-//! scripted CLOSED/OK answers, accept-then-drop) work as they do in the [`Sim`](crate::Sim).
+//! new connections for a while, sever every connection, send raw text or binary frames (a
+//! hostile relay, for bad-input tests). The model's own behaviours (REQ budgets with
+//! `retry in Ns` hints, NOTICE-only refusals, subscription caps, NIP-42, scripted CLOSED/OK
+//! answers, accept-then-drop) work as they do in the [`Sim`](crate::Sim).
 //!
 //! Time: the model is fed `tokio::time::Instant` since the server started, so under a
 //! paused tokio clock its rate-limit windows and the log's timestamps are deterministic.
