@@ -8,6 +8,8 @@
 
 pub mod invariants;
 #[cfg(feature = "server")]
+pub mod peers;
+#[cfg(feature = "server")]
 pub mod proxy;
 pub mod relay_model;
 #[cfg(feature = "server")]

@@ -1,6 +1,6 @@
 //! [`FaultProxy`]: a TCP proxy on 127.0.0.1 to put in front of any server (a relay, an SSE
-//! endpoint) with three faults: cut each connection after N bytes, blackhole (stop
-//! forwarding without closing), and sever every connection.
+//! endpoint) with four faults: cut each connection after N bytes, blackhole (stop
+//! forwarding without closing), refuse new connections, and sever every connection.
 
 use std::io;
 use std::net::SocketAddr;
@@ -25,6 +25,8 @@ pub struct ProxyFaults {
     pub cut_after: Option<u64>,
     /// Forward nothing (either way) while set; connections stay open.
     pub blackhole: bool,
+    /// Accept and at once close new connections while set (a server that is down).
+    pub refuse: bool,
 }
 
 struct ProxyShared {
@@ -72,7 +74,7 @@ impl FaultProxy {
         self.shared.generation.send_modify(|g| *g += 1);
     }
 
-    /// Connections accepted so far.
+    /// Connections accepted and forwarded so far (refused ones are not counted).
     pub fn connections(&self) -> u64 {
         *self
             .shared
@@ -108,6 +110,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<ProxyShared>) {
         let Ok((client, _)) = listener.accept().await else {
             continue;
         };
+        if shared.faults().refuse {
+            drop(client);
+            continue;
+        }
         *shared.connections.lock().unwrap_or_else(|e| e.into_inner()) += 1;
         tokio::spawn(relay_connection(client, Arc::clone(&shared)));
     }

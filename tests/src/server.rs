@@ -1,8 +1,9 @@
 //! [`TestRelay`]: the sans-IO [`RelayModel`] served over a real WebSocket on 127.0.0.1, with
 //! scriptable faults: drop each socket after N frames, go silent without closing, refuse
-//! new connections for a while, sever every connection. The model's own behaviours (REQ
-//! budgets with `retry in Ns` hints, NOTICE-only refusals, subscription caps, NIP-42,
-//! scripted CLOSED/OK answers, accept-then-drop) work as they do in the [`Sim`](crate::Sim).
+//! new connections for a while, sever every connection, send raw text or binary frames (a
+//! hostile relay, for bad-input tests). The model's own behaviours (REQ budgets with
+//! `retry in Ns` hints, NOTICE-only refusals, subscription caps, NIP-42, scripted CLOSED/OK
+//! answers, accept-then-drop) work as they do in the [`Sim`](crate::Sim).
 //!
 //! Time: the model is fed `tokio::time::Instant` since the server started, so under a
 //! paused tokio clock its rate-limit windows and the log's timestamps are deterministic.
@@ -69,6 +70,7 @@ pub struct Log {
 #[derive(Debug)]
 enum Control {
     Send(String),
+    Binary(Vec<u8>),
     Silent(bool),
     Drop,
 }
@@ -148,6 +150,14 @@ impl TestRelay {
     pub fn broadcast(&self, frame: &str) {
         for tx in self.shared.lock().conns.values() {
             let _ = tx.send(Control::Send(frame.to_owned()));
+        }
+    }
+
+    /// Send a binary frame on every open connection (NIP-01 is text only: a hostile or
+    /// confused relay's input for bad-input tests).
+    pub fn broadcast_binary(&self, bytes: &[u8]) {
+        for tx in self.shared.lock().conns.values() {
+            let _ = tx.send(Control::Binary(bytes.to_vec()));
         }
     }
 
@@ -252,7 +262,10 @@ async fn serve(stream: TcpStream, shared: Arc<Shared>) {
                     Some(Control::Send(frame)) if !conn_state.silent => {
                         conn_state.send_all(&mut ws, &shared, vec![frame]).await
                     }
-                    Some(Control::Send(_)) => true,
+                    Some(Control::Binary(bytes)) if !conn_state.silent => {
+                        conn_state.send_binary(&mut ws, &shared, bytes).await
+                    }
+                    Some(Control::Send(_) | Control::Binary(_)) => true,
                     Some(Control::Silent(silent)) => {
                         conn_state.silent = silent;
                         true
@@ -290,6 +303,19 @@ struct Conn {
 }
 
 impl Conn {
+    /// Send one binary frame; `false` when the connection should end.
+    async fn send_binary<S>(&mut self, ws: &mut S, shared: &Shared, bytes: Vec<u8>) -> bool
+    where
+        S: futures_util::Sink<Message> + Unpin,
+    {
+        if ws.send(Message::binary(bytes)).await.is_err() {
+            return false;
+        }
+        self.sent += 1;
+        shared.lock().log.frames_sent += 1;
+        true
+    }
+
     /// Send `frames` in order; `false` when the connection should end.
     async fn send_all<S>(&mut self, ws: &mut S, shared: &Shared, frames: Vec<String>) -> bool
     where

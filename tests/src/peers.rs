@@ -1,0 +1,380 @@
+//! Real peers as child processes for interop tests: [`NostrRsRelay`] and [`Nginx`], each on a
+//! free 127.0.0.1 port with every file it writes in a [`TempDir`], killed when dropped.
+//!
+//! A test asks for its binary with [`require_peer`]: when the binary is missing the test
+//! prints why and returns, unless `TETHER_REQUIRE_PEERS=1` (CI sets it), where a missing
+//! peer fails the test instead of passing it vacuously.
+
+use std::fs::{self, OpenOptions};
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// The environment variable that turns a missing peer from a skip into a failure.
+pub const REQUIRE_PEERS: &str = "TETHER_REQUIRE_PEERS";
+
+/// How long a peer gets to start listening.
+const START_WITHIN: Duration = Duration::from_secs(20);
+
+/// The path of the peer binary `name`, or `None` after printing a skip message.
+///
+/// Looks on `PATH`, then in `~/.cargo/bin` (where `cargo install` puts nostr-rs-relay) and
+/// `/usr/sbin` (where Debian puts nginx, off a normal user's `PATH`).
+///
+/// # Panics
+/// When the binary is missing and `TETHER_REQUIRE_PEERS=1`.
+pub fn require_peer(name: &str) -> Option<PathBuf> {
+    if let Some(path) = find_peer(name) {
+        return Some(path);
+    }
+    let required = std::env::var(REQUIRE_PEERS).is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{name} not found on PATH, in ~/.cargo/bin or /usr/sbin, and {REQUIRE_PEERS}=1: \
+         run .ci/run (it installs the peers) or install {name}"
+    );
+    eprintln!("SKIPPED: {name} not found; set {REQUIRE_PEERS}=1 to make this a failure");
+    None
+}
+
+/// Where `name` is installed, if anywhere this module looks.
+pub fn find_peer(name: &str) -> Option<PathBuf> {
+    let path_dirs = std::env::var_os("PATH")
+        .map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .unwrap_or_default();
+    let cargo_bin = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .map(|c| c.join("bin"));
+    path_dirs
+        .into_iter()
+        .chain(cargo_bin)
+        .chain([PathBuf::from("/usr/sbin"), PathBuf::from("/usr/local/sbin")])
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+/// A port on 127.0.0.1 that was free a moment ago (bound, read, released).
+///
+/// # Errors
+/// When no port can be bound.
+pub fn free_port() -> io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Wait until something accepts TCP connections on `addr`, polling every 20 ms.
+///
+/// # Errors
+/// `TimedOut` when nothing listens within `within`.
+pub async fn wait_listening(addr: SocketAddr, within: Duration) -> io::Result<()> {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("nothing listening on {addr} within {within:?}"),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A directory under the system temp dir, removed with everything in it when dropped.
+#[derive(Debug)]
+pub struct TempDir {
+    path: PathBuf,
+}
+
+impl TempDir {
+    /// A fresh, empty directory whose name starts with `tether-{label}-`.
+    ///
+    /// # Errors
+    /// When it cannot be created.
+    pub fn new(label: &str) -> io::Result<TempDir> {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let path = std::env::temp_dir().join(format!(
+            "tether-{label}-{}-{n}-{}",
+            std::process::id(),
+            free_port().unwrap_or(0)
+        ));
+        fs::create_dir_all(&path)?;
+        Ok(TempDir { path })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.path);
+    }
+}
+
+/// A child process killed (SIGKILL) and reaped when dropped, so a failing test leaves
+/// nothing running.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Child,
+}
+
+impl ChildGuard {
+    /// Spawn `command` with stdout and stderr appended to `log`.
+    ///
+    /// # Errors
+    /// When the log cannot be opened or the process cannot be spawned.
+    pub fn spawn(mut command: Command, log: &Path) -> io::Result<ChildGuard> {
+        let out = OpenOptions::new().create(true).append(true).open(log)?;
+        let err = out.try_clone()?;
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            .spawn()?;
+        Ok(ChildGuard { child })
+    }
+
+    /// The process id.
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process has exited (and so cannot be serving).
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Limits written to nostr-rs-relay's `[limits]` section (`None` leaves a limit unset).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NostrRsLimits {
+    /// Events written per second, averaged over a minute (server-wide).
+    pub messages_per_sec: Option<u32>,
+    /// REQs accepted per minute per connection: a burst of this many, then one every
+    /// `60 / n` seconds. Over it the relay stalls the connection instead of refusing.
+    pub subscriptions_per_min: Option<u32>,
+}
+
+/// nostr-rs-relay on 127.0.0.1 with a SQLite database in a temporary directory.
+///
+/// It runs with `RUST_LOG=nostr_rs_relay=debug` and its output in `relay.log`, which
+/// [`NostrRsRelay::reqs_received`] counts REQs in.
+#[derive(Debug)]
+pub struct NostrRsRelay {
+    binary: PathBuf,
+    port: u16,
+    child: Option<ChildGuard>,
+    // Last: the process must be gone before its directory is removed.
+    dir: TempDir,
+}
+
+impl NostrRsRelay {
+    /// Start `binary` with `limits` and wait until it listens.
+    ///
+    /// # Errors
+    /// When the files cannot be written, the process cannot start, or it does not listen
+    /// within 20 s.
+    pub async fn start(binary: &Path, limits: NostrRsLimits) -> io::Result<NostrRsRelay> {
+        let dir = TempDir::new("nostr-rs-relay")?;
+        let port = free_port()?;
+        fs::create_dir_all(dir.path().join("db"))?;
+        fs::write(
+            dir.path().join("config.toml"),
+            nostr_rs_config(dir.path(), port, limits),
+        )?;
+        let mut relay = NostrRsRelay {
+            binary: binary.to_owned(),
+            port,
+            child: None,
+            dir,
+        };
+        relay.restart().await?;
+        Ok(relay)
+    }
+
+    /// `ws://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        format!("ws://127.0.0.1:{}", self.port)
+    }
+
+    /// Kill the process (SIGKILL: no goodbye to clients) and reap it. The database stays.
+    pub fn kill(&mut self) {
+        self.child = None;
+    }
+
+    /// Start the process again on the same port with the same database, and wait until it
+    /// listens.
+    ///
+    /// # Errors
+    /// As [`NostrRsRelay::start`].
+    pub async fn restart(&mut self) -> io::Result<()> {
+        self.kill();
+        let mut command = Command::new(&self.binary);
+        command
+            .arg("--config")
+            .arg(self.dir.path().join("config.toml"))
+            .env("RUST_LOG", "warn,nostr_rs_relay=debug")
+            .current_dir(self.dir.path());
+        let mut child = ChildGuard::spawn(command, &self.dir.path().join("relay.log"))?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], self.port));
+        let ready = wait_listening(addr, START_WITHIN).await;
+        if child.exited() || ready.is_err() {
+            return Err(io::Error::other(format!(
+                "nostr-rs-relay did not start: {ready:?}\n{}",
+                self.log()
+            )));
+        }
+        self.child = Some(child);
+        Ok(())
+    }
+
+    /// Everything the relay has logged (all runs).
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("relay.log")).unwrap_or_default()
+    }
+
+    /// REQs the relay has read (all runs), counted from its debug log.
+    pub fn reqs_received(&self) -> usize {
+        self.log().matches("subscription requested").count()
+    }
+}
+
+fn nostr_rs_config(dir: &Path, port: u16, limits: NostrRsLimits) -> String {
+    let mut limit_lines = String::new();
+    if let Some(n) = limits.messages_per_sec {
+        limit_lines += &format!("messages_per_sec = {n}\n");
+    }
+    if let Some(n) = limits.subscriptions_per_min {
+        limit_lines += &format!("subscriptions_per_min = {n}\n");
+    }
+    format!(
+        "[info]\nrelay_url = \"ws://127.0.0.1:{port}/\"\nname = \"tether-test\"\n\n\
+         [database]\ndata_directory = \"{db}\"\n\n\
+         [network]\naddress = \"127.0.0.1\"\nport = {port}\n\n\
+         [options]\nreject_future_seconds = 1800\n\n\
+         [limits]\n{limit_lines}",
+        db = dir.join("db").display(),
+    )
+}
+
+/// nginx as a reverse proxy for an SSE endpoint: `proxy_buffering off`, HTTP/1.1 upstream,
+/// a chosen `proxy_read_timeout`. Runs in the foreground as a single process (no master, so
+/// killing it leaves no orphaned worker) with its pid, logs and temp paths in a temp dir.
+#[derive(Debug)]
+pub struct Nginx {
+    port: u16,
+    child: Option<ChildGuard>,
+    dir: TempDir,
+}
+
+impl Nginx {
+    /// Proxy 127.0.0.1:(free port) to `upstream` with `proxy_read_timeout` = `read_timeout`
+    /// (whole seconds, at least 1) and wait until it listens.
+    ///
+    /// # Errors
+    /// When the files cannot be written, nginx cannot start, or it does not listen in time.
+    pub async fn start_sse_proxy(
+        binary: &Path,
+        upstream: SocketAddr,
+        read_timeout: Duration,
+    ) -> io::Result<Nginx> {
+        let dir = TempDir::new("nginx")?;
+        let port = free_port()?;
+        let conf = dir.path().join("nginx.conf");
+        fs::write(
+            &conf,
+            nginx_config(dir.path(), port, upstream, read_timeout),
+        )?;
+        let mut command = Command::new(binary);
+        command
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf)
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .arg("-g")
+            .arg("daemon off; master_process off;");
+        let mut child = ChildGuard::spawn(command, &dir.path().join("stdout.log"))?;
+        let ready = wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), START_WITHIN).await;
+        let mut nginx = Nginx {
+            port,
+            child: None,
+            dir,
+        };
+        if child.exited() || ready.is_err() {
+            return Err(io::Error::other(format!(
+                "nginx did not start: {ready:?}\n{}",
+                nginx.error_log()
+            )));
+        }
+        nginx.child = Some(child);
+        Ok(nginx)
+    }
+
+    /// `http://127.0.0.1:port{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// nginx's error log (upstream timeouts are logged here).
+    pub fn error_log(&self) -> String {
+        let read = |name: &str| fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        read("error.log") + &read("stdout.log")
+    }
+}
+
+fn nginx_config(dir: &Path, port: u16, upstream: SocketAddr, read_timeout: Duration) -> String {
+    let d = dir.display();
+    let timeout = read_timeout.as_secs().max(1);
+    format!(
+        "pid {d}/nginx.pid;
+error_log {d}/error.log info;
+events {{ worker_connections 64; }}
+http {{
+    access_log {d}/access.log;
+    client_body_temp_path {d}/client_body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://{upstream};
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_buffering off;
+            proxy_cache off;
+            proxy_read_timeout {timeout}s;
+        }}
+    }}
+}}
+"
+    )
+}
+
+/// The process's resident set size in bytes (Linux `/proc/self/status` `VmRSS`), or `None`
+/// where that file does not exist.
+pub fn rss_bytes() -> Option<u64> {
+    let status = fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
