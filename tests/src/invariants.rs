@@ -78,6 +78,13 @@ impl Invariants {
         self.unsubscribed.insert(id);
     }
 
+    /// A transmit other than a frame: after `disconnect` only the socket's close may follow.
+    pub(crate) fn transmitted(&mut self, what: &str, transcript: &str) {
+        if self.disconnected && what != "Close" {
+            fail(transcript, &format!("{what} after disconnect"));
+        }
+    }
+
     /// A frame the session transmitted at `now`.
     pub(crate) fn sent(
         &mut self,
@@ -179,6 +186,9 @@ impl Invariants {
         events: &[(Instant, Event)],
         transcript: &str,
     ) {
+        if let Err(e) = session.check_consistency() {
+            fail(transcript, &format!("session bookkeeping: {e}"));
+        }
         let mut gate_reset = false;
         for (_, e) in &events[self.seen_events..] {
             match e {

@@ -37,6 +37,9 @@ use crate::nostr::subscription::{
 use crate::rng::Rng;
 use crate::time::{Clock, Instant};
 
+#[cfg(feature = "fuzzing")]
+mod consistency;
+
 /// A read-only view of one subscription, for tests, invariants and dashboards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubscriptionView {

@@ -211,6 +211,49 @@ impl Parser {
     }
 }
 
+#[cfg(feature = "fuzzing")]
+impl Parser {
+    /// Check that every buffer is within its configured bound.
+    ///
+    /// For the testkit's invariants and the fuzz targets; not a stable API.
+    ///
+    /// # Errors
+    /// A description of the first buffer past its bound.
+    #[doc(hidden)]
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let c = &self.config;
+        if self.line.len() > c.max_line_len {
+            return Err(format!(
+                "line buffer {} > {}",
+                self.line.len(),
+                c.max_line_len
+            ));
+        }
+        if self.data.len() > c.max_event_len {
+            return Err(format!(
+                "data buffer {} > {}",
+                self.data.len(),
+                c.max_event_len
+            ));
+        }
+        // Field values come from one line each.
+        for (what, len) in [
+            ("event type", self.event_type.len()),
+            ("id buffer", self.id_buffer.len()),
+            ("last event id", self.last_event_id.len()),
+        ] {
+            // Lossy UTF-8 decoding can triple a line's length (one byte -> U+FFFD).
+            if len > c.max_line_len.saturating_mul(3) {
+                return Err(format!("{what} {len} > 3 x {}", c.max_line_len));
+            }
+        }
+        if self.bom_matched > BOM.len() {
+            return Err(format!("bom_matched {}", self.bom_matched));
+        }
+        Ok(())
+    }
+}
+
 impl Default for Parser {
     fn default() -> Self {
         Self::new(ParserConfig::default())
