@@ -6,9 +6,11 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod fuzz;
 pub mod invariants;
 pub mod relay_model;
 pub mod sim;
+pub mod sse_invariants;
 pub mod sse_sim;
 
 pub use relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
