@@ -162,6 +162,8 @@ impl Parser {
     ///
     /// Everything is consumed unless the item queue fills up, in which case parsing stops
     /// after the line that filled it: drain [`Parser::next_item`] and feed the rest again.
+    /// Each call takes bytes or queues an item; it can return 0 with an item queued when a
+    /// partial BOM left by the previous chunk turns out to be an over-long first line.
     pub fn feed(&mut self, bytes: &[u8]) -> usize {
         self.feed_limited(bytes, usize::MAX)
     }
