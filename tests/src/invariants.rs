@@ -80,6 +80,13 @@ impl Invariants {
         self.unsubscribed.insert(id);
     }
 
+    /// A transmit other than a frame: after `disconnect` only the socket's close may follow.
+    pub(crate) fn transmitted(&mut self, what: &str, transcript: &str) {
+        if self.disconnected && what != "Close" {
+            fail(transcript, &format!("{what} after disconnect"));
+        }
+    }
+
     /// A frame the session transmitted at `now`.
     pub(crate) fn sent(
         &mut self,
@@ -186,7 +193,7 @@ impl Invariants {
         // retried, queued, or the socket came or went) and every 256th step regardless; steps
         // that only delivered events cannot break what it checks.
         self.steps += 1;
-        let mut sweep = self.steps % 256 == 0;
+        let mut sweep = self.steps % 256 == 0 || session.subscription_count() <= 64;
         for (_, e) in &events[self.seen_events..] {
             sweep |= !matches!(e, Event::Event { .. } | Event::Eose { .. });
             match e {
@@ -226,6 +233,9 @@ impl Invariants {
         }
         if !sweep {
             return;
+        }
+        if let Err(e) = session.check_consistency() {
+            fail(transcript, &format!("session bookkeeping: {e}"));
         }
         let views = session.subscriptions();
         for v in &views {

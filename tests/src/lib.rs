@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod fuzz;
 pub mod invariants;
 #[cfg(feature = "server")]
 pub mod peers;
@@ -15,6 +16,7 @@ pub mod relay_model;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod sim;
+pub mod sse_invariants;
 pub mod sse_sim;
 pub mod storm;
 

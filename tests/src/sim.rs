@@ -342,6 +342,7 @@ impl Sim {
         match t {
             Transmit::Open => {
                 self.line("tx", "Open");
+                self.invariants.transmitted("Open", &self.transcript);
                 if let Some(old) = self.conn.take() {
                     self.relay.drop_conn(old);
                 }
@@ -352,12 +353,14 @@ impl Sim {
             }
             Transmit::Close => {
                 self.line("tx", "Close");
+                self.invariants.transmitted("Close", &self.transcript);
                 if let Some(conn) = self.conn.take() {
                     self.relay.drop_conn(conn);
                 }
             }
             Transmit::Ping => {
                 self.line("tx", "Ping");
+                self.invariants.transmitted("Ping", &self.transcript);
                 if let (Some(conn), false) = (self.conn, self.relay.ignore_pings) {
                     self.push(now + self.latency * 2, Item::ToSession(conn, Input::Pong));
                 }

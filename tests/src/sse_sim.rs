@@ -12,6 +12,9 @@
 //! Transcript lines are `+<ms since start>ms  <arrow> <what>`: `app` for application calls,
 //! `->` for the session's transmits, `<-` for what the network delivered to it, `..` for a
 //! timeout the session asked for, `=>` for what the application heard.
+//!
+//! Every input is followed by [`SseInvariants::drain`]: a contract violation panics with the
+//! transcript so far.
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;
@@ -20,6 +23,8 @@ use std::time::Duration;
 use tether_core::link::Epoch;
 use tether_core::sse::{Event, SseConfig, SseSession, Transmit};
 use tether_core::Instant;
+
+use crate::sse_invariants::{SseInput, SseInvariants};
 
 /// The modelled server and its ingress.
 #[derive(Clone, Debug, PartialEq)]
@@ -81,6 +86,7 @@ pub struct SseSim {
     now: Instant,
     transcript: String,
     requests: Vec<Duration>,
+    invariants: SseInvariants,
 }
 
 impl SseSim {
@@ -88,6 +94,7 @@ impl SseSim {
     pub fn new(config: SseConfig, seed: u64, server: ServerConfig) -> Self {
         let start = Instant::from_millis(1_000_000);
         SseSim {
+            invariants: SseInvariants::new(&config),
             session: SseSession::new(config, seed),
             server: Server::new(server, start),
             start,
@@ -106,21 +113,20 @@ impl SseSim {
     pub fn connect(&mut self) {
         self.log("app", "connect");
         self.session.connect(self.now);
-        self.drain();
+        self.drain(SseInput::Connect);
     }
 
     /// The application calls `disconnect`.
     pub fn disconnect(&mut self) {
         self.log("app", "disconnect");
         self.session.disconnect(self.now);
-        self.drain();
+        self.drain(SseInput::Disconnect);
     }
 
     /// Advance simulated time by `d`, handling every deadline of either side on the way.
     pub fn run_for(&mut self, d: Duration) {
         let end = self.now + d;
         loop {
-            self.drain();
             let next = [self.session.poll_timeout(), self.server.next_deadline()]
                 .into_iter()
                 .flatten()
@@ -134,6 +140,7 @@ impl SseSim {
             } else if self.session.poll_timeout().is_some_and(|t| t <= self.now) {
                 self.log("..", "timeout");
                 self.session.handle_timeout(self.now);
+                self.drain(SseInput::Timeout);
             }
         }
         self.now = end;
@@ -159,19 +166,24 @@ impl SseSim {
         self.now - self.start
     }
 
-    fn drain(&mut self) {
-        loop {
-            if let Some(t) = self.session.poll_transmit() {
-                self.log("->", &show_transmit(&t));
-                if let Transmit::Open { .. } = t {
-                    self.requests.push(self.now - self.start);
-                }
-                self.server.on_transmit(self.now, t);
-                continue;
+    /// Drain the session after `input`, checking its contract, and hand the transmits to the
+    /// server (which only queues work, so draining everything first changes nothing).
+    fn drain(&mut self, input: SseInput) {
+        let out = match self.invariants.drain(self.now, input, &mut self.session) {
+            Ok(out) => out,
+            Err(what) => panic!(
+                "SSE invariant violated: {what}\n--- transcript ---\n{}",
+                self.transcript
+            ),
+        };
+        for t in out.transmits {
+            self.log("->", &show_transmit(&t));
+            if let Transmit::Open { .. } = t {
+                self.requests.push(self.now - self.start);
             }
-            let Some(e) = self.session.poll_event() else {
-                break;
-            };
+            self.server.on_transmit(self.now, t);
+        }
+        for e in out.events {
             self.log("=>", &show_event(&e));
         }
     }
@@ -211,8 +223,12 @@ impl SseSim {
                 self.session.handle_error(now, epoch)
             }
         };
-        if let Err(e) = result {
-            self.log("!!", &format!("driver misuse: {e}"));
+        match result {
+            Ok(()) => self.drain(SseInput::Peer),
+            Err(e) => {
+                self.log("!!", &format!("driver misuse: {e}"));
+                self.drain(SseInput::Misuse);
+            }
         }
     }
 
@@ -220,7 +236,7 @@ impl SseSim {
         while !bytes.is_empty() {
             let n = self.session.handle_bytes(self.now, epoch, bytes)?;
             bytes = &bytes[n..];
-            self.drain();
+            self.drain(SseInput::Peer);
         }
         Ok(())
     }

@@ -258,3 +258,34 @@ impl Outbox {
             .collect()
     }
 }
+
+#[cfg(feature = "fuzzing")]
+impl Outbox {
+    /// Timers agree with entries, each state has the timer it needs, and nothing is on the
+    /// wire without a socket.
+    pub(crate) fn check_consistency(&self, link_open: bool) -> Result<(), String> {
+        let mut timers = BTreeSet::new();
+        for (id, e) in &self.entries {
+            if let Some(at) = e.timer {
+                timers.insert((at, *id));
+            }
+            let wants_timer = e.state != State::Queued;
+            if e.timer.is_some() != wants_timer {
+                return Err(format!(
+                    "publish {id} is {:?} with timer {:?}",
+                    e.state, e.timer
+                ));
+            }
+            if !link_open && e.state != State::Queued {
+                return Err(format!("publish {id} is {:?} without a socket", e.state));
+            }
+        }
+        if timers != self.timers {
+            return Err(format!(
+                "outbox timers {:?} but entries {timers:?}",
+                self.timers
+            ));
+        }
+        Ok(())
+    }
+}

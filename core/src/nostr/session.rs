@@ -37,6 +37,9 @@ use crate::nostr::subscription::{
 use crate::rng::Rng;
 use crate::time::{Clock, Instant};
 
+#[cfg(feature = "fuzzing")]
+mod consistency;
+
 /// A read-only view of one subscription, for tests, invariants and dashboards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SubscriptionView {
@@ -427,6 +430,11 @@ impl RelaySession {
     /// One subscription, if registered.
     pub fn subscription(&self, id: SubscriptionId) -> Option<SubscriptionView> {
         self.subs.get(id).map(view)
+    }
+
+    /// How many subscriptions are registered.
+    pub fn subscription_count(&self) -> usize {
+        self.subs.len()
     }
 
     /// Every registered subscription, in id order.

@@ -162,6 +162,8 @@ impl Parser {
     ///
     /// Everything is consumed unless the item queue fills up, in which case parsing stops
     /// after the line that filled it: drain [`Parser::next_item`] and feed the rest again.
+    /// Each call takes bytes or queues an item; it can return 0 with an item queued when a
+    /// partial BOM left by the previous chunk turns out to be an over-long first line.
     pub fn feed(&mut self, bytes: &[u8]) -> usize {
         self.feed_limited(bytes, usize::MAX)
     }
@@ -208,6 +210,49 @@ impl Parser {
         self.data.clear();
         self.event_type.clear();
         self.id_buffer.clone_from(&self.last_event_id);
+    }
+}
+
+#[cfg(feature = "fuzzing")]
+impl Parser {
+    /// Check that every buffer is within its configured bound.
+    ///
+    /// For the testkit's invariants and the fuzz targets; not a stable API.
+    ///
+    /// # Errors
+    /// A description of the first buffer past its bound.
+    #[doc(hidden)]
+    pub fn check_consistency(&self) -> Result<(), String> {
+        let c = &self.config;
+        if self.line.len() > c.max_line_len {
+            return Err(format!(
+                "line buffer {} > {}",
+                self.line.len(),
+                c.max_line_len
+            ));
+        }
+        if self.data.len() > c.max_event_len {
+            return Err(format!(
+                "data buffer {} > {}",
+                self.data.len(),
+                c.max_event_len
+            ));
+        }
+        // Field values come from one line each.
+        for (what, len) in [
+            ("event type", self.event_type.len()),
+            ("id buffer", self.id_buffer.len()),
+            ("last event id", self.last_event_id.len()),
+        ] {
+            // Lossy UTF-8 decoding can triple a line's length (one byte -> U+FFFD).
+            if len > c.max_line_len.saturating_mul(3) {
+                return Err(format!("{what} {len} > 3 x {}", c.max_line_len));
+            }
+        }
+        if self.bom_matched > BOM.len() {
+            return Err(format!("bom_matched {}", self.bom_matched));
+        }
+        Ok(())
     }
 }
 

@@ -469,6 +469,36 @@ impl SseSession {
     }
 }
 
+#[cfg(feature = "fuzzing")]
+impl SseSession {
+    /// Check that the live request agrees with the link and the parser is within its bounds.
+    ///
+    /// For the testkit's invariants and the fuzz targets; not a stable API.
+    ///
+    /// # Errors
+    /// A description of the first disagreement found.
+    #[doc(hidden)]
+    pub fn check_consistency(&self) -> Result<(), String> {
+        use crate::link::LinkState;
+        let state = self.link.state();
+        let expected = match state {
+            LinkState::Connecting { epoch, .. } | LinkState::Open { epoch, .. } => Some(epoch),
+            LinkState::Idle | LinkState::Waiting { .. } => None,
+        };
+        if self.live != expected {
+            return Err(format!("live request {:?} but link {state:?}", self.live));
+        }
+        if self.live.is_some_and(|e| e != self.link.epoch()) {
+            return Err(format!(
+                "live request {:?} is not the newest epoch {:?}",
+                self.live,
+                self.link.epoch()
+            ));
+        }
+        self.parser.check_consistency()
+    }
+}
+
 /// The delta-seconds form of `Retry-After` (`"120"`), or `None`. The HTTP-date form needs a
 /// wall clock the core does not have: the driver converts it to a `Duration` itself.
 pub fn parse_retry_after(value: &str) -> Option<Duration> {

@@ -1,0 +1,810 @@
+//! The bodies of the cargo-fuzz targets in `fuzz/`, as ordinary functions over `&[u8]` so the
+//! committed corpora are replayed on stable Rust by `tests/fuzz_corpus.rs` through exactly the
+//! code the fuzzer runs. Every check panics on failure: a panic is the fuzzer's crash signal.
+//!
+//! - [`relay_frame`]: arbitrary bytes into the NIP-01 decoders (both directions).
+//! - [`sse_parser`]: arbitrary bytes in arbitrary chunkings into the SSE parser.
+//! - [`relay_session`]: a [`Sim`] script decoded from the bytes, with the property tests'
+//!   invariants checked after every step.
+//! - [`sse_session`]: an [`SseSession`] driven input by input, with [`SseInvariants`]
+//!   checked after every input.
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use arbitrary::{Result, Unstructured};
+use tether_core::backoff::BackoffPolicy;
+use tether_core::gate::GateScope;
+use tether_core::link::Epoch;
+use tether_core::nostr::message::{
+    ClientMessage, FrameError, RawEvent, RelayMessage, DEFAULT_MAX_FRAME, MAX_SUB_ID_CHARS,
+};
+use tether_core::nostr::{Priority, RelayConfig, SubscriptionId};
+use tether_core::sse::{Item, Message, Parser, ParserConfig, SseConfig, SseSession};
+use tether_core::Instant;
+
+use crate::relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
+use crate::sim::{Action, Sim};
+use crate::sse_invariants::{SseInput, SseInvariants};
+
+/// Most operations decoded from one input: enough for interesting interleavings, few enough
+/// that one input runs in milliseconds.
+pub const MAX_OPS: usize = 64;
+
+// ---- relay_frame ------------------------------------------------------------------------------
+
+/// Decode `data` (lossily made UTF-8) as a relay frame, a client frame and an event object.
+/// Whatever decodes must re-encode to something that decodes to the same thing, and the size
+/// limit must refuse larger frames unparsed.
+///
+/// # Panics
+/// When a decoder panics or one of those properties fails.
+pub fn relay_frame(data: &[u8]) {
+    let text = String::from_utf8_lossy(data);
+    let limit = data.len() / 2;
+    if text.len() > limit {
+        assert!(
+            matches!(
+                RelayMessage::decode(&text, limit),
+                Err(FrameError::TooLarge { .. })
+            ),
+            "a frame over the limit must be refused unparsed"
+        );
+    }
+    match RelayMessage::decode(&text, DEFAULT_MAX_FRAME) {
+        Ok(msg) => check_relay_message(&text, &msg),
+        Err(FrameError::UnknownVerb(v)) => assert!(v.chars().count() <= 32, "echoed verb {v:?}"),
+        Err(e) => drop(e.to_string()),
+    }
+    if let Ok(msg) = ClientMessage::decode(&text, DEFAULT_MAX_FRAME) {
+        let once = msg.encode();
+        let again = ClientMessage::decode(&once, DEFAULT_MAX_FRAME)
+            .unwrap_or_else(|e| panic!("re-encoded client frame {once:?} fails: {e}"));
+        assert_eq!(again.encode(), once, "client frame round trip");
+    }
+    if let Ok(event) = RawEvent::parse(&text) {
+        let again = RawEvent::parse(event.json()).expect("an event's own json parses");
+        assert_eq!(
+            (again.id(), again.created_at()),
+            (event.id(), event.created_at())
+        );
+    }
+}
+
+fn check_relay_message(text: &str, msg: &RelayMessage<'_>) {
+    let sub = match msg {
+        RelayMessage::Event { sub, event } => {
+            let json = event.json();
+            assert!(
+                json.starts_with('{') && json.ends_with('}'),
+                "event bytes {json:?} from {text:?}"
+            );
+            assert!(
+                text.contains(json),
+                "event bytes are not a slice of the frame"
+            );
+            let again = RawEvent::parse(json).expect("the event slice parses on its own");
+            assert_eq!(
+                (again.id(), again.created_at()),
+                (event.id(), event.created_at())
+            );
+            Some(sub)
+        }
+        RelayMessage::Eose { sub }
+        | RelayMessage::Closed { sub, .. }
+        | RelayMessage::Count { sub, .. } => Some(sub),
+        _ => None,
+    };
+    if let Some(sub) = sub {
+        let chars = sub.chars().count();
+        assert!((1..=MAX_SUB_ID_CHARS).contains(&chars), "sub id {sub:?}");
+    }
+    let encoded = msg.encode();
+    let back = RelayMessage::decode(&encoded, DEFAULT_MAX_FRAME)
+        .unwrap_or_else(|e| panic!("re-encoded {encoded:?} (from {text:?}) fails: {e}"));
+    assert_eq!(&back, msg, "relay frame round trip via {encoded:?}");
+}
+
+// ---- sse_parser -------------------------------------------------------------------------------
+
+/// Parse a byte stream whole and in arbitrary chunks; both must give the same items and last
+/// event ID, buffers must stay within their bounds, and with the default limits the result
+/// must equal a naive reading of the WHATWG rules.
+///
+/// Layout: `[flags, line limit, event limit, cut count, cuts (u16 LE) ..., stream ...]`.
+///
+/// # Panics
+/// When the parser panics or one of those properties fails.
+pub fn sse_parser(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let (Ok(flags), Ok(line), Ok(event), Ok(cuts)) = (
+        u.arbitrary::<u8>(),
+        u.arbitrary::<u8>(),
+        u.arbitrary::<u8>(),
+        u.arbitrary::<u8>(),
+    ) else {
+        return;
+    };
+    let tight = flags & 4 != 0;
+    let config = ParserConfig {
+        max_queued: usize::from(flags & 3) + 1,
+        ..if tight {
+            ParserConfig {
+                max_line_len: usize::from(line) + 1,
+                max_event_len: usize::from(event) + 1,
+                max_queued: 1,
+            }
+        } else {
+            ParserConfig::default()
+        }
+    };
+    let cuts: Vec<usize> = (0..cuts % 16)
+        .map_while(|_| u.arbitrary::<u16>().ok().map(usize::from))
+        .collect();
+    let stream = u.take_rest();
+    let whole = parse_chunks(config, &[stream]);
+    let chunks = split(stream, &cuts);
+    assert_eq!(parse_chunks(config, &chunks), whole, "chunking {cuts:?}");
+    if stream.len() <= 4096 {
+        let singles: Vec<&[u8]> = stream.chunks(1).collect();
+        assert_eq!(parse_chunks(config, &singles), whole, "byte at a time");
+    }
+    if !tight {
+        assert_eq!(whole, reference_parse(stream), "WHATWG reference");
+    }
+}
+
+type Parsed = (Vec<Item>, String);
+
+/// Feed `chunks` as one stream, draining after every feed, then end it.
+fn parse_chunks(config: ParserConfig, chunks: &[&[u8]]) -> Parsed {
+    let mut p = Parser::new(config);
+    let mut items = Vec::new();
+    for chunk in chunks {
+        let mut rest = *chunk;
+        loop {
+            let n = p.feed(rest);
+            assert!(
+                p.queued() <= config.max_queued.max(1),
+                "{} items queued, limit {}",
+                p.queued(),
+                config.max_queued
+            );
+            if let Err(e) = p.check_consistency() {
+                panic!("parser: {e}");
+            }
+            // Progress is bytes taken or items queued: a partial BOM from the previous chunk can
+            // become an over-long line that fills the queue before this chunk's first byte.
+            assert!(
+                n > 0 || rest.is_empty() || p.queued() > 0,
+                "feed made no progress"
+            );
+            rest = &rest[n..];
+            items.extend(std::iter::from_fn(|| p.next_item()));
+            if rest.is_empty() {
+                break;
+            }
+        }
+    }
+    p.finish();
+    items.extend(std::iter::from_fn(|| p.next_item()));
+    for item in &items {
+        if let Item::Message(m) = item {
+            assert!(
+                m.data.len() <= 3 * config.max_event_len,
+                "{} bytes",
+                m.data.len()
+            );
+        }
+    }
+    (items, p.last_event_id().to_owned())
+}
+
+fn split<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
+    let mut points: Vec<usize> = cuts.iter().map(|c| c % (bytes.len() + 1)).collect();
+    points.sort_unstable();
+    let mut out = Vec::with_capacity(points.len() + 1);
+    let mut start = 0;
+    for p in points {
+        out.push(&bytes[start..p]);
+        start = p;
+    }
+    out.push(&bytes[start..]);
+    out
+}
+
+/// The HTML standard's "interpreting an event stream", written as plainly as possible over the
+/// whole stream: the oracle for the incremental parser.
+fn reference_parse(stream: &[u8]) -> Parsed {
+    let stream = stream.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(stream);
+    let mut lines = Vec::new();
+    let mut start = 0;
+    let mut i = 0;
+    while i < stream.len() {
+        match stream[i] {
+            b'\r' => {
+                lines.push(&stream[start..i]);
+                if stream.get(i + 1) == Some(&b'\n') {
+                    i += 1;
+                }
+                start = i + 1;
+            }
+            b'\n' => {
+                lines.push(&stream[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    // What follows the last line ending is an incomplete line: dropped at the end of stream.
+    let (mut items, mut data, mut event_type) = (Vec::new(), Vec::<u8>::new(), Vec::new());
+    let (mut id_buffer, mut last_id) = (String::new(), String::new());
+    for line in lines {
+        if line.is_empty() {
+            last_id.clone_from(&id_buffer);
+            if data.is_empty() {
+                event_type.clear();
+                continue;
+            }
+            data.pop();
+            let event = if event_type.is_empty() {
+                "message".to_owned()
+            } else {
+                String::from_utf8_lossy(&event_type).into_owned()
+            };
+            items.push(Item::Message(Message {
+                event,
+                data: String::from_utf8_lossy(&data).into_owned(),
+                id: id_buffer.clone(),
+            }));
+            data.clear();
+            event_type.clear();
+            continue;
+        }
+        if line[0] == b':' {
+            items.push(Item::Heartbeat);
+            continue;
+        }
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(c) => (
+                &line[..c],
+                line[c + 1..].strip_prefix(b" ").unwrap_or(&line[c + 1..]),
+            ),
+            None => (line, &[][..]),
+        };
+        match name {
+            b"data" => {
+                data.extend_from_slice(value);
+                data.push(b'\n');
+            }
+            b"event" => event_type = value.to_vec(),
+            b"id" if !value.contains(&0) => {
+                id_buffer = String::from_utf8_lossy(value).into_owned();
+            }
+            b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
+                let ms = value.iter().fold(0u64, |n, &d| {
+                    n.saturating_mul(10).saturating_add(u64::from(d - b'0'))
+                });
+                items.push(Item::Retry(Duration::from_millis(ms)));
+            }
+            _ => {}
+        }
+    }
+    (items, last_id)
+}
+
+// ---- relay_session ----------------------------------------------------------------------------
+
+/// Decode a relay's behaviour, a session configuration and up to [`MAX_OPS`] timed operations
+/// from `data`, run them in the [`Sim`] with its invariants checked after every step (the same
+/// [`Invariants`](crate::invariants::Invariants) the property tests use), then let retries,
+/// windows and reconnects play out for a bounded simulated time.
+///
+/// # Panics
+/// On any invariant violation (with the transcript tail) or panic in the session.
+pub fn relay_session(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let Ok((config, relay, latency, auto_auth, seed)) = relay_world(&mut u) else {
+        return;
+    };
+    let mut sim = Sim::new(config, seed, relay);
+    sim.latency = latency;
+    sim.auto_auth = auto_auth;
+    sim.check = true;
+    let mut t = Duration::ZERO;
+    for _ in 0..MAX_OPS {
+        if u.is_empty() {
+            break;
+        }
+        let Ok((step, action)) = relay_op(&mut u) else {
+            break;
+        };
+        // Time only moves forward: each operation is a non-negative step after the last.
+        t += step;
+        if t > MAX_SCRIPT {
+            break;
+        }
+        sim.at(t, action);
+    }
+    // Long enough for five retries at the 30 s cap, or a 300 s gate window, to play out.
+    sim.run_for(t + Duration::from_secs(330));
+}
+
+/// The scripted part of a relay_session run: simulated time is what costs (pings, reconnect
+/// cycles), so it is bounded to keep one input in the milliseconds.
+const MAX_SCRIPT: Duration = Duration::from_secs(300);
+
+type World = (RelayConfig, RelayModel, Duration, bool, u64);
+
+fn relay_world(u: &mut Unstructured<'_>) -> Result<World> {
+    let mut relay = RelayModel::with_events(u.int_in_range(0..=4)?);
+    if u.arbitrary()? {
+        relay.budget = Some(ReqBudget {
+            max: u.int_in_range(1..=5)?,
+            window: Duration::from_secs(u.int_in_range(1..=20)?),
+            hint: u.arbitrary()?,
+        });
+    }
+    if u.arbitrary()? {
+        let style = if u.arbitrary()? {
+            LimitStyle::Notice
+        } else {
+            LimitStyle::Closed
+        };
+        relay.max_subs = Some((u.int_in_range(1..=5)?, style));
+    }
+    relay.auth_required = u.ratio(1, 4)?;
+    for _ in 0..u.int_in_range(0..=4)? {
+        relay.scripted_closed.push_back(refusal(u)?);
+    }
+    if u.ratio(1, 8)? {
+        relay.refuse_all = Some(refusal(u)?);
+    }
+    for _ in 0..u.int_in_range(0..=2)? {
+        relay.scripted_ok.push_back((u.arbitrary()?, refusal(u)?));
+    }
+    relay.silent_reqs = u.ratio(1, 8)?;
+    relay.ignore_pings = u.ratio(1, 8)?;
+    if u.ratio(1, 8)? {
+        relay.drop_after = Some(Duration::from_millis(u.int_in_range(0..=40_000)?));
+    }
+    let config = RelayConfig {
+        gate_scope: if u.arbitrary()? {
+            GateScope::Session
+        } else {
+            GateScope::Connection
+        },
+        max_subscriptions: if u.arbitrary()? {
+            Some(u.int_in_range(1..=5)?)
+        } else {
+            None
+        },
+        replay_batch: u.int_in_range(1..=8)?,
+        catch_up: if u.ratio(1, 4)? {
+            None
+        } else {
+            Some(Duration::from_secs(5))
+        },
+        dedup_capacity: u.int_in_range(0..=4)?,
+        max_registered: u.int_in_range(1..=16)?,
+        eose_timeout: Duration::from_secs(u.int_in_range(1..=30)?),
+        max_outbox: u.int_in_range(1..=4)?,
+        ..RelayConfig::default()
+    };
+    let latency = Duration::from_millis(u.int_in_range(0..=200)?);
+    Ok((config, relay, latency, !u.ratio(1, 4)?, u.arbitrary()?))
+}
+
+fn relay_op(u: &mut Unstructured<'_>) -> Result<(Duration, Action)> {
+    let step = match u.int_in_range(0..=3)? {
+        0 => Duration::ZERO,
+        1 => Duration::from_millis(u.int_in_range(0..=100)?),
+        2 => Duration::from_millis(u.int_in_range(0..=5_000)?),
+        _ => Duration::from_secs(u.int_in_range(0..=60)?),
+    };
+    let action = match u.int_in_range(0..=13)? {
+        0..=2 => Action::Subscribe(filters(u)?, Priority(u.int_in_range(-2..=2)?)),
+        3 => {
+            let slot: u64 = u.int_in_range(0..=9)?;
+            let generation: u64 = u.int_in_range(0..=2)?;
+            Action::Unsubscribe(SubscriptionId((generation << 32) | slot))
+        }
+        4 => Action::Publish(publish_json(u)?),
+        5 => Action::Connect,
+        6 => Action::Disconnect,
+        7 => Action::DropSocket,
+        8 => Action::RelayDown,
+        9 => Action::RelayUp,
+        10 | 11 => Action::RelayFrame(frame(u)?),
+        12 => {
+            let n = u.int_in_range(1..=12)?;
+            Action::Store(StoredEvent::new(n, 1_000_000 + n, u.int_in_range(1..=2)?))
+        }
+        _ => Action::Relay(*u.choose(RELAY_CHANGES)?),
+    };
+    Ok((step, action))
+}
+
+/// Relay behaviour switched mid-run (the Sim takes plain functions, so each is a fixed change).
+const RELAY_CHANGES: &[fn(&mut RelayModel)] = &[
+    |r| r.silent_reqs = !r.silent_reqs,
+    |r| r.ignore_pings = !r.ignore_pings,
+    |r| r.auth_required = !r.auth_required,
+    |r| r.refuse_all = None,
+    |r| r.refuse_all = Some("error: internal".into()),
+    |r| {
+        r.scripted_closed
+            .push_back("rate-limited: retry in 7s".into())
+    },
+    |r| r.scripted_closed.push_back("auth-required: sign in".into()),
+    |r| {
+        r.scripted_ok
+            .push_back((false, "rate-limited: slow down".into()))
+    },
+    |r| {
+        r.scripted_ok
+            .push_back((false, "auth-required: who?".into()))
+    },
+    |r| {
+        r.scripted_ok
+            .push_back((false, "duplicate: have it".into()))
+    },
+    |r| r.max_subs = Some((1, LimitStyle::Notice)),
+    |r| r.max_subs = None,
+];
+
+fn filters(u: &mut Unstructured<'_>) -> Result<Vec<String>> {
+    let n = u.int_in_range(1..=3)?;
+    (0..n)
+        .map(|_| {
+            Ok(match u.int_in_range(0..=3)? {
+                0 => r#"{"kinds":[1]}"#.to_owned(),
+                1 => format!(
+                    r#"{{"kinds":[1],"since":{}}}"#,
+                    u.int_in_range(0..=1_000_010)?
+                ),
+                2 => "{}".to_owned(),
+                _ => r#"{"kinds":[2],"limit":5}"#.to_owned(),
+            })
+        })
+        .collect()
+}
+
+fn publish_json(u: &mut Unstructured<'_>) -> Result<String> {
+    Ok(match u.int_in_range(0..=5)? {
+        0..=3 => StoredEvent::new(u.int_in_range(0..=6)?, 1_700_000_000, 1).json,
+        4 => r#"{"id":"nothex","created_at":1}"#.to_owned(),
+        _ => short_string(u)?,
+    })
+}
+
+fn refusal(u: &mut Unstructured<'_>) -> Result<String> {
+    Ok(match u.int_in_range(0..=13)? {
+        0 => "rate-limited: slow down".to_owned(),
+        1 => format!("rate-limited: retry in {}s", u.arbitrary::<u32>()?),
+        2 => format!("rate-limited: retry in {}ms", u.int_in_range(0..=5_000)?),
+        3 => "error: too many subscriptions".to_owned(),
+        4 => "Subscription error: Maximum concurrent subscription count reached".to_owned(),
+        5 => "auth-required: sign in".to_owned(),
+        6 => "error: internal".to_owned(),
+        7 => "blocked: no".to_owned(),
+        8 => "duplicate: already have it".to_owned(),
+        9 => "restricted: members only".to_owned(),
+        10 => "invalid: bad filter".to_owned(),
+        11 => String::new(),
+        _ => short_string(u)?,
+    })
+}
+
+/// A relay frame from a grammar of realistic frames, near misses and plain junk.
+fn frame(u: &mut Unstructured<'_>) -> Result<String> {
+    let wire = wire_id(u)?;
+    let frame = match u.int_in_range(0..=15)? {
+        0 | 1 => format!(r#"["EOSE",{}]"#, json_str(&wire)),
+        2 | 3 => format!(
+            r#"["CLOSED",{},{}]"#,
+            json_str(&wire),
+            json_str(&refusal(u)?)
+        ),
+        4 | 5 => {
+            let n = u.int_in_range(0..=12)?;
+            let created_at = 1_000_000 + u.int_in_range(0..=20)?;
+            let event = StoredEvent::new(n, created_at, 1).json;
+            format!(r#"["EVENT",{},{event}]"#, json_str(&wire))
+        }
+        6 => format!(r#"["NOTICE",{}]"#, json_str(&refusal(u)?)),
+        7 => format!(r#"["AUTH",{}]"#, json_str(&short_string(u)?)),
+        8 => format!(
+            r#"["OK","{:064x}",{},{}]"#,
+            u.int_in_range(0..=6)?,
+            u.arbitrary::<bool>()?,
+            json_str(&refusal(u)?)
+        ),
+        9 => format!(
+            r#"["COUNT",{},{{"count":{}}}]"#,
+            json_str(&wire),
+            u.arbitrary::<u64>()?
+        ),
+        10 => {
+            // Events the decoder must refuse: bad ids, bad times, wrong shapes.
+            let event = u.choose(&[
+                r#"{"id":"00","created_at":1}"#,
+                r#"{"created_at":1}"#,
+                r#"{"id":"0000000000000000000000000000000000000000000000000000000000000001","created_at":-1}"#,
+                r#"{"id":"0000000000000000000000000000000000000000000000000000000000000001","created_at":1.5}"#,
+                r#"{"id":"0000000000000000000000000000000000000000000000000000000000000001","created_at":99999999999999999999}"#,
+                r#"["not","an","object"]"#,
+                r#""string""#,
+            ])?;
+            format!(r#"["EVENT",{},{event}]"#, json_str(&wire))
+        }
+        11 => {
+            // Wrong arity and types.
+            (*u.choose(&[
+                r#"["EOSE"]"#,
+                r#"["EOSE","0:1","extra"]"#,
+                r#"["CLOSED","0:1"]"#,
+                r#"["OK","00",true,""]"#,
+                r#"["OK"]"#,
+                r#"[1,2,3]"#,
+                r#"[]"#,
+                r#"{"EOSE":"0:1"}"#,
+                r#"["EVENT","0:1"]"#,
+                r#"["NOTICE",{"a":1}]"#,
+            ])?)
+            .to_owned()
+        }
+        12 | 13 => {
+            // A realistic frame cut short or with a byte flipped.
+            let full = format!(r#"["EOSE",{}]"#, json_str(&wire));
+            let cut = u.int_in_range(0..=full.len())?;
+            let cut = (0..=cut)
+                .rev()
+                .find(|&i| full.is_char_boundary(i))
+                .unwrap_or(0);
+            let mut s = full[..cut].to_owned();
+            if u.arbitrary()? {
+                s.push(u.arbitrary::<char>()?);
+            }
+            s
+        }
+        _ => short_string(u)?,
+    };
+    Ok(frame)
+}
+
+/// Mostly ids this session could have sent (a few slots, generations and attempts), some that
+/// it could not.
+fn wire_id(u: &mut Unstructured<'_>) -> Result<String> {
+    Ok(match u.int_in_range(0..=9)? {
+        0..=6 => {
+            let slot: u64 = u.int_in_range(0..=7)?;
+            let generation: u64 = u.int_in_range(0..=1)?;
+            let attempt: u32 = u.int_in_range(0..=6)?;
+            format!("{:x}:{attempt:x}", (generation << 32) | slot)
+        }
+        7 => "x".repeat(u.int_in_range(0..=70)?),
+        8 => (*u.choose(&[
+            "",
+            ":",
+            "0:",
+            "0:0:0",
+            "ffffffffffffffffff:1",
+            "0:ffffffffff",
+        ])?)
+        .to_owned(),
+        _ => short_string(u)?,
+    })
+}
+
+fn short_string(u: &mut Unstructured<'_>) -> Result<String> {
+    let n = u.int_in_range(0..=48)?;
+    (0..n).map(|_| u.arbitrary::<char>()).collect()
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_default()
+}
+
+// ---- sse_session ------------------------------------------------------------------------------
+
+/// Drive an [`SseSession`] with up to [`MAX_OPS`] inputs decoded from `data` — responses,
+/// body bytes (realistic and raw), ends, errors, stale and never-issued epochs, time steps
+/// that only move forward — checking [`SseInvariants`] after every input.
+///
+/// # Panics
+/// On any contract violation or panic in the session.
+pub fn sse_session(data: &[u8]) {
+    let mut u = Unstructured::new(data);
+    let Ok((config, seed)) = sse_world(&mut u) else {
+        return;
+    };
+    let mut s = SseSession::new(config, seed);
+    let mut inv = SseInvariants::new(&config);
+    let mut now = Instant::from_millis(1_000);
+    for _ in 0..MAX_OPS {
+        if u.is_empty() {
+            break;
+        }
+        if sse_step(&mut u, &mut s, &mut inv, &mut now).is_err() {
+            break;
+        }
+    }
+}
+
+fn sse_world(u: &mut Unstructured<'_>) -> Result<(SseConfig, u64)> {
+    let default = SseConfig::default();
+    let config = SseConfig {
+        reconnect: BackoffPolicy {
+            max_attempts: if u.ratio(1, 3)? {
+                Some(u.int_in_range(1..=4)?)
+            } else {
+                None
+            },
+            ..default.reconnect
+        },
+        stable_after: Duration::from_secs(u.int_in_range(0..=60)?),
+        connect_timeout: Duration::from_secs(u.int_in_range(1..=60)?),
+        idle_timeout: if u.ratio(1, 4)? {
+            None
+        } else {
+            Some(Duration::from_secs(u.int_in_range(1..=120)?))
+        },
+        max_queued_events: u.int_in_range(1..=8)?,
+        parser: ParserConfig {
+            max_line_len: u.int_in_range(1..=256)?,
+            max_event_len: u.int_in_range(1..=512)?,
+            max_queued: u.int_in_range(1..=4)?,
+        },
+        ..default
+    };
+    Ok((config, u.arbitrary()?))
+}
+
+fn sse_step(
+    u: &mut Unstructured<'_>,
+    s: &mut SseSession,
+    inv: &mut SseInvariants,
+    now: &mut Instant,
+) -> Result<()> {
+    // Time only moves forward.
+    *now = *now + Duration::from_millis(u.int_in_range(0..=2_000)?);
+    let epoch = pick_epoch(u, s)?;
+    let input = match u.int_in_range(0..=9)? {
+        0 => {
+            s.connect(*now);
+            SseInput::Connect
+        }
+        1 => {
+            s.disconnect(*now);
+            SseInput::Disconnect
+        }
+        2 | 3 => {
+            let status = *u.choose(&[200, 200, 200, 204, 404, 408, 429, 500, 503, 301])?;
+            let status = if u.ratio(1, 8)? {
+                u.arbitrary()?
+            } else {
+                status
+            };
+            let content_type = content_type(u)?;
+            let retry_after = if u.arbitrary()? {
+                Some(Duration::from_secs(u.int_in_range(0..=1_000)?))
+            } else {
+                None
+            };
+            outcome(s.handle_response(*now, epoch, status, content_type.as_deref(), retry_after))
+        }
+        4..=6 => {
+            let bytes = body(u)?;
+            return feed(s, inv, *now, epoch, &bytes);
+        }
+        7 => outcome(s.handle_eof(*now, epoch)),
+        8 => outcome(s.handle_error(*now, epoch)),
+        _ => {
+            // A driver that slept to the deadline (or beyond) and passes a fresh `now`.
+            let extra = Duration::from_millis(u.int_in_range(0..=3_000)?);
+            *now = s.poll_timeout().unwrap_or(*now).max(*now) + extra;
+            s.handle_timeout(*now);
+            SseInput::Timeout
+        }
+    };
+    check(inv.drain(*now, input, s));
+    Ok(())
+}
+
+/// Offer `bytes` the way a driver must: until all are consumed, draining in between.
+fn feed(
+    s: &mut SseSession,
+    inv: &mut SseInvariants,
+    now: Instant,
+    epoch: Epoch,
+    mut bytes: &[u8],
+) -> Result<()> {
+    loop {
+        let result = s.handle_bytes(now, epoch, bytes);
+        let input = outcome(result.map(drop));
+        let out = inv.drain(now, input, s).unwrap_or_else(|what| {
+            panic!("SSE invariant violated: {what}");
+        });
+        let Ok(n) = result else {
+            return Ok(());
+        };
+        // Progress is bytes taken or events queued (see the parser's `feed_limited`).
+        assert!(
+            n > 0 || bytes.is_empty() || !out.events.is_empty(),
+            "handle_bytes made no progress"
+        );
+        bytes = &bytes[n..];
+        if bytes.is_empty() {
+            return Ok(());
+        }
+    }
+}
+
+fn pick_epoch(u: &mut Unstructured<'_>, s: &SseSession) -> Result<Epoch> {
+    let current = s.link().epoch().0;
+    Ok(Epoch(match u.int_in_range(0..=7)? {
+        0..=4 => current,
+        5 => current.saturating_sub(1),
+        6 => current + 1,
+        _ => u.arbitrary()?,
+    }))
+}
+
+fn content_type(u: &mut Unstructured<'_>) -> Result<Option<String>> {
+    Ok(match u.int_in_range(0..=6)? {
+        0..=2 => Some("text/event-stream".to_owned()),
+        3 => Some(" Text/Event-Stream ; charset=utf-8".to_owned()),
+        4 => Some("text/html".to_owned()),
+        5 => None,
+        _ => Some(short_string(u)?),
+    })
+}
+
+fn body(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
+    let n = u.int_in_range(1..=4)?;
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let piece: Cow<'static, [u8]> = match u.int_in_range(0..=9)? {
+            0 => b"data: hello\n\n".as_slice().into(),
+            1 => b": heartbeat\n\n".as_slice().into(),
+            2 => format!(
+                "id: {}\nevent: change\ndata: {{}}\n\n",
+                u.arbitrary::<u16>()?
+            )
+            .into_bytes()
+            .into(),
+            3 => format!("retry: {}\n", u.arbitrary::<u32>()?)
+                .into_bytes()
+                .into(),
+            4 => b"data: "
+                .iter()
+                .chain([b'x'; 300].iter())
+                .copied()
+                .collect::<Vec<_>>()
+                .into(),
+            5 => b"\xEF\xBB\xBFdata: bom\r\n\r\n".as_slice().into(),
+            6 => b"\r".as_slice().into(),
+            _ => {
+                let len = u.int_in_range(0..=64)?;
+                u.bytes(len)?.to_vec().into()
+            }
+        };
+        out.extend_from_slice(&piece);
+    }
+    Ok(out)
+}
+
+fn outcome(result: std::result::Result<(), tether_core::sse::SseError>) -> SseInput {
+    match result {
+        Ok(()) => SseInput::Peer,
+        Err(_) => SseInput::Misuse,
+    }
+}
+
+fn check<T>(result: std::result::Result<T, String>) {
+    if let Err(what) = result {
+        panic!("SSE invariant violated: {what}");
+    }
+}

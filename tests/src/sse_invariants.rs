@@ -1,0 +1,189 @@
+//! [`SseInvariants`]: the [`SseSession`] driving contract, checked around every input. One
+//! definition shared by the SSE simulator (every transcript test), the `sse_session` fuzz
+//! target and its corpus replay.
+//!
+//! What it holds the session to:
+//!
+//! - its internal bookkeeping agrees with itself (the core's `check_consistency`);
+//! - queued output makes `poll_timeout` return `now`; after `handle_timeout(now)` with nothing
+//!   queued the next deadline is later than `now` (STYLE 4);
+//! - an input answered with [`SseError`](tether_core::sse::SseError) (local misuse) queues
+//!   nothing;
+//! - at most two transmits and two status events per input, at most
+//!   `max_queued_events` parsed events, no message larger than the parser allows;
+//! - request epochs only grow, and each request is aborted at most once;
+//! - after `disconnect`, `Failed` or `Closed` nothing at all happens until `connect`: no
+//!   request, no event, no deadline.
+
+use std::collections::BTreeSet;
+
+use tether_core::link::Epoch;
+use tether_core::sse::{Event, SseConfig, SseSession, Transmit};
+use tether_core::Instant;
+
+/// The kind of input the session was just given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SseInput {
+    /// `connect`.
+    Connect,
+    /// `disconnect`.
+    Disconnect,
+    /// `handle_response`, `handle_bytes`, `handle_eof` or `handle_error` that returned `Ok`.
+    Peer,
+    /// Any `handle_*` call that returned an `SseError`.
+    Misuse,
+    /// `handle_timeout`.
+    Timeout,
+}
+
+/// What the checker remembers between inputs.
+#[derive(Debug)]
+pub struct SseInvariants {
+    max_events: usize,
+    max_data: usize,
+    /// After `disconnect`, `Failed` or `Closed`, until `connect`.
+    stopped: bool,
+    newest_open: Option<Epoch>,
+    aborted: BTreeSet<Epoch>,
+}
+
+/// Everything one input made the session say, in order.
+#[derive(Debug, Default)]
+pub struct SseOutputs {
+    /// The transmits.
+    pub transmits: Vec<Transmit>,
+    /// The events.
+    pub events: Vec<Event>,
+}
+
+impl SseInvariants {
+    /// A checker for a fresh session running `config`.
+    pub fn new(config: &SseConfig) -> Self {
+        SseInvariants {
+            max_events: config.max_queued_events,
+            // Invalid UTF-8 becomes U+FFFD: one byte can decode to three.
+            max_data: config.parser.max_event_len.saturating_mul(3),
+            stopped: true,
+            newest_open: None,
+            aborted: BTreeSet::new(),
+        }
+    }
+
+    /// Drain `session` after `input` at `now` (the newest time it was given), checking the
+    /// contract on the way.
+    ///
+    /// # Errors
+    /// A description of the first violation.
+    pub fn drain(
+        &mut self,
+        now: Instant,
+        input: SseInput,
+        session: &mut SseSession,
+    ) -> Result<SseOutputs, String> {
+        session.check_consistency()?;
+        let queued = session.poll_timeout();
+        let mut out = SseOutputs::default();
+        while let Some(t) = session.poll_transmit() {
+            out.transmits.push(t);
+        }
+        while let Some(e) = session.poll_event() {
+            out.events.push(e);
+        }
+        let any = !out.transmits.is_empty() || !out.events.is_empty();
+        if any && queued != Some(now) {
+            return Err(format!(
+                "output queued but poll_timeout {queued:?} != {now:?}"
+            ));
+        }
+        if any && input == SseInput::Misuse {
+            return Err(format!("local misuse queued output {out:?}"));
+        }
+        if any && self.stopped && input != SseInput::Connect {
+            return Err(format!("{input:?} while stopped queued {out:?}"));
+        }
+        self.check_transmits(&out.transmits)?;
+        self.check_events(&out.events)?;
+        match input {
+            SseInput::Connect => self.stopped = false,
+            SseInput::Disconnect => self.stopped = true,
+            _ => {}
+        }
+        if out
+            .events
+            .iter()
+            .any(|e| matches!(e, Event::Failed { .. } | Event::Closed { .. }))
+        {
+            if out
+                .transmits
+                .iter()
+                .any(|t| matches!(t, Transmit::Open { .. }))
+            {
+                return Err(format!("a request in the same step as the end: {out:?}"));
+            }
+            self.stopped = true;
+        }
+        let next = session.poll_timeout();
+        if input == SseInput::Timeout && next.is_some_and(|t| t <= now) {
+            return Err(format!(
+                "after handle_timeout({now:?}) with nothing queued, poll_timeout is {next:?}"
+            ));
+        }
+        if self.stopped && next.is_some() {
+            return Err(format!("stopped, but poll_timeout is {next:?}"));
+        }
+        Ok(out)
+    }
+
+    fn check_transmits(&mut self, transmits: &[Transmit]) -> Result<(), String> {
+        if transmits.len() > 2 {
+            return Err(format!("{} transmits from one input", transmits.len()));
+        }
+        for t in transmits {
+            match *t {
+                Transmit::Open { epoch, .. } => {
+                    if self.newest_open.is_some_and(|n| epoch <= n) {
+                        return Err(format!("request {epoch:?} after {:?}", self.newest_open));
+                    }
+                    self.newest_open = Some(epoch);
+                }
+                Transmit::Close { epoch } => {
+                    if self.newest_open.is_none_or(|n| epoch > n) {
+                        return Err(format!("abort of {epoch:?}, never requested"));
+                    }
+                    if !self.aborted.insert(epoch) {
+                        return Err(format!("{epoch:?} aborted twice"));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_events(&self, events: &[Event]) -> Result<(), String> {
+        let parsed = events
+            .iter()
+            .filter(|e| matches!(e, Event::Message(_) | Event::ParseError(_)))
+            .count();
+        if parsed > self.max_events {
+            return Err(format!("{parsed} parsed events > {}", self.max_events));
+        }
+        if events.len() - parsed > 2 {
+            return Err(format!(
+                "{} status events from one input",
+                events.len() - parsed
+            ));
+        }
+        for e in events {
+            match e {
+                Event::Message(m) if m.data.len() > self.max_data => {
+                    return Err(format!("message of {} bytes", m.data.len()));
+                }
+                Event::Reconnecting { attempt: 0, .. } => {
+                    return Err("reconnecting at attempt 0".to_owned());
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
