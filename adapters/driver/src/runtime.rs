@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::Stream;
@@ -37,6 +38,38 @@ pub trait Runtime: Send + Unpin + 'static {
 
     /// Move `sleep` to end at `deadline` instead.
     fn reset(&self, sleep: &mut Self::Sleep, deadline: Instant);
+}
+
+/// The one sleep a driver waits on, re-armed to each new deadline.
+pub(crate) struct Alarm<R: Runtime> {
+    sleep: Option<R::Sleep>,
+}
+
+impl<R: Runtime> Alarm<R> {
+    pub(crate) fn new() -> Self {
+        Alarm { sleep: None }
+    }
+
+    /// Nothing to wait for: drop the sleep.
+    pub(crate) fn disarm(&mut self) {
+        self.sleep = None;
+    }
+
+    /// Ready once `deadline` has passed. The clock is asked first: a runtime's cooperative
+    /// budget can keep a sleep pending past its deadline.
+    pub(crate) fn poll(&mut self, rt: &R, cx: &mut Context<'_>, deadline: Instant) -> Poll<()> {
+        if rt.now() >= deadline {
+            return Poll::Ready(());
+        }
+        let sleep = match self.sleep.as_mut() {
+            Some(sleep) => {
+                rt.reset(sleep, deadline);
+                sleep
+            }
+            None => self.sleep.insert(rt.sleep_until(deadline)),
+        };
+        Pin::new(sleep).poll(cx)
+    }
 }
 
 /// An open WebSocket: tungstenite messages in and out, whichever runtime carries them.

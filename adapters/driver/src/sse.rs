@@ -8,7 +8,6 @@
 //! the core is told reading is paused, so the idle watchdog does not blame the server for
 //! the application's pause.
 
-use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -18,10 +17,10 @@ use futures_core::Stream;
 use tether_core::link::Epoch;
 use tether_core::sse::{Event, Transmit};
 use tether_core::{Instant, SseSession};
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::config::{seed_or_random, EventSourceConfig};
-use crate::runtime::{BoxFuture, HttpConnect, HttpError, HttpResponse, Runtime};
+use crate::runtime::{Alarm, BoxFuture, HttpConnect, HttpError, HttpResponse, Runtime};
 
 type Body = Pin<Box<dyn Stream<Item = Result<Bytes, HttpError>> + Send>>;
 
@@ -38,7 +37,7 @@ pub struct EventStream<R: Runtime> {
     body: Option<(Epoch, Body)>,
     /// Body bytes the session could not take yet (its event queue was full).
     unread: Bytes,
-    sleep: Option<R::Sleep>,
+    alarm: Alarm<R>,
     ended: bool,
     /// The application has not asked for the next event since the last one was returned:
     /// the body is not being read (told to the core).
@@ -61,7 +60,7 @@ impl<R: Runtime> EventStream<R> {
             request: None,
             body: None,
             unread: Bytes::new(),
-            sleep: None,
+            alarm: Alarm::new(),
             ended: false,
             reading_paused: false,
             work_budget: 64,
@@ -183,17 +182,6 @@ impl<R: Runtime> EventStream<R> {
         }
         true
     }
-
-    fn poll_sleep(&mut self, cx: &mut Context<'_>, deadline: Instant) -> Poll<()> {
-        let sleep = match self.sleep.as_mut() {
-            Some(sleep) => {
-                self.rt.reset(sleep, deadline);
-                sleep
-            }
-            None => self.sleep.insert(self.rt.sleep_until(deadline)),
-        };
-        Pin::new(sleep).poll(cx)
-    }
 }
 
 impl<R: Runtime> Stream for EventStream<R> {
@@ -247,14 +235,10 @@ impl<R: Runtime> Stream for EventStream<R> {
                 continue;
             }
             let Some(deadline) = this.session.poll_timeout() else {
-                this.sleep = None;
+                this.alarm.disarm();
                 return Poll::Pending;
             };
-            if this.rt.now() >= deadline {
-                continue;
-            }
-            if this.poll_sleep(cx, deadline).is_ready() {
-                debug!("timer fired");
+            if this.alarm.poll(&this.rt, cx, deadline).is_ready() {
                 continue;
             }
             return Poll::Pending;

@@ -17,7 +17,7 @@ use tungstenite::Message;
 use super::dispatch::{route, Dispatch, Route};
 use super::handle::{Command, Rejected, RelayHandle, SessionEvent, SessionEvents};
 use crate::config::{seed_or_random, Config};
-use crate::runtime::{BoxFuture, BoxSocket, Runtime, WsConnect, WsError};
+use crate::runtime::{Alarm, BoxFuture, BoxSocket, Runtime, WsConnect, WsError};
 use crate::signer::{Signer, SignerError};
 
 /// Frames queued for the socket before the driver stops taking commands (the socket is
@@ -43,7 +43,7 @@ pub struct RelayDriver<R: Runtime> {
     unflushed: bool,
     /// The signer's answer to the latest challenge, and the socket it belongs to.
     signing: Option<(Epoch, BoxFuture<Result<String, SignerError>>)>,
-    sleep: Option<R::Sleep>,
+    alarm: Alarm<R>,
     /// Socket reads are paused because the application is behind (told to the core).
     reading_paused: bool,
     binary_frames: u64,
@@ -87,7 +87,7 @@ pub fn relay_driver<R: Runtime>(
         outgoing: VecDeque::new(),
         unflushed: false,
         signing: None,
-        sleep: None,
+        alarm: Alarm::new(),
         reading_paused: false,
         binary_frames: 0,
     };
@@ -134,15 +134,10 @@ impl<R: Runtime> Future for RelayDriver<R> {
                 continue;
             }
             let Some(deadline) = this.session.poll_timeout() else {
-                this.sleep = None;
+                this.alarm.disarm();
                 return Poll::Pending;
             };
-            // A runtime's cooperative budget can keep a sleep pending past its deadline:
-            // compare with the clock before trusting the sleep.
-            if this.rt.now() >= deadline {
-                continue;
-            }
-            if this.poll_sleep(cx, deadline).is_ready() {
+            if this.alarm.poll(&this.rt, cx, deadline).is_ready() {
                 continue;
             }
             return Poll::Pending;
@@ -452,17 +447,6 @@ impl<R: Runtime> RelayDriver<R> {
             let _ = self.session.unsubscribe(now, id);
         }
         self.drain(now);
-    }
-
-    fn poll_sleep(&mut self, cx: &mut Context<'_>, deadline: Instant) -> Poll<()> {
-        let sleep = match self.sleep.as_mut() {
-            Some(sleep) => {
-                self.rt.reset(sleep, deadline);
-                sleep
-            }
-            None => self.sleep.insert(self.rt.sleep_until(deadline)),
-        };
-        Pin::new(sleep).poll(cx)
     }
 
     fn shut_down(&mut self, now: Instant) -> Poll<()> {
