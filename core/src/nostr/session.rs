@@ -56,6 +56,14 @@ pub struct SubscriptionView {
 }
 
 /// The sans-IO Nostr relay session. See the crate docs for the driving contract.
+///
+/// # Bounds
+/// Subscriptions are bounded by `max_registered`, the outbox by `max_outbox`, each
+/// subscription's id memory by `dedup_capacity`, inbound frames by `max_frame`. The transmit
+/// and event queues hold what one input produced: at most a few items per frame, and per
+/// timeout at most one replay batch plus one item per registered subscription and outbox
+/// entry whose timer fired. They stay bounded as long as the driver drains both after every
+/// input, as the contract requires; nothing the peer sends can make one input produce more.
 #[derive(Debug)]
 pub struct RelaySession {
     config: RelayConfig,
