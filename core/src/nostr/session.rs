@@ -5,13 +5,13 @@
 //!
 //! | rule | here |
 //! | --- | --- |
-//! | gate on background paths only | [`RelaySession::pump`] (replay, queue, retries); not in [`RelaySession::subscribe`] |
-//! | refusal classes | [`RelaySession::refuse`] |
-//! | bounded retry, delay = max(gate, own backoff) | [`RelaySession::schedule_retry`] |
+//! | gate on background paths only | `RelaySession::pump` (replay, queue, retries); not in [`RelaySession::subscribe`] |
+//! | refusal classes | `RelaySession::refuse` |
+//! | bounded retry, delay = max(gate, own backoff) | `RelaySession::schedule_retry` |
 //! | retry state clears | EOSE in `on_eose`, new socket and disconnect in `reset_for_socket` |
-//! | replay 8 per batch, 50 ms, priority order | [`RelaySession::pump`] over `send_queue` |
+//! | replay 8 per batch, 50 ms, priority order | `RelaySession::pump` over `send_queue` |
 //! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
-//! | catch-up and dedup | [`Subscription::req_filters`], [`Subscription::admit`] |
+//! | catch-up and dedup | `Subscription::req_filters`, `Subscription::admit` |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
 //! | max subscriptions, NOTICE attribution, EOSE timeout | `slot_available`, `on_notice`, `fire_sub_timer` |
 //! | auth | `on_auth_ok`, [`RelaySession::authenticate`] |
