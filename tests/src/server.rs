@@ -41,6 +41,8 @@ pub struct State {
     pub log: Log,
     conns: BTreeMap<u64, mpsc::UnboundedSender<Control>>,
     next_conn: u64,
+    /// Whether connections are silent; one accepted after `set_silent` starts silent too.
+    silent: bool,
 }
 
 /// Transport faults.
@@ -161,10 +163,13 @@ impl TestRelay {
         }
     }
 
-    /// Stop (or resume) answering on every open connection without closing it: no frames
-    /// read, none written, no pongs.
+    /// Stop (or resume) answering without closing: no frames read, none written, no pongs,
+    /// on every open connection and on those accepted later. (A client can see its socket
+    /// open before the server has registered it; a per-connection switch would miss it.)
     pub fn set_silent(&self, silent: bool) {
-        for tx in self.shared.lock().conns.values() {
+        let mut state = self.shared.lock();
+        state.silent = silent;
+        for tx in state.conns.values() {
             let _ = tx.send(Control::Silent(silent));
         }
     }
@@ -238,22 +243,19 @@ async fn serve(stream: TcpStream, shared: Arc<Shared>) {
         return;
     };
     let (tx, mut control) = mpsc::unbounded_channel();
-    let (conn, greeting, drop_after) = {
+    let (conn, greeting, drop_after, silent) = {
         let mut state = shared.lock();
         let conn = state.next_conn;
         state.next_conn += 1;
         state.conns.insert(conn, tx);
         state.log.accepted.push(shared.now());
         let greeting = state.model.accept(conn);
-        (conn, greeting, state.model.drop_after)
+        (conn, greeting, state.model.drop_after, state.silent)
     };
-    let mut conn_state = Conn {
-        sent: 0,
-        silent: false,
-    };
+    let mut conn_state = Conn { sent: 0, silent };
     let drop_timer = tokio::time::sleep(drop_after.unwrap_or(Duration::from_secs(86_400 * 365)));
     tokio::pin!(drop_timer);
-    let mut alive = conn_state.send_all(&mut ws, &shared, greeting).await;
+    let mut alive = silent || conn_state.send_all(&mut ws, &shared, greeting).await;
     while alive {
         tokio::select! {
             biased;
