@@ -3,6 +3,8 @@
 //! sessions in known states.
 #![warn(missing_docs)]
 
+pub mod e2e;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
