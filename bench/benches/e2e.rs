@@ -7,7 +7,6 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use tether_bench::e2e::{self, Contender, Measurement, Relay};
 
@@ -18,15 +17,20 @@ fn main() -> std::io::Result<()> {
     eprintln!("signing {events} notes ...");
     let corpus = e2e::realistic_notes(events, 42);
     let expected = e2e::fingerprint(corpus.iter().map(|e| e.id.as_bytes()));
-    let bytes: usize = corpus.iter().map(|e| nostr::JsonUtil::as_json(e).len()).sum();
-    eprintln!("{events} notes, {:.1} MB of event JSON; starting the relay ...", bytes as f64 / 1e6);
+    let json: Vec<String> = corpus.iter().map(nostr::JsonUtil::as_json).collect();
+    let bytes: usize = json.iter().map(String::len).sum();
+    eprintln!(
+        "{events} notes, {:.1} MB of event JSON; starting the relay ...",
+        bytes as f64 / 1e6
+    );
     let relay = Relay::start(&corpus);
     drop(corpus);
 
     // One unmeasured pass each warms the relay's and the allocator's caches alike.
     let mut csv = String::from("round,contender,events,wall_s,client_cpu_s,process_cpu_s\n");
     let mut results: Vec<(Contender, Vec<Measurement>)> =
-        Contender::ALL.iter().map(|&c| (c, Vec::new())).collect();
+        contenders().into_iter().map(|c| (c, Vec::new())).collect();
+    let mut floors = Vec::new();
     for round in 0..=rounds {
         for (contender, runs) in results.iter_mut() {
             let m = e2e::measure(*contender, relay.url(), events);
@@ -57,8 +61,12 @@ fn main() -> std::io::Result<()> {
             );
             runs.push(m);
         }
+        if round > 0 {
+            floors.push(e2e::verify_floor(&json).as_secs_f64());
+        }
     }
     println!("{}", table(events, rounds, &results));
+    println!("{}", verification_floor(events, &floors, &results));
     let dir = out_dir();
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("e2e.csv"), csv)?;
@@ -66,38 +74,91 @@ fn main() -> std::io::Result<()> {
     Ok(())
 }
 
+/// Medians, and ratios to nostr-sdk taken round by round (the two ran back to back, under the
+/// same machine load) before the median: the machine's speed drifts between rounds.
 fn table(events: usize, rounds: usize, results: &[(Contender, Vec<Measurement>)]) -> String {
-    let median = |runs: &[Measurement], f: fn(&Measurement) -> f64| {
-        let mut v: Vec<f64> = runs.iter().map(f).collect();
-        v.sort_by(f64::total_cmp);
-        v[v.len() / 2]
-    };
-    let rate = |runs: &[Measurement]| median(runs, Measurement::events_per_sec);
-    let cpu = |runs: &[Measurement]| median(runs, |m| m.client_cpu.as_secs_f64());
+    let rate = |m: &Measurement| m.events_per_sec();
+    let cpu = |m: &Measurement| m.client_cpu.as_secs_f64();
     let sdk = results
         .iter()
         .find(|(c, _)| *c == Contender::NostrSdk)
-        .map(|(_, runs)| (rate(runs), cpu(runs)))
-        .expect("nostr-sdk measured");
+        .map(|(_, runs)| runs.as_slice());
     let mut out = format!(
-        "{events} events, median of {rounds} interleaved rounds\n\n\
-         | client | events/s | client CPU | CPU per event | events/s vs nostr-sdk | CPU vs nostr-sdk |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: |\n"
+        "{events} events, median of {rounds} interleaved rounds; ratios are per-round medians\n\n\
+         | client | events/s | client CPU | CPU per event | process CPU | events/s vs nostr-sdk | client CPU vs nostr-sdk |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n"
     );
     for (contender, runs) in results {
-        let (r, c) = (rate(runs), cpu(runs));
+        let paired = |f: fn(&Measurement) -> f64| match sdk {
+            Some(sdk) => format!(
+                "{:.2}x",
+                median(runs.iter().zip(sdk).map(|(m, s)| f(m) / f(s)))
+            ),
+            None => "-".into(),
+        };
+        let c = median(runs.iter().map(cpu));
         let _ = writeln!(
             out,
-            "| {} | {:.0} | {:.3} s | {:.2} µs | {:.2}x | {:.2}x |",
+            "| {} | {:.0} | {:.3} s | {:.2} µs | {:.3} s | {} | {} |",
             contender.name(),
-            r,
+            median(runs.iter().map(rate)),
             c,
-            Duration::from_secs_f64(c / events as f64).as_secs_f64() * 1e6,
-            r / sdk.0,
-            c / sdk.1
+            c / events as f64 * 1e6,
+            median(runs.iter().map(|m| m.process_cpu.as_secs_f64())),
+            paired(rate),
+            paired(cpu),
         );
     }
     out
+}
+
+/// The verification alone (no network, same round) and what it bounds: a client that verifies
+/// on one thread, as nostr-sdk does, cannot beat nostr-sdk by more than nostr-sdk's CPU over
+/// that floor. (Subtracting the floor from each client's CPU is not reported: the difference
+/// of two noisy 7 s figures is smaller than their noise; callgrind's counts are the clean split.)
+fn verification_floor(
+    events: usize,
+    floors: &[f64],
+    results: &[(Contender, Vec<Measurement>)],
+) -> String {
+    let floor = median(floors.iter().copied());
+    let mut out = format!(
+        "verification alone (nostr `Event::from_json` + `verify`, no network): {:.2} µs per event\n",
+        floor / events as f64 * 1e6
+    );
+    if let Some((_, sdk)) = results.iter().find(|(c, _)| *c == Contender::NostrSdk) {
+        let bound = median(
+            sdk.iter()
+                .zip(floors)
+                .map(|(m, floor)| m.client_cpu.as_secs_f64() / floor),
+        );
+        let _ = writeln!(
+            out,
+            "nostr-sdk CPU / verification alone: {bound:.2}x (the most a one-thread verifying client can gain)"
+        );
+    }
+    out
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.collect();
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// `TETHER_E2E_ONLY=tether` (or `verifying`, `nostr-sdk`) runs one contender, for profiling.
+fn contenders() -> Vec<Contender> {
+    let Ok(only) = std::env::var("TETHER_E2E_ONLY") else {
+        return Contender::ALL.to_vec();
+    };
+    Contender::ALL
+        .into_iter()
+        .filter(|c| match c {
+            Contender::Tether => only == "tether",
+            Contender::TetherVerifying => only == "verifying",
+            Contender::NostrSdk => only == "nostr-sdk",
+        })
+        .collect()
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -110,6 +171,10 @@ fn env_usize(name: &str, default: usize) -> usize {
 fn out_dir() -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join("target"))
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("target")
+        })
         .join("e2e")
 }

@@ -163,7 +163,8 @@ pub fn realistic_notes(n: usize, seed: u64) -> Vec<Event> {
 
 /// An order-independent digest of a set of ids: the wrapping sum of each id's first 8 bytes.
 pub fn fingerprint<'a>(ids: impl IntoIterator<Item = &'a [u8; 32]>) -> u64 {
-    ids.into_iter().fold(0u64, |sum, id| sum.wrapping_add(id_head(id)))
+    ids.into_iter()
+        .fold(0u64, |sum, id| sum.wrapping_add(id_head(id)))
 }
 
 /// Run `contender` against the relay at `url` until EOSE for a filter of all `expected`
@@ -193,6 +194,17 @@ pub fn measure(contender: Contender, url: &str, expected: usize) -> Measurement 
     })
     .join()
     .expect("client thread")
+}
+
+/// The cost of the verification alone, with no network: parse each event's JSON with
+/// `nostr` and check its id and signature, on this thread. Returns the thread's CPU time.
+pub fn verify_floor(events: &[String]) -> Duration {
+    let cpu0 = thread_cpu();
+    for json in events {
+        let event = Event::from_json(json).expect("corpus JSON");
+        event.verify().expect("corpus is signed");
+    }
+    thread_cpu() - cpu0
 }
 
 /// Keeps a client alive until the clock has stopped.
@@ -291,9 +303,30 @@ fn text(rng: &mut Rng) -> String {
 }
 
 const WORDS: [&str; 24] = [
-    "nostr", "relay", "zap", "gm", "bitcoin", "the", "of", "and", "a", "to", "is", "note",
-    "client", "sats", "lightning", "coffee", "morning", "build", "open", "protocol", "keys",
-    "freedom", "pura", "vida",
+    "nostr",
+    "relay",
+    "zap",
+    "gm",
+    "bitcoin",
+    "the",
+    "of",
+    "and",
+    "a",
+    "to",
+    "is",
+    "note",
+    "client",
+    "sats",
+    "lightning",
+    "coffee",
+    "morning",
+    "build",
+    "open",
+    "protocol",
+    "keys",
+    "freedom",
+    "pura",
+    "vida",
 ];
 
 fn thread_cpu() -> Duration {

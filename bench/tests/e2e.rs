@@ -23,7 +23,10 @@ fn the_corpus_is_signed_varied_and_seeded() {
     let b = e2e::realistic_notes(300, 1);
     assert!(a.iter().all(|e| e.verify().is_ok()));
     let content: Vec<&str> = a.iter().map(|e| e.content.as_str()).collect();
-    assert_eq!(content, b.iter().map(|e| e.content.as_str()).collect::<Vec<_>>());
+    assert_eq!(
+        content,
+        b.iter().map(|e| e.content.as_str()).collect::<Vec<_>>()
+    );
     let authors: std::collections::HashSet<_> = a.iter().map(|e| e.pubkey).collect();
     assert!(authors.len() > 100, "{} authors", authors.len());
     let replies = a.iter().filter(|e| !e.tags.is_empty()).count();
