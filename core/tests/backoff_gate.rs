@@ -82,7 +82,7 @@ proptest! {
         b.reset();
         prop_assert_eq!(b.attempts(), 0);
         let d = b.next_delay(&mut rng).unwrap();
-        prop_assert!(d >= Duration::from_millis(800) && d <= Duration::from_millis(1200));
+        prop_assert!(d >= Duration::from_millis(500) && d <= Duration::from_millis(1500));
     }
 
     #[test]

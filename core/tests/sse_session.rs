@@ -284,7 +284,7 @@ fn retry_field_replaces_the_base_and_is_floored() {
     assert_eq!(s.retry_base(), Duration::from_secs(5));
     s.handle_eof(ms(100), Epoch(1)).unwrap();
     let d = reconnect_delay(&drain(&mut s).1);
-    assert!((4_000..=6_000).contains(&d.as_millis()), "5 s +-20%: {d:?}");
+    assert!((2_500..=7_500).contains(&d.as_millis()), "5 s +-50%: {d:?}");
 
     let mut s = opened(4);
     s.handle_bytes(ms(0), Epoch(1), b"retry: 0\n\n").unwrap();
@@ -295,7 +295,7 @@ fn retry_field_replaces_the_base_and_is_floored() {
     );
     s.handle_eof(ms(100), Epoch(1)).unwrap();
     let d = reconnect_delay(&drain(&mut s).1);
-    assert!((400..=600).contains(&d.as_millis()), "{d:?}");
+    assert!((250..=750).contains(&d.as_millis()), "500 ms +-50%: {d:?}");
 
     let mut s = opened(4);
     s.handle_bytes(ms(0), Epoch(1), b"retry: 3600000\n\n")

@@ -76,7 +76,7 @@ pub fn contenders() -> Vec<Contender> {
             },
         },
         Contender {
-            name: "tether default",
+            name: "tether default: 1-30 s, x2, +-50%",
             policy: Policy::Core(BackoffPolicy::reconnect()),
         },
     ]

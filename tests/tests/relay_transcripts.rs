@@ -253,15 +253,12 @@ fn accept_then_drop_relay_sees_growing_delays() {
         })
         .collect();
     assert!(delays.len() >= 6);
-    // 1, 2, 4, 8, 16, 30 s ceilings with +-20%: growing, not a 1 s loop.
+    // 1, 2, 4, 8, 16, 30 s ceilings with +-50%: growing, not a 1 s loop.
     for (d, ceiling) in delays
         .iter()
         .zip([1_000u128, 2_000, 4_000, 8_000, 16_000, 30_000])
     {
-        assert!(
-            *d >= ceiling * 8 / 10 && *d <= ceiling * 12 / 10,
-            "{delays:?}"
-        );
+        assert!(*d >= ceiling / 2 && *d <= ceiling * 3 / 2, "{delays:?}");
     }
     insta::assert_snapshot!(s.transcript());
 }

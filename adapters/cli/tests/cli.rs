@@ -452,7 +452,9 @@ async fn sse_writes_open_message_and_reconnecting_lines() {
         serde_json::json!({"type": "message", "event": "note", "data": "one", "id": "1"})
     );
     assert_eq!(lines[3]["last_event_id"], "2");
-    assert!(lines[3]["in_ms"].as_u64().unwrap() >= 400, "{}", lines[3]);
+    // `retry: 500` with the default +-50% jitter.
+    let in_ms = lines[3]["in_ms"].as_u64().unwrap();
+    assert!((250..=750).contains(&in_ms), "{}", lines[3]);
     assert_eq!(lines[5]["data"], "three");
     let requests = server.lock().unwrap().requests.clone();
     assert_eq!(

@@ -66,11 +66,11 @@ fn a_due_timeout_runs_even_if_the_sleep_never_fires() {
         "the reconnect waits ~1 s"
     );
 
-    // The first reconnect delay is 1 s +-20%.
-    rt.now_ms.store(1_300, Ordering::SeqCst);
+    // The first reconnect delay is 1 s +-50%, the second 2 s +-50%.
+    rt.now_ms.store(1_500, Ordering::SeqCst);
     assert!(poll(&mut driver).is_pending());
     assert_eq!(ws.attempts.load(Ordering::SeqCst), 2);
-    rt.now_ms.store(1_300 + 2_500, Ordering::SeqCst);
+    rt.now_ms.store(1_500 + 3_000, Ordering::SeqCst);
     assert!(poll(&mut driver).is_pending());
     assert_eq!(ws.attempts.load(Ordering::SeqCst), 3);
 }

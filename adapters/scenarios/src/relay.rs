@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::{future, stream, StreamExt};
 use tether_core::nostr::{Filter, Rejection};
-use tether_core::Liveness;
+use tether_core::{Jitter, Liveness};
 use tether_driver::{
     BoxFuture, Config, Published, Rejected, SessionEvent, SessionEvents, Signer, SignerError,
     Subscription, SubscriptionEvent,
@@ -188,7 +188,7 @@ pub async fn replay_after_a_drop_goes_in_paced_batches<H: Harness>() {
     else {
         panic!("no reconnect planned")
     };
-    assert!(delay >= RECONNECT_BASE * 4 / 5 && delay <= RECONNECT_BASE * 6 / 5);
+    assert!(delay >= RECONNECT_BASE / 2 && delay <= RECONNECT_BASE * 3 / 2);
     connected::<H>(&mut events).await;
     for sub in &mut subs {
         until_eose::<H>(sub).await;
@@ -222,6 +222,9 @@ pub async fn accept_then_drop_relay_sees_growing_reconnect_delays<H: Harness>() 
     let relay = start::<H>(model).await;
     let mut config = config();
     config.relay.link.reconnect.base = base;
+    // The default +-50% lets a delay come out shorter than the one before; +-20% keeps each
+    // doubling visible in the gaps, which is what this scenario checks.
+    config.relay.link.reconnect.jitter = Jitter::Proportional(0.2);
     let client = H::relay(&relay.url(), config);
     // 0.2 + 0.4 + 0.8 + 1.6 s (+-20%) of delays before the fifth socket.
     eventually::<H>(Duration::from_secs(10), "five sockets", || {

@@ -178,7 +178,7 @@ pub async fn messages_then_reconnect_with_last_event_id<H: Harness>() {
         panic!()
     };
     assert_eq!((why, attempt), (DropReason::Eof, 1));
-    assert!(delay >= RECONNECT_BASE * 4 / 5 && delay <= RECONNECT_BASE * 6 / 5);
+    assert!(delay >= RECONNECT_BASE / 2 && delay <= RECONNECT_BASE * 3 / 2);
     assert!(matches!(
         next::<H>(&mut events).await,
         Event::Reconnected { .. }

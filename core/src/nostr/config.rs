@@ -10,7 +10,7 @@ use crate::nostr::message::DEFAULT_MAX_FRAME;
 /// Configuration of a [`RelaySession`](super::session::RelaySession).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RelayConfig {
-    /// Socket lifecycle: reconnect backoff (1-30 s, x2, +-20%), stable reset after 30 s,
+    /// Socket lifecycle: reconnect backoff (1-30 s, x2, +-50%), stable reset after 30 s,
     /// 10 s connect timeout, ping after 30 s of silence and give up 20 s later. Its
     /// `stable_after` also decides whether an EOSE was clean: a refusal within it of the EOSE
     /// continues the subscription's retry count instead of starting a new one.

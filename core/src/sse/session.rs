@@ -42,7 +42,7 @@ use crate::time::{Clock, Instant};
 /// Configuration of an [`SseSession`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SseConfig {
-    /// Reconnect delays: 1 s, x2, capped at 30 s, +-20% jitter, unbounded attempts.
+    /// Reconnect delays: 1 s, x2, capped at 30 s, +-50% jitter, unbounded attempts.
     pub reconnect: BackoffPolicy,
     /// The reconnect counter resets only once a stream stayed open this long (30 s), so an
     /// accept-then-drop server does not get a 1 s reconnect loop.
