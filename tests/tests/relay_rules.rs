@@ -340,3 +340,52 @@ fn a_subscription_waiting_for_a_slot_is_told_queued_at_once() {
         }
     }
 }
+
+#[test]
+fn a_freed_slot_goes_to_the_longest_waiting_subscription_even_in_a_reused_slot() {
+    // Slots are reused newest-freed first, so ids do not follow subscription order: here
+    // kinds 4, 5 and 6 land in slots 3, 2 and 1. Slots must still go first come, first served.
+    let config = RelayConfig {
+        max_subscriptions: Some(1),
+        ..RelayConfig::default()
+    };
+    let mut s = Sim::new(config, 1, RelayModel::with_events(0));
+    s.at(ms(0), Action::Connect);
+    for k in 0..4 {
+        s.at(ms(100), kinds(k, Priority::NORMAL));
+    }
+    for slot in 1..4 {
+        s.at(ms(1_000), Action::Unsubscribe(SubscriptionId(slot)));
+    }
+    for k in 4..7 {
+        s.at(ms(2_000), kinds(k, Priority::NORMAL));
+    }
+    let reused = |slot: u64| SubscriptionId((1 << 32) | slot);
+    s.at(ms(3_000), Action::Unsubscribe(SubscriptionId(0)));
+    s.at(ms(4_000), Action::Unsubscribe(reused(3)));
+    s.at(ms(5_000), Action::Unsubscribe(reused(2)));
+    s.run_for(Duration::from_secs(6));
+    let promoted: Vec<(Instant, &str)> = s
+        .sent
+        .iter()
+        .filter(|(at, frame)| *at >= Instant::from_millis(3_000) && frame.starts_with("[\"REQ\""))
+        .map(|(at, frame)| (*at, frame.as_str()))
+        .collect();
+    assert_eq!(
+        promoted,
+        [
+            (
+                Instant::from_millis(3_000),
+                r#"["REQ","100000003:1",{"kinds":[4]}]"#
+            ),
+            (
+                Instant::from_millis(4_000),
+                r#"["REQ","100000002:1",{"kinds":[5]}]"#
+            ),
+            (
+                Instant::from_millis(5_000),
+                r#"["REQ","100000001:1",{"kinds":[6]}]"#
+            ),
+        ]
+    );
+}

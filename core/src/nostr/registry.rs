@@ -104,12 +104,12 @@ mod tests {
     #[test]
     fn removed_ids_never_match_the_slots_next_tenant() {
         let mut r = Registry::default();
-        let a = r.insert(|id| Subscription::new(id, &[], Priority::NORMAL));
-        let b = r.insert(|id| Subscription::new(id, &[], Priority::NORMAL));
+        let a = r.insert(|id| Subscription::new(id, &[], Priority::NORMAL, 0));
+        let b = r.insert(|id| Subscription::new(id, &[], Priority::NORMAL, 0));
         assert_eq!((a, b), (SubscriptionId(0), SubscriptionId(1)));
         assert!(r.remove(a).is_some());
         assert!(r.remove(a).is_none());
-        let c = r.insert(|id| Subscription::new(id, &[], Priority::NORMAL));
+        let c = r.insert(|id| Subscription::new(id, &[], Priority::NORMAL, 0));
         assert_eq!(c, SubscriptionId(1 << 32));
         assert!(r.get(a).is_none());
         assert_eq!(r.get(c).map(|s| s.id), Some(c));

@@ -9,7 +9,7 @@
 //! | refusal classes | `RelaySession::refuse` |
 //! | bounded retry, delay = max(gate, own backoff) | `RelaySession::schedule_retry` |
 //! | retry state clears | EOSE in `on_eose`, new socket and disconnect in `reset_for_socket` |
-//! | replay 8 per batch, 50 ms, priority order | `RelaySession::pump` over `send_queue` |
+//! | replay 8 per batch, 50 ms, priority order, then first registered | `RelaySession::pump` over `send_queue` |
 //! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
 //! | catch-up and dedup | `Subscription::req_filters`, `Subscription::admit` |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
@@ -17,7 +17,6 @@
 //! | auth | `on_auth_ok`, [`RelaySession::authenticate`] |
 //! | publish | the outbox module |
 
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use serde_json::value::RawValue;
@@ -32,7 +31,7 @@ use crate::nostr::outbox::{Env, Outbox};
 use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
 use crate::nostr::registry::Registry;
 use crate::nostr::subscription::{
-    parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId,
+    parse_wire_id, Filter, Priority, QueueKey, SubState, Subscription, SubscriptionId,
 };
 use crate::rng::Rng;
 use crate::time::{Clock, Instant};
@@ -72,8 +71,9 @@ pub struct RelaySession {
     link: Link,
     gate: RateLimitGate,
     subs: Registry,
-    /// Subscriptions waiting to be sent by [`RelaySession::pump`], highest priority first.
-    send_queue: BTreeSet<(Reverse<Priority>, SubscriptionId)>,
+    /// Subscriptions waiting to be sent by [`RelaySession::pump`]: highest priority first,
+    /// then first registered.
+    send_queue: BTreeSet<QueueKey>,
     /// Which queued subscriptions were told they wait for a slot.
     told_queued: BTreeSet<SubscriptionId>,
     /// Each subscription's single timer: retry, EOSE timeout or auth hold.
@@ -81,6 +81,8 @@ pub struct RelaySession {
     /// Subscriptions waiting for EOSE, by send order (to attribute id-less NOTICE refusals).
     pending_by_seq: BTreeMap<u64, SubscriptionId>,
     req_seq: u64,
+    /// Subscriptions registered so far: the next one's registration order.
+    registered: u64,
     open_reqs: usize,
     learned_max: Option<usize>,
     next_batch_at: Instant,
@@ -113,6 +115,7 @@ impl RelaySession {
             timers: BTreeSet::new(),
             pending_by_seq: BTreeMap::new(),
             req_seq: 0,
+            registered: 0,
             open_reqs: 0,
             learned_max: None,
             next_batch_at: Instant::ZERO,
@@ -176,9 +179,11 @@ impl RelaySession {
                 max: self.config.max_registered,
             });
         }
+        self.registered += 1;
+        let order = self.registered;
         let id = self
             .subs
-            .insert(|id| Subscription::new(id, &filters, priority));
+            .insert(|id| Subscription::new(id, &filters, priority, order));
         if self.link.is_open() {
             if self.slot_available() {
                 self.send_req(now, id);
@@ -726,7 +731,7 @@ impl RelaySession {
                 self.tell_all_queued();
                 break;
             }
-            let Some((_, id)) = self.send_queue.pop_first() else {
+            let Some((_, _, id)) = self.send_queue.pop_first() else {
                 break;
             };
             self.told_queued.remove(&id);
@@ -807,7 +812,7 @@ impl RelaySession {
             return;
         };
         sub.state = SubState::Queued;
-        self.send_queue.insert((Reverse(sub.priority), id));
+        self.send_queue.insert(sub.queue_key());
     }
 
     fn tell_queued(&mut self, id: SubscriptionId) {
@@ -820,7 +825,7 @@ impl RelaySession {
         if self.told_queued.len() == self.send_queue.len() {
             return;
         }
-        let waiting: Vec<SubscriptionId> = self.send_queue.iter().map(|&(_, id)| id).collect();
+        let waiting: Vec<SubscriptionId> = self.send_queue.iter().map(|&(_, _, id)| id).collect();
         for id in waiting {
             self.tell_queued(id);
         }
@@ -842,7 +847,7 @@ impl RelaySession {
         let Some(sub) = self.subs.remove(id) else {
             return;
         };
-        self.send_queue.remove(&(Reverse(sub.priority), id));
+        self.send_queue.remove(&sub.queue_key());
         self.told_queued.remove(&id);
     }
 

@@ -1,6 +1,7 @@
 //! One subscription's state: its filters, where it stands with the relay, its bounded retry
 //! count, its catch-up point and its memory of recently delivered event ids.
 
+use std::cmp::Reverse;
 use std::fmt;
 use std::time::Duration;
 
@@ -104,11 +105,18 @@ impl SubState {
     }
 }
 
+/// Where a subscription waits in the send queue: priority (highest first), registration
+/// order, and the id to find it by.
+pub(crate) type QueueKey = (Reverse<Priority>, u64, SubscriptionId);
+
 /// The session's record of one subscription.
 #[derive(Debug)]
 pub(crate) struct Subscription {
     pub(crate) id: SubscriptionId,
     pub(crate) priority: Priority,
+    /// Registration order. Slots are reused, so ids do not follow it; waiting REQs are sent
+    /// by priority, then by this, first come first served.
+    pub(crate) order: u64,
     /// The filters as one JSON array text: a single allocation, most of it the filters' own
     /// bytes, which keeps the per-subscription overhead small.
     pub(crate) filters: Box<str>,
@@ -135,7 +143,12 @@ pub(crate) struct Subscription {
 }
 
 impl Subscription {
-    pub(crate) fn new(id: SubscriptionId, filters: &[Filter], priority: Priority) -> Self {
+    pub(crate) fn new(
+        id: SubscriptionId,
+        filters: &[Filter],
+        priority: Priority,
+        order: u64,
+    ) -> Self {
         let mut joined =
             String::with_capacity(2 + filters.iter().map(|f| f.json().len() + 1).sum::<usize>());
         joined.push('[');
@@ -149,6 +162,7 @@ impl Subscription {
         Subscription {
             id,
             priority,
+            order,
             filters: joined.into_boxed_str(),
             state: SubState::Idle,
             attempt: 0,
@@ -161,6 +175,11 @@ impl Subscription {
             newest: None,
             recent: RecentIds::default(),
         }
+    }
+
+    /// Its place in the send queue: higher priority first, then registration order.
+    pub(crate) fn queue_key(&self) -> QueueKey {
+        (Reverse(self.priority), self.order, self.id)
     }
 
     /// The wire id of the current attempt.
@@ -370,7 +389,7 @@ mod tests {
 
     #[test]
     fn recent_ids_keep_only_the_overlap_window() {
-        let mut s = Subscription::new(SubscriptionId(1), &[], Priority::NORMAL);
+        let mut s = Subscription::new(SubscriptionId(1), &[], Priority::NORMAL, 0);
         let id = |n: u8| EventId([n; 32]);
         let slack = Duration::from_secs(5);
         assert!(s.admit(id(1), 100, slack, 4));

@@ -3,7 +3,6 @@
 //! input acts on a stale view. Invariants outside the core only see the public surface; these
 //! see the private one.
 
-use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::RelaySession;
@@ -34,7 +33,7 @@ impl RelaySession {
             if let Some(at) = sub.timer {
                 timers.insert((at, id));
             }
-            let in_queue = self.send_queue.contains(&(Reverse(sub.priority), id));
+            let in_queue = self.send_queue.contains(&sub.queue_key());
             if in_queue != (sub.state == SubState::Queued) {
                 return Err(format!("{id} is {:?} but in_queue={in_queue}", sub.state));
             }
@@ -63,7 +62,7 @@ impl RelaySession {
         if let Some(id) = self
             .told_queued
             .iter()
-            .find(|id| !self.send_queue.iter().any(|(_, q)| q == *id))
+            .find(|id| !self.send_queue.iter().any(|(_, _, q)| q == *id))
         {
             return Err(format!(
                 "{id} was told it is queued but is not in the queue"
