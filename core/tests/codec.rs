@@ -299,6 +299,25 @@ proptest! {
     }
 
     #[test]
+    fn event_ids_are_exactly_64_lowercase_hex_digits(
+        s in prop_oneof!["[0-9a-f]{64}", "[0-9a-f]{60}[0-9a-fA-Fg/:`@ ]{2,6}", "[0-9a-fA-Fg/:`@ ]{62,66}"],
+    ) {
+        let expected = (s.len() == 64
+            && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then(|| {
+            let mut id = [0u8; 32];
+            for (i, byte) in id.iter_mut().enumerate() {
+                *byte = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).unwrap();
+            }
+            EventId(id)
+        });
+        prop_assert_eq!(EventId::from_hex(&s), expected);
+        if let Some(id) = expected {
+            prop_assert_eq!(id.to_string(), s);
+        }
+    }
+
+    #[test]
     fn frame_shaped_strings_never_panic(
         verb in prop_oneof![Just("EVENT"), Just("EOSE"), Just("CLOSED"), Just("OK"), Just("NOTICE"), Just("AUTH"), Just("COUNT"), Just("REQ")],
         parts in proptest::collection::vec(prop_oneof![Just("\"x\"".to_owned()), Just("1".to_owned()), Just("{}".to_owned()), Just("[]".to_owned()), Just("true".to_owned()), Just(EVENT.to_owned()), Just(format!("\"{ID}\"")), "[a-z\\\\\"{}\\[\\],: ]{0,12}"], 0..5),
