@@ -147,13 +147,7 @@ fn config() -> Config {
         seed: Some(9),
         ..Config::default()
     };
-    config.relay.link.reconnect = BackoffPolicy {
-        base: Duration::from_millis(100),
-        factor: 2.0,
-        cap: Duration::from_millis(400),
-        max_attempts: None,
-        jitter: Jitter::Proportional(0.2),
-    };
+    config.relay.link.reconnect = common::quick_reconnect(100, 400);
     config
 }
 

@@ -23,7 +23,6 @@ use axum::Router;
 use futures_util::{stream, StreamExt};
 use tether_testkit::peers::{require_peer, Nginx};
 use tether_tokio::sse::{DropReason, Event};
-use tether_tokio::tether_core::{BackoffPolicy, Jitter};
 use tether_tokio::{EventSource, EventSourceConfig};
 use tokio::sync::watch;
 
@@ -103,13 +102,7 @@ fn source(url: &str, idle_timeout: Duration, seed: u64) -> EventSource {
         seed: Some(seed),
         ..EventSourceConfig::default()
     };
-    config.sse.reconnect = BackoffPolicy {
-        base: Duration::from_millis(200),
-        factor: 2.0,
-        cap: Duration::from_millis(800),
-        max_attempts: None,
-        jitter: Jitter::Proportional(0.2),
-    };
+    config.sse.reconnect = common::quick_reconnect(200, 800);
     // Each stream lives ~3 s here; a longer stable period lets the delays grow.
     config.sse.stable_after = Duration::from_secs(30);
     config.sse.idle_timeout = Some(idle_timeout);

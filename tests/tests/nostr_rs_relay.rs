@@ -16,7 +16,6 @@ use futures_util::future::join_all;
 use nostr::prelude::*;
 use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
-use tether_tokio::tether_core::backoff::{BackoffPolicy, Jitter};
 use tether_tokio::{Config, Filter, RelayClient, SessionEvent, SubscriptionEvent};
 
 const NOTICE_CAP: &str = "Maximum concurrent subscription count reached";
@@ -35,13 +34,7 @@ fn config(seed: u64) -> Config {
         ..Config::default()
     };
     // Real time: reconnect within a second instead of 1-30 s.
-    config.relay.link.reconnect = BackoffPolicy {
-        base: Duration::from_millis(200),
-        factor: 2.0,
-        cap: Duration::from_millis(800),
-        max_attempts: None,
-        jitter: Jitter::Proportional(0.2),
-    };
+    config.relay.link.reconnect = common::quick_reconnect(200, 800);
     config
 }
 

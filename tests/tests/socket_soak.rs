@@ -16,7 +16,7 @@ use futures_util::StreamExt;
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
 use tether_testkit::server::TestRelay;
 use tether_testkit::{RelayModel, StoredEvent};
-use tether_tokio::tether_core::{BackoffPolicy, Jitter, Liveness, Rng};
+use tether_tokio::tether_core::{Liveness, Rng};
 use tether_tokio::{Config, RelayClient, SubscriptionEvent};
 
 const SUBS: usize = 12;
@@ -34,13 +34,7 @@ fn config() -> Config {
         seed: Some(21),
         ..Config::default()
     };
-    config.relay.link.reconnect = BackoffPolicy {
-        base: Duration::from_millis(100),
-        factor: 2.0,
-        cap: Duration::from_millis(500),
-        max_attempts: None,
-        jitter: Jitter::Proportional(0.2),
-    };
+    config.relay.link.reconnect = common::quick_reconnect(100, 500);
     // A blackhole is found by the ping watchdog and a hung handshake by the connect timeout.
     config.relay.link.liveness = Liveness::Ping {
         ping_after: Duration::from_millis(300),
