@@ -59,6 +59,48 @@ fn dispatch(c: &mut Criterion) {
     group.finish();
 }
 
+/// One live subscription streaming `count` events, `per_sec` of them per second of
+/// `created_at`: a firehose fills the catch-up memory (5 s of ids, at most 256), a trickle
+/// keeps it nearly empty.
+fn stream_frames(count: usize, per_sec: usize) -> Vec<String> {
+    (0..count)
+        .map(|k| {
+            format!(
+                r#"["EVENT","0:1",{{"id":"{:064x}","pubkey":"{:064x}","created_at":{},"kind":1,"tags":[],"content":"streaming event {k}","sig":"{:0128x}"}}]"#,
+                k + 1,
+                7,
+                1_700_000_000 + k / per_sec,
+                k
+            )
+        })
+        .collect()
+}
+
+fn streaming(c: &mut Criterion) {
+    let mut group = c.benchmark_group("live_stream");
+    const FRAMES: usize = 4_000;
+    group.throughput(Throughput::Elements(FRAMES as u64));
+    for per_sec in [1usize, 100] {
+        let now = Instant::from_millis(3_600_000);
+        let frames = stream_frames(FRAMES, per_sec);
+        group.bench_function(format!("{per_sec}_per_sec"), |b| {
+            b.iter_batched_ref(
+                || live_session(1),
+                |s| {
+                    for f in &frames {
+                        s.handle_frame(now, black_box(f));
+                        while let Some(e) = s.poll_event() {
+                            black_box(e);
+                        }
+                    }
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+    group.finish();
+}
+
 fn replay_10k(c: &mut Criterion) {
     let mut s = opened(10_000);
     let (reqs, batches, end) = replay(&mut s);
@@ -78,5 +120,5 @@ fn replay_10k(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, dispatch, replay_10k);
+criterion_group!(benches, dispatch, streaming, replay_10k);
 criterion_main!(benches);

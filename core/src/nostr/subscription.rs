@@ -2,6 +2,7 @@
 //! count, its catch-up point and its memory of recently delivered event ids.
 
 use std::cmp::Reverse;
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
@@ -300,43 +301,73 @@ pub(crate) fn parse_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
 }
 
 /// Ids of events delivered within the catch-up overlap: the only ones a `since` re-REQ can
-/// deliver again. Bounded by `capacity`; past it the oldest are forgotten (and might be
-/// delivered twice, which the capacity makes unlikely rather than impossible). Ids are
-/// stored as their first 8 bytes: a false "duplicate" needs a 64-bit collision.
+/// deliver again. Bounded by `capacity`: when full, ids older than the overlap go first, then
+/// the oldest by `created_at` (which might then be delivered twice: the capacity makes that
+/// unlikely rather than impossible). Ids are stored as 8 bytes folded from all 32: a false
+/// "duplicate" needs a 64-bit collision.
+///
+/// Every delivered event is checked and recorded here, so a busy live subscription must not
+/// pay for the whole memory on each event: entries are kept in `created_at` order (live
+/// events arrive in order, so an insert is an append), which makes expiry and eviction a
+/// pop from the front. Keys sit apart from times so the lookup scans bare 8-byte keys. A
+/// subscription that has received nothing pays one pointer for all this.
 #[derive(Debug, Default)]
 pub(crate) struct RecentIds {
-    entries: Vec<(u64, u64)>,
+    window: Option<Box<Window>>,
+}
+
+#[derive(Debug, Default)]
+struct Window {
+    /// Ascending.
+    times: VecDeque<u64>,
+    /// `keys[i]` was delivered with `created_at` `times[i]`.
+    keys: VecDeque<u64>,
 }
 
 impl RecentIds {
     fn contains(&self, id: EventId) -> bool {
+        let Some(window) = &self.window else {
+            return false;
+        };
         let key = short(id);
-        self.entries.iter().any(|&(k, _)| k == key)
+        let (front, back) = window.keys.as_slices();
+        front.contains(&key) || back.contains(&key)
     }
 
     fn insert(&mut self, id: EventId, created_at: u64, horizon: u64, capacity: usize) {
-        self.entries.retain(|&(_, t)| t >= horizon);
+        if let Some(window) = &mut self.window {
+            while window.times.front().is_some_and(|&t| t < horizon) {
+                window.pop_oldest();
+            }
+        }
         if created_at < horizon || capacity == 0 {
             return;
         }
-        if self.entries.len() >= capacity {
-            let oldest = self
-                .entries
-                .iter()
-                .enumerate()
-                .min_by_key(|(_, &(_, t))| t)
-                .map(|(i, _)| i);
-            if let Some(i) = oldest {
-                self.entries.swap_remove(i);
-            }
+        let window = self.window.get_or_insert_with(Box::default);
+        if window.times.len() >= capacity {
+            window.pop_oldest();
         }
-        self.entries.push((short(id), created_at));
+        // Stored events arrive newest first, live ones in order: search from the back.
+        let at = window
+            .times
+            .iter()
+            .rposition(|&t| t <= created_at)
+            .map_or(0, |i| i + 1);
+        window.times.insert(at, created_at);
+        window.keys.insert(at, short(id));
     }
 
     /// How many ids are remembered.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.window.as_ref().map_or(0, |w| w.times.len())
+    }
+}
+
+impl Window {
+    fn pop_oldest(&mut self) {
+        self.times.pop_front();
+        self.keys.pop_front();
     }
 }
 
@@ -388,19 +419,28 @@ mod tests {
     }
 
     #[test]
-    fn recent_ids_keep_only_the_overlap_window() {
+    fn recent_ids_keep_the_overlap_window_within_capacity() {
         let mut s = Subscription::new(SubscriptionId(1), &[], Priority::NORMAL, 0);
         let id = |n: u8| EventId([n; 32]);
         let slack = Duration::from_secs(5);
         assert!(s.admit(id(1), 100, slack, 4));
         assert!(!s.admit(id(1), 100, slack, 4));
+        // 100 is now older than 110 - 5: forgotten; 104 is not worth remembering.
         assert!(s.admit(id(2), 110, slack, 4));
-        // 100 is now older than 110 - 5: forgotten, memory stays small.
+        assert!(s.admit(id(9), 104, slack, 4));
         assert_eq!(s.recent.len(), 1);
-        for n in 3..10 {
-            assert!(s.admit(id(n), 110, slack, 4));
+        for (n, t) in [(3, 110), (4, 111), (5, 111)] {
+            assert!(s.admit(id(n), t, slack, 4));
         }
         assert_eq!(s.recent.len(), 4);
-        assert_eq!(s.newest, Some(110));
+        // Full: the oldest by created_at goes, whatever the arrival order.
+        assert!(s.admit(id(6), 108, slack, 4));
+        assert_eq!(s.recent.len(), 4);
+        assert!(!s.admit(id(3), 110, slack, 4));
+        assert!(!s.admit(id(6), 108, slack, 4));
+        assert!(s.admit(id(7), 112, slack, 4));
+        assert!(!s.admit(id(3), 110, slack, 4), "108 went, not 110");
+        assert_eq!(s.recent.len(), 4);
+        assert_eq!(s.newest, Some(112));
     }
 }
