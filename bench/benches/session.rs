@@ -5,6 +5,7 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use tether_bench::{live_session, opened, replay};
+use tether_core::nostr::RelaySession;
 use tether_core::Instant;
 
 fn event_frames(subs: usize, count: usize, first: usize) -> Vec<String> {
@@ -21,6 +22,16 @@ fn event_frames(subs: usize, count: usize, first: usize) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// Hand `frames` to the session, draining the events each produces (the measured work).
+fn feed(s: &mut RelaySession, now: Instant, frames: &[String]) {
+    for f in frames {
+        s.handle_frame(now, black_box(f));
+        while let Some(e) = s.poll_event() {
+            black_box(e);
+        }
+    }
 }
 
 fn dispatch(c: &mut Criterion) {
@@ -44,14 +55,7 @@ fn dispatch(c: &mut Criterion) {
                     while s.poll_event().is_some() {}
                     s
                 },
-                |s| {
-                    for f in &frames {
-                        s.handle_frame(now, black_box(f));
-                        while let Some(e) = s.poll_event() {
-                            black_box(e);
-                        }
-                    }
-                },
+                |s| feed(s, now, &frames),
                 BatchSize::LargeInput,
             )
         });
@@ -86,14 +90,7 @@ fn streaming(c: &mut Criterion) {
         group.bench_function(format!("{per_sec}_per_sec"), |b| {
             b.iter_batched_ref(
                 || live_session(1),
-                |s| {
-                    for f in &frames {
-                        s.handle_frame(now, black_box(f));
-                        while let Some(e) = s.poll_event() {
-                            black_box(e);
-                        }
-                    }
-                },
+                |s| feed(s, now, &frames),
                 BatchSize::LargeInput,
             )
         });
