@@ -309,65 +309,42 @@ pub(crate) fn parse_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
 /// Every delivered event is checked and recorded here, so a busy live subscription must not
 /// pay for the whole memory on each event: entries are kept in `created_at` order (live
 /// events arrive in order, so an insert is an append), which makes expiry and eviction a
-/// pop from the front. Keys sit apart from times so the lookup scans bare 8-byte keys. A
-/// subscription that has received nothing pays one pointer for all this.
+/// pop from the front.
 #[derive(Debug, Default)]
 pub(crate) struct RecentIds {
-    window: Option<Box<Window>>,
-}
-
-#[derive(Debug, Default)]
-struct Window {
-    /// Ascending.
-    times: VecDeque<u64>,
-    /// `keys[i]` was delivered with `created_at` `times[i]`.
-    keys: VecDeque<u64>,
+    /// `(created_at, key)`, ascending.
+    entries: VecDeque<(u64, u64)>,
 }
 
 impl RecentIds {
     fn contains(&self, id: EventId) -> bool {
-        let Some(window) = &self.window else {
-            return false;
-        };
         let key = short(id);
-        let (front, back) = window.keys.as_slices();
-        front.contains(&key) || back.contains(&key)
+        self.entries.iter().any(|&(_, k)| k == key)
     }
 
     fn insert(&mut self, id: EventId, created_at: u64, horizon: u64, capacity: usize) {
-        if let Some(window) = &mut self.window {
-            while window.times.front().is_some_and(|&t| t < horizon) {
-                window.pop_oldest();
-            }
+        while self.entries.front().is_some_and(|&(t, _)| t < horizon) {
+            self.entries.pop_front();
         }
         if created_at < horizon || capacity == 0 {
             return;
         }
-        let window = self.window.get_or_insert_with(Box::default);
-        if window.times.len() >= capacity {
-            window.pop_oldest();
+        if self.entries.len() >= capacity {
+            self.entries.pop_front();
         }
         // Stored events arrive newest first, live ones in order: search from the back.
-        let at = window
-            .times
+        let at = self
+            .entries
             .iter()
-            .rposition(|&t| t <= created_at)
+            .rposition(|&(t, _)| t <= created_at)
             .map_or(0, |i| i + 1);
-        window.times.insert(at, created_at);
-        window.keys.insert(at, short(id));
+        self.entries.insert(at, (created_at, short(id)));
     }
 
     /// How many ids are remembered.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.window.as_ref().map_or(0, |w| w.times.len())
-    }
-}
-
-impl Window {
-    fn pop_oldest(&mut self) {
-        self.times.pop_front();
-        self.keys.pop_front();
+        self.entries.len()
     }
 }
 
