@@ -143,6 +143,23 @@ impl Sim {
         &self.transcript
     }
 
+    /// The REQ frames the session sent, with when.
+    pub fn reqs(&self) -> impl Iterator<Item = (Instant, &str)> + '_ {
+        self.sent
+            .iter()
+            .filter(|(_, frame)| frame.starts_with("[\"REQ\""))
+            .map(|(at, frame)| (*at, frame.as_str()))
+    }
+
+    /// What `pick` takes from each event the application heard, in order.
+    pub fn heard<T>(&self, pick: impl FnMut(&Event) -> Option<T>) -> Vec<T> {
+        self.events
+            .iter()
+            .map(|(_, e)| e)
+            .filter_map(pick)
+            .collect()
+    }
+
     /// The connection the relay and session share, if any.
     pub fn conn(&self) -> Option<u64> {
         self.conn

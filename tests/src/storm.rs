@@ -36,14 +36,33 @@ pub struct Contender {
     pub policy: Policy,
 }
 
+/// The default's shape (1-30 s, x2) with other jitter.
+fn exp(jitter: Jitter) -> Policy {
+    Policy::Core(BackoffPolicy {
+        jitter,
+        ..BackoffPolicy::reconnect()
+    })
+}
+
+/// The candidates weighed when choosing the default's jitter (+-20% and +-50% are in
+/// [`contenders`]): `storm --sweep`.
+pub fn jitter_sweep() -> Vec<Contender> {
+    [
+        ("1-30 s, x2, +-30%", Jitter::Proportional(0.3)),
+        ("1-30 s, x2, +-40%", Jitter::Proportional(0.4)),
+        ("1-30 s, x2, +-60%", Jitter::Proportional(0.6)),
+        ("equal jitter 1-30 s", Jitter::Equal),
+    ]
+    .into_iter()
+    .map(|(name, jitter)| Contender {
+        name,
+        policy: exp(jitter),
+    })
+    .collect()
+}
+
 /// The policies compared by default.
 pub fn contenders() -> Vec<Contender> {
-    let exp = |jitter| {
-        Policy::Core(BackoffPolicy {
-            jitter,
-            ..BackoffPolicy::reconnect()
-        })
-    };
     vec![
         Contender {
             name: "fixed 30 s (the analysis's original client)",

@@ -30,10 +30,8 @@ fn count<F: Fn(&Event) -> bool>(sim: &Sim, f: F) -> usize {
 }
 
 fn reqs(sim: &Sim) -> Vec<(u128, String)> {
-    sim.sent
-        .iter()
-        .filter(|(_, t)| t.starts_with("[\"REQ\""))
-        .map(|(at, t)| (at.since_origin().as_millis(), t.clone()))
+    sim.reqs()
+        .map(|(at, t)| (at.since_origin().as_millis(), t.to_owned()))
         .collect()
 }
 
@@ -114,13 +112,10 @@ fn too_many_subscriptions_is_terminal_and_learned() {
     }
     s.run_for(secs(5));
     assert_eq!(
-        s.events
-            .iter()
-            .filter_map(|(_, e)| match e {
-                Event::Closed { sub, attempts, .. } => Some((*sub, *attempts)),
-                _ => None,
-            })
-            .collect::<Vec<_>>(),
+        s.heard(|e| match e {
+            Event::Closed { sub, attempts, .. } => Some((*sub, *attempts)),
+            _ => None,
+        }),
         vec![(SubscriptionId(3), 0)],
         "the refused one is surfaced once, never retried"
     );
@@ -189,14 +184,10 @@ fn second_auth_required_surfaces() {
     s.at(ms(0), Action::Connect);
     s.at(ms(15), kinds1());
     s.run_for(secs(2));
-    let closed: Vec<_> = s
-        .events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            Event::Closed { reason, .. } => Some(reason.clone()),
-            _ => None,
-        })
-        .collect();
+    let closed = s.heard(|e| match e {
+        Event::Closed { reason, .. } => Some(reason.clone()),
+        _ => None,
+    });
     assert_eq!(closed, vec!["auth-required: b".to_owned()]);
 }
 
@@ -392,14 +383,10 @@ fn notice_only_refusal_is_attributed_to_the_newest_pending_req() {
     }
     s.at(secs(1), kinds1());
     s.run_for(secs(2));
-    let closed: Vec<_> = s
-        .events
-        .iter()
-        .filter_map(|(_, e)| match e {
-            Event::Closed { sub, .. } => Some(*sub),
-            _ => None,
-        })
-        .collect();
+    let closed = s.heard(|e| match e {
+        Event::Closed { sub, .. } => Some(*sub),
+        _ => None,
+    });
     assert_eq!(closed, vec![SubscriptionId(3), SubscriptionId(2)]);
     assert_eq!(s.session.subscription_limit(), Some(2));
     assert_eq!(

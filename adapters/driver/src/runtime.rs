@@ -50,14 +50,19 @@ impl<R: Runtime> Alarm<R> {
         Alarm { sleep: None }
     }
 
-    /// Nothing to wait for: drop the sleep.
-    pub(crate) fn disarm(&mut self) {
-        self.sleep = None;
-    }
-
-    /// Ready once `deadline` has passed. The clock is asked first: a runtime's cooperative
-    /// budget can keep a sleep pending past its deadline.
-    pub(crate) fn poll(&mut self, rt: &R, cx: &mut Context<'_>, deadline: Instant) -> Poll<()> {
+    /// Ready once `deadline` has passed; with no deadline, pending with the sleep dropped (the
+    /// next input wakes the task). The clock is asked first: a runtime's cooperative budget
+    /// can keep a sleep pending past its deadline.
+    pub(crate) fn poll(
+        &mut self,
+        rt: &R,
+        cx: &mut Context<'_>,
+        deadline: Option<Instant>,
+    ) -> Poll<()> {
+        let Some(deadline) = deadline else {
+            self.sleep = None;
+            return Poll::Pending;
+        };
         if rt.now() >= deadline {
             return Poll::Ready(());
         }

@@ -234,10 +234,7 @@ impl<R: Runtime> Stream for EventStream<R> {
                 }
                 continue;
             }
-            let Some(deadline) = this.session.poll_timeout() else {
-                this.alarm.disarm();
-                return Poll::Pending;
-            };
+            let deadline = this.session.poll_timeout();
             if this.alarm.poll(&this.rt, cx, deadline).is_ready() {
                 continue;
             }

@@ -57,93 +57,71 @@ impl Harness for Tokio {
     }
 }
 
-/// tether-async-std with async-std's executor (`block_on`, the [`AsyncStd`] spawner).
-///
-/// [`AsyncStd`]: tether_async_std::AsyncStd
-#[derive(Debug)]
-pub struct AsyncStd;
+/// A harness for tether-async-std on an executor in real time; the two differ only in how a
+/// scenario is blocked on and which spawner the client gets.
+macro_rules! real_time_harness {
+    ($(#[$doc:meta])* $name:ident, $block_on:path, $spawner:expr) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name;
 
-impl Harness for AsyncStd {
-    type Client = tether_async_std::RelayClient;
-    type Sse = tether_async_std::EventSource;
+        impl Harness for $name {
+            type Client = tether_async_std::RelayClient;
+            type Sse = tether_async_std::EventSource;
 
-    fn run<T>(scenario: impl Future<Output = T>) -> T {
-        async_std::task::block_on(scenario)
-    }
+            fn run<T>(scenario: impl Future<Output = T>) -> T {
+                $block_on(scenario)
+            }
 
-    fn relay(url: &str, config: Config) -> Self::Client {
-        tether_async_std::RelayClient::connect_with(url, config, &tether_async_std::AsyncStd)
-            .expect("a ws:// URL")
-    }
+            fn relay(url: &str, config: Config) -> Self::Client {
+                tether_async_std::RelayClient::connect_with(url, config, &$spawner)
+                    .expect("a ws:// URL")
+            }
 
-    fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {
-        tether_async_std::EventSource::connect(url, config).expect("an http:// URL")
-    }
+            fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {
+                tether_async_std::EventSource::connect(url, config).expect("an http:// URL")
+            }
 
-    fn last_event_id(sse: &Self::Sse) -> String {
-        sse.last_event_id().to_owned()
-    }
+            fn last_event_id(sse: &Self::Sse) -> String {
+                sse.last_event_id().to_owned()
+            }
 
-    fn sleep(duration: Duration) -> BoxFuture<()> {
-        Box::pin(async_io::Timer::after(duration).map(drop))
-    }
+            fn sleep(duration: Duration) -> BoxFuture<()> {
+                Box::pin(async_io::Timer::after(duration).map(drop))
+            }
 
-    fn now() -> std::time::Instant {
-        std::time::Instant::now()
-    }
+            fn now() -> std::time::Instant {
+                std::time::Instant::now()
+            }
 
-    fn on_server<F>(server: F) -> BoxFuture<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        on_server_thread(server)
-    }
+            fn on_server<F>(server: F) -> BoxFuture<F::Output>
+            where
+                F: Future + Send + 'static,
+                F::Output: Send + 'static,
+            {
+                on_server_thread(server)
+            }
+        }
+    };
 }
 
-/// tether-async-std with smol's executor (`smol::block_on`, the [`Smol`] spawner).
-///
-/// [`Smol`]: tether_async_std::Smol
-#[derive(Debug)]
-pub struct Smol;
+real_time_harness!(
+    /// tether-async-std with async-std's executor (`block_on`, the [`AsyncStd`] spawner).
+    ///
+    /// [`AsyncStd`]: tether_async_std::AsyncStd
+    AsyncStd,
+    async_std::task::block_on,
+    tether_async_std::AsyncStd
+);
 
-impl Harness for Smol {
-    type Client = tether_async_std::RelayClient;
-    type Sse = tether_async_std::EventSource;
-
-    fn run<T>(scenario: impl Future<Output = T>) -> T {
-        smol::block_on(scenario)
-    }
-
-    fn relay(url: &str, config: Config) -> Self::Client {
-        tether_async_std::RelayClient::connect_with(url, config, &tether_async_std::Smol)
-            .expect("a ws:// URL")
-    }
-
-    fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {
-        tether_async_std::EventSource::connect(url, config).expect("an http:// URL")
-    }
-
-    fn last_event_id(sse: &Self::Sse) -> String {
-        sse.last_event_id().to_owned()
-    }
-
-    fn sleep(duration: Duration) -> BoxFuture<()> {
-        Box::pin(smol::Timer::after(duration).map(drop))
-    }
-
-    fn now() -> std::time::Instant {
-        std::time::Instant::now()
-    }
-
-    fn on_server<F>(server: F) -> BoxFuture<F::Output>
-    where
-        F: Future + Send + 'static,
-        F::Output: Send + 'static,
-    {
-        on_server_thread(server)
-    }
-}
+real_time_harness!(
+    /// tether-async-std with smol's executor (`smol::block_on`, the [`Smol`] spawner).
+    ///
+    /// [`Smol`]: tether_async_std::Smol
+    Smol,
+    smol::block_on,
+    tether_async_std::Smol
+);
 
 /// Run `server` on the process's tokio server runtime (two worker threads, real time) and
 /// await its output from any executor.

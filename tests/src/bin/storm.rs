@@ -1,18 +1,23 @@
-//! `cargo run --release -p tether-testkit --bin storm [-- --clients N --capacity K --down SECS --seed S]`
+//! `cargo run --release -p tether-testkit --bin storm [-- --clients N --capacity K --down SECS --seed S --sweep]`
 //!
 //! Runs the fleet reconnect storm for every policy, prints a table, and writes
 //! `target/storm/storm.csv` (attempts per second per policy) and `target/storm/storm.svg`.
+//! `--sweep` adds the other jitter widths weighed for the default.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use plotters::prelude::*;
-use tether_testkit::storm::{contenders, Outcome, Storm};
+use tether_testkit::storm::{contenders, jitter_sweep, Outcome, Storm};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let storm = parse_args()?;
-    let outcomes: Vec<Outcome> = contenders().iter().map(|c| storm.run(c)).collect();
+    let (storm, sweep) = parse_args()?;
+    let mut policies = contenders();
+    if sweep {
+        policies.extend(jitter_sweep());
+    }
+    let outcomes: Vec<Outcome> = policies.iter().map(|c| storm.run(c)).collect();
     print!("{}", table(&storm, &outcomes));
     let dir = out_dir();
     std::fs::create_dir_all(&dir)?;
@@ -26,10 +31,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-fn parse_args() -> Result<Storm, String> {
+fn parse_args() -> Result<(Storm, bool), String> {
     let mut storm = Storm::default();
+    let mut sweep = false;
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
+        if flag == "--sweep" {
+            sweep = true;
+            continue;
+        }
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let n: u64 = value
             .parse()
@@ -43,7 +53,7 @@ fn parse_args() -> Result<Storm, String> {
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    Ok(storm)
+    Ok((storm, sweep))
 }
 
 fn out_dir() -> PathBuf {
