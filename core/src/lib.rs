@@ -39,7 +39,7 @@ pub mod time;
 
 pub use backoff::{Backoff, BackoffPolicy, Jitter};
 pub use gate::{GateScope, RateLimitGate};
-pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness};
+pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness, SocketError, SocketLoss};
 pub use rng::Rng;
 pub use sse::{SseConfig, SseSession};
 pub use time::{Clock, Instant};

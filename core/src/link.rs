@@ -14,6 +14,85 @@ use crate::time::Instant;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Epoch(pub u64);
 
+/// Local misuse of a socket input: the driver's mistake, never the peer's. Both sessions
+/// apply one rule to every input tagged with an [`Epoch`]:
+///
+/// - an epoch never handed out (in a `Transmit::Open`) is [`SocketError::UnknownEpoch`];
+/// - an epoch the session already let go (closed, timed out, superseded) is stale: the input
+///   is ignored and counted, and the call returns `Ok`;
+/// - input that needs an open socket (frames, bytes, pongs) for the live epoch before its
+///   open was reported is [`SocketError::NotOpen`]; a second open is
+///   [`SocketError::AlreadyOpen`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SocketError {
+    /// The epoch was never handed out in a `Transmit::Open`.
+    UnknownEpoch(Epoch),
+    /// Input for an epoch whose open (response head) was not reported yet.
+    NotOpen(Epoch),
+    /// A second open (response head) was reported for the same epoch.
+    AlreadyOpen(Epoch),
+}
+
+impl std::fmt::Display for SocketError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SocketError::UnknownEpoch(e) => write!(f, "epoch {} was never opened", e.0),
+            SocketError::NotOpen(e) => write!(f, "input for epoch {} before its open", e.0),
+            SocketError::AlreadyOpen(e) => write!(f, "second open for epoch {}", e.0),
+        }
+    }
+}
+
+impl std::error::Error for SocketError {}
+
+/// Why a socket (or an SSE request) was lost, as the driver saw it or the session decided.
+/// Carried to the application so a script can tell a refused port from a rejected
+/// certificate; it never changes what the session does next (every loss reconnects).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SocketLoss {
+    /// The connection was refused, the host unreachable or its name unresolved.
+    ConnectionRefused,
+    /// The TLS handshake failed, e.g. the certificate was rejected. Retried like any loss:
+    /// a certificate can be mid-rotation, and the application hears why every time.
+    TlsRejected,
+    /// The WebSocket or HTTP handshake failed (the server refused the upgrade).
+    HandshakeFailed,
+    /// The socket did not open within the connect timeout (decided by the session).
+    ConnectTimeout,
+    /// The peer closed the socket, with its close code when it sent one.
+    ClosedByPeer {
+        /// The WebSocket close code.
+        code: Option<u16>,
+    },
+    /// The peer sent a frame over the size limit.
+    FrameTooLarge,
+    /// No answer to a ping within the pong timeout (decided by the session).
+    PongTimeout,
+    /// Silence past the idle timeout (decided by the session).
+    IdleTimeout,
+    /// A reset, broken pipe or other network error.
+    NetworkError,
+}
+
+impl SocketLoss {
+    /// A stable snake_case name, for logs and JSON lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SocketLoss::ConnectionRefused => "connection_refused",
+            SocketLoss::TlsRejected => "tls_rejected",
+            SocketLoss::HandshakeFailed => "handshake_failed",
+            SocketLoss::ConnectTimeout => "connect_timeout",
+            SocketLoss::ClosedByPeer { .. } => "closed_by_peer",
+            SocketLoss::FrameTooLarge => "frame_too_large",
+            SocketLoss::PongTimeout => "pong_timeout",
+            SocketLoss::IdleTimeout => "idle_timeout",
+            SocketLoss::NetworkError => "network_error",
+        }
+    }
+}
+
 /// How a silent connection is detected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Liveness {
@@ -168,6 +247,38 @@ impl Link {
     /// The reconnect backoff, e.g. to replace its base from an SSE `retry:` field.
     pub fn backoff_mut(&mut self) -> &mut Backoff {
         &mut self.backoff
+    }
+
+    /// Whether input tagged `epoch` concerns the live socket (`Ok(true)`) or one already let
+    /// go (`Ok(false)`: ignore it). See [`SocketError`] for the rule.
+    ///
+    /// # Errors
+    /// [`SocketError::UnknownEpoch`] for an epoch never handed out.
+    pub fn check_epoch(&self, epoch: Epoch) -> Result<bool, SocketError> {
+        if epoch > self.epoch {
+            return Err(SocketError::UnknownEpoch(epoch));
+        }
+        Ok(match self.state {
+            LinkState::Connecting { epoch: live, .. } | LinkState::Open { epoch: live, .. } => {
+                live == epoch
+            }
+            LinkState::Idle | LinkState::Waiting { .. } => false,
+        })
+    }
+
+    /// [`Link::check_epoch`] for input that needs the socket open (frames, bytes, pongs).
+    ///
+    /// # Errors
+    /// [`SocketError::UnknownEpoch`], or [`SocketError::NotOpen`] for the live epoch before
+    /// its open was reported.
+    pub fn check_open(&self, epoch: Epoch) -> Result<bool, SocketError> {
+        if !self.check_epoch(epoch)? {
+            return Ok(false);
+        }
+        if !self.is_open() {
+            return Err(SocketError::NotOpen(epoch));
+        }
+        Ok(true)
     }
 
     /// The application wants a connection. Returns the epoch to open now, or `None` if the

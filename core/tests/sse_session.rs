@@ -5,10 +5,10 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tether_core::link::Epoch;
+use tether_core::link::{Epoch, SocketError};
 use tether_core::sse::{
     is_event_stream, parse_retry_after, CloseReason, DropReason, Event, FailReason, Message,
-    SseConfig, SseError, SseSession, Transmit,
+    SseConfig, SseSession, Transmit,
 };
 use tether_core::Instant;
 
@@ -430,22 +430,22 @@ fn local_misuse_is_an_error_and_changes_nothing() {
     let mut s = SseSession::new(SseConfig::default(), 1);
     assert_eq!(
         s.handle_bytes(ms(0), Epoch(1), b"x"),
-        Err(SseError::UnknownEpoch(Epoch(1)))
+        Err(SocketError::UnknownEpoch(Epoch(1)))
     );
     s.connect(ms(0));
     drain(&mut s);
     assert_eq!(
         s.handle_bytes(ms(0), Epoch(1), b"data: x\n\n"),
-        Err(SseError::NotOpen(Epoch(1)))
+        Err(SocketError::NotOpen(Epoch(1)))
     );
     assert_eq!(
         s.handle_response(ms(0), Epoch(2), 200, ES, None),
-        Err(SseError::UnknownEpoch(Epoch(2)))
+        Err(SocketError::UnknownEpoch(Epoch(2)))
     );
     s.handle_response(ms(0), Epoch(1), 200, ES, None).unwrap();
     assert_eq!(
         s.handle_response(ms(0), Epoch(1), 200, ES, None),
-        Err(SseError::AlreadyOpen(Epoch(1)))
+        Err(SocketError::AlreadyOpen(Epoch(1)))
     );
     assert_eq!(drain(&mut s), (vec![], vec![Event::Open]));
 }

@@ -796,7 +796,7 @@ fn body(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
     Ok(out)
 }
 
-fn outcome(result: std::result::Result<(), tether_core::sse::SseError>) -> SseInput {
+fn outcome(result: std::result::Result<(), tether_core::link::SocketError>) -> SseInput {
     match result {
         Ok(()) => SseInput::Peer,
         Err(_) => SseInput::Misuse,

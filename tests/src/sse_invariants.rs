@@ -7,7 +7,7 @@
 //! - its internal bookkeeping agrees with itself (the core's `check_consistency`);
 //! - queued output makes `poll_timeout` return `now`; after `handle_timeout(now)` with nothing
 //!   queued the next deadline is later than `now` (STYLE 4);
-//! - an input answered with [`SseError`](tether_core::sse::SseError) (local misuse) queues
+//! - an input answered with [`SocketError`](tether_core::link::SocketError) (local misuse) queues
 //!   nothing;
 //! - at most two transmits and two status events per input, at most
 //!   `max_queued_events` parsed events, no message larger than the parser allows;
@@ -30,7 +30,7 @@ pub enum SseInput {
     Disconnect,
     /// `handle_response`, `handle_bytes`, `handle_eof` or `handle_error` that returned `Ok`.
     Peer,
-    /// Any `handle_*` call that returned an `SseError`.
+    /// Any `handle_*` call that returned an `SocketError`.
     Misuse,
     /// `handle_timeout`.
     Timeout,

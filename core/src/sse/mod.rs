@@ -13,5 +13,5 @@ pub mod session;
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use session::{
     is_event_stream, parse_retry_after, CloseReason, DropReason, Event, FailReason, SseConfig,
-    SseError, SseSession, SseStats, Transmit,
+    SseSession, SseStats, Transmit,
 };

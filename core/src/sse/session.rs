@@ -17,7 +17,7 @@
 //! driver tags each `handle_*` call with it. Input for an epoch the session already let go
 //! (closed, timed out, superseded) is stale and silently ignored. Input for an epoch never
 //! handed out, or body bytes before the response head, is local misuse and returns
-//! [`SseError`] (h11's split: the peer's mistakes become events, the driver's become errors).
+//! [`SocketError`] (h11's split: the peer's mistakes become events, the driver's become errors).
 //!
 //! # Bounds
 //!
@@ -30,11 +30,10 @@
 //! - Lines and events are bounded by the parser ([`ParserConfig`]).
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::time::Duration;
 
 use crate::backoff::BackoffPolicy;
-use crate::link::{Epoch, Link, LinkAction, LinkConfig, Liveness};
+use crate::link::{Epoch, Link, LinkAction, LinkConfig, Liveness, SocketError};
 use crate::rng::Rng;
 use crate::sse::parser::{Item, Message, ParseError, Parser, ParserConfig};
 use crate::time::{Clock, Instant};
@@ -182,28 +181,6 @@ pub enum CloseReason {
     Local,
 }
 
-/// Local misuse of the driving API.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SseError {
-    /// The epoch was never handed out in a [`Transmit::Open`].
-    UnknownEpoch(Epoch),
-    /// Body bytes arrived for an epoch whose response head was not reported yet.
-    NotOpen(Epoch),
-    /// A second response head was reported for the same epoch.
-    AlreadyOpen(Epoch),
-}
-
-impl fmt::Display for SseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            SseError::UnknownEpoch(e) => write!(f, "epoch {} was never opened", e.0),
-            SseError::NotOpen(e) => write!(f, "bytes for epoch {} before its response", e.0),
-            SseError::AlreadyOpen(e) => write!(f, "second response for epoch {}", e.0),
-        }
-    }
-}
-
-impl std::error::Error for SseError {}
 
 /// Counters, for metrics and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -320,7 +297,7 @@ impl SseSession {
     ///
     /// # Errors
     ///
-    /// [`SseError::UnknownEpoch`] for an epoch never handed out, [`SseError::AlreadyOpen`]
+    /// [`SocketError::UnknownEpoch`] for an epoch never handed out, [`SocketError::AlreadyOpen`]
     /// for a second head on an open epoch. Stale epochs are ignored.
     pub fn handle_response(
         &mut self,
@@ -329,13 +306,13 @@ impl SseSession {
         status: u16,
         content_type: Option<&str>,
         retry_after: Option<Duration>,
-    ) -> Result<(), SseError> {
+    ) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
         if !self.is_live(epoch)? {
             return Ok(());
         }
         if self.link.is_open() {
-            return Err(SseError::AlreadyOpen(epoch));
+            return Err(SocketError::AlreadyOpen(epoch));
         }
         match classify(status, content_type) {
             Verdict::Open => self.stream_opened(now),
@@ -366,20 +343,20 @@ impl SseSession {
     ///
     /// # Errors
     ///
-    /// [`SseError::UnknownEpoch`] for an epoch never handed out, [`SseError::NotOpen`] before
+    /// [`SocketError::UnknownEpoch`] for an epoch never handed out, [`SocketError::NotOpen`] before
     /// that epoch's response head was reported.
     pub fn handle_bytes(
         &mut self,
         now: Instant,
         epoch: Epoch,
         bytes: &[u8],
-    ) -> Result<usize, SseError> {
+    ) -> Result<usize, SocketError> {
         let now = self.clock.observe(now);
         if !self.is_live(epoch)? {
             return Ok(bytes.len());
         }
         if !self.link.is_open() {
-            return Err(SseError::NotOpen(epoch));
+            return Err(SocketError::NotOpen(epoch));
         }
         if bytes.is_empty() {
             return Ok(0);
@@ -409,8 +386,8 @@ impl SseSession {
     ///
     /// # Errors
     ///
-    /// [`SseError::UnknownEpoch`] for an epoch never handed out. Stale epochs are ignored.
-    pub fn handle_eof(&mut self, now: Instant, epoch: Epoch) -> Result<(), SseError> {
+    /// [`SocketError::UnknownEpoch`] for an epoch never handed out. Stale epochs are ignored.
+    pub fn handle_eof(&mut self, now: Instant, epoch: Epoch) -> Result<(), SocketError> {
         self.handle_end(now, epoch, DropReason::Eof)
     }
 
@@ -419,8 +396,8 @@ impl SseSession {
     ///
     /// # Errors
     ///
-    /// [`SseError::UnknownEpoch`] for an epoch never handed out. Stale epochs are ignored.
-    pub fn handle_error(&mut self, now: Instant, epoch: Epoch) -> Result<(), SseError> {
+    /// [`SocketError::UnknownEpoch`] for an epoch never handed out. Stale epochs are ignored.
+    pub fn handle_error(&mut self, now: Instant, epoch: Epoch) -> Result<(), SocketError> {
         self.handle_end(now, epoch, DropReason::NetworkError)
     }
 
@@ -538,11 +515,8 @@ fn classify(status: u16, content_type: Option<&str>) -> Verdict {
 
 impl SseSession {
     /// Whether input for `epoch` concerns the request the session considers alive.
-    fn is_live(&self, epoch: Epoch) -> Result<bool, SseError> {
-        if epoch > self.link.epoch() {
-            return Err(SseError::UnknownEpoch(epoch));
-        }
-        Ok(self.live == Some(epoch))
+    fn is_live(&self, epoch: Epoch) -> Result<bool, SocketError> {
+        self.link.check_epoch(epoch)
     }
 
     fn request(&mut self, epoch: Epoch) {
@@ -572,7 +546,7 @@ impl SseSession {
         self.events.push_back(event);
     }
 
-    fn handle_end(&mut self, now: Instant, epoch: Epoch, why: DropReason) -> Result<(), SseError> {
+    fn handle_end(&mut self, now: Instant, epoch: Epoch, why: DropReason) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
         if !self.is_live(epoch)? {
             return Ok(());
