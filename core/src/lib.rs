@@ -36,6 +36,7 @@ pub mod nostr;
 pub mod rng;
 pub mod sse;
 pub mod time;
+mod timers;
 
 pub use backoff::{Backoff, BackoffPolicy, Jitter};
 pub use gate::{GateScope, RateLimitGate};

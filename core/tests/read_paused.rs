@@ -15,7 +15,7 @@ fn secs(n: u64) -> Instant {
 fn open_relay() -> RelaySession {
     let mut s = RelaySession::new(RelayConfig::default(), 1);
     s.connect(secs(0));
-    s.handle_open(secs(0));
+    s.handle_open(secs(0), Epoch(1)).unwrap();
     while s.poll_transmit().is_some() || s.poll_event().is_some() {}
     s
 }

@@ -1,15 +1,20 @@
 //! Nostr (NIP-01) over WebSocket: the frame codec, refusal reasons, and the relay session.
 
 pub mod config;
-pub mod event;
+pub mod error;
 pub mod message;
 mod outbox;
+pub mod output;
 pub mod reason;
 mod registry;
+mod scheduler;
 pub mod session;
+pub mod stats;
 pub mod subscription;
 
 pub use config::RelayConfig;
-pub use event::{Error, Event, Rejection, Stats, Transmit};
+pub use error::Error;
+pub use output::{Carries, ChallengeId, Disconnect, Event, Rejection, Transmit};
 pub use session::RelaySession;
+pub use stats::Stats;
 pub use subscription::{Filter, Priority, SubState, SubscriptionId};

@@ -1,16 +1,17 @@
 //! The publish outbox: events waiting for their OK, matched by event id (relays answer out
 //! of order), re-sent under a bound, held for authentication, kept across reconnects.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::backoff::Backoff;
 use crate::gate::RateLimitGate;
 use crate::nostr::config::RelayConfig;
-use crate::nostr::event::{Event, Rejection, Transmit};
 use crate::nostr::message::EventId;
+use crate::nostr::output::{Carries, Event, Rejection, Transmit};
 use crate::nostr::reason::{classify, Class, Terminal};
 use crate::rng::Rng;
 use crate::time::Instant;
+use crate::timers::Timers;
 
 /// The parts of the session the outbox acts through.
 pub(crate) struct Env<'a> {
@@ -47,7 +48,7 @@ struct Outgoing {
 #[derive(Debug, Default)]
 pub(crate) struct Outbox {
     entries: BTreeMap<EventId, Outgoing>,
-    timers: BTreeSet<(Instant, EventId)>,
+    timers: Timers<EventId>,
 }
 
 impl Outbox {
@@ -60,7 +61,7 @@ impl Outbox {
     }
 
     pub(crate) fn next_timer(&self) -> Option<Instant> {
-        self.timers.first().map(|&(t, _)| t)
+        self.timers.next()
     }
 
     /// Add an event; it goes on the wire at once when a socket is open.
@@ -118,10 +119,7 @@ impl Outbox {
 
     /// Fire every timer due at `now`.
     pub(crate) fn handle_timeout(&mut self, now: Instant, env: &mut Env<'_>) {
-        while let Some(&(at, id)) = self.timers.first() {
-            if at > now {
-                break;
-            }
+        while let Some(id) = self.timers.due(now) {
             self.set_timer(id, None);
             let Some(state) = self.entries.get(&id).map(|e| e.state) else {
                 continue;
@@ -182,7 +180,10 @@ impl Outbox {
         text.push_str("[\"EVENT\",");
         text.push_str(&entry.json);
         text.push(']');
-        env.transmits.push_back(Transmit::Send(text));
+        env.transmits.push_back(Transmit::Send {
+            text,
+            carries: Carries::Event(id),
+        });
         self.set_timer(id, Some(now.saturating_add(env.config.publish_timeout)));
     }
 
@@ -241,13 +242,7 @@ impl Outbox {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
-        if let Some(old) = entry.timer.take() {
-            self.timers.remove(&(old, id));
-        }
-        if let Some(at) = at {
-            entry.timer = Some(at);
-            self.timers.insert((at, id));
-        }
+        self.timers.set(id, &mut entry.timer, at);
     }
 
     fn ids_in(&self, state: State) -> Vec<EventId> {
@@ -264,7 +259,7 @@ impl Outbox {
     /// Timers agree with entries, each state has the timer it needs, and nothing is on the
     /// wire without a socket.
     pub(crate) fn check_consistency(&self, link_open: bool) -> Result<(), String> {
-        let mut timers = BTreeSet::new();
+        let mut timers = std::collections::BTreeSet::new();
         for (id, e) in &self.entries {
             if let Some(at) = e.timer {
                 timers.insert((at, *id));
@@ -280,11 +275,9 @@ impl Outbox {
                 return Err(format!("publish {id} is {:?} without a socket", e.state));
             }
         }
-        if timers != self.timers {
-            return Err(format!(
-                "outbox timers {:?} but entries {timers:?}",
-                self.timers
-            ));
+        let indexed: std::collections::BTreeSet<_> = self.timers.iter().collect();
+        if timers != indexed {
+            return Err(format!("outbox timers {indexed:?} but entries {timers:?}"));
         }
         Ok(())
     }

@@ -17,24 +17,28 @@
 //! | auth | `on_auth_ok`, [`RelaySession::authenticate`] |
 //! | publish | the outbox module |
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 use serde_json::value::RawValue;
 
 use crate::backoff::Backoff;
 use crate::gate::{GateScope, RateLimitGate};
-use crate::link::{Link, LinkAction, LinkState};
+use crate::link::{Epoch, Link, LinkAction, SocketError, SocketLoss};
 use crate::nostr::config::RelayConfig;
-use crate::nostr::event::{Error, Event, Stats, Transmit};
+use crate::nostr::error::Error;
 use crate::nostr::message::{ClientMessage, EventId, RawEvent, RelayMessage};
 use crate::nostr::outbox::{Env, Outbox};
+use crate::nostr::output::{Carries, ChallengeId, Disconnect, Event, Transmit};
 use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
 use crate::nostr::registry::Registry;
+use crate::nostr::scheduler::{self, Scheduler};
+use crate::nostr::stats::Stats;
 use crate::nostr::subscription::{
-    parse_wire_id, Filter, Priority, QueueKey, SubState, Subscription, SubscriptionId,
+    parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId,
 };
 use crate::rng::Rng;
 use crate::time::{Clock, Instant};
+use crate::timers::Timers;
 
 #[cfg(feature = "fuzzing")]
 mod consistency;
@@ -71,23 +75,16 @@ pub struct RelaySession {
     link: Link,
     gate: RateLimitGate,
     subs: Registry,
-    /// Subscriptions waiting to be sent by [`RelaySession::pump`]: highest priority first,
-    /// then first registered.
-    send_queue: BTreeSet<QueueKey>,
-    /// Which queued subscriptions were told they wait for a slot.
-    told_queued: BTreeSet<SubscriptionId>,
     /// Each subscription's single timer: retry, EOSE timeout or auth hold.
-    timers: BTreeSet<(Instant, SubscriptionId)>,
-    /// Subscriptions waiting for EOSE, by send order (to attribute id-less NOTICE refusals).
-    pending_by_seq: BTreeMap<u64, SubscriptionId>,
-    req_seq: u64,
+    timers: Timers<SubscriptionId>,
+    /// When each REQ goes out: queue, limit, pacing.
+    scheduler: Scheduler,
     /// Subscriptions registered so far: the next one's registration order.
     registered: u64,
-    open_reqs: usize,
-    learned_max: Option<usize>,
-    next_batch_at: Instant,
     outbox: Outbox,
     auth: Auth,
+    /// Challenges heard so far, across sockets: the next one's id.
+    challenges: u64,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -95,7 +92,8 @@ pub struct RelaySession {
 
 #[derive(Debug, Default)]
 struct Auth {
-    challenge: Option<String>,
+    /// The latest challenge on this socket.
+    challenge: Option<(ChallengeId, String)>,
     pending: Option<EventId>,
     authenticated: bool,
 }
@@ -110,17 +108,12 @@ impl RelaySession {
             clock: Clock::default(),
             rng: Rng::new(seed),
             subs: Registry::default(),
-            send_queue: BTreeSet::new(),
-            told_queued: BTreeSet::new(),
-            timers: BTreeSet::new(),
-            pending_by_seq: BTreeMap::new(),
-            req_seq: 0,
+            timers: Timers::default(),
+            scheduler: Scheduler::default(),
             registered: 0,
-            open_reqs: 0,
-            learned_max: None,
-            next_batch_at: Instant::ZERO,
             outbox: Outbox::default(),
             auth: Auth::default(),
+            challenges: 0,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -132,8 +125,8 @@ impl RelaySession {
     /// Start connecting (and keep reconnecting) until [`RelaySession::disconnect`].
     pub fn connect(&mut self, now: Instant) {
         self.clock.observe(now);
-        if self.link.connect(self.clock.now()).is_some() {
-            self.transmits.push_back(Transmit::Open);
+        if let Some(epoch) = self.link.connect(self.clock.now()) {
+            self.transmits.push_back(Transmit::Open { epoch });
         }
     }
 
@@ -143,18 +136,21 @@ impl RelaySession {
     pub fn disconnect(&mut self, now: Instant) {
         self.clock.observe(now);
         let wanted = self.link.wants_connection();
+        let epoch = self.link.epoch();
         let had_socket = self.link.disconnect();
         self.transmits.clear();
         if had_socket {
-            self.transmits.push_back(Transmit::Close);
+            self.transmits.push_back(Transmit::Close { epoch });
         }
         self.reset_for_socket();
         if self.config.gate_scope == GateScope::Connection {
             self.gate.reset();
         }
         if wanted {
-            self.events
-                .push_back(Event::Disconnected { reconnect_at: None });
+            self.events.push_back(Event::Disconnected {
+                reconnect_at: None,
+                why: Disconnect::Requested,
+            });
         }
     }
 
@@ -219,7 +215,7 @@ impl RelaySession {
     /// [`Error::InvalidEvent`], [`Error::AlreadyPublishing`] or [`Error::OutboxFull`].
     pub fn publish(&mut self, now: Instant, event_json: &str) -> Result<EventId, Error> {
         let now = self.clock.observe(now);
-        let event = RawEvent::parse(event_json).map_err(Error::InvalidEvent)?;
+        let event = RawEvent::parse(event_json).map_err(invalid_event)?;
         let id = event.id();
         if self.outbox.contains(id) {
             return Err(Error::AlreadyPublishing(id));
@@ -234,44 +230,58 @@ impl RelaySession {
         Ok(id)
     }
 
-    /// Answer the relay's NIP-42 challenge with a signed kind 22242 event. Work held for
-    /// `auth-required:` is retried once the relay's OK accepts it.
+    /// Answer the relay's NIP-42 challenge `challenge` (from [`Event::AuthChallenge`]) with
+    /// a signed kind 22242 event. Work held for `auth-required:` is retried once the relay's
+    /// OK accepts it.
     ///
     /// # Errors
     /// [`Error::InvalidEvent`] when it is not an event object; [`Error::NotConnected`] when
-    /// no socket is open (a challenge belongs to one connection).
+    /// no socket is open; [`Error::StaleChallenge`] when a newer challenge or a new socket
+    /// superseded `challenge` (the relay would refuse the answer).
     pub fn authenticate(
         &mut self,
         now: Instant,
+        challenge: ChallengeId,
         signed_event_json: &str,
     ) -> Result<EventId, Error> {
         self.clock.observe(now);
-        let event = RawEvent::parse(signed_event_json).map_err(Error::InvalidEvent)?;
+        let event = RawEvent::parse(signed_event_json).map_err(invalid_event)?;
         if !self.link.is_open() {
             return Err(Error::NotConnected);
         }
+        if self.auth.challenge.as_ref().map(|(id, _)| *id) != Some(challenge) {
+            return Err(Error::StaleChallenge(challenge));
+        }
+        let raw =
+            serde_json::from_str::<&RawValue>(event.json()).map_err(|e| Error::InvalidEvent {
+                detail: e.to_string(),
+            })?;
         self.auth.pending = Some(event.id());
-        let Ok(raw) = serde_json::from_str::<&RawValue>(event.json()) else {
-            return Err(Error::InvalidEvent(
-                crate::nostr::message::FrameError::NotArray,
-            ));
-        };
-        self.transmits
-            .push_back(Transmit::Send(ClientMessage::Auth { event: raw }.encode()));
+        self.send(
+            ClientMessage::Auth { event: raw }.encode(),
+            Carries::Auth(event.id()),
+        );
         Ok(event.id())
     }
 
     // ----- inputs from the socket -------------------------------------------------------------
 
-    /// The socket requested by the last [`Transmit::Open`] is open.
-    pub fn handle_open(&mut self, now: Instant) {
+    /// The socket of `epoch` (from [`Transmit::Open`]) is open. An open for a socket the
+    /// session already let go is ignored and counted; see [`SocketError`] for the rule.
+    ///
+    /// # Errors
+    /// [`SocketError::UnknownEpoch`], or [`SocketError::AlreadyOpen`] for a second open.
+    pub fn handle_open(&mut self, now: Instant, epoch: Epoch) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
+        if !self.live_socket(epoch)? {
+            return Ok(());
+        }
         if !self.link.on_open(now) {
-            return;
+            return Err(SocketError::AlreadyOpen(epoch));
         }
         self.reset_for_socket();
         self.events.push_back(Event::Connected);
-        self.next_batch_at = now;
+        self.scheduler.on_open(now);
         let mut ids: Vec<SubscriptionId> = self.subs.iter().map(|s| s.id).collect();
         ids.sort_unstable();
         for id in ids {
@@ -280,29 +290,61 @@ impl RelaySession {
         let (outbox, mut env) = self.outbox();
         outbox.on_open(now, &mut env);
         self.pump(now);
+        Ok(())
     }
 
-    /// The socket closed or failed without the application asking.
-    pub fn handle_close(&mut self, now: Instant) {
+    /// The socket of `epoch` closed or failed (or never opened) without the application
+    /// asking; `why` is what the driver saw. A reconnect is scheduled.
+    ///
+    /// # Errors
+    /// [`SocketError::UnknownEpoch`]. A stale epoch is ignored and counted.
+    pub fn handle_close(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        why: SocketLoss,
+    ) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
-        if !matches!(
-            self.link.state(),
-            LinkState::Open { .. } | LinkState::Connecting { .. }
-        ) {
-            return;
+        if !self.live_socket(epoch)? {
+            return Ok(());
         }
         let reconnect_at = self
             .link
             .on_close(now, std::time::Duration::ZERO, &mut self.rng);
-        self.lose_socket(reconnect_at);
+        self.lose_socket(reconnect_at, why);
+        Ok(())
     }
 
-    /// A pong arrived.
-    pub fn handle_pong(&mut self, now: Instant) {
+    /// A pong (or a ping, which shows the relay is alive just as well) arrived on `epoch`.
+    ///
+    /// # Errors
+    /// [`SocketError::UnknownEpoch`], or [`SocketError::NotOpen`] before `epoch` opened.
+    pub fn handle_pong(&mut self, now: Instant, epoch: Epoch) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
-        if self.link.is_open() {
+        if self.open_socket(epoch)? {
             self.link.on_inbound(now);
         }
+        Ok(())
+    }
+
+    /// A binary frame of `len` bytes arrived on `epoch`. NIP-01 is text only: it is counted
+    /// in [`Stats::binary`] and ignored (though it shows the relay is alive).
+    ///
+    /// # Errors
+    /// [`SocketError::UnknownEpoch`], or [`SocketError::NotOpen`] before `epoch` opened.
+    pub fn handle_binary(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        len: usize,
+    ) -> Result<(), SocketError> {
+        let now = self.clock.observe(now);
+        let _ = len;
+        if self.open_socket(epoch)? {
+            self.link.on_inbound(now);
+            self.stats.binary += 1;
+        }
+        Ok(())
     }
 
     /// The driver stopped (`paused = true`) or resumed reading the socket — for
@@ -314,14 +356,25 @@ impl RelaySession {
         self.link.set_reading_paused(now, paused);
     }
 
-    /// A text frame arrived. Malformed or stale frames are counted (see
+    /// A text frame arrived on `epoch`. Malformed or stale frames are counted (see
     /// [`RelaySession::stats`]) and malformed ones surfaced as [`Event::PeerError`].
-    pub fn handle_frame(&mut self, now: Instant, text: &str) {
+    ///
+    /// # Errors
+    /// [`SocketError::UnknownEpoch`], or [`SocketError::NotOpen`] before `epoch` opened.
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        text: &str,
+    ) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
-        if !self.link.is_open() {
-            self.stats.stale_socket += 1;
-            return;
+        if !self.open_socket(epoch)? {
+            return Ok(());
         }
+        self.on_frame(now, text);
+        Ok(())
+    }
+    fn on_frame(&mut self, now: Instant, text: &str) {
         self.link.on_inbound(now);
         self.stats.frames += 1;
         let msg = match RelayMessage::decode(text, self.config.max_frame) {
@@ -343,9 +396,12 @@ impl RelaySession {
             } => self.on_ok(now, event_id, accepted, &message),
             RelayMessage::Notice { message } => self.on_notice(now, &message),
             RelayMessage::Auth { challenge } => {
-                self.auth.challenge = Some(challenge.to_string());
+                self.challenges += 1;
+                let id = ChallengeId(self.challenges);
+                self.auth.challenge = Some((id, challenge.to_string()));
                 self.events.push_back(Event::AuthChallenge {
                     challenge: challenge.into_owned(),
+                    id,
                 });
             }
             RelayMessage::Count { .. } => self.stats.unexpected += 1,
@@ -355,19 +411,22 @@ impl RelaySession {
     /// Time has passed: fire whatever is due at `now` (pass a fresh `now`, not the deadline).
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
+        let (epoch, was_open) = (self.link.epoch(), self.link.is_open());
         match self.link.handle_timeout(now, &mut self.rng) {
-            Some(LinkAction::Open(_)) => self.transmits.push_back(Transmit::Open),
+            Some(LinkAction::Open(epoch)) => self.transmits.push_back(Transmit::Open { epoch }),
             Some(LinkAction::Ping) => self.transmits.push_back(Transmit::Ping),
             Some(LinkAction::Dead { reconnect_at }) => {
-                self.lose_socket(reconnect_at);
-                self.transmits.push_back(Transmit::Close);
+                let why = if was_open {
+                    SocketLoss::PongTimeout
+                } else {
+                    SocketLoss::ConnectTimeout
+                };
+                self.lose_socket(reconnect_at, why);
+                self.transmits.push_back(Transmit::Close { epoch });
             }
             None => {}
         }
-        while let Some(&(at, id)) = self.timers.first() {
-            if at > now {
-                break;
-            }
+        while let Some(id) = self.timers.due(now) {
             self.set_timer(id, None);
             self.fire_sub_timer(now, id);
         }
@@ -396,7 +455,7 @@ impl RelaySession {
         }
         [
             self.link.poll_timeout(),
-            self.timers.first().map(|&(t, _)| t),
+            self.timers.next(),
             self.outbox.next_timer(),
             self.pump_deadline(),
         ]
@@ -429,15 +488,12 @@ impl RelaySession {
 
     /// REQs currently open on the relay (sent and not closed).
     pub fn open_subscriptions(&self) -> usize {
-        self.open_reqs
+        self.scheduler.open_reqs()
     }
 
     /// The limit on open REQs in force: configured or learned, whichever is lower.
     pub fn subscription_limit(&self) -> Option<usize> {
-        match (self.config.max_subscriptions, self.learned_max) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        self.scheduler.limit(self.config.max_subscriptions)
     }
 
     /// One subscription, if registered.
@@ -467,9 +523,12 @@ impl RelaySession {
         self.auth.authenticated
     }
 
-    /// The latest NIP-42 challenge on this connection.
-    pub fn auth_challenge(&self) -> Option<&str> {
-        self.auth.challenge.as_deref()
+    /// The latest NIP-42 challenge on this connection, with its id.
+    pub fn auth_challenge(&self) -> Option<(ChallengeId, &str)> {
+        self.auth
+            .challenge
+            .as_ref()
+            .map(|(id, c)| (*id, c.as_str()))
     }
 
     /// The configuration.
@@ -525,7 +584,7 @@ impl RelaySession {
         sub.state = SubState::Live;
         sub.eose(now);
         let seq = sub.sent_seq;
-        self.pending_by_seq.remove(&seq);
+        self.scheduler.answered(seq);
         self.set_timer(id, None);
         self.events.push_back(Event::Eose { sub: id });
         self.pump(now);
@@ -563,7 +622,7 @@ impl RelaySession {
             Some(Class::Terminal(Terminal::TooManySubscriptions)) => {
                 // The relay did not say which REQ it refused: the newest still waiting is the
                 // only one it can have been.
-                let Some((_, &id)) = self.pending_by_seq.last_key_value() else {
+                let Some(id) = self.scheduler.newest_pending() else {
                     return;
                 };
                 self.leave_open(id);
@@ -623,9 +682,7 @@ impl RelaySession {
         }
         match class {
             Class::Terminal(Terminal::TooManySubscriptions) => {
-                let max = self.open_reqs.max(1);
-                if self.learned_max.is_none_or(|m| max < m) {
-                    self.learned_max = Some(max);
+                if let Some(max) = self.scheduler.learn_limit() {
                     self.events.push_back(Event::SubscriptionLimit { max });
                 }
                 self.surface(id, message.to_owned());
@@ -710,75 +767,32 @@ impl RelaySession {
         }
     }
 
-    /// Send queued REQs: only on an open socket, only outside a gate window, at most one
-    /// batch per `replay_pause`, never past the subscription limit.
+    /// Send queued REQs (see [`Scheduler::pump`]); only on an open socket.
     fn pump(&mut self, now: Instant) {
-        if !self.link.is_open() || self.send_queue.is_empty() {
+        if !self.link.is_open() {
             return;
         }
-        // Checked before the pause and the gate: with no slot free, nothing wakes the pump
-        // again until a slot frees up, so whoever waits must hear `Queued` now.
-        if !self.slot_available() {
-            self.tell_all_queued();
-            return;
-        }
-        if now < self.next_batch_at || self.gate.is_open(now) {
-            return;
-        }
-        let mut sent = 0;
-        while sent < self.config.replay_batch.max(1) {
-            if !self.slot_available() {
-                self.tell_all_queued();
-                break;
-            }
-            let Some((_, _, id)) = self.send_queue.pop_first() else {
-                break;
-            };
-            self.told_queued.remove(&id);
-            self.send_req(now, id);
-            sent += 1;
-        }
-        if sent > 0 {
-            self.next_batch_at = now.saturating_add(self.config.replay_pause);
-        }
+        let (scheduler, mut env) = self.scheduler();
+        scheduler.pump(now, &mut env);
     }
 
     fn pump_deadline(&self) -> Option<Instant> {
-        if !self.link.is_open() || self.send_queue.is_empty() || !self.slot_available() {
+        if !self.link.is_open() {
             return None;
         }
-        let gate = self.gate.ready_at().unwrap_or(Instant::ZERO);
-        Some(self.next_batch_at.max(gate))
+        self.scheduler
+            .deadline(&self.gate, self.config.max_subscriptions)
     }
 
     fn slot_available(&self) -> bool {
-        self.subscription_limit()
-            .is_none_or(|max| self.open_reqs < max)
+        self.scheduler.slot_available(self.config.max_subscriptions)
     }
 
     // ----- state plumbing -----------------------------------------------------------------------
 
     fn send_req(&mut self, now: Instant, id: SubscriptionId) {
-        let catch_up = self.config.catch_up;
-        let Some(sub) = self.subs.get_mut(id) else {
-            return;
-        };
-        sub.attempt = sub.attempt.wrapping_add(1);
-        sub.responded = false;
-        sub.state = SubState::Pending;
-        self.req_seq += 1;
-        sub.sent_seq = self.req_seq;
-        let filters = sub.req_filters(catch_up);
-        let wire = sub.wire_id();
-        let text = ClientMessage::Req {
-            sub: wire.into(),
-            filters: filters.iter().map(|f| &**f).collect(),
-        }
-        .encode();
-        self.pending_by_seq.insert(self.req_seq, id);
-        self.open_reqs += 1;
-        self.transmits.push_back(Transmit::Send(text));
-        self.set_timer(id, Some(now.saturating_add(self.config.eose_timeout)));
+        let (scheduler, mut env) = self.scheduler();
+        scheduler.send_req(now, id, &mut env);
     }
 
     fn send_close(&mut self, id: SubscriptionId) {
@@ -789,46 +803,27 @@ impl RelaySession {
             sub: sub.wire_id().into(),
         }
         .encode();
-        self.transmits.push_back(Transmit::Send(text));
+        self.send(text, Carries::Close(id));
+    }
+
+    fn send(&mut self, text: String, carries: Carries) {
+        self.transmits.push_back(Transmit::Send { text, carries });
     }
 
     /// `id`'s REQ is no longer open on the relay.
     fn leave_open(&mut self, id: SubscriptionId) {
-        let Some(sub) = self.subs.get_mut(id) else {
-            return;
-        };
-        if sub.state == SubState::Pending {
-            self.pending_by_seq.remove(&sub.sent_seq);
-        }
-        if sub.state.is_open() {
-            self.open_reqs -= 1;
-            sub.state = SubState::Idle;
-        }
-        self.set_timer(id, None);
+        let (scheduler, mut env) = self.scheduler();
+        scheduler.leave_open(id, &mut env);
     }
 
     fn enqueue(&mut self, id: SubscriptionId) {
-        let Some(sub) = self.subs.get_mut(id) else {
-            return;
-        };
-        sub.state = SubState::Queued;
-        self.send_queue.insert(sub.queue_key());
+        let (scheduler, mut env) = self.scheduler();
+        scheduler.enqueue(id, &mut env);
     }
 
     fn tell_queued(&mut self, id: SubscriptionId) {
-        if self.told_queued.insert(id) {
-            self.events.push_back(Event::Queued { sub: id });
-        }
-    }
-
-    fn tell_all_queued(&mut self) {
-        if self.told_queued.len() == self.send_queue.len() {
-            return;
-        }
-        let waiting: Vec<SubscriptionId> = self.send_queue.iter().map(|&(_, _, id)| id).collect();
-        for id in waiting {
-            self.tell_queued(id);
-        }
+        let (scheduler, mut env) = self.scheduler();
+        scheduler.tell_queued(id, &mut env);
     }
 
     /// The one report of a subscription's failure; it leaves the session.
@@ -847,21 +842,14 @@ impl RelaySession {
         let Some(sub) = self.subs.remove(id) else {
             return;
         };
-        self.send_queue.remove(&sub.queue_key());
-        self.told_queued.remove(&id);
+        self.scheduler.dequeue(sub.queue_key());
     }
 
     fn set_timer(&mut self, id: SubscriptionId, at: Option<Instant>) {
         let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
-        if let Some(old) = sub.timer.take() {
-            self.timers.remove(&(old, id));
-        }
-        if let Some(at) = at {
-            sub.timer = Some(at);
-            self.timers.insert((at, id));
-        }
+        self.timers.set(id, &mut sub.timer, at);
     }
 
     /// Map a wire id back to a subscription's current attempt, counting what does not match.
@@ -889,24 +877,56 @@ impl RelaySession {
             sub.timer = None;
             sub.clear_retry_state();
         }
-        self.send_queue.clear();
-        self.told_queued.clear();
         self.timers.clear();
-        self.pending_by_seq.clear();
-        self.open_reqs = 0;
+        self.scheduler.reset();
         self.outbox.on_socket_lost();
         self.auth = Auth::default();
     }
 
-    fn lose_socket(&mut self, reconnect_at: Option<Instant>) {
+    fn lose_socket(&mut self, reconnect_at: Option<Instant>, why: SocketLoss) {
         // Frames queued for the dead socket can no longer be sent.
         self.transmits
-            .retain(|t| matches!(t, Transmit::Open | Transmit::Close));
+            .retain(|t| matches!(t, Transmit::Open { .. } | Transmit::Close { .. }));
         self.reset_for_socket();
         if self.config.gate_scope == GateScope::Connection {
             self.gate.reset();
         }
-        self.events.push_back(Event::Disconnected { reconnect_at });
+        self.events.push_back(Event::Disconnected {
+            reconnect_at,
+            why: Disconnect::Lost(why),
+        });
+    }
+
+    /// Whether socket input tagged `epoch` is for the live socket; stale input is counted.
+    fn live_socket(&mut self, epoch: Epoch) -> Result<bool, SocketError> {
+        let live = self.link.check_epoch(epoch)?;
+        if !live {
+            self.stats.stale_socket += 1;
+        }
+        Ok(live)
+    }
+
+    /// [`RelaySession::live_socket`] for input that needs the socket open.
+    fn open_socket(&mut self, epoch: Epoch) -> Result<bool, SocketError> {
+        let open = self.link.check_open(epoch)?;
+        if !open {
+            self.stats.stale_socket += 1;
+        }
+        Ok(open)
+    }
+
+    /// The scheduler with the parts of the session it acts through, borrowed side by side.
+    fn scheduler(&mut self) -> (&mut Scheduler, scheduler::Env<'_>) {
+        let env = scheduler::Env {
+            config: &self.config,
+            gate: &self.gate,
+            subs: &mut self.subs,
+            timers: &mut self.timers,
+            transmits: &mut self.transmits,
+            events: &mut self.events,
+            stats: &mut self.stats,
+        };
+        (&mut self.scheduler, env)
     }
 
     /// The outbox with the parts of the session it acts through, borrowed side by side.
@@ -930,5 +950,11 @@ fn view(sub: &Subscription) -> SubscriptionView {
         retries: sub.retries,
         priority: sub.priority,
         timer: sub.timer,
+    }
+}
+
+fn invalid_event(error: crate::nostr::message::FrameError) -> Error {
+    Error::InvalidEvent {
+        detail: error.to_string(),
     }
 }

@@ -181,7 +181,6 @@ pub enum CloseReason {
     Local,
 }
 
-
 /// Counters, for metrics and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SseStats {
@@ -546,7 +545,12 @@ impl SseSession {
         self.events.push_back(event);
     }
 
-    fn handle_end(&mut self, now: Instant, epoch: Epoch, why: DropReason) -> Result<(), SocketError> {
+    fn handle_end(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        why: DropReason,
+    ) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
         if !self.is_live(epoch)? {
             return Ok(());

@@ -3,7 +3,7 @@
 //! input acts on a stale view. Invariants outside the core only see the public surface; these
 //! see the private one.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::RelaySession;
 use crate::nostr::subscription::SubState;
@@ -18,26 +18,12 @@ impl RelaySession {
     #[doc(hidden)]
     pub fn check_consistency(&self) -> Result<(), String> {
         let link_open = self.link.is_open();
-        let mut open = 0;
-        let mut queued = 0;
-        let mut pending = BTreeMap::new();
         let mut timers = BTreeSet::new();
         for sub in self.subs.iter() {
             let id = sub.id;
-            if sub.state.is_open() {
-                open += 1;
-            }
-            if sub.state == SubState::Pending && pending.insert(sub.sent_seq, id).is_some() {
-                return Err(format!("two pending REQs share sequence {}", sub.sent_seq));
-            }
             if let Some(at) = sub.timer {
                 timers.insert((at, id));
             }
-            let in_queue = self.send_queue.contains(&sub.queue_key());
-            if in_queue != (sub.state == SubState::Queued) {
-                return Err(format!("{id} is {:?} but in_queue={in_queue}", sub.state));
-            }
-            queued += usize::from(in_queue);
             if !link_open && sub.state != SubState::Idle {
                 return Err(format!("{id} is {:?} without an open socket", sub.state));
             }
@@ -53,35 +39,10 @@ impl RelaySession {
                 ));
             }
         }
-        if queued != self.send_queue.len() {
-            return Err(format!(
-                "send queue holds {} entries for {queued} queued subscriptions",
-                self.send_queue.len()
-            ));
-        }
-        if let Some(id) = self
-            .told_queued
-            .iter()
-            .find(|id| !self.send_queue.iter().any(|(_, _, q)| q == *id))
-        {
-            return Err(format!(
-                "{id} was told it is queued but is not in the queue"
-            ));
-        }
-        if open != self.open_reqs {
-            return Err(format!("open_reqs {} but {open} open", self.open_reqs));
-        }
-        if pending != self.pending_by_seq {
-            return Err(format!(
-                "pending_by_seq {:?} but pending {pending:?}",
-                self.pending_by_seq
-            ));
-        }
-        if timers != self.timers {
-            return Err(format!(
-                "timers {:?} but subscriptions {timers:?}",
-                self.timers
-            ));
+        self.scheduler.check_consistency(&self.subs)?;
+        let indexed: BTreeSet<_> = self.timers.iter().collect();
+        if timers != indexed {
+            return Err(format!("timers {indexed:?} but subscriptions {timers:?}"));
         }
         if self.subs.len() > self.config.max_registered {
             return Err(format!("{} subscriptions registered", self.subs.len()));

@@ -1,27 +1,68 @@
-//! What a [`RelaySession`](super::session::RelaySession) asks of its driver ([`Transmit`]),
-//! tells its application ([`Event`]), and refuses from its caller ([`Error`]).
+//! What a [`RelaySession`](super::session::RelaySession) asks of its driver ([`Transmit`])
+//! and tells its application ([`Event`]).
 
-use std::fmt;
-
+use crate::link::{Epoch, SocketLoss};
 use crate::nostr::message::{EventId, FrameError};
-use crate::nostr::subscription::{InvalidFilter, SubscriptionId};
+use crate::nostr::subscription::SubscriptionId;
 use crate::time::Instant;
 
 /// An instruction for the driver's socket.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Transmit {
-    /// Open a new WebSocket to the relay, abandoning any previous one.
-    Open,
+    /// Open a new WebSocket to the relay, abandoning any previous one. Tag every socket
+    /// input about it (`handle_open`, `handle_frame`, ...) with `epoch`.
+    Open {
+        /// The new socket's epoch.
+        epoch: Epoch,
+    },
     /// Send this text frame on the open socket.
-    Send(String),
+    Send {
+        /// The frame.
+        text: String,
+        /// What it carries, so a driver or test never parses its own output.
+        carries: Carries,
+    },
     /// Send a WebSocket ping; answer its pong with `handle_pong`.
     Ping,
-    /// Close the socket.
-    Close,
+    /// Close the socket of `epoch`.
+    Close {
+        /// The socket to close.
+        epoch: Epoch,
+    },
 }
+
+/// What a [`Transmit::Send`] frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Carries {
+    /// A REQ for this subscription.
+    Req(SubscriptionId),
+    /// A CLOSE for this subscription.
+    Close(SubscriptionId),
+    /// An EVENT being published.
+    Event(EventId),
+    /// An AUTH answering a challenge.
+    Auth(EventId),
+}
+
+/// Why the session's socket is gone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Disconnect {
+    /// The application called `disconnect`.
+    Requested,
+    /// The socket was lost; a reconnect follows.
+    Lost(SocketLoss),
+}
+
+/// Identifies one NIP-42 challenge: answers to any other are refused by `authenticate`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChallengeId(pub u64);
 
 /// Something the application should hear.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// The socket opened; registered subscriptions are being replayed.
     Connected,
@@ -30,6 +71,8 @@ pub enum Event {
     Disconnected {
         /// When the next attempt starts.
         reconnect_at: Option<Instant>,
+        /// Why.
+        why: Disconnect,
     },
     /// An event for a subscription, exactly as the relay sent it.
     Event {
@@ -93,6 +136,9 @@ pub enum Event {
     AuthChallenge {
         /// The challenge.
         challenge: String,
+        /// Pass it to `authenticate` with the signed answer; a newer challenge or a new
+        /// socket makes it stale.
+        id: ChallengeId,
     },
     /// The relay accepted our AUTH; held work is being retried.
     Authenticated,
@@ -122,6 +168,7 @@ pub enum Event {
 
 /// Why a publish failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Rejection {
     /// The relay said no (`OK false`), and retrying cannot help or the retries are spent.
     Refused {
@@ -130,77 +177,4 @@ pub enum Rejection {
     },
     /// No OK arrived in time, on every attempt.
     TimedOut,
-}
-
-/// Local misuse: the caller's mistake, never the peer's.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Error {
-    /// No such subscription (never existed, unsubscribed, or already surfaced as `Closed`).
-    UnknownSubscription(SubscriptionId),
-    /// A subscription needs at least one filter.
-    NoFilters,
-    /// A filter is not a JSON object.
-    InvalidFilter(InvalidFilter),
-    /// The session already holds `max_registered` subscriptions.
-    TooManySubscriptions {
-        /// The configured bound.
-        max: usize,
-    },
-    /// The publish outbox already holds `max_outbox` events.
-    OutboxFull {
-        /// The configured bound.
-        max: usize,
-    },
-    /// The event to publish or authenticate with is not a usable event object.
-    InvalidEvent(FrameError),
-    /// This event is already in the outbox.
-    AlreadyPublishing(EventId),
-    /// No socket is open (an AUTH answers one connection's challenge).
-    NotConnected,
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::UnknownSubscription(id) => write!(f, "unknown subscription {id}"),
-            Error::NoFilters => f.write_str("a subscription needs at least one filter"),
-            Error::InvalidFilter(e) => write!(f, "{e}"),
-            Error::TooManySubscriptions { max } => {
-                write!(f, "the session already holds {max} subscriptions")
-            }
-            Error::OutboxFull { max } => write!(f, "the outbox already holds {max} events"),
-            Error::InvalidEvent(e) => write!(f, "invalid event: {e}"),
-            Error::AlreadyPublishing(id) => write!(f, "event {id} is already being published"),
-            Error::NotConnected => f.write_str("not connected"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl From<InvalidFilter> for Error {
-    fn from(e: InvalidFilter) -> Self {
-        Error::InvalidFilter(e)
-    }
-}
-
-/// Counters of what the peer did that was dropped rather than surfaced one by one.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Text frames received on an open socket.
-    pub frames: u64,
-    /// Frames that failed to decode.
-    pub malformed: u64,
-    /// Frames that arrived when no socket was open (from a socket already given up).
-    pub stale_socket: u64,
-    /// Frames for a subscription id this session never sent, or no longer has.
-    pub unknown_subscription: u64,
-    /// Frames for an earlier attempt of a live subscription.
-    pub stale_attempt: u64,
-    /// Events dropped as re-deliveries of the catch-up overlap.
-    pub duplicates: u64,
-    /// OKs for events not in the outbox.
-    pub unknown_ok: u64,
-    /// Frames this client never asks for (e.g. COUNT).
-    pub unexpected: u64,
 }

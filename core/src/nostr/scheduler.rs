@@ -1,0 +1,270 @@
+//! The subscription scheduler: which REQs go out when. It owns the send queue (priority,
+//! then registration order), who was told they wait for a slot, the REQs open on the relay
+//! and the order they were sent in, the subscription limit learned from refusals, and the
+//! batch pacing of replays. The session decides *that* a subscription should be sent; the
+//! scheduler decides *when*, under three bounds: never past the subscription limit, never
+//! inside a rate-limit gate window (background work only), at most `replay_batch` REQs per
+//! `replay_pause`.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use crate::gate::RateLimitGate;
+use crate::nostr::config::RelayConfig;
+use crate::nostr::message::ClientMessage;
+use crate::nostr::output::{Carries, Event, Transmit};
+use crate::nostr::registry::Registry;
+use crate::nostr::stats::Stats;
+use crate::nostr::subscription::{QueueKey, SubState, SubscriptionId};
+use crate::time::Instant;
+use crate::timers::Timers;
+
+/// The parts of the session the scheduler acts through, borrowed side by side.
+pub(crate) struct Env<'a> {
+    pub(crate) config: &'a RelayConfig,
+    pub(crate) gate: &'a RateLimitGate,
+    pub(crate) subs: &'a mut Registry,
+    pub(crate) timers: &'a mut Timers<SubscriptionId>,
+    pub(crate) transmits: &'a mut VecDeque<Transmit>,
+    pub(crate) events: &'a mut VecDeque<Event>,
+    pub(crate) stats: &'a mut Stats,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct Scheduler {
+    /// Subscriptions waiting to be sent: highest priority first, then first registered.
+    send_queue: BTreeSet<QueueKey>,
+    /// Which queued subscriptions were told they wait for a slot.
+    told_queued: BTreeSet<SubscriptionId>,
+    /// Subscriptions waiting for EOSE, by send order (to attribute id-less NOTICE refusals).
+    pending_by_seq: BTreeMap<u64, SubscriptionId>,
+    req_seq: u64,
+    open_reqs: usize,
+    learned_max: Option<usize>,
+    next_batch_at: Instant,
+}
+
+impl Scheduler {
+    /// REQs open on the relay (sent and not closed).
+    pub(crate) fn open_reqs(&self) -> usize {
+        self.open_reqs
+    }
+
+    /// The limit in force: `configured` or learned, whichever is lower.
+    pub(crate) fn limit(&self, configured: Option<usize>) -> Option<usize> {
+        match (configured, self.learned_max) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Whether one more REQ may be open.
+    pub(crate) fn slot_available(&self, configured: Option<usize>) -> bool {
+        self.limit(configured)
+            .is_none_or(|max| self.open_reqs < max)
+    }
+
+    /// The relay said "too many subscriptions" with the refused REQ already closed: it
+    /// allows what is open now (at least one). Returns the new limit if it is lower.
+    pub(crate) fn learn_limit(&mut self) -> Option<usize> {
+        let max = self.open_reqs.max(1);
+        if self.learned_max.is_some_and(|m| max >= m) {
+            return None;
+        }
+        self.learned_max = Some(max);
+        Some(max)
+    }
+
+    /// The newest REQ still waiting for EOSE: the only one an id-less refusal can mean.
+    pub(crate) fn newest_pending(&self) -> Option<SubscriptionId> {
+        self.pending_by_seq.last_key_value().map(|(_, &id)| id)
+    }
+
+    /// A new socket is open: replay batches may start at once.
+    pub(crate) fn on_open(&mut self, now: Instant) {
+        self.next_batch_at = now;
+    }
+
+    /// Nothing is open or queued any more (the socket is gone, or a new one starts).
+    pub(crate) fn reset(&mut self) {
+        self.send_queue.clear();
+        self.told_queued.clear();
+        self.pending_by_seq.clear();
+        self.open_reqs = 0;
+    }
+
+    /// `id` waits in the send queue.
+    pub(crate) fn enqueue(&mut self, id: SubscriptionId, env: &mut Env<'_>) {
+        let Some(sub) = env.subs.get_mut(id) else {
+            return;
+        };
+        sub.state = SubState::Queued;
+        self.send_queue.insert(sub.queue_key());
+    }
+
+    /// `id` is leaving the session: take it out of the queue.
+    pub(crate) fn dequeue(&mut self, key: QueueKey) {
+        self.send_queue.remove(&key);
+        self.told_queued.remove(&key.2);
+    }
+
+    /// Tell `id` once that it waits for a slot.
+    pub(crate) fn tell_queued(&mut self, id: SubscriptionId, env: &mut Env<'_>) {
+        if self.told_queued.insert(id) {
+            env.events.push_back(Event::Queued { sub: id });
+        }
+    }
+
+    /// Send REQs from the queue: only outside a gate window, at most one batch per
+    /// `replay_pause`, never past the subscription limit. The caller checks the socket.
+    pub(crate) fn pump(&mut self, now: Instant, env: &mut Env<'_>) {
+        if self.send_queue.is_empty() {
+            return;
+        }
+        let configured = env.config.max_subscriptions;
+        // Checked before the pause and the gate: with no slot free, nothing wakes the pump
+        // again until a slot frees up, so whoever waits must hear `Queued` now.
+        if !self.slot_available(configured) {
+            self.tell_all_queued(env);
+            return;
+        }
+        if now < self.next_batch_at || env.gate.is_open(now) {
+            return;
+        }
+        let mut sent = 0;
+        while sent < env.config.replay_batch.max(1) {
+            if !self.slot_available(configured) {
+                self.tell_all_queued(env);
+                break;
+            }
+            let Some((_, _, id)) = self.send_queue.pop_first() else {
+                break;
+            };
+            self.told_queued.remove(&id);
+            self.send_req(now, id, env);
+            sent += 1;
+        }
+        if sent > 0 {
+            self.next_batch_at = now.saturating_add(env.config.replay_pause);
+        }
+    }
+
+    /// When [`Scheduler::pump`] can next send, if anything waits and a slot is free.
+    pub(crate) fn deadline(
+        &self,
+        gate: &RateLimitGate,
+        configured: Option<usize>,
+    ) -> Option<Instant> {
+        if self.send_queue.is_empty() || !self.slot_available(configured) {
+            return None;
+        }
+        let gate = gate.ready_at().unwrap_or(Instant::ZERO);
+        Some(self.next_batch_at.max(gate))
+    }
+
+    /// Send `id`'s REQ now (a foreground subscribe, or the pump), with its EOSE timeout.
+    pub(crate) fn send_req(&mut self, now: Instant, id: SubscriptionId, env: &mut Env<'_>) {
+        let Some(sub) = env.subs.get_mut(id) else {
+            return;
+        };
+        sub.attempt = sub.attempt.wrapping_add(1);
+        sub.responded = false;
+        sub.state = SubState::Pending;
+        self.req_seq += 1;
+        sub.sent_seq = self.req_seq;
+        let filters = sub.req_filters(env.config.catch_up);
+        let text = ClientMessage::Req {
+            sub: sub.wire_id().into(),
+            filters: filters.iter().map(|f| &**f).collect(),
+        }
+        .encode();
+        env.timers.set(
+            id,
+            &mut sub.timer,
+            Some(now.saturating_add(env.config.eose_timeout)),
+        );
+        self.pending_by_seq.insert(self.req_seq, id);
+        self.open_reqs += 1;
+        env.stats.reqs += 1;
+        env.transmits.push_back(Transmit::Send {
+            text,
+            carries: Carries::Req(id),
+        });
+    }
+
+    /// `id` got its EOSE: it no longer waits for one.
+    pub(crate) fn answered(&mut self, sent_seq: u64) {
+        self.pending_by_seq.remove(&sent_seq);
+    }
+
+    /// `id`'s REQ is no longer open on the relay; its timer is cancelled.
+    pub(crate) fn leave_open(&mut self, id: SubscriptionId, env: &mut Env<'_>) {
+        let Some(sub) = env.subs.get_mut(id) else {
+            return;
+        };
+        if sub.state == SubState::Pending {
+            self.pending_by_seq.remove(&sub.sent_seq);
+        }
+        if sub.state.is_open() {
+            self.open_reqs -= 1;
+            sub.state = SubState::Idle;
+        }
+        env.timers.set(id, &mut sub.timer, None);
+    }
+
+    fn tell_all_queued(&mut self, env: &mut Env<'_>) {
+        if self.told_queued.len() == self.send_queue.len() {
+            return;
+        }
+        let waiting: Vec<SubscriptionId> = self.send_queue.iter().map(|&(_, _, id)| id).collect();
+        for id in waiting {
+            self.tell_queued(id, env);
+        }
+    }
+}
+
+#[cfg(feature = "fuzzing")]
+impl Scheduler {
+    /// Check the scheduler's indexes against the subscriptions themselves.
+    pub(crate) fn check_consistency(&self, subs: &Registry) -> Result<(), String> {
+        let mut open = 0;
+        let mut queued = 0;
+        let mut pending = BTreeMap::new();
+        for sub in subs.iter() {
+            let id = sub.id;
+            open += usize::from(sub.state.is_open());
+            if sub.state == SubState::Pending && pending.insert(sub.sent_seq, id).is_some() {
+                return Err(format!("two pending REQs share sequence {}", sub.sent_seq));
+            }
+            let in_queue = self.send_queue.contains(&sub.queue_key());
+            if in_queue != (sub.state == SubState::Queued) {
+                return Err(format!("{id} is {:?} but in_queue={in_queue}", sub.state));
+            }
+            queued += usize::from(in_queue);
+        }
+        if queued != self.send_queue.len() {
+            return Err(format!(
+                "send queue holds {} entries for {queued} queued subscriptions",
+                self.send_queue.len()
+            ));
+        }
+        if let Some(id) = self
+            .told_queued
+            .iter()
+            .find(|id| !self.send_queue.iter().any(|(_, _, q)| q == *id))
+        {
+            return Err(format!(
+                "{id} was told it is queued but is not in the queue"
+            ));
+        }
+        if open != self.open_reqs {
+            return Err(format!("open_reqs {} but {open} open", self.open_reqs));
+        }
+        if pending != self.pending_by_seq {
+            return Err(format!(
+                "pending_by_seq {:?} but pending {pending:?}",
+                self.pending_by_seq
+            ));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,29 @@
+//! [`Stats`]: what a [`RelaySession`](super::session::RelaySession) counted rather than
+//! surfaced one by one.
+
+/// Counters: what the session sent, and what the peer did that was dropped rather than
+/// surfaced one by one.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// REQ frames sent (first sends, replays and retries).
+    pub reqs: u64,
+    /// Binary frames received (NIP-01 is text only: ignored).
+    pub binary: u64,
+    /// Text frames received on an open socket.
+    pub frames: u64,
+    /// Frames that failed to decode.
+    pub malformed: u64,
+    /// Socket input tagged with an epoch the session already let go.
+    pub stale_socket: u64,
+    /// Frames for a subscription id this session never sent, or no longer has.
+    pub unknown_subscription: u64,
+    /// Frames for an earlier attempt of a live subscription.
+    pub stale_attempt: u64,
+    /// Events dropped as re-deliveries of the catch-up overlap.
+    pub duplicates: u64,
+    /// OKs for events not in the outbox.
+    pub unknown_ok: u64,
+    /// Frames this client never asks for (e.g. COUNT).
+    pub unexpected: u64,
+}
