@@ -6,7 +6,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BatchSize, Criterion, Throughput};
 use tether_bench::{live_session, opened, replay};
 use tether_core::nostr::RelaySession;
-use tether_core::Instant;
+use tether_core::{Epoch, Instant};
 
 fn event_frames(subs: usize, count: usize, first: usize) -> Vec<String> {
     (first..first + count)
@@ -27,7 +27,7 @@ fn event_frames(subs: usize, count: usize, first: usize) -> Vec<String> {
 /// Hand `frames` to the session, draining the events each produces (the measured work).
 fn feed(s: &mut RelaySession, now: Instant, frames: &[String]) {
     for f in frames {
-        s.handle_frame(now, black_box(f));
+        let _ = s.handle_frame(now, Epoch(1), black_box(f));
         while let Some(e) = s.poll_event() {
             black_box(e);
         }
@@ -50,7 +50,7 @@ fn dispatch(c: &mut Criterion) {
                 || {
                     let mut s = live_session(n);
                     for f in &warm {
-                        s.handle_frame(now, f);
+                        let _ = s.handle_frame(now, Epoch(1), f);
                     }
                     while s.poll_event().is_some() {}
                     s

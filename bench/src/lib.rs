@@ -9,8 +9,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use tether_core::nostr::{Filter, Priority, RelayConfig, RelaySession, Transmit};
-use tether_core::{Instant, LinkConfig, Liveness};
+use tether_core::nostr::{Carries, Filter, Priority, RelayConfig, RelaySession, Transmit};
+use tether_core::{Epoch, Instant, LinkConfig, Liveness};
 
 /// The system allocator, counting live heap bytes. Install it with `#[global_allocator]`
 /// in a test or bench binary, then read [`live_bytes`].
@@ -70,7 +70,8 @@ pub fn opened(n: usize) -> RelaySession {
         let _ = s.subscribe(Instant::ZERO, vec![filter(i)], Priority::NORMAL);
     }
     s.connect(Instant::ZERO);
-    s.handle_open(Instant::ZERO);
+    s.handle_open(Instant::ZERO, Epoch(1))
+        .expect("the first socket is epoch 1");
     s
 }
 
@@ -98,7 +99,7 @@ pub fn live_session(n: usize) -> RelaySession {
     let mut s = opened(n);
     let (_, _, now) = replay(&mut s);
     for i in 0..n {
-        s.handle_frame(now, &format!(r#"["EOSE","{i:x}:1"]"#));
+        let _ = s.handle_frame(now, Epoch(1), &format!(r#"["EOSE","{i:x}:1"]"#));
         drain(&mut s);
     }
     s
@@ -111,7 +112,13 @@ pub fn drain(s: &mut RelaySession) -> usize {
         let mut any = false;
         while let Some(t) = s.poll_transmit() {
             any = true;
-            reqs += usize::from(matches!(&t, Transmit::Send(text) if text.starts_with("[\"REQ\"")));
+            reqs += usize::from(matches!(
+                &t,
+                Transmit::Send {
+                    carries: Carries::Req(_),
+                    ..
+                }
+            ));
         }
         while s.poll_event().is_some() {
             any = true;

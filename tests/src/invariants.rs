@@ -4,8 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use tether_core::nostr::message::{ClientMessage, DEFAULT_MAX_FRAME};
-use tether_core::nostr::{Event, RelayConfig, RelaySession, SubscriptionId};
+use tether_core::nostr::{Carries, Event, RelayConfig, RelaySession, SubscriptionId};
 use tether_core::Instant;
 
 use crate::sim::Action;
@@ -92,37 +91,30 @@ impl Invariants {
         &mut self,
         now: Instant,
         text: &str,
+        carries: Carries,
         session: &RelaySession,
         transcript: &str,
     ) {
         if self.disconnected {
             fail(transcript, &format!("sent {text} after disconnect"));
         }
-        let Ok(ClientMessage::Req { sub, .. }) = ClientMessage::decode(text, DEFAULT_MAX_FRAME)
-        else {
+        let Carries::Req(id) = carries else {
             return;
         };
-        let id = sub
-            .split(':')
-            .next()
-            .and_then(|h| u64::from_str_radix(h, 16).ok())
-            .map(SubscriptionId);
-        if let Some(id) = id {
-            if self.closed.contains_key(&id) {
-                fail(
-                    transcript,
-                    &format!("re-REQ of {id} after it was surfaced as Closed"),
-                );
-            }
-            // The first REQ, at most `max_retries` re-REQs, and the one retry after auth.
-            let n = self.reqs_since_clear.entry(id).or_default();
-            *n += 1;
-            if *n > self.max_retries.saturating_add(2) {
-                fail(
-                    transcript,
-                    &format!("{id} sent {n} REQs without a clean EOSE or new socket"),
-                );
-            }
+        if self.closed.contains_key(&id) {
+            fail(
+                transcript,
+                &format!("re-REQ of {id} after it was surfaced as Closed"),
+            );
+        }
+        // The first REQ, at most `max_retries` re-REQs, and the one retry after auth.
+        let n = self.reqs_since_clear.entry(id).or_default();
+        *n += 1;
+        if *n > self.max_retries.saturating_add(2) {
+            fail(
+                transcript,
+                &format!("{id} sent {n} REQs without a clean EOSE or new socket"),
+            );
         }
         if self.foreground {
             return;
@@ -130,7 +122,7 @@ impl Invariants {
         if session.gate().is_open(now) {
             fail(
                 transcript,
-                &format!("background REQ {sub} inside the gate window"),
+                &format!("background REQ {text} inside the gate window"),
             );
         }
         match self.batch_at {

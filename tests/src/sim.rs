@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use tether_core::link::{Epoch, SocketLoss};
 use tether_core::nostr::message::{ClientMessage, RelayMessage, DEFAULT_MAX_FRAME};
 use tether_core::nostr::{
-    Event, Filter, Priority, RelayConfig, RelaySession, SubscriptionId, Transmit,
+    Carries, Event, Filter, Priority, RelayConfig, RelaySession, SubscriptionId, Transmit,
 };
 use tether_core::Instant;
 
@@ -55,7 +56,7 @@ enum Item {
 #[derive(Clone, Debug)]
 enum Input {
     Open,
-    Close,
+    Close(SocketLoss),
     Frame(String),
     Pong,
 }
@@ -78,13 +79,15 @@ pub struct Sim {
     now: Instant,
     seq: u64,
     queue: BTreeMap<(Instant, u64), Item>,
+    /// The connection the relay and session share: the session's socket epoch.
     conn: Option<u64>,
-    next_conn: u64,
+    /// The connection the relay accepted last: it can only send on that one.
+    accepted: Option<u64>,
     transcript: String,
     /// Every event the application heard, with its time.
     pub events: Vec<(Instant, Event)>,
-    /// Every frame the session sent, with its time.
-    pub sent: Vec<(Instant, String)>,
+    /// Every frame the session sent, with its time and what the session said it carries.
+    pub sent: Vec<(Instant, Carries, String)>,
     /// The invariant checker's state.
     pub invariants: Invariants,
     auths: u64,
@@ -106,7 +109,7 @@ impl Sim {
             seq: 0,
             queue: BTreeMap::new(),
             conn: None,
-            next_conn: 0,
+            accepted: None,
             transcript: String::new(),
             events: Vec::new(),
             sent: Vec::new(),
@@ -147,8 +150,8 @@ impl Sim {
     pub fn reqs(&self) -> impl Iterator<Item = (Instant, &str)> + '_ {
         self.sent
             .iter()
-            .filter(|(_, frame)| frame.starts_with("[\"REQ\""))
-            .map(|(at, frame)| (*at, frame.as_str()))
+            .filter(|(_, carries, _)| matches!(carries, Carries::Req(_)))
+            .map(|(at, _, frame)| (*at, frame.as_str()))
     }
 
     /// What `pick` takes from each event the application heard, in order.
@@ -205,9 +208,13 @@ impl Sim {
             Item::Accept(conn) => {
                 if self.relay.down || self.conn != Some(conn) {
                     self.line("io", "refused");
-                    self.push(self.now + self.latency, Item::ToSession(conn, Input::Close));
+                    self.push(
+                        self.now + self.latency,
+                        Item::ToSession(conn, Input::Close(SocketLoss::ConnectionRefused)),
+                    );
                     return;
                 }
+                self.accepted = Some(conn);
                 let greeting = self.relay.accept(conn);
                 self.push(self.now + self.latency, Item::ToSession(conn, Input::Open));
                 for frame in greeting {
@@ -238,29 +245,48 @@ impl Sim {
                 if self.conn != Some(conn) {
                     return;
                 }
-                self.deliver(input);
+                self.deliver(Epoch(conn), input);
             }
         }
     }
 
-    fn deliver(&mut self, input: Input) {
+    fn deliver(&mut self, epoch: Epoch, input: Input) {
         let now = self.now;
-        match input {
+        let result = match input {
             Input::Open => {
                 self.line("io", "open");
-                self.session.handle_open(now);
+                self.session.handle_open(now, epoch)
             }
-            Input::Close => {
+            Input::Close(why) => {
                 self.line("io", "closed");
                 self.conn = None;
-                self.session.handle_close(now);
+                self.session.handle_close(now, epoch, why)
             }
-            Input::Pong => self.session.handle_pong(now),
+            Input::Pong => self.session.handle_pong(now, epoch),
             Input::Frame(text) => {
                 let shown = self.show(&text);
                 self.line("rx", &shown);
-                self.session.handle_frame(now, &text);
+                self.session.handle_frame(now, epoch, &text)
             }
+        };
+        // The Sim tags input only with epochs the session handed out, in order.
+        if let Err(e) = result {
+            panic!("socket misuse by the Sim: {e}\n{}", self.transcript);
+        }
+    }
+
+    /// The network or the relay dropped the shared connection.
+    fn drop_conn(&mut self) {
+        let Some(conn) = self.conn.take() else {
+            return;
+        };
+        self.relay.drop_conn(conn);
+        self.line("io", "dropped");
+        let result = self
+            .session
+            .handle_close(self.now, Epoch(conn), SocketLoss::NetworkError);
+        if let Err(e) = result {
+            panic!("socket misuse by the Sim: {e}\n{}", self.transcript);
         }
     }
 
@@ -294,20 +320,10 @@ impl Sim {
                     self.line("app", &format!("  -> error {e}"));
                 }
             }
-            Action::DropSocket => {
-                if let Some(conn) = self.conn.take() {
-                    self.relay.drop_conn(conn);
-                    self.line("io", "dropped");
-                    self.session.handle_close(now);
-                }
-            }
+            Action::DropSocket => self.drop_conn(),
             Action::RelayDown => {
                 self.relay.down = true;
-                if let Some(conn) = self.conn.take() {
-                    self.relay.drop_conn(conn);
-                    self.line("io", "dropped");
-                    self.session.handle_close(now);
-                }
+                self.drop_conn();
             }
             Action::RelayUp => self.relay.down = false,
             Action::Store(event) => {
@@ -319,7 +335,8 @@ impl Sim {
                 }
             }
             Action::RelayFrame(frame) => {
-                if let Some(conn) = self.conn {
+                // A relay can only write on a connection it accepted.
+                if let Some(conn) = self.conn.filter(|&c| self.accepted == Some(c)) {
                     self.push(
                         now + self.latency,
                         Item::ToSession(conn, Input::Frame(frame)),
@@ -357,18 +374,17 @@ impl Sim {
     fn transmit(&mut self, t: Transmit) {
         let now = self.now;
         match t {
-            Transmit::Open => {
+            Transmit::Open { epoch } => {
                 self.line("tx", "Open");
                 self.invariants.transmitted("Open", &self.transcript);
                 if let Some(old) = self.conn.take() {
                     self.relay.drop_conn(old);
                 }
-                self.next_conn += 1;
-                let conn = self.next_conn;
+                let conn = epoch.0;
                 self.conn = Some(conn);
                 self.push(now + self.latency, Item::Accept(conn));
             }
-            Transmit::Close => {
+            Transmit::Close { .. } => {
                 self.line("tx", "Close");
                 self.invariants.transmitted("Close", &self.transcript);
                 if let Some(conn) = self.conn.take() {
@@ -382,12 +398,12 @@ impl Sim {
                     self.push(now + self.latency * 2, Item::ToSession(conn, Input::Pong));
                 }
             }
-            Transmit::Send(text) => {
+            Transmit::Send { text, carries } => {
                 let shown = self.show(&text);
                 self.line("tx", &shown);
                 self.invariants
-                    .sent(now, &text, &self.session, &self.transcript);
-                self.sent.push((now, text.clone()));
+                    .sent(now, &text, carries, &self.session, &self.transcript);
+                self.sent.push((now, carries, text.clone()));
                 if let Some(conn) = self.conn {
                     self.push(now + self.latency, Item::ToRelay(conn, text));
                 }
@@ -402,11 +418,11 @@ impl Sim {
             other => format!("{other:?}").replace("\"", "'"),
         };
         self.line("ev", &shown);
-        if let Event::AuthChallenge { challenge } = &e {
+        if let Event::AuthChallenge { challenge, id } = &e {
             if self.auto_auth {
                 self.auths += 1;
                 let signed = auth_event(self.auths, challenge);
-                let _ = self.session.authenticate(now, &signed);
+                let _ = self.session.authenticate(now, *id, &signed);
             }
         }
         self.events.push((now, e));

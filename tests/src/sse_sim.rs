@@ -232,7 +232,11 @@ impl SseSim {
         }
     }
 
-    fn feed(&mut self, epoch: Epoch, mut bytes: &[u8]) -> Result<(), tether_core::link::SocketError> {
+    fn feed(
+        &mut self,
+        epoch: Epoch,
+        mut bytes: &[u8],
+    ) -> Result<(), tether_core::link::SocketError> {
         while !bytes.is_empty() {
             let n = self.session.handle_bytes(self.now, epoch, bytes)?;
             bytes = &bytes[n..];

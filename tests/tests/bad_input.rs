@@ -19,7 +19,9 @@ use tether_testkit::peers::rss_bytes;
 use tether_testkit::relay_model::auth_event;
 use tether_testkit::server::TestRelay;
 use tether_testkit::{RelayModel, StoredEvent};
+use tether_tokio::tether_core::link::SocketLoss;
 use tether_tokio::tether_core::nostr::message::FrameError;
+use tether_tokio::tether_core::nostr::Disconnect;
 use tether_tokio::tether_core::{BackoffPolicy, Jitter};
 use tether_tokio::tether_driver::BoxFuture;
 use tether_tokio::{
@@ -227,7 +229,8 @@ async fn a_64_mib_frame_is_refused_by_size_and_the_client_reconnects() {
         h.heard().iter().any(|e| matches!(
             e,
             SessionEvent::Disconnected {
-                reconnect_in: Some(_)
+                reconnect_in: Some(_),
+                why: Disconnect::Lost(SocketLoss::FrameTooLarge),
             }
         )),
         "{:?}",

@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use tether_core::nostr::{
-    Event, Priority, Rejection, RelayConfig, RelaySession, SubscriptionId, Transmit,
+    Carries, Event, Priority, Rejection, RelayConfig, RelaySession, SubscriptionId, Transmit,
 };
-use tether_core::{GateScope, Instant};
+use tether_core::{Epoch, GateScope, Instant};
 use tether_testkit::{Action, RelayModel, Sim, StoredEvent};
 
 fn ms(n: u64) -> Duration {
@@ -74,7 +74,7 @@ fn replay_sends_higher_priority_first() {
     s.at(ms(0), kinds(4, Priority::NORMAL));
     s.at(ms(0), Action::Connect);
     s.run_for(Duration::from_secs(1));
-    let order: Vec<&str> = s.sent.iter().map(|(_, t)| t.as_str()).collect();
+    let order: Vec<&str> = s.sent.iter().map(|(_, _, t)| t.as_str()).collect();
     assert_eq!(
         order,
         vec![
@@ -120,7 +120,9 @@ fn subscribe_is_never_held_behind_the_gate() {
     s.run_for(Duration::from_secs(1));
     assert!(s.session.gate().is_open(s.now()));
     assert_eq!(
-        s.sent.last().map(|(at, t)| (at.since_origin(), t.as_str())),
+        s.sent
+            .last()
+            .map(|(at, _, t)| (at.since_origin(), t.as_str())),
         Some((ms(500), r#"["REQ","1:1",{"kinds":[2]}]"#))
     );
 }
@@ -155,15 +157,21 @@ fn publishes_are_matched_by_id_when_oks_come_out_of_order() {
     let mut s = RelaySession::new(RelayConfig::default(), 1);
     let t = Instant::ZERO;
     s.connect(t);
-    s.handle_open(t);
+    s.handle_open(t, Epoch(1)).unwrap();
     let a = StoredEvent::new(1, 1, 1);
     let b = StoredEvent::new(2, 1, 1);
     s.publish(t, &a.json).unwrap();
     s.publish(t, &b.json).unwrap();
     while s.poll_transmit().is_some() {}
     while s.poll_event().is_some() {}
-    s.handle_frame(t, &format!(r#"["OK","{}",false,"blocked: spam"]"#, b.id()));
-    s.handle_frame(t, &format!(r#"["OK","{}",true,""]"#, a.id()));
+    s.handle_frame(
+        t,
+        Epoch(1),
+        &format!(r#"["OK","{}",false,"blocked: spam"]"#, b.id()),
+    )
+    .unwrap();
+    s.handle_frame(t, Epoch(1), &format!(r#"["OK","{}",true,""]"#, a.id()))
+        .unwrap();
     let events: Vec<Event> = std::iter::from_fn(|| s.poll_event()).collect();
     assert_eq!(
         events,
@@ -184,7 +192,7 @@ fn duplicate_counts_as_published_and_unanswered_publishes_time_out_after_bounded
     let mut s = RelaySession::new(RelayConfig::default(), 1);
     let mut t = Instant::ZERO;
     s.connect(t);
-    s.handle_open(t);
+    s.handle_open(t, Epoch(1)).unwrap();
     let a = StoredEvent::new(1, 1, 1);
     let b = StoredEvent::new(2, 1, 1);
     s.publish(t, &a.json).unwrap();
@@ -193,8 +201,10 @@ fn duplicate_counts_as_published_and_unanswered_publishes_time_out_after_bounded
     while s.poll_event().is_some() {}
     s.handle_frame(
         t,
+        Epoch(1),
         &format!(r#"["OK","{}",false,"duplicate: already have it"]"#, a.id()),
-    );
+    )
+    .unwrap();
     assert_eq!(s.poll_event(), Some(Event::Published { id: a.id() }));
     let mut sends = 0;
     let mut outcome = None;
@@ -202,9 +212,15 @@ fn duplicate_counts_as_published_and_unanswered_publishes_time_out_after_bounded
         t = next.max(t);
         s.handle_timeout(t);
         // Keep the socket alive: the relay answers pings, just never this OK.
-        s.handle_pong(t);
+        s.handle_pong(t, Epoch(1)).unwrap();
         while let Some(tx) = s.poll_transmit() {
-            if matches!(tx, Transmit::Send(ref text) if text.starts_with("[\"EVENT\"")) {
+            if matches!(
+                tx,
+                Transmit::Send {
+                    carries: Carries::Event(_),
+                    ..
+                }
+            ) {
                 sends += 1;
             }
         }

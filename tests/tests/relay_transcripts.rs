@@ -239,6 +239,7 @@ fn accept_then_drop_relay_sees_growing_delays() {
         .filter_map(|(at, e)| match e {
             Event::Disconnected {
                 reconnect_at: Some(r),
+                ..
             } => Some((*r - *at).as_millis()),
             _ => None,
         })

@@ -7,7 +7,8 @@ use std::time::Duration;
 use futures_util::stream::{select_all, StreamExt};
 use serde::Serialize;
 use serde_json::value::RawValue;
-use tether_tokio::tether_core::nostr::RelayConfig;
+use tether_tokio::tether_core::link::SocketLoss;
+use tether_tokio::tether_core::nostr::{Disconnect, RelayConfig};
 use tether_tokio::{
     Config, Filter, RelayClient, SessionEvent, SessionEvents, Signer, SubscriptionEvent,
     SubscriptionId,
@@ -26,14 +27,16 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 /// `tether req <URL> [FILTER_JSON ...]`
 ///
 /// Writes one JSON object per line to stdout: `connected`, `disconnected`
-/// (`reconnect_in_ms`), `event` (`sub`, `event`), `eose`, `closed` (`reason`, `attempts`),
+/// (`reconnect_in_ms`, `why`, `close_code`), `event` (`sub`, `event`), `eose`, `closed` (`reason`, `attempts`),
 /// `notice`, `auth` (`challenge`), and what the session does in between: `retrying`,
 /// `queued`, `eose_timeout`, `rate_limited`, `subscription_limit`, `authenticated`,
 /// `auth_failed`, `signer_failed`. `sub` is the filter argument's index, from 0.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Output, one JSON object per line on stdout: connected, disconnected \
-    (reconnect_in_ms), event (sub, event), eose (sub), closed (sub, reason, attempts), notice \
+    (reconnect_in_ms; why: requested, connection_refused, tls_rejected, handshake_failed, \
+    connect_timeout, closed_by_peer with close_code, frame_too_large, pong_timeout, \
+    network_error), event (sub, event), eose (sub), closed (sub, reason, attempts), notice \
     (message), auth (challenge), retrying (sub, in_ms, attempt), queued, eose_timeout, \
     rate_limited (window_ms), subscription_limit (max), authenticated, auth_failed, \
     signer_failed. `sub` is the filter argument's index, from 0. Diagnostics go to stderr.\n\
@@ -74,6 +77,9 @@ enum Line<'a> {
     Connected,
     Disconnected {
         reconnect_in_ms: Option<u64>,
+        why: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        close_code: Option<u16>,
     },
     Event {
         sub: &'a str,
@@ -208,11 +214,16 @@ impl Run {
     fn session_event(&mut self, event: &SessionEvent) -> Result<(), Failure> {
         let line = match event {
             SessionEvent::Connected => Line::Connected,
-            SessionEvent::Disconnected { reconnect_in } => Line::Disconnected {
-                reconnect_in_ms: reconnect_in.map(millis),
-            },
+            SessionEvent::Disconnected { reconnect_in, why } => {
+                let (why, close_code) = disconnect_why(*why);
+                Line::Disconnected {
+                    reconnect_in_ms: reconnect_in.map(millis),
+                    why,
+                    close_code,
+                }
+            }
             SessionEvent::Notice { message } => Line::Notice { message },
-            SessionEvent::AuthChallenge { challenge } => Line::Auth { challenge },
+            SessionEvent::AuthChallenge { challenge, .. } => Line::Auth { challenge },
             SessionEvent::Authenticated => Line::Authenticated,
             SessionEvent::AuthFailed { reason } => Line::AuthFailed { reason },
             SessionEvent::SignerFailed { error } => Line::SignerFailed {
@@ -285,7 +296,13 @@ impl Run {
         }
         let closed = async {
             while let Some(event) = session.next().await {
-                let last = matches!(event, SessionEvent::Disconnected { reconnect_in: None });
+                let last = matches!(
+                    event,
+                    SessionEvent::Disconnected {
+                        reconnect_in: None,
+                        ..
+                    }
+                );
                 self.session_event(&event)?;
                 if last {
                     break;
@@ -300,6 +317,16 @@ impl Run {
                 Ok(())
             }
         }
+    }
+}
+
+/// The `why` (and `close_code`) of a `disconnected` line.
+fn disconnect_why(why: Disconnect) -> (&'static str, Option<u16>) {
+    match why {
+        Disconnect::Lost(loss @ SocketLoss::ClosedByPeer { code }) => (loss.as_str(), code),
+        Disconnect::Lost(loss) => (loss.as_str(), None),
+        Disconnect::Requested => ("requested", None),
+        _ => ("unknown", None),
     }
 }
 

@@ -118,7 +118,7 @@ fn sub_line(item: &SubscriptionEvent) -> String {
 /// A session event without its measured durations.
 fn session_line(event: &SessionEvent) -> String {
     match event {
-        SessionEvent::Disconnected { reconnect_in } => format!(
+        SessionEvent::Disconnected { reconnect_in, .. } => format!(
             "session: disconnected, reconnecting: {}",
             reconnect_in.is_some()
         ),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{future, stream, StreamExt};
-use tether_core::nostr::{Filter, Rejection};
+use tether_core::nostr::{Disconnect, Filter, Rejection};
 use tether_core::{Jitter, Liveness};
 use tether_driver::{
     BoxFuture, Config, Published, Rejected, SessionEvent, SessionEvents, Signer, SignerError,
@@ -184,11 +184,16 @@ pub async fn replay_after_a_drop_goes_in_paced_batches<H: Harness>() {
     relay.sever_all();
     let SessionEvent::Disconnected {
         reconnect_in: Some(delay),
+        why,
     } = disconnected::<H>(&mut events).await
     else {
         panic!("no reconnect planned")
     };
     assert!(delay >= RECONNECT_BASE / 2 && delay <= RECONNECT_BASE * 3 / 2);
+    assert!(
+        matches!(why, Disconnect::Lost(_)),
+        "a severed socket is lost, not requested: {why:?}"
+    );
     connected::<H>(&mut events).await;
     for sub in &mut subs {
         until_eose::<H>(sub).await;
@@ -430,12 +435,12 @@ pub async fn auth_by_hand_without_a_signer<H: Harness>() {
         matches!(e, SessionEvent::AuthChallenge { .. })
     })
     .await;
-    let SessionEvent::AuthChallenge { challenge } = challenge else {
+    let SessionEvent::AuthChallenge { challenge, id } = challenge else {
         unreachable!()
     };
     let mut sub = client.subscribe(kind1()).await.unwrap();
     client
-        .authenticate(auth_event(9, &challenge))
+        .authenticate(id, auth_event(9, &challenge))
         .await
         .unwrap();
     next_matching::<H, _, _>(&mut events, Duration::from_secs(10), |e| {
@@ -598,7 +603,10 @@ pub async fn disconnect_closes_and_never_reconnects<H: Harness>() {
     client.disconnect().await.unwrap();
     assert_eq!(
         next_matching::<H, _, _>(&mut events, Duration::from_secs(1), |_| true).await,
-        SessionEvent::Disconnected { reconnect_in: None }
+        SessionEvent::Disconnected {
+            reconnect_in: None,
+            why: Disconnect::Requested
+        }
     );
     eventually::<H>(Duration::from_secs(5), "the relay saw the close", || {
         relay.open_connections() == 0

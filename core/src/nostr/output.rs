@@ -7,8 +7,10 @@ use crate::nostr::subscription::SubscriptionId;
 use crate::time::Instant;
 
 /// An instruction for the driver's socket.
+///
+/// Deliberately exhaustive, unlike [`Event`]: a driver that ignored an instruction it did not
+/// know would break the session, so a new one must fail to compile instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Transmit {
     /// Open a new WebSocket to the relay, abandoning any previous one. Tag every socket
     /// input about it (`handle_open`, `handle_frame`, ...) with `epoch`.

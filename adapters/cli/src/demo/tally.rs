@@ -140,7 +140,7 @@ impl Tally {
                     self.connections
                 ))
             }
-            SessionEvent::Disconnected { reconnect_in } => {
+            SessionEvent::Disconnected { reconnect_in, .. } => {
                 self.connected = false;
                 let Some(delay) = reconnect_in else {
                     return Some("disconnected".into());

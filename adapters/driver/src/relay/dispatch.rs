@@ -173,13 +173,15 @@ impl Dispatch {
     }
 }
 
-/// Where the core's `event` goes, with its times made relative to `now`.
-pub(crate) fn route(now: Instant, event: Event) -> Route {
+/// Where the core's `event` goes, with its times made relative to `now`; `None` for an
+/// event this driver does not know yet (the core's `Event` grows).
+pub(crate) fn route(now: Instant, event: Event) -> Option<Route> {
     let after = |at: Instant| at.saturating_duration_since(now);
-    match event {
+    Some(match event {
         Event::Connected => Route::Session(SessionEvent::Connected),
-        Event::Disconnected { reconnect_at } => Route::Session(SessionEvent::Disconnected {
+        Event::Disconnected { reconnect_at, why } => Route::Session(SessionEvent::Disconnected {
             reconnect_in: reconnect_at.map(after),
+            why,
         }),
         Event::Event { sub, id, raw } => {
             Route::Sub(sub, SubscriptionEvent::Event(RelayEvent { id, raw }))
@@ -204,15 +206,16 @@ pub(crate) fn route(now: Instant, event: Event) -> Route {
         }),
         Event::SubscriptionLimit { max } => Route::Session(SessionEvent::SubscriptionLimit { max }),
         Event::Notice { message } => Route::Session(SessionEvent::Notice { message }),
-        Event::AuthChallenge { challenge } => {
-            Route::Session(SessionEvent::AuthChallenge { challenge })
+        Event::AuthChallenge { challenge, id } => {
+            Route::Session(SessionEvent::AuthChallenge { challenge, id })
         }
         Event::Authenticated => Route::Session(SessionEvent::Authenticated),
         Event::AuthFailed { reason } => Route::Session(SessionEvent::AuthFailed { reason }),
         Event::Published { id } => Route::Publish(id, Ok(Published { id })),
         Event::Rejected { id, reason } => Route::Publish(id, Err(Rejected::Relay { id, reason })),
         Event::PeerError { error } => Route::Session(SessionEvent::PeerError { error }),
-    }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

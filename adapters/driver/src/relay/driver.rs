@@ -8,8 +8,8 @@ use std::task::{Context, Poll};
 
 use futures_channel::mpsc;
 use futures_core::Stream;
-use tether_core::link::Epoch;
-use tether_core::nostr::{Event, RelaySession, Transmit};
+use tether_core::link::{Epoch, SocketError, SocketLoss};
+use tether_core::nostr::{Carries, ChallengeId, Error, Event, RelaySession, Transmit};
 use tether_core::Instant;
 use tracing::{debug, info, warn};
 use tungstenite::Message;
@@ -41,12 +41,14 @@ pub struct RelayDriver<R: Runtime> {
     closing: Option<BoxSocket>,
     outgoing: VecDeque<Message>,
     unflushed: bool,
-    /// The signer's answer to the latest challenge, and the socket it belongs to.
-    signing: Option<(Epoch, BoxFuture<Result<String, SignerError>>)>,
+    /// The socket (or connection attempt) the core handed out last; every socket input is
+    /// tagged with it, and the core ignores it once stale.
+    epoch: Epoch,
+    /// The signer's answer to the latest challenge, with the challenge it answers.
+    signing: Option<(ChallengeId, BoxFuture<Result<String, SignerError>>)>,
     alarm: Alarm<R>,
     /// Socket reads are paused because the application is behind (told to the core).
     reading_paused: bool,
-    binary_frames: u64,
     span: tracing::Span,
 }
 
@@ -86,10 +88,10 @@ pub fn relay_driver<R: Runtime>(
         closing: None,
         outgoing: VecDeque::new(),
         unflushed: false,
+        epoch: Epoch::default(),
         signing: None,
         alarm: Alarm::new(),
         reading_paused: false,
-        binary_frames: 0,
     };
     (handle, driver)
 }
@@ -148,7 +150,13 @@ impl<R: Runtime> RelayDriver<R> {
         let mut reqs = 0usize;
         loop {
             if let Some(transmit) = self.session.poll_transmit() {
-                if matches!(&transmit, Transmit::Send(text) if text.starts_with("[\"REQ\"")) {
+                if matches!(
+                    &transmit,
+                    Transmit::Send {
+                        carries: Carries::Req(_),
+                        ..
+                    }
+                ) {
                     reqs += 1;
                 }
                 self.transmit(transmit);
@@ -158,10 +166,12 @@ impl<R: Runtime> RelayDriver<R> {
                 break;
             };
             self.trace_event(now, &event);
-            if let Event::AuthChallenge { challenge } = &event {
-                self.start_signing(challenge);
+            if let Event::AuthChallenge { challenge, id } = &event {
+                self.start_signing(*id, challenge);
             }
-            self.dispatch.route(route(now, event));
+            if let Some(route) = route(now, event) {
+                self.dispatch.route(route);
+            }
         }
         if reqs > 0 {
             debug!(
@@ -174,15 +184,16 @@ impl<R: Runtime> RelayDriver<R> {
 
     fn transmit(&mut self, transmit: Transmit) {
         match transmit {
-            Transmit::Open => {
+            Transmit::Open { epoch } => {
                 self.drop_socket();
+                self.epoch = epoch;
                 info!(attempt = self.session.link().attempts(), "connecting");
                 let max = self.session.config().max_frame;
                 self.connecting = Some(self.ws.connect(&self.url, max));
             }
-            Transmit::Send(text) => self.outgoing.push_back(Message::text(text)),
+            Transmit::Send { text, .. } => self.outgoing.push_back(Message::text(text)),
             Transmit::Ping => self.outgoing.push_back(Message::Ping(Default::default())),
-            Transmit::Close => {
+            Transmit::Close { .. } => {
                 let socket = self.socket.take();
                 self.drop_socket();
                 self.closing = socket;
@@ -228,11 +239,15 @@ impl<R: Runtime> RelayDriver<R> {
             Ok(socket) => {
                 info!("socket open");
                 self.socket = Some(socket);
-                self.session.handle_open(now);
+                let opened = self.session.handle_open(now, self.epoch);
+                self.check(opened);
             }
             Err(error) => {
                 warn!(%error, "connect failed");
-                self.session.handle_close(now);
+                let closed = self
+                    .session
+                    .handle_close(now, self.epoch, socket_loss(&error));
+                self.check(closed);
             }
         }
         true
@@ -293,47 +308,55 @@ impl<R: Runtime> RelayDriver<R> {
         let Poll::Ready(next) = socket.as_mut().poll_next(cx) else {
             return false;
         };
-        match next {
-            Some(Ok(Message::Text(text))) => self.session.handle_frame(now, text.as_str()),
-            Some(Ok(Message::Binary(bytes))) => {
-                // NIP-01 is text only; a binary frame is counted and ignored.
-                self.binary_frames += 1;
-                debug!(
-                    len = bytes.len(),
-                    total = self.binary_frames,
-                    "binary frame ignored"
-                );
-            }
+        let epoch = self.epoch;
+        let fed = match next {
+            Some(Ok(Message::Text(text))) => self.session.handle_frame(now, epoch, text.as_str()),
+            Some(Ok(Message::Binary(bytes))) => self.session.handle_binary(now, epoch, bytes.len()),
             Some(Ok(Message::Ping(_))) => {
                 // tungstenite queued the pong; it goes out with the next flush.
                 self.unflushed = true;
-                self.session.handle_pong(now);
+                self.session.handle_pong(now, epoch)
             }
-            Some(Ok(Message::Pong(_))) => self.session.handle_pong(now),
+            Some(Ok(Message::Pong(_))) => self.session.handle_pong(now, epoch),
             Some(Ok(Message::Close(frame))) => {
                 info!(?frame, "relay closed the socket");
-                self.socket = None;
-                self.outgoing.clear();
-                self.session.handle_close(now);
+                let code = frame.map(|f| u16::from(f.code));
+                self.end_socket(now, SocketLoss::ClosedByPeer { code })
             }
-            Some(Ok(Message::Frame(_))) => {}
-            Some(Err(error)) => self.lose_socket(now, &error),
+            Some(Ok(Message::Frame(_))) => Ok(()),
+            Some(Err(error)) => {
+                warn!(%error, "socket failed");
+                self.end_socket(now, socket_loss(&error))
+            }
             None => {
                 info!("socket ended");
-                self.socket = None;
-                self.outgoing.clear();
-                self.session.handle_close(now);
+                self.end_socket(now, SocketLoss::ClosedByPeer { code: None })
             }
-        }
+        };
+        self.check(fed);
         true
     }
 
     fn lose_socket(&mut self, now: Instant, error: &WsError) {
         warn!(%error, "socket failed");
+        let closed = self.end_socket(now, socket_loss(error));
+        self.check(closed);
+    }
+
+    fn end_socket(&mut self, now: Instant, why: SocketLoss) -> Result<(), SocketError> {
         self.socket = None;
         self.outgoing.clear();
         self.unflushed = false;
-        self.session.handle_close(now);
+        self.session.handle_close(now, self.epoch, why)
+    }
+
+    /// The driver tags input only with the epoch the core handed out last, after its open:
+    /// an error here is a bug in this driver, not something the peer did.
+    fn check(&self, fed: Result<(), SocketError>) {
+        if let Err(error) = fed {
+            warn!(%error, "driver fed the core out of order");
+            debug_assert!(false, "driver misuse: {error}");
+        }
     }
 
     /// One command, if any: `Ready(false)` when every handle is gone.
@@ -382,8 +405,12 @@ impl<R: Runtime> RelayDriver<R> {
                     let _ = reply.send(Err(Rejected::Local(e)));
                 }
             },
-            Command::Authenticate { event, reply } => {
-                let _ = reply.send(self.session.authenticate(now, &event));
+            Command::Authenticate {
+                challenge,
+                event,
+                reply,
+            } => {
+                let _ = reply.send(self.session.authenticate(now, challenge, &event));
             }
             Command::Disconnect { reply } => {
                 info!("disconnect requested");
@@ -397,34 +424,33 @@ impl<R: Runtime> RelayDriver<R> {
         }
     }
 
-    fn start_signing(&mut self, challenge: &str) {
+    fn start_signing(&mut self, id: ChallengeId, challenge: &str) {
         let Some(signer) = &self.signer else {
             return;
         };
         debug!("signing AUTH");
         let future = signer.sign_auth(&self.url, challenge);
-        self.signing = Some((self.session.link().epoch(), future));
+        self.signing = Some((id, future));
     }
 
     fn poll_signing(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let Some((epoch, future)) = self.signing.as_mut() else {
+        let Some((challenge, future)) = self.signing.as_mut() else {
             return false;
         };
         let Poll::Ready(result) = future.as_mut().poll(cx) else {
             return false;
         };
-        let epoch = *epoch;
+        let challenge = *challenge;
         self.signing = None;
-        // A challenge belongs to one socket: an answer for an older one is worthless.
-        if epoch != self.session.link().epoch() || !self.session.link().is_open() {
-            return true;
-        }
         match result {
-            Ok(event) => {
-                if let Err(error) = self.session.authenticate(now, &event) {
-                    warn!(%error, "signer produced an unusable AUTH event");
+            Ok(event) => match self.session.authenticate(now, challenge, &event) {
+                Ok(_) => {}
+                // The core refuses answers to superseded challenges and closed sockets.
+                Err(error @ (Error::StaleChallenge(_) | Error::NotConnected)) => {
+                    debug!(%error, "AUTH answer dropped");
                 }
-            }
+                Err(error) => warn!(%error, "signer produced an unusable AUTH event"),
+            },
             Err(error) => {
                 warn!(%error, "signer failed");
                 self.dispatch
@@ -460,8 +486,9 @@ impl<R: Runtime> RelayDriver<R> {
     fn trace_event(&self, now: Instant, event: &Event) {
         match event {
             Event::Connected => info!("connected"),
-            Event::Disconnected { reconnect_at } => info!(
+            Event::Disconnected { reconnect_at, why } => info!(
                 reconnect_in = ?reconnect_at.map(|at| at.saturating_duration_since(now)),
+                ?why,
                 "disconnected"
             ),
             Event::Retrying { sub, at, attempt } => info!(
@@ -487,7 +514,7 @@ impl<R: Runtime> RelayDriver<R> {
             Event::Rejected { id, reason } => warn!(%id, ?reason, "publish rejected"),
             Event::Published { id } => debug!(%id, "published"),
             Event::PeerError { error } => warn!(?error, "malformed frame dropped"),
-            Event::Event { .. } | Event::Eose { .. } => {}
+            _ => {}
         }
     }
 }
@@ -500,5 +527,34 @@ impl<R: Runtime> std::fmt::Debug for RelayDriver<R> {
             .field("backlog", &self.dispatch.backlog_len())
             .field("outgoing", &self.outgoing.len())
             .finish_non_exhaustive()
+    }
+}
+
+/// What a WebSocket error says about why the socket is gone: for the application's report
+/// only (the core reconnects the same way whatever the cause).
+fn socket_loss(error: &WsError) -> SocketLoss {
+    use std::io::ErrorKind;
+    match error {
+        WsError::Io(io) => match io.kind() {
+            ErrorKind::ConnectionRefused | ErrorKind::AddrNotAvailable | ErrorKind::NotFound => {
+                SocketLoss::ConnectionRefused
+            }
+            // rustls reports a failed handshake as invalid data wrapping its own error; the
+            // driver does not link rustls, so the message is what it can go by.
+            ErrorKind::InvalidData if io.to_string().contains("certificate") => {
+                SocketLoss::TlsRejected
+            }
+            _ if io.to_string().contains("failed to lookup address") => {
+                SocketLoss::ConnectionRefused
+            }
+            _ => SocketLoss::NetworkError,
+        },
+        WsError::Tls(_) => SocketLoss::TlsRejected,
+        WsError::Capacity(_) => SocketLoss::FrameTooLarge,
+        WsError::Url(_) => SocketLoss::HandshakeFailed,
+        WsError::ConnectionClosed | WsError::AlreadyClosed => {
+            SocketLoss::ClosedByPeer { code: None }
+        }
+        _ => SocketLoss::NetworkError,
     }
 }

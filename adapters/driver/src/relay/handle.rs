@@ -12,7 +12,9 @@ use futures_channel::{mpsc, oneshot};
 use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::{EventId, FrameError};
-use tether_core::nostr::{Error, Filter, Priority, Rejection, SubscriptionId};
+use tether_core::nostr::{
+    ChallengeId, Disconnect, Error, Filter, Priority, Rejection, SubscriptionId,
+};
 
 use crate::signer::SignerError;
 
@@ -98,6 +100,8 @@ pub enum SessionEvent {
     Disconnected {
         /// Delay until the next connection attempt.
         reconnect_in: Option<Duration>,
+        /// Why: the application asked, or what the socket saw.
+        why: Disconnect,
     },
     /// A human-readable NOTICE.
     Notice {
@@ -109,6 +113,8 @@ pub enum SessionEvent {
     AuthChallenge {
         /// The challenge.
         challenge: String,
+        /// Pass it to [`RelayHandle::authenticate`] with the signed answer.
+        id: ChallengeId,
     },
     /// The relay accepted our AUTH.
     Authenticated,
@@ -246,12 +252,17 @@ impl RelayHandle {
     /// [`ClientError::Session`] for an invalid event or when not connected.
     pub async fn authenticate(
         &self,
+        challenge: ChallengeId,
         event_json: impl Into<String>,
     ) -> Result<EventId, ClientError> {
         let event = event_json.into();
-        self.call(|reply| Command::Authenticate { event, reply })
-            .await?
-            .map_err(ClientError::Session)
+        self.call(|reply| Command::Authenticate {
+            challenge,
+            event,
+            reply,
+        })
+        .await?
+        .map_err(ClientError::Session)
     }
 
     /// Close the connection and stop reconnecting; subscriptions and unsent publishes stay
@@ -393,6 +404,7 @@ impl fmt::Display for Rejected {
                 id,
                 reason: Rejection::TimedOut,
             } => write!(f, "no OK for {id} in time"),
+            Rejected::Relay { id, reason } => write!(f, "{id} not published: {reason:?}"),
             Rejected::Local(e) => write!(f, "{e}"),
             Rejected::Shutdown => f.write_str("the relay driver is gone"),
         }
@@ -430,6 +442,7 @@ pub(crate) enum Command {
         reply: oneshot::Sender<Result<Published, Rejected>>,
     },
     Authenticate {
+        challenge: ChallengeId,
         event: String,
         reply: oneshot::Sender<Result<EventId, Error>>,
     },
