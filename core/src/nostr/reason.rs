@@ -3,8 +3,9 @@
 //!
 //! # How a text is classified
 //!
-//! This runs once per refusal (never per event), so it is a handful of byte comparisons
-//! and allocates nothing. The first rule that matches decides:
+//! This runs once per refusal (never per event): byte comparisons against the table, which
+//! mostly fail on the first few bytes, and one pass over the words; it allocates only to
+//! read a rate limit's hint. The first rule that matches decides:
 //!
 //! 1. **The table.** [`DIALECTS`] holds every refusal text collected from the source of
 //!    deployed relay implementations, each with its repository, file and frame. A text in
@@ -36,8 +37,10 @@
 //!
 //!    Rate wins over a cap when a text speaks of both, and the cap test is narrow, because
 //!    the two mistakes do not cost the same: a rate limit taken wrongly costs a few
-//!    bounded retries, a cap taken wrongly lowers the number of subscriptions the session
-//!    will ever open on that connection.
+//!    bounded retries, a cap taken wrongly lowers, for the rest of the session, the number
+//!    of subscriptions it will open. (A `NOTICE` greeting such as `max 20 subscriptions per
+//!    connection` would read as a cap if a REQ were waiting for its EOSE; no relay in the
+//!    table sends one.)
 //! 4. Anything else is [`Class::Retryable`].
 //!
 //! A `NOTICE` ([`classify_notice`]) goes through the same rules; it is a refusal only when

@@ -47,7 +47,7 @@ const fn d(
 }
 
 /// Every collected refusal text, grouped by implementation.
-pub const DIALECTS: &[Dialect] = &[
+pub static DIALECTS: &[Dialect] = &[
     // ----- strfry (hoytech/strfry @ f8a56a859676) -------------------------------------------
     // `sendNoticeError` and `sendClosedError` (src/apps/relay/RelayServer.h) put `ERROR: `
     // before every text, including texts that carry their own NIP-01 prefix.
