@@ -1,7 +1,66 @@
 //! What a relay's refusal means: the machine-readable prefix of a `CLOSED` or `OK false`
-//! message, its `retry in Ns` hint, and the refusals real relays send without a prefix.
+//! message, its `retry in Ns` hint, and the dialects real relays speak instead.
+//!
+//! # How a text is classified
+//!
+//! This runs once per refusal (never per event): byte comparisons against the table, which
+//! mostly fail on the first few bytes, and one pass over the words; it allocates only to
+//! read a rate limit's hint. The first rule that matches decides:
+//!
+//! 1. **The table.** [`DIALECTS`] holds every refusal text collected from the source of
+//!    deployed relay implementations, each with its repository, file and frame. A text in
+//!    the table takes the table's class **even when its own prefix says otherwise**: the
+//!    table records what the relay means, and a prefix is sometimes a framework's default
+//!    rather than the relay's intent (khatru puts `blocked: ` before any prose reason, so
+//!    relay29's `rate-limited` arrives as `blocked: rate-limited`; chorus sends its
+//!    subscription cap as `blocked: No more than 32 subscriptions...`; netstr as
+//!    `invalid: too many subscriptions`; strfry wraps `auth-required: ...` in `ERROR: `).
+//! 2. **The NIP-01 prefix**, for a text in no table. `rate-limited:`, `auth-required:`,
+//!    `restricted:`, `blocked:`, `invalid:`, `pow:`, `duplicate:`, `unsupported:` and
+//!    `mute:` keep their meaning, whatever follows: `blocked: rate of posting too high`
+//!    stays [`Terminal::Blocked`] and `blocked: subscription limit reached` is not a cap.
+//!    A specific prefix is the relay's own word, and guessing past it is how a false cap
+//!    happens (see below). `error:` is the generic prefix, so after it: `too many
+//!    subscriptions`, `mixed search` and `query timed out` are terminal (the rule book);
+//!    another NIP-01 prefix (`ERROR: blocked: ...`, strfry's wrapping) means that prefix;
+//!    anything else goes to the fallback, then is retryable.
+//! 3. **The fallback**, for a text with no prefix (or an unknown one, such as `closed:` or
+//!    `bad req:`) and for the rest of an `error:` text. It reads words, not substrings:
+//!    - one that plainly speaks of rate — the word `rate` (also `ratelimit...`), or
+//!      `slow down`, or `too fast` — is a rate limit, with the message's hint;
+//!    - else one that plainly speaks of a subscription limit — a word starting with
+//!      `subscription` together with `limit...`, `max`, `maximum`, `exceed...` or
+//!      `too many` — is a cap ([`Terminal::TooManySubscriptions`]), unless it speaks of the
+//!      request's shape (`id`, `identifier`, `length`, `long`, `filter(s)`, `tag(s)`,
+//!      `size`, `bytes`, `chars`, `characters`): `subscription id exceeds max length 64`
+//!      is about the id, not the number of subscriptions.
+//!
+//!    Rate wins over a cap when a text speaks of both, and the cap test is narrow, because
+//!    the two mistakes do not cost the same: a rate limit taken wrongly costs a few
+//!    bounded retries, a cap taken wrongly lowers, for the rest of the session, the number
+//!    of subscriptions it will open. (A `NOTICE` greeting such as `max 20 subscriptions per
+//!    connection` would read as a cap if a REQ were waiting for its EOSE; no relay in the
+//!    table sends one.)
+//! 4. Anything else is [`Class::Retryable`].
+//!
+//! A `NOTICE` ([`classify_notice`]) goes through the same rules; it is a refusal only when
+//! one of rules 1 to 3 recognised it, and chatter otherwise.
+//!
+//! ## Decided against the table's own evidence
+//!
+//! nostr-relay-builder refuses a REQ past its `max_reqs` open subscriptions with
+//! `rate-limited: too many REQs`: a cap in a rate limit's words. It stays
+//! [`Class::RateLimited`] for now. The session, on a cap, learns the limit but surfaces the
+//! refused subscription as closed, while on a rate limit it retries behind the gate and
+//! gets in once a slot frees (the tokio adapter's nostr-relay-builder test relies on that).
+//! When a learned cap queues the refused subscription instead, this entry should become a
+//! cap.
+
+mod dialects;
 
 use std::time::Duration;
+
+pub use dialects::DIALECTS;
 
 /// What the session should do about a refusal.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -22,7 +81,7 @@ pub enum Class {
 /// Why a refusal is final.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Terminal {
-    /// `error: too many subscriptions` (or a prefix-less equivalent): retrying on a timer
+    /// `error: too many subscriptions` (or another dialect's cap): retrying on a timer
     /// would be a loop that keeps the relay's subscription budget full.
     TooManySubscriptions,
     /// `error: mixed search` — the filter combines search with what the relay cannot mix.
@@ -31,9 +90,10 @@ pub enum Terminal {
     QueryTimedOut,
     /// `restricted:`
     Restricted,
-    /// `blocked:`
+    /// `blocked:` (also a relay keeping a deleted event deleted, or a newer version of a
+    /// replaceable one: strfry's `deleted:` and `replaced:`).
     Blocked,
-    /// `invalid:`
+    /// `invalid:` (also a malformed request or event refused in other words).
     Invalid,
     /// `pow:`
     Pow,
@@ -45,39 +105,56 @@ pub enum Terminal {
     Mute,
 }
 
-/// Classify the message of a `CLOSED` or an `OK false`.
-///
-/// Known prefixes follow NIP-01; an unknown or missing prefix is retryable unless the text
-/// matches a refusal from [`UNPREFIXED`].
-pub fn classify(message: &str) -> Class {
-    let (prefix, rest) = split_prefix(message);
-    match prefix.as_deref() {
-        Some("rate-limited") => Class::RateLimited {
-            retry_after: retry_hint(message),
-        },
-        Some("auth-required") => Class::AuthRequired,
-        Some("restricted") => Class::Terminal(Terminal::Restricted),
-        Some("blocked") => Class::Terminal(Terminal::Blocked),
-        Some("invalid") => Class::Terminal(Terminal::Invalid),
-        Some("pow") => Class::Terminal(Terminal::Pow),
-        Some("duplicate") => Class::Terminal(Terminal::Duplicate),
-        Some("unsupported") => Class::Terminal(Terminal::Unsupported),
-        Some("mute") => Class::Terminal(Terminal::Mute),
-        Some("error") => classify_error(rest),
-        _ => classify_unprefixed(message).unwrap_or(Class::Retryable),
+/// The frame a refusal text arrives in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// `["CLOSED", <subscription id>, <text>]`: a refused or ended REQ.
+    Closed,
+    /// `["OK", <event id>, false, <text>]`: a refused EVENT.
+    Ok,
+    /// `["NOTICE", <text>]`: no id; some relays refuse REQs only this way.
+    Notice,
+}
+
+/// One refusal text of a deployed relay implementation: a row of [`DIALECTS`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dialect {
+    /// The text as the relay sends it, lower-cased, matched against the whole message
+    /// ignoring ASCII case and surrounding whitespace. `{n}` stands for one or more
+    /// digits, `{*}` for any text, possibly empty.
+    pub pattern: &'static str,
+    /// The frames the relay sends it in.
+    pub frames: &'static [Frame],
+    /// What it means. A rate limit's `retry_after` is read from each message.
+    pub class: Class,
+    /// Where it comes from: repository, file, and why the class is what it is when that
+    /// is not plain from the prefix.
+    pub source: &'static str,
+}
+
+impl Dialect {
+    /// Whether `message` is this text.
+    pub fn matches(&self, message: &str) -> bool {
+        glob(self.pattern.as_bytes(), message.trim().as_bytes())
     }
 }
 
+/// The row of [`DIALECTS`] that `message` is, if any (the first that matches).
+pub fn dialect(message: &str) -> Option<&'static Dialect> {
+    DIALECTS.iter().find(|d| d.matches(message))
+}
+
+/// Classify the message of a `CLOSED` or an `OK false`, by the rules in the module docs:
+/// the table, then the NIP-01 prefix, then the fallback, else retryable.
+pub fn classify(message: &str) -> Class {
+    resolve(message).unwrap_or(Class::Retryable)
+}
+
 /// Classify a `NOTICE`, which carries no subscription id: `Some` when its text is a known
-/// refusal (nostr-rs-relay refuses the 33rd subscription this way), `None` for chatter.
+/// refusal (nostr-rs-relay, nostream and strfry refuse a subscription past their cap this
+/// way), `None` for chatter.
 pub fn classify_notice(message: &str) -> Option<Class> {
-    let (prefix, _) = split_prefix(message);
-    match prefix.as_deref() {
-        Some("rate-limited") => Some(Class::RateLimited {
-            retry_after: retry_hint(message),
-        }),
-        _ => classify_unprefixed(message),
-    }
+    resolve(message)
 }
 
 /// Parse the relay's `retry in Ns` hint (also `N s`, `N sec`, `N seconds`, `N.5s`,
@@ -120,80 +197,153 @@ pub fn retry_hint(message: &str) -> Option<Duration> {
     (!hint.is_zero()).then_some(hint)
 }
 
-/// Refusals real relays send without a machine-readable prefix: a lower-case substring of the
-/// message, what it means, and where it was seen. Checked in order.
-pub const UNPREFIXED: &[(&str, Class, &str)] = &[
-    (
-        "maximum concurrent subscription count reached",
-        Class::Terminal(Terminal::TooManySubscriptions),
-        "nostr-rs-relay NOTICE `Subscription error: Maximum concurrent subscription count reached`",
-    ),
-    (
-        "too many subscriptions",
-        Class::Terminal(Terminal::TooManySubscriptions),
-        "strfry and others, with or without `error:`",
-    ),
-    (
-        "too many concurrent req",
-        Class::Terminal(Terminal::TooManySubscriptions),
-        "relays counting open REQs",
-    ),
-    (
-        "max subscriptions",
-        Class::Terminal(Terminal::TooManySubscriptions),
-        "relays quoting their NIP-11 limit",
-    ),
-    (
-        "rate limit",
-        Class::RateLimited { retry_after: None },
-        "prose refusals such as `you are being rate limited`",
-    ),
-    (
-        "slow down",
-        Class::RateLimited { retry_after: None },
-        "prose refusals such as `slow down`",
-    ),
-];
-
-fn classify_error(rest: &str) -> Class {
-    let rest = rest.trim_start().to_ascii_lowercase();
-    if rest.starts_with("too many subscriptions") {
-        Class::Terminal(Terminal::TooManySubscriptions)
-    } else if rest.starts_with("mixed search") {
-        Class::Terminal(Terminal::MixedSearch)
-    } else if rest.starts_with("query timed out") {
-        Class::Terminal(Terminal::QueryTimedOut)
-    } else {
-        classify_unprefixed(&rest).unwrap_or(Class::Retryable)
-    }
-}
-
-fn classify_unprefixed(message: &str) -> Option<Class> {
-    let lower = message.to_ascii_lowercase();
-    let (_, class, _) = UNPREFIXED
-        .iter()
-        .find(|(pattern, _, _)| lower.contains(pattern))?;
+fn resolve(message: &str) -> Option<Class> {
+    let message = message.trim();
+    let class = match dialect(message) {
+        Some(d) => Some(d.class),
+        None => match split_prefix(message) {
+            Some((prefix, rest)) => by_prefix(prefix, rest, message),
+            None => fallback(message),
+        },
+    }?;
     Some(match class {
         Class::RateLimited { .. } => Class::RateLimited {
             retry_after: retry_hint(message),
         },
-        other => *other,
+        other => other,
     })
 }
 
-/// Split `prefix: rest`; a prefix is a short run of lower-case letters and dashes.
-fn split_prefix(message: &str) -> (Option<String>, &str) {
-    let trimmed = message.trim_start();
-    let Some((head, rest)) = trimmed.split_once(':') else {
-        return (None, message);
-    };
+/// Rule 2: a prefix, then what follows it.
+fn by_prefix(prefix: &str, rest: &str, message: &str) -> Option<Class> {
+    if prefix.eq_ignore_ascii_case("error") {
+        return by_error(rest.trim_start());
+    }
+    nip01(prefix).or_else(|| fallback(message))
+}
+
+/// The meaning of a NIP-01 prefix other than `error`.
+fn nip01(prefix: &str) -> Option<Class> {
+    const PREFIXES: &[(&str, Class)] = &[
+        ("rate-limited", Class::RateLimited { retry_after: None }),
+        ("auth-required", Class::AuthRequired),
+        ("restricted", Class::Terminal(Terminal::Restricted)),
+        ("blocked", Class::Terminal(Terminal::Blocked)),
+        ("invalid", Class::Terminal(Terminal::Invalid)),
+        ("pow", Class::Terminal(Terminal::Pow)),
+        ("duplicate", Class::Terminal(Terminal::Duplicate)),
+        ("unsupported", Class::Terminal(Terminal::Unsupported)),
+        ("mute", Class::Terminal(Terminal::Mute)),
+    ];
+    PREFIXES
+        .iter()
+        .find(|(p, _)| prefix.eq_ignore_ascii_case(p))
+        .map(|(_, class)| *class)
+}
+
+/// After `error:`: the rule book's terminal texts, a wrapped NIP-01 prefix, the fallback.
+fn by_error(rest: &str) -> Option<Class> {
+    const RULE_BOOK: &[(&str, Terminal)] = &[
+        ("too many subscriptions", Terminal::TooManySubscriptions),
+        ("mixed search", Terminal::MixedSearch),
+        ("query timed out", Terminal::QueryTimedOut),
+    ];
+    if let Some((_, t)) = RULE_BOOK
+        .iter()
+        .find(|(text, _)| starts_with_ignore_case(rest, text))
+    {
+        return Some(Class::Terminal(*t));
+    }
+    if let Some(class) = split_prefix(rest).and_then(|(inner, _)| nip01(inner)) {
+        return Some(class);
+    }
+    fallback(rest)
+}
+
+/// Words that say a limit is about the request's shape, not the number of subscriptions.
+const SHAPE: &[&str] = &[
+    "id",
+    "ids",
+    "identifier",
+    "length",
+    "long",
+    "filter",
+    "filters",
+    "tag",
+    "tags",
+    "size",
+    "bytes",
+    "chars",
+    "characters",
+];
+
+/// Rule 3: a text that plainly speaks of rate, or of a subscription limit.
+fn fallback(text: &str) -> Option<Class> {
+    let (mut subscription, mut limit, mut shape, mut rate) = (false, false, false, false);
+    let mut prev = "";
+    for word in text
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+    {
+        let is = |w: &str| word.eq_ignore_ascii_case(w);
+        let starts = |p: &str| starts_with_ignore_case(word, p);
+        let after = |p: &str| prev.eq_ignore_ascii_case(p);
+        subscription |= starts("subscription");
+        limit |= starts("limit")
+            || starts("exceed")
+            || is("max")
+            || is("maximum")
+            || (after("too") && is("many"));
+        shape |= SHAPE.iter().any(|s| is(s));
+        rate |= is("rate")
+            || starts("ratelimit")
+            || (after("slow") && is("down"))
+            || (after("too") && is("fast"));
+        prev = word;
+    }
+    if rate {
+        Some(Class::RateLimited { retry_after: None })
+    } else if subscription && limit && !shape {
+        Some(Class::Terminal(Terminal::TooManySubscriptions))
+    } else {
+        None
+    }
+}
+
+/// Match a [`Dialect::pattern`] against a whole text, ignoring ASCII case.
+fn glob(pattern: &[u8], text: &[u8]) -> bool {
+    if let Some(rest) = pattern.strip_prefix(b"{*}") {
+        return rest.is_empty() || (0..=text.len()).any(|i| glob(rest, &text[i..]));
+    }
+    if let Some(rest) = pattern.strip_prefix(b"{n}") {
+        let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+        return (1..=digits).rev().any(|i| glob(rest, &text[i..]));
+    }
+    let literal = (1..pattern.len())
+        .find(|&i| pattern[i..].starts_with(b"{*}") || pattern[i..].starts_with(b"{n}"))
+        .unwrap_or(pattern.len());
+    if text.len() < literal || !text[..literal].eq_ignore_ascii_case(&pattern[..literal]) {
+        return false;
+    }
+    if literal == pattern.len() {
+        text.len() == literal
+    } else {
+        glob(&pattern[literal..], &text[literal..])
+    }
+}
+
+fn starts_with_ignore_case(text: &str, prefix: &str) -> bool {
+    text.len() >= prefix.len()
+        && text.as_bytes()[..prefix.len()].eq_ignore_ascii_case(prefix.as_bytes())
+}
+
+/// Split `prefix: rest`; a prefix is a short run of ASCII letters and dashes.
+fn split_prefix(message: &str) -> Option<(&str, &str)> {
+    let (head, rest) = message.trim_start().split_once(':')?;
     let is_prefix = !head.is_empty()
         && head.len() <= 32
         && head.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-');
-    if !is_prefix {
-        return (None, message);
-    }
-    (Some(head.to_ascii_lowercase()), rest)
+    is_prefix.then_some((head, rest))
 }
 
 fn saturating_parse(digits: &str) -> u64 {
