@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tether_core::nostr::{Carries, Filter, Priority, RelayConfig, RelaySession, Transmit};
-use tether_core::{Epoch, Instant, LinkConfig, Liveness};
+use tether_core::{Epoch, Instant, Liveness};
 
 /// The system allocator, counting live heap bytes. Install it with `#[global_allocator]`
 /// in a test or bench binary, then read [`live_bytes`].
@@ -56,15 +56,10 @@ pub fn filter(i: usize) -> Filter {
 /// A session with `n` subscriptions registered and its socket just opened: the replay is
 /// about to start. The relay never speaks, so the watchdog and EOSE timeout are off.
 pub fn opened(n: usize) -> RelaySession {
-    let config = RelayConfig {
-        max_registered: n.max(1),
-        eose_timeout: Duration::from_secs(3_600),
-        link: LinkConfig {
-            liveness: Liveness::Off,
-            ..LinkConfig::default()
-        },
-        ..RelayConfig::default()
-    };
+    let mut config = RelayConfig::default();
+    config.max_registered = n.max(1);
+    config.eose_timeout = Duration::from_secs(3_600);
+    config.link.liveness = Liveness::Off;
     let mut s = RelaySession::new(config, 1);
     for i in 0..n {
         let _ = s.subscribe(Instant::ZERO, vec![filter(i)], Priority::NORMAL);

@@ -43,4 +43,4 @@ pub use gate::{GateScope, RateLimitGate};
 pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness, SocketError, SocketLoss};
 pub use rng::Rng;
 pub use sse::{SseConfig, SseSession};
-pub use time::{Clock, Instant};
+pub use time::{Clock, Instant, WallClock};

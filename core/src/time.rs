@@ -112,6 +112,30 @@ impl Clock {
     }
 }
 
+/// Wall-clock time, as an input: the Unix time the driver read at one monotonic instant,
+/// carried forward on the monotonic clock. The core never reads a clock; it needs the wall
+/// clock only to judge peers' timestamps (`created_at`), never to schedule anything.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WallClock {
+    at: Instant,
+    unix_secs: u64,
+}
+
+impl WallClock {
+    /// The wall clock read `unix_secs` (seconds since 1970) at `at`.
+    #[must_use]
+    pub fn new(at: Instant, unix_secs: u64) -> Self {
+        WallClock { at, unix_secs }
+    }
+
+    /// Unix seconds at `now` (never before the reading: time does not go backwards).
+    #[must_use]
+    pub fn unix_secs(&self, now: Instant) -> u64 {
+        self.unix_secs
+            .saturating_add(now.saturating_duration_since(self.at).as_secs())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -369,29 +369,27 @@ fn relay_world(u: &mut Unstructured<'_>) -> Result<World> {
     if u.ratio(1, 8)? {
         relay.drop_after = Some(Duration::from_millis(u.int_in_range(0..=40_000)?));
     }
-    let config = RelayConfig {
-        gate_scope: if u.arbitrary()? {
-            GateScope::Session
-        } else {
-            GateScope::Connection
-        },
-        max_subscriptions: if u.arbitrary()? {
-            Some(u.int_in_range(1..=5)?)
-        } else {
-            None
-        },
-        replay_batch: u.int_in_range(1..=8)?,
-        catch_up: if u.ratio(1, 4)? {
-            None
-        } else {
-            Some(Duration::from_secs(5))
-        },
-        dedup_capacity: u.int_in_range(0..=4)?,
-        max_registered: u.int_in_range(1..=16)?,
-        eose_timeout: Duration::from_secs(u.int_in_range(1..=30)?),
-        max_outbox: u.int_in_range(1..=4)?,
-        ..RelayConfig::default()
+    let mut config = RelayConfig::default();
+    config.gate_scope = if u.arbitrary()? {
+        GateScope::Session
+    } else {
+        GateScope::Connection
     };
+    config.max_subscriptions = if u.arbitrary()? {
+        Some(u.int_in_range(1..=5)?)
+    } else {
+        None
+    };
+    config.replay_batch = u.int_in_range(1..=8)?;
+    config.catch_up = if u.ratio(1, 4)? {
+        None
+    } else {
+        Some(Duration::from_secs(5))
+    };
+    config.dedup_capacity = u.int_in_range(0..=4)?;
+    config.max_registered = u.int_in_range(1..=16)?;
+    config.eose_timeout = Duration::from_secs(u.int_in_range(1..=30)?);
+    config.max_outbox = u.int_in_range(1..=4)?;
     let latency = Duration::from_millis(u.int_in_range(0..=200)?);
     Ok((config, relay, latency, !u.ratio(1, 4)?, u.arbitrary()?))
 }

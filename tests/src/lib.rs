@@ -21,4 +21,4 @@ pub mod sse_sim;
 pub mod storm;
 
 pub use relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
-pub use sim::{Action, Sim};
+pub use sim::{Action, Sim, UNIX_START};

@@ -17,6 +17,11 @@ use tether_core::Instant;
 use crate::invariants::Invariants;
 use crate::relay_model::{auth_event, RelayModel, StoredEvent};
 
+/// The wall clock at the Sim's time zero (2025-06-15): late enough that the RelayModel's
+/// stored events (1970) are all in the past, so only a test's deliberately future-dated
+/// events are judged.
+pub const UNIX_START: u64 = 1_750_000_000;
+
 /// Something the test script makes happen at a given time.
 #[derive(Clone, Debug)]
 pub enum Action {
@@ -97,8 +102,10 @@ impl Sim {
     /// A simulator at time zero with 10 ms latency.
     pub fn new(config: RelayConfig, seed: u64, relay: RelayModel) -> Self {
         let invariants = Invariants::new(&config);
+        let mut session = RelaySession::new(config, seed);
+        session.set_wall_clock(Instant::ZERO, UNIX_START);
         Sim {
-            session: RelaySession::new(config, seed),
+            session,
             relay,
             latency: Duration::from_millis(10),
             auto_auth: true,

@@ -32,9 +32,10 @@ fn soak(seed: u64) -> Sim {
         relay.max_subs = Some((300 + pick(900) as usize, style));
     }
     let mut sim = Sim::new(
-        RelayConfig {
-            max_registered: SUBS,
-            ..RelayConfig::default()
+        {
+            let mut config = RelayConfig::default();
+            config.max_registered = SUBS;
+            config
         },
         seed,
         relay,

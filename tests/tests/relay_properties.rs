@@ -121,9 +121,10 @@ fn run(world: &World, ops: &[(u64, Op)], seed: u64) -> String {
     relay.auth_required = world.auth;
     relay.scripted_closed = world.scripted.iter().cloned().collect();
     relay.refuse_all = world.refuse_all.clone();
-    let config = RelayConfig {
-        max_subscriptions: world.max_subscriptions,
-        ..RelayConfig::default()
+    let config = {
+        let mut config = RelayConfig::default();
+        config.max_subscriptions = world.max_subscriptions;
+        config
     };
     let mut sim = Sim::new(config, seed, relay);
     sim.latency = Duration::from_millis(world.latency_ms);

@@ -21,9 +21,10 @@ fn gate_after_reconnect(scope: GateScope) -> Option<Instant> {
     relay
         .scripted_closed
         .push_back("rate-limited: retry in 120s".into());
-    let config = RelayConfig {
-        gate_scope: scope,
-        ..RelayConfig::default()
+    let config = {
+        let mut config = RelayConfig::default();
+        config.gate_scope = scope;
+        config
     };
     let mut s = Sim::new(config, 1, relay);
     s.at(ms(0), Action::Connect);
@@ -48,9 +49,10 @@ fn session_scoped_gate_holds_the_replay_after_reconnect() {
     relay
         .scripted_closed
         .push_back("rate-limited: retry in 20s".into());
-    let config = RelayConfig {
-        gate_scope: GateScope::Session,
-        ..RelayConfig::default()
+    let config = {
+        let mut config = RelayConfig::default();
+        config.gate_scope = GateScope::Session;
+        config
     };
     let mut s = Sim::new(config, 1, relay);
     s.at(ms(0), Action::Connect);
@@ -344,9 +346,10 @@ fn a_subscription_waiting_for_a_slot_is_told_queued_at_once() {
 fn a_freed_slot_goes_to_the_longest_waiting_subscription_even_in_a_reused_slot() {
     // Slots are reused newest-freed first, so ids do not follow subscription order: here
     // kinds 4, 5 and 6 land in slots 3, 2 and 1. Slots must still go first come, first served.
-    let config = RelayConfig {
-        max_subscriptions: Some(1),
-        ..RelayConfig::default()
+    let config = {
+        let mut config = RelayConfig::default();
+        config.max_subscriptions = Some(1);
+        config
     };
     let mut s = Sim::new(config, 1, RelayModel::with_events(0));
     s.at(ms(0), Action::Connect);

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use tether_core::nostr::{Event, Priority, RelayConfig, SubscriptionId};
-use tether_testkit::{Action, LimitStyle, RelayModel, ReqBudget, Sim, StoredEvent};
+use tether_testkit::{Action, LimitStyle, RelayModel, ReqBudget, Sim, StoredEvent, UNIX_START};
 
 const SEED: u64 = 7;
 
@@ -294,9 +294,10 @@ fn idle_socket_is_pinged_then_replaced_when_the_pong_never_comes() {
 
 #[test]
 fn max_subscriptions_ten_with_twenty_five_subs() {
-    let config = RelayConfig {
-        max_subscriptions: Some(10),
-        ..RelayConfig::default()
+    let config = {
+        let mut config = RelayConfig::default();
+        config.max_subscriptions = Some(10);
+        config
     };
     let mut s = Sim::new(config, SEED, RelayModel::with_events(0));
     s.at(ms(0), Action::Connect);
@@ -418,6 +419,44 @@ fn a_req_that_never_gets_an_answer_is_surfaced_not_waited_on_forever() {
         count(&s, |e| matches!(e, Event::Closed { attempts: 5, .. })),
         1
     );
+}
+
+#[test]
+fn a_future_created_at_does_not_make_the_subscription_deaf_after_a_reconnect() {
+    // The relay holds an honest event and two dated far ahead: u64::MAX and ten years on.
+    let mut relay = RelayModel::with_events(0);
+    relay.events.push(StoredEvent::new(1, UNIX_START - 60, 1));
+    relay.events.push(StoredEvent::new(2, u64::MAX, 1));
+    relay
+        .events
+        .push(StoredEvent::new(3, UNIX_START + 10 * 365 * 86_400, 1));
+    let mut s = sim(relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds1());
+    s.at(secs(2), Action::DropSocket);
+    // After the reconnect, a live event: a relay honouring a poisoned `since` would drop it.
+    s.at(
+        secs(10),
+        Action::Store(StoredEvent::new(4, UNIX_START + 10, 1)),
+    );
+    s.run_for(secs(12));
+    let replay = reqs(&s).pop().map(|(_, text)| text);
+    let since = UNIX_START - 60 - 5;
+    assert_eq!(
+        replay.as_deref(),
+        Some(format!(r#"["REQ","0:2",{{"kinds":[1],"since":{since}}}]"#).as_str()),
+        "since follows the honest event, not the future-dated ones"
+    );
+    let delivered: Vec<String> = s.heard(|e| match e {
+        Event::Event { id, .. } => Some(id.to_string()[60..].to_owned()),
+        _ => None,
+    });
+    // 1-3 once each (the replay re-sends all three: 1 from the overlap, 2 and 3 as dated
+    // after `since`; each dropped as remembered), then the live 4.
+    assert_eq!(delivered, ["0001", "0002", "0003", "0004"]);
+    assert_eq!(s.session.stats().future_dated, 2, "{}", s.transcript());
+    assert_eq!(s.session.stats().duplicates, 3);
+    insta::assert_snapshot!(s.transcript());
 }
 
 #[test]

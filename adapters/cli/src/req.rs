@@ -139,9 +139,10 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         None => None,
     };
     let config = Config {
-        relay: RelayConfig {
-            max_subscriptions: args.max_subscriptions,
-            ..RelayConfig::default()
+        relay: {
+            let mut config = RelayConfig::default();
+            config.max_subscriptions = args.max_subscriptions;
+            config
         },
         seed: args.seed,
         signer,

@@ -291,7 +291,9 @@ async fn req_ctrl_c_sends_close_and_exits_zero() {
     assert!(status.success(), "{status:?}\n{stdout}");
     assert_eq!(closes(&relay), 1, "{stdout}");
     assert!(
-        stdout.ends_with("{\"type\":\"disconnected\",\"reconnect_in_ms\":null,\"why\":\"requested\"}\n"),
+        stdout.ends_with(
+            "{\"type\":\"disconnected\",\"reconnect_in_ms\":null,\"why\":\"requested\"}\n"
+        ),
         "{stdout}"
     );
 }

@@ -9,6 +9,7 @@ use crate::nostr::message::DEFAULT_MAX_FRAME;
 
 /// Configuration of a [`RelaySession`](super::session::RelaySession).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct RelayConfig {
     /// Socket lifecycle: reconnect backoff (1-30 s, x2, +-50%), stable reset after 30 s,
     /// 10 s connect timeout, ping after 30 s of silence and give up 20 s later. Its
@@ -33,6 +34,15 @@ pub struct RelayConfig {
     pub catch_up: Option<Duration>,
     /// Event ids remembered per subscription to drop re-deliveries of the catch-up overlap (256).
     pub dedup_capacity: usize,
+    /// How far past the wall clock an event's `created_at` may be and still count for
+    /// catch-up (5 min). A later one is delivered and counted ([`Stats::future_dated`]) but
+    /// never moves `since` nor evicts the id memory: one event dated 2106 must not make a
+    /// subscription deaf after the next reconnect. Needs the wall clock
+    /// ([`RelaySession::set_wall_clock`]); without one, nothing is judged.
+    ///
+    /// [`Stats::future_dated`]: super::Stats::future_dated
+    /// [`RelaySession::set_wall_clock`]: super::RelaySession::set_wall_clock
+    pub future_tolerance: Duration,
     /// Most REQs open at once (NIP-11 `limitation.max_subscriptions`); `None` until learned.
     pub max_subscriptions: Option<usize>,
     /// Most subscriptions the session holds at all (10 000); `subscribe` errs past it.
@@ -61,6 +71,7 @@ impl Default for RelayConfig {
             replay_pause: Duration::from_millis(50),
             catch_up: Some(Duration::from_secs(5)),
             dedup_capacity: 256,
+            future_tolerance: Duration::from_secs(300),
             max_subscriptions: None,
             max_registered: 10_000,
             eose_timeout: Duration::from_secs(30),

@@ -14,13 +14,15 @@ use crate::nostr::message::ClientMessage;
 use crate::nostr::output::{Carries, Event, Transmit};
 use crate::nostr::registry::Registry;
 use crate::nostr::stats::Stats;
-use crate::nostr::subscription::{QueueKey, SubState, SubscriptionId};
+use crate::nostr::subscription::{CatchUpWindow, QueueKey, SubState, SubscriptionId};
 use crate::time::Instant;
 use crate::timers::Timers;
 
 /// The parts of the session the scheduler acts through, borrowed side by side.
 pub(crate) struct Env<'a> {
     pub(crate) config: &'a RelayConfig,
+    /// How a re-REQ catches up (`None`: catch-up is off).
+    pub(crate) catch_up: Option<CatchUpWindow>,
     pub(crate) gate: &'a RateLimitGate,
     pub(crate) subs: &'a mut Registry,
     pub(crate) timers: &'a mut Timers<SubscriptionId>,
@@ -171,7 +173,7 @@ impl Scheduler {
         sub.state = SubState::Pending;
         self.req_seq += 1;
         sub.sent_seq = self.req_seq;
-        let filters = sub.req_filters(env.config.catch_up);
+        let filters = sub.req_filters(env.catch_up.as_ref());
         let text = ClientMessage::Req {
             sub: sub.wire_id().into(),
             filters: filters.iter().map(|f| &**f).collect(),

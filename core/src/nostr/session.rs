@@ -34,10 +34,10 @@ use crate::nostr::registry::Registry;
 use crate::nostr::scheduler::{self, Scheduler};
 use crate::nostr::stats::Stats;
 use crate::nostr::subscription::{
-    parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId,
+    parse_wire_id, Admit, CatchUpWindow, Filter, Priority, SubState, Subscription, SubscriptionId,
 };
 use crate::rng::Rng;
-use crate::time::{Clock, Instant};
+use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
 
 #[cfg(feature = "fuzzing")]
@@ -85,6 +85,8 @@ pub struct RelaySession {
     auth: Auth,
     /// Challenges heard so far, across sockets: the next one's id.
     challenges: u64,
+    /// The wall clock, for judging `created_at`; `None` until the driver sets it.
+    wall: Option<WallClock>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -114,6 +116,7 @@ impl RelaySession {
             outbox: Outbox::default(),
             auth: Auth::default(),
             challenges: 0,
+            wall: None,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -121,6 +124,15 @@ impl RelaySession {
     }
 
     // ----- inputs from the application ------------------------------------------------------
+
+    /// The wall clock read `unix_secs` (seconds since 1970) at `now`. Drivers set it at
+    /// start and may set it again to follow clock corrections. It bounds catch-up: an
+    /// event dated past it (plus [`RelayConfig::future_tolerance`]) never moves `since`, and
+    /// `since` is never later than wall-clock now minus the catch-up slack.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
+        let now = self.clock.observe(now);
+        self.wall = Some(WallClock::new(now, unix_secs));
+    }
 
     /// Start connecting (and keep reconnecting) until [`RelaySession::disconnect`].
     pub fn connect(&mut self, now: Instant) {
@@ -542,10 +554,7 @@ impl RelaySession {
         let Some(id) = self.route(wire) else {
             return;
         };
-        let (slack, capacity) = (
-            self.config.catch_up.unwrap_or_default(),
-            self.config.dedup_capacity,
-        );
+        let window = self.catch_up_window();
         let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
@@ -555,14 +564,18 @@ impl RelaySession {
         }
         let first_response = sub.state == SubState::Pending && !sub.responded;
         sub.responded = true;
-        let fresh = sub.admit(event.id(), event.created_at(), slack, capacity);
+        let admitted = sub.admit(event.id(), event.created_at(), &window);
         if first_response {
             // A REQ that streams is slow, not stalled: no EOSE timeout for it.
             self.set_timer(id, None);
         }
-        if !fresh {
-            self.stats.duplicates += 1;
-            return;
+        match admitted {
+            Admit::Fresh => {}
+            Admit::FutureDated => self.stats.future_dated += 1,
+            Admit::Duplicate => {
+                self.stats.duplicates += 1;
+                return;
+            }
         }
         self.events.push_back(Event::Event {
             sub: id,
@@ -915,9 +928,29 @@ impl RelaySession {
         Ok(open)
     }
 
+    /// Wall-clock seconds now, if the driver gave the wall clock.
+    fn unix_now(&self) -> Option<u64> {
+        self.wall.map(|w| w.unix_secs(self.clock.now()))
+    }
+
+    fn catch_up_window(&self) -> CatchUpWindow {
+        CatchUpWindow {
+            slack: self.config.catch_up.unwrap_or_default(),
+            capacity: self.config.dedup_capacity,
+            unix_now: self.unix_now(),
+            tolerance: self.config.future_tolerance,
+        }
+    }
+
     /// The scheduler with the parts of the session it acts through, borrowed side by side.
     fn scheduler(&mut self) -> (&mut Scheduler, scheduler::Env<'_>) {
+        let catch_up = self
+            .config
+            .catch_up
+            .is_some()
+            .then(|| self.catch_up_window());
         let env = scheduler::Env {
+            catch_up,
             config: &self.config,
             gate: &self.gate,
             subs: &mut self.subs,

@@ -22,6 +22,10 @@ pub struct Stats {
     pub stale_attempt: u64,
     /// Events dropped as re-deliveries of the catch-up overlap.
     pub duplicates: u64,
+    /// Events dated more than `future_tolerance` past the wall clock: delivered, but kept
+    /// out of catch-up (a peer oddity: a wrong clock, or an attempt to silence a
+    /// subscription).
+    pub future_dated: u64,
     /// OKs for events not in the outbox.
     pub unknown_ok: u64,
     /// Frames this client never asks for (e.g. COUNT).

@@ -220,11 +220,10 @@ impl Subscription {
         }
     }
 
-    /// The filters for the next REQ: with `since` moved up when events were seen before.
-    pub(crate) fn req_filters(&self, catch_up: Option<Duration>) -> Vec<Box<RawValue>> {
-        let since = catch_up
-            .zip(self.newest)
-            .map(|(slack, newest)| newest.saturating_sub(slack.as_secs()));
+    /// The filters for the next REQ: with `since` moved up when events were seen before
+    /// (see [`CatchUpWindow::since`]); `None` as the window turns catch-up off.
+    pub(crate) fn req_filters(&self, window: Option<&CatchUpWindow>) -> Vec<Box<RawValue>> {
+        let since = window.zip(self.newest).map(|(w, newest)| w.since(newest));
         // The text was built from validated filter objects, so it always parses.
         let raw: Vec<&RawValue> = serde_json::from_str(&self.filters).unwrap_or_default();
         raw.into_iter()
@@ -236,26 +235,65 @@ impl Subscription {
     }
 
     /// Record a delivered event. Returns `false` when it is a re-delivery to drop.
-    pub(crate) fn admit(
-        &mut self,
-        id: EventId,
-        created_at: u64,
-        slack: Duration,
-        capacity: usize,
-    ) -> bool {
+    ///
+    /// An event dated after `latest` (the wall clock plus its tolerance) is admitted but
+    /// kept apart: it moves neither the catch-up watermark nor the overlap window, so it
+    /// cannot push `since` into the future or evict the ids a re-REQ will deliver again.
+    pub(crate) fn admit(&mut self, id: EventId, created_at: u64, window: &CatchUpWindow) -> Admit {
         if self.recent.contains(id) {
-            return false;
+            return Admit::Duplicate;
+        }
+        if window.latest().is_some_and(|latest| created_at > latest) {
+            self.recent.insert_future(id);
+            return Admit::FutureDated;
         }
         let newest = self.newest.map_or(created_at, |n| n.max(created_at));
         self.newest = Some(newest);
-        self.recent.insert(
-            id,
-            created_at,
-            newest.saturating_sub(slack.as_secs()),
-            capacity,
-        );
-        true
+        // The overlap starts where the next `since` will: both are capped by the wall clock.
+        let horizon = window.since(newest);
+        self.recent.insert(id, created_at, horizon, window.capacity);
+        Admit::Fresh
     }
+}
+
+/// What catch-up asks again and keeps of delivered events, for [`Subscription::admit`]
+/// and [`Subscription::req_filters`].
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CatchUpWindow {
+    /// The overlap a `since` re-REQ delivers again.
+    pub(crate) slack: Duration,
+    /// Ids remembered at most.
+    pub(crate) capacity: usize,
+    /// Wall-clock seconds now, if the driver gave the wall clock.
+    pub(crate) unix_now: Option<u64>,
+    /// How far past `unix_now` a `created_at` is still plausible.
+    pub(crate) tolerance: Duration,
+}
+
+impl CatchUpWindow {
+    /// The `since` of a re-REQ after events up to `newest`: `newest - slack`, but never
+    /// later than wall-clock now minus the slack.
+    pub(crate) fn since(&self, newest: u64) -> u64 {
+        let newest = self.unix_now.map_or(newest, |now| newest.min(now));
+        newest.saturating_sub(self.slack.as_secs())
+    }
+
+    /// The latest plausible `created_at`, if the wall clock is known.
+    fn latest(&self) -> Option<u64> {
+        self.unix_now
+            .map(|now| now.saturating_add(self.tolerance.as_secs()))
+    }
+}
+
+/// Whether an event is new to a subscription.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Admit {
+    /// New: deliver it.
+    Fresh,
+    /// New but dated implausibly far ahead: deliver it, keep it out of catch-up.
+    FutureDated,
+    /// Delivered before: drop it.
+    Duplicate,
 }
 
 /// `filter` with `since` raised to at least `since` (catch-up after a gap), never lowered.
@@ -310,16 +348,31 @@ pub(crate) fn parse_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
 /// pay for the whole memory on each event: entries are kept in `created_at` order (live
 /// events arrive in order, so an insert is an append), which makes expiry and eviction a
 /// pop from the front.
+///
+/// Future-dated events (see [`Subscription::admit`]) are remembered apart, at most
+/// [`FUTURE_IDS`] of them, oldest forgotten first: they are re-delivered by every `since`
+/// re-REQ, yet must not take the overlap's room.
 #[derive(Debug, Default)]
 pub(crate) struct RecentIds {
     /// `(created_at, key)`, ascending.
     entries: VecDeque<(u64, u64)>,
+    future: VecDeque<u64>,
 }
+
+/// Future-dated ids remembered per subscription.
+pub(crate) const FUTURE_IDS: usize = 16;
 
 impl RecentIds {
     fn contains(&self, id: EventId) -> bool {
         let key = short(id);
-        self.entries.iter().any(|&(_, k)| k == key)
+        self.entries.iter().any(|&(_, k)| k == key) || self.future.contains(&key)
+    }
+
+    fn insert_future(&mut self, id: EventId) {
+        if self.future.len() >= FUTURE_IDS {
+            self.future.pop_front();
+        }
+        self.future.push_back(short(id));
     }
 
     fn insert(&mut self, id: EventId, created_at: u64, horizon: u64, capacity: usize) {
@@ -399,24 +452,33 @@ mod tests {
     fn recent_ids_keep_the_overlap_window_within_capacity() {
         let mut s = Subscription::new(SubscriptionId(1), &[], Priority::NORMAL, 0);
         let id = |n: u8| EventId([n; 32]);
-        let slack = Duration::from_secs(5);
-        assert!(s.admit(id(1), 100, slack, 4));
-        assert!(!s.admit(id(1), 100, slack, 4));
+        let w = CatchUpWindow {
+            slack: Duration::from_secs(5),
+            capacity: 4,
+            unix_now: None,
+            tolerance: Duration::ZERO,
+        };
+        assert_eq!(s.admit(id(1), 100, &w), Admit::Fresh);
+        assert_eq!(s.admit(id(1), 100, &w), Admit::Duplicate);
         // 100 is now older than 110 - 5: forgotten; 104 is not worth remembering.
-        assert!(s.admit(id(2), 110, slack, 4));
-        assert!(s.admit(id(9), 104, slack, 4));
+        assert_eq!(s.admit(id(2), 110, &w), Admit::Fresh);
+        assert_eq!(s.admit(id(9), 104, &w), Admit::Fresh);
         assert_eq!(s.recent.len(), 1);
         for (n, t) in [(3, 110), (4, 111), (5, 111)] {
-            assert!(s.admit(id(n), t, slack, 4));
+            assert_eq!(s.admit(id(n), t, &w), Admit::Fresh);
         }
         assert_eq!(s.recent.len(), 4);
         // Full: the oldest by created_at goes, whatever the arrival order.
-        assert!(s.admit(id(6), 108, slack, 4));
+        assert_eq!(s.admit(id(6), 108, &w), Admit::Fresh);
         assert_eq!(s.recent.len(), 4);
-        assert!(!s.admit(id(3), 110, slack, 4));
-        assert!(!s.admit(id(6), 108, slack, 4));
-        assert!(s.admit(id(7), 112, slack, 4));
-        assert!(!s.admit(id(3), 110, slack, 4), "108 went, not 110");
+        assert_eq!(s.admit(id(3), 110, &w), Admit::Duplicate);
+        assert_eq!(s.admit(id(6), 108, &w), Admit::Duplicate);
+        assert_eq!(s.admit(id(7), 112, &w), Admit::Fresh);
+        assert_eq!(
+            s.admit(id(3), 110, &w),
+            Admit::Duplicate,
+            "108 went, not 110"
+        );
         assert_eq!(s.recent.len(), 4);
         assert_eq!(s.newest, Some(112));
     }

@@ -66,6 +66,7 @@ pub fn relay_driver<R: Runtime>(
     let slot = Arc::new(Mutex::new(Some(SessionEvents::new(session_rx))));
     let seed = seed_or_random(config.seed);
     let mut session = RelaySession::new(config.relay.clone(), seed);
+    session.set_wall_clock(rt.now(), unix_now());
     session.connect(rt.now());
     let handle = RelayHandle {
         commands: commands_tx,
@@ -187,6 +188,8 @@ impl<R: Runtime> RelayDriver<R> {
             Transmit::Open { epoch } => {
                 self.drop_socket();
                 self.epoch = epoch;
+                // Follow wall-clock corrections; the core only judges timestamps by it.
+                self.session.set_wall_clock(self.rt.now(), unix_now());
                 info!(attempt = self.session.link().attempts(), "connecting");
                 let max = self.session.config().max_frame;
                 self.connecting = Some(self.ws.connect(&self.url, max));
@@ -528,6 +531,13 @@ impl<R: Runtime> std::fmt::Debug for RelayDriver<R> {
             .field("outgoing", &self.outgoing.len())
             .finish_non_exhaustive()
     }
+}
+
+/// Seconds since 1970 by the system clock (0 if it is set before 1970).
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// What a WebSocket error says about why the socket is gone: for the application's report
