@@ -445,7 +445,10 @@ fn every_header_unsafe_byte_is_caught_and_obs_text_is_not() {
     // TAB, SP, non-ASCII UTF-8 and invalid UTF-8 (decoded to U+FFFD) are all header-safe.
     let mut p = Parser::default();
     p.feed(b"id: \tx y\xC3\xA9\xFF\ndata: d\n\n");
-    assert_eq!(p.next_item(), Some(msg("message", "d", "\tx y\u{e9}\u{fffd}")));
+    assert_eq!(
+        p.next_item(),
+        Some(msg("message", "d", "\tx y\u{e9}\u{fffd}"))
+    );
     assert_eq!(p.next_item(), None);
     assert_eq!(p.resume_id(), "\tx y\u{e9}\u{fffd}");
 }

@@ -734,7 +734,10 @@ fn sse_step(u: &mut Unstructured<'_>, s: &mut SseSim) -> Result<()> {
             while let Ok(n) = s.handle_bytes(now, epoch, rest) {
                 rest = &rest[n..];
                 offers += 1;
-                assert!(offers <= 2 * bytes.len() + 2, "handle_bytes made no progress");
+                assert!(
+                    offers <= 2 * bytes.len() + 2,
+                    "handle_bytes made no progress"
+                );
                 if rest.is_empty() {
                     break;
                 }

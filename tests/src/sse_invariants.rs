@@ -150,7 +150,8 @@ impl SseInvariants {
                     ref last_event_id,
                 } => {
                     if let Some(id) = last_event_id {
-                        let header_safe = id.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7F));
+                        let header_safe =
+                            id.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7F));
                         if !header_safe || id.len() > self.max_id || id.is_empty() {
                             return Err(format!("request {epoch:?} carries Last-Event-ID {id:?}"));
                         }

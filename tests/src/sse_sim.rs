@@ -281,7 +281,14 @@ impl SseSim {
     /// The driver stops or resumes reading ([`SseSession::handle_read_paused`]).
     pub fn handle_read_paused(&mut self, now: Instant, paused: bool) {
         self.observe(now);
-        self.log("app", if paused { "read paused" } else { "read resumed" });
+        self.log(
+            "app",
+            if paused {
+                "read paused"
+            } else {
+                "read resumed"
+            },
+        );
         self.session.handle_read_paused(now, paused);
         self.drain(SseInput::Timeout);
     }
@@ -486,7 +493,9 @@ impl SseSim {
 /// no control character but TAB, no DEL). The driver's view, kept apart from the core's rule
 /// on purpose so a drift between them shows up as a failed request.
 fn header_value(value: &str) -> bool {
-    value.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7F))
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7F))
 }
 
 fn show_head(
@@ -654,12 +663,12 @@ impl Server {
                 // Refused before the server could see it.
                 self.seen.pop();
                 self.push(
-                at,
-                Job::Deliver(Delivery::Error {
-                    epoch,
-                    loss: SocketLoss::ConnectionRefused,
-                }),
-            );
+                    at,
+                    Job::Deliver(Delivery::Error {
+                        epoch,
+                        loss: SocketLoss::ConnectionRefused,
+                    }),
+                );
             }
         }
     }

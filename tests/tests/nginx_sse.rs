@@ -146,11 +146,9 @@ async fn a_tight_proxy_read_timeout_cuts_the_stream_and_nothing_is_lost() {
         let event = next(&mut events, Duration::from_secs(10)).await;
         match event {
             Event::Message(m) => received.push(m.id.parse::<u64>().unwrap()),
-            Event::Reconnecting {
-                why,
-                attempt,
-                delay,
-            } => drops.push((why, attempt, delay)),
+            Event::Reconnecting { why, attempt, at } => {
+                drops.push((why, attempt, events.until(at)));
+            }
             Event::Open | Event::Reconnected { .. } => {}
             other => panic!("{other:?}"),
         }

@@ -192,10 +192,16 @@ fn s10_an_id_a_header_cannot_carry_resumes_from_the_last_sendable_one() {
         }),
         [("2\u{1}x".to_owned(), Unsendable::Byte { at: 1, byte: 1 })]
     );
-    let seen: Vec<_> = s.seen().iter().map(|r| r.last_event_id.as_deref()).collect();
+    let seen: Vec<_> = s
+        .seen()
+        .iter()
+        .map(|r| r.last_event_id.as_deref())
+        .collect();
     assert_eq!(seen, [None, Some("1")]);
     assert_eq!(s.stats().unsendable_ids, 1);
-    assert!(s.heard(|e| matches!(e, Event::Failed { .. }).then_some(())).is_empty());
+    assert!(s
+        .heard(|e| matches!(e, Event::Failed { .. }).then_some(()))
+        .is_empty());
     insta::assert_snapshot!(s.transcript());
 }
 

@@ -72,7 +72,6 @@ impl EventSource {
             inner: EventStream::new(url, config, AsyncIoRuntime::new(), Arc::new(HyperHttp)),
         })
     }
-
 }
 
 impl Deref for EventSource {

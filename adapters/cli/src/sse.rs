@@ -335,7 +335,9 @@ mod tests {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
         let mut limit = RateLimit::new(3, Duration::from_secs(1));
-        let got: Vec<_> = [0, 10, 20, 30, 40, 999].map(|ms| limit.admit(at(ms))).into();
+        let got: Vec<_> = [0, 10, 20, 30, 40, 999]
+            .map(|ms| limit.admit(at(ms)))
+            .into();
         assert_eq!(got, [Some(0), Some(0), Some(0), None, None, None]);
         // A new window: the first line carries the three left out.
         assert_eq!(limit.admit(at(1000)), Some(3));

@@ -500,7 +500,10 @@ async fn sse_unsendable_id_is_a_peer_error_line_and_the_reconnect_resumes() {
         lines[3],
         serde_json::json!({"type": "peer_error", "kind": "unsendable_id", "excerpt": "2\u{1}x"})
     );
-    assert_eq!(lines[4]["last_event_id"], "1", "resumes from the last sendable id");
+    assert_eq!(
+        lines[4]["last_event_id"], "1",
+        "resumes from the last sendable id"
+    );
     let requests = server.lock().unwrap().requests.clone();
     assert_eq!(
         requests,

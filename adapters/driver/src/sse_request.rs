@@ -19,9 +19,12 @@ use crate::runtime::HttpError;
 pub fn request_headers(
     last_event_id: Option<&str>,
 ) -> impl Iterator<Item = (&'static str, &str)> + '_ {
-    [("accept", "text/event-stream"), ("cache-control", "no-cache")]
-        .into_iter()
-        .chain(last_event_id.map(|id| ("last-event-id", id)))
+    [
+        ("accept", "text/event-stream"),
+        ("cache-control", "no-cache"),
+    ]
+    .into_iter()
+    .chain(last_event_id.map(|id| ("last-event-id", id)))
 }
 
 /// Why an SSE request produced no response head.

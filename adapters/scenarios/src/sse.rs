@@ -383,7 +383,10 @@ pub async fn a_refused_port_is_reported_as_connection_refused<H: Harness>() {
         };
         assert_eq!(
             (why, attempt),
-            (DropReason::NetworkError(SocketLoss::ConnectionRefused), expected)
+            (
+                DropReason::NetworkError(SocketLoss::ConnectionRefused),
+                expected
+            )
         );
         assert!(at.saturating_duration_since(H::sse_now(&events)) <= RECONNECT_BASE * 3 * expected);
     }

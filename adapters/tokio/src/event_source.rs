@@ -94,7 +94,6 @@ impl EventSource {
             inner: EventStream::new(url, config, TokioRuntime::new(), http),
         })
     }
-
 }
 
 impl Deref for EventSource {

@@ -643,7 +643,12 @@ impl SseSession {
         self.events.push_back(event);
     }
 
-    fn handle_end(&mut self, now: Instant, epoch: Epoch, why: DropReason) -> Result<(), SocketError> {
+    fn handle_end(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        why: DropReason,
+    ) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
         if !self.is_live(epoch)? {
             return Ok(());
