@@ -326,6 +326,26 @@ fn closed_reason(why: CloseReason) -> &'static str {
     }
 }
 
+/// Parse `-H 'Name: value'` arguments.
+///
+/// # Errors
+/// [`Failure::Usage`] naming the first header that is not `Name: value`.
+fn parse_headers(args: &[String]) -> Result<HeaderMap, Failure> {
+    let mut headers = HeaderMap::new();
+    for arg in args {
+        let bad = |why: &str| Failure::Usage(format!("header {arg:?}: {why}"));
+        let Some((name, value)) = arg.split_once(':') else {
+            return Err(bad("expected 'Name: value'"));
+        };
+        let name = HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| bad("not a valid header name"))?;
+        let value =
+            HeaderValue::from_str(value.trim()).map_err(|_| bad("not a valid header value"))?;
+        headers.append(name, value);
+    }
+    Ok(headers)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,24 +388,4 @@ mod tests {
         let json = serde_json::to_value(peer_error(&event, 4).unwrap()).unwrap();
         assert_eq!(json["suppressed"], 4);
     }
-}
-
-/// Parse `-H 'Name: value'` arguments.
-///
-/// # Errors
-/// [`Failure::Usage`] naming the first header that is not `Name: value`.
-fn parse_headers(args: &[String]) -> Result<HeaderMap, Failure> {
-    let mut headers = HeaderMap::new();
-    for arg in args {
-        let bad = |why: &str| Failure::Usage(format!("header {arg:?}: {why}"));
-        let Some((name, value)) = arg.split_once(':') else {
-            return Err(bad("expected 'Name: value'"));
-        };
-        let name = HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| bad("not a valid header name"))?;
-        let value =
-            HeaderValue::from_str(value.trim()).map_err(|_| bad("not a valid header value"))?;
-        headers.append(name, value);
-    }
-    Ok(headers)
 }
