@@ -88,11 +88,9 @@ fn single_line(c: &mut Criterion) {
     let mut data = b"data: ".to_vec();
     data.resize(8 << 20, b'x');
     data.extend_from_slice(b"\n\n");
-    let config = ParserConfig {
-        max_line_len: 16 << 20,
-        max_event_len: 16 << 20,
-        ..ParserConfig::default()
-    };
+    let mut config = ParserConfig::default();
+    config.max_line_len = 16 << 20;
+    config.max_event_len = 16 << 20;
     let piece = data.len().div_ceil(1024);
     let mut g = c.benchmark_group("sse_8MB_single_line_event");
     g.throughput(Throughput::Bytes(data.len() as u64));

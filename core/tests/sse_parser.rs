@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use tether_core::sse::{Item, Message, ParseError, Parser, ParserConfig};
+use tether_core::sse::{Item, Message, ParseError, Parser, ParserConfig, Unsendable};
 
 /// Parse `chunks` as one stream and end it; returns the items and the final last event ID.
 fn parse_with(config: ParserConfig, chunks: &[&[u8]]) -> (Vec<Item>, String) {
@@ -327,11 +327,16 @@ fn after_finish_a_new_stream_starts_clean() {
 // ---- bounds ----
 
 fn small() -> ParserConfig {
-    ParserConfig {
-        max_line_len: 16,
-        max_event_len: 24,
-        max_queued: 64,
-    }
+    let mut config = ParserConfig::default();
+    config.max_line_len = 16;
+    config.max_event_len = 24;
+    config
+}
+
+fn queue_of(n: usize) -> ParserConfig {
+    let mut config = ParserConfig::default();
+    config.max_queued = n;
+    config
 }
 
 #[test]
@@ -381,11 +386,7 @@ fn an_oversized_event_is_an_error_and_the_next_event_survives() {
 
 #[test]
 fn a_full_queue_stops_consumption_at_a_line_boundary() {
-    let config = ParserConfig {
-        max_queued: 2,
-        ..ParserConfig::default()
-    };
-    let mut p = Parser::new(config);
+    let mut p = Parser::new(queue_of(2));
     let s = b"data: 1\n\ndata: 2\n\ndata: 3\n\n";
     let n = p.feed(s);
     assert_eq!(n, b"data: 1\n\ndata: 2\n\n".len());
@@ -395,6 +396,87 @@ fn a_full_queue_stops_consumption_at_a_line_boundary() {
     assert_eq!(p.next_item(), Some(msg("message", "2", "")));
     assert_eq!(p.feed(&s[n..]), s.len() - n);
     assert_eq!(p.next_item(), Some(msg("message", "3", "")));
+}
+
+// ---- ids a header cannot carry ----
+
+fn unsendable(id: &str, at: usize, byte: u8) -> Item {
+    Item::UnsendableId {
+        id: id.into(),
+        why: Unsendable::Byte { at, byte },
+    }
+}
+
+#[test]
+fn an_id_with_a_control_character_is_delivered_but_not_resumed_from() {
+    let mut p = Parser::default();
+    p.feed(b"id: 1\ndata: a\n\nid: 2\x01x\ndata: b\n\ndata: c\n\n");
+    let items: Vec<_> = std::iter::from_fn(|| p.next_item()).collect();
+    assert_eq!(
+        items,
+        [
+            msg("message", "a", "1"),
+            msg("message", "b", "2\u{1}x"),
+            unsendable("2\u{1}x", 1, 0x01),
+            // Inherits the id (WHATWG) without a second notice: one per `id` field.
+            msg("message", "c", "2\u{1}x"),
+        ]
+    );
+    assert_eq!(p.last_event_id(), "2\u{1}x");
+    assert_eq!(p.resume_id(), "1");
+    // A later sendable id moves the resume point again.
+    p.feed(b"id: 3\n\n");
+    assert_eq!(p.next_item(), None, "an id-only event dispatches nothing");
+    assert_eq!((p.last_event_id(), p.resume_id()), ("3", "3"));
+}
+
+#[test]
+fn every_header_unsafe_byte_is_caught_and_obs_text_is_not() {
+    for b in (0x01..=0x1Fu8).chain([0x7F]) {
+        if matches!(b, b'\t' | b'\n' | b'\r') {
+            continue;
+        }
+        let mut p = Parser::default();
+        p.feed(&[b"id: a".as_slice(), &[b], b"\n\n"].concat());
+        let id = format!("a{}", char::from(b));
+        assert_eq!(p.next_item(), Some(unsendable(&id, 1, b)), "byte {b:#04x}");
+        assert_eq!(p.resume_id(), "");
+    }
+    // TAB, SP, non-ASCII UTF-8 and invalid UTF-8 (decoded to U+FFFD) are all header-safe.
+    let mut p = Parser::default();
+    p.feed(b"id: \tx y\xC3\xA9\xFF\ndata: d\n\n");
+    assert_eq!(
+        p.next_item(),
+        Some(msg("message", "d", "\tx y\u{e9}\u{fffd}"))
+    );
+    assert_eq!(p.next_item(), None);
+    assert_eq!(p.resume_id(), "\tx y\u{e9}\u{fffd}");
+}
+
+#[test]
+fn an_id_over_the_sendable_length_is_not_resumed_from() {
+    let mut config = ParserConfig::default();
+    config.max_sendable_id_len = 4;
+    let mut p = Parser::new(config);
+    p.feed(b"id: abcd\n\nid: abcde\ndata: x\n\n");
+    assert_eq!(p.next_item(), Some(msg("message", "x", "abcde")));
+    assert_eq!(
+        p.next_item(),
+        Some(Item::UnsendableId {
+            id: "abcde".into(),
+            why: Unsendable::TooLong { len: 5, limit: 4 }
+        })
+    );
+    assert_eq!((p.last_event_id(), p.resume_id()), ("abcde", "abcd"));
+}
+
+#[test]
+fn an_unsendable_id_of_an_unfinished_event_is_never_judged() {
+    let mut p = Parser::default();
+    p.feed(b"id: 1\n\nid: x\x02\ndata: cut");
+    p.finish();
+    assert_eq!(p.next_item(), None);
+    assert_eq!((p.last_event_id(), p.resume_id()), ("1", "1"));
 }
 
 // ---- properties ----
@@ -442,7 +524,7 @@ proptest! {
         cuts in proptest::collection::vec(any::<usize>(), 0..12),
         queue in 1usize..4,
     ) {
-        let config = ParserConfig { max_queued: queue, ..ParserConfig::default() };
+        let config = queue_of(queue);
         let whole = parse_with(config, &[&bytes]);
         let chunks = split(&bytes, &cuts);
         let refs: Vec<&[u8]> = chunks.iter().map(Vec::as_slice).collect();

@@ -6,8 +6,9 @@
 //! - [`sse_parser`]: arbitrary bytes in arbitrary chunkings into the SSE parser.
 //! - [`relay_session`]: a [`Sim`] script decoded from the bytes, with the property tests'
 //!   invariants checked after every step.
-//! - [`sse_session`]: an [`SseSession`] driven input by input, with [`SseInvariants`]
-//!   checked after every input.
+//! - [`sse_session`]: an [`SseSim`] (the SSE simulator the transcripts use) driven input by
+//!   input, with its [`SseInvariants`](crate::sse_invariants::SseInvariants) checked after
+//!   every input.
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -15,17 +16,16 @@ use std::time::Duration;
 use arbitrary::{Result, Unstructured};
 use tether_core::backoff::BackoffPolicy;
 use tether_core::gate::GateScope;
-use tether_core::link::Epoch;
+use tether_core::link::{Epoch, SocketLoss};
 use tether_core::nostr::message::{
     ClientMessage, FrameError, RawEvent, RelayMessage, DEFAULT_MAX_FRAME, MAX_SUB_ID_CHARS,
 };
 use tether_core::nostr::{Priority, RelayConfig, SubscriptionId};
-use tether_core::sse::{Item, Message, Parser, ParserConfig, SseConfig, SseSession};
-use tether_core::Instant;
+use tether_core::sse::{Item, Message, Parser, ParserConfig, SseConfig, Unsendable};
 
 use crate::relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
 use crate::sim::{Action, Sim};
-use crate::sse_invariants::{SseInput, SseInvariants};
+use crate::sse_sim::{Reply, ServerConfig, SseSim};
 
 /// Most operations decoded from one input: enough for interesting interleavings, few enough
 /// that one input runs in milliseconds.
@@ -126,18 +126,13 @@ pub fn sse_parser(data: &[u8]) {
         return;
     };
     let tight = flags & 4 != 0;
-    let config = ParserConfig {
-        max_queued: usize::from(flags & 3) + 1,
-        ..if tight {
-            ParserConfig {
-                max_line_len: usize::from(line) + 1,
-                max_event_len: usize::from(event) + 1,
-                max_queued: 1,
-            }
-        } else {
-            ParserConfig::default()
-        }
-    };
+    let mut config = ParserConfig::default();
+    config.max_queued = usize::from(flags & 3) + 1;
+    if tight {
+        config.max_line_len = usize::from(line) + 1;
+        config.max_event_len = usize::from(event) + 1;
+        config.max_sendable_id_len = usize::from(line & 15);
+    }
     let cuts: Vec<usize> = (0..cuts % 16)
         .map_while(|_| u.arbitrary::<u16>().ok().map(usize::from))
         .collect();
@@ -154,7 +149,8 @@ pub fn sse_parser(data: &[u8]) {
     }
 }
 
-type Parsed = (Vec<Item>, String);
+/// The items, the last event ID and the resume id.
+type Parsed = (Vec<Item>, String, String);
 
 /// Feed `chunks` as one stream, draining after every feed, then end it.
 fn parse_chunks(config: ParserConfig, chunks: &[&[u8]]) -> Parsed {
@@ -164,8 +160,9 @@ fn parse_chunks(config: ParserConfig, chunks: &[&[u8]]) -> Parsed {
         let mut rest = *chunk;
         loop {
             let n = p.feed(rest);
+            // One over: a message and its unsendable-id notice come from one blank line.
             assert!(
-                p.queued() <= config.max_queued.max(1),
+                p.queued() <= config.max_queued.max(1) + 1,
                 "{} items queued, limit {}",
                 p.queued(),
                 config.max_queued
@@ -197,7 +194,11 @@ fn parse_chunks(config: ParserConfig, chunks: &[&[u8]]) -> Parsed {
             );
         }
     }
-    (items, p.last_event_id().to_owned())
+    (
+        items,
+        p.last_event_id().to_owned(),
+        p.resume_id().to_owned(),
+    )
 }
 
 fn split<'a>(bytes: &'a [u8], cuts: &[usize]) -> Vec<&'a [u8]> {
@@ -240,11 +241,35 @@ fn reference_parse(stream: &[u8]) -> Parsed {
     // What follows the last line ending is an incomplete line: dropped at the end of stream.
     let (mut items, mut data, mut event_type) = (Vec::new(), Vec::<u8>::new(), Vec::new());
     let (mut id_buffer, mut last_id) = (String::new(), String::new());
+    let (mut id_seen, mut resume_id) = (false, String::new());
+    let max_id = ParserConfig::default().max_sendable_id_len;
     for line in lines {
         if line.is_empty() {
             last_id.clone_from(&id_buffer);
+            // A header value holds TAB, SP..'~' and obs-text (>= 0x80), and servers take 4 KiB.
+            let bad_byte = id_buffer
+                .bytes()
+                .enumerate()
+                .find(|&(_, b)| b < 0x20 && b != b'\t' || b == 0x7F);
+            let notice = match (std::mem::take(&mut id_seen), bad_byte) {
+                (false, _) => None,
+                (true, Some((at, byte))) => Some(Unsendable::Byte { at, byte }),
+                (true, None) if id_buffer.len() > max_id => Some(Unsendable::TooLong {
+                    len: id_buffer.len(),
+                    limit: max_id,
+                }),
+                (true, None) => {
+                    resume_id.clone_from(&id_buffer);
+                    None
+                }
+            };
+            let notice = notice.map(|why| Item::UnsendableId {
+                id: id_buffer.clone(),
+                why,
+            });
             if data.is_empty() {
                 event_type.clear();
+                items.extend(notice);
                 continue;
             }
             data.pop();
@@ -260,6 +285,7 @@ fn reference_parse(stream: &[u8]) -> Parsed {
             }));
             data.clear();
             event_type.clear();
+            items.extend(notice);
             continue;
         }
         if line[0] == b':' {
@@ -281,6 +307,7 @@ fn reference_parse(stream: &[u8]) -> Parsed {
             b"event" => event_type = value.to_vec(),
             b"id" if !value.contains(&0) => {
                 id_buffer = String::from_utf8_lossy(value).into_owned();
+                id_seen = true;
             }
             b"retry" if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => {
                 let ms = value.iter().fold(0u64, |n, &d| {
@@ -291,7 +318,7 @@ fn reference_parse(stream: &[u8]) -> Parsed {
             _ => {}
         }
     }
-    (items, last_id)
+    (items, last_id, resume_id)
 }
 
 // ---- relay_session ----------------------------------------------------------------------------
@@ -607,77 +634,80 @@ fn json_str(s: &str) -> String {
 
 // ---- sse_session ------------------------------------------------------------------------------
 
-/// Drive an [`SseSession`] with up to [`MAX_OPS`] inputs decoded from `data` — responses,
-/// body bytes (realistic and raw), ends, errors, stale and never-issued epochs, time steps
-/// that only move forward — checking [`SseInvariants`] after every input.
+/// Drive an [`SseSim`] with up to [`MAX_OPS`] inputs decoded from `data` — its own server
+/// model answering (or not), plus raw responses, body bytes (realistic and raw, header-unsafe
+/// ids included), ends, errors, unbuildable requests, stale and never-issued epochs, time
+/// steps that only move forward — with the simulator's invariants checked after every input.
 ///
 /// # Panics
 /// On any contract violation or panic in the session.
 pub fn sse_session(data: &[u8]) {
     let mut u = Unstructured::new(data);
-    let Ok((config, seed)) = sse_world(&mut u) else {
+    let Ok((config, seed, server)) = sse_world(&mut u) else {
         return;
     };
-    let mut s = SseSession::new(config, seed);
-    let mut inv = SseInvariants::new(&config);
-    let mut now = Instant::from_millis(1_000);
+    let mut s = SseSim::new(config, seed, server);
+    s.keep_transcript(false);
     for _ in 0..MAX_OPS {
         if u.is_empty() {
             break;
         }
-        if sse_step(&mut u, &mut s, &mut inv, &mut now).is_err() {
+        if sse_step(&mut u, &mut s).is_err() {
             break;
         }
     }
 }
 
-fn sse_world(u: &mut Unstructured<'_>) -> Result<(SseConfig, u64)> {
-    let default = SseConfig::default();
-    let config = SseConfig {
-        reconnect: BackoffPolicy {
-            max_attempts: if u.ratio(1, 3)? {
-                Some(u.int_in_range(1..=4)?)
-            } else {
-                None
-            },
-            ..default.reconnect
-        },
-        stable_after: Duration::from_secs(u.int_in_range(0..=60)?),
-        connect_timeout: Duration::from_secs(u.int_in_range(1..=60)?),
-        idle_timeout: if u.ratio(1, 4)? {
-            None
+fn sse_world(u: &mut Unstructured<'_>) -> Result<(SseConfig, u64, ServerConfig)> {
+    let mut config = SseConfig::default();
+    config.reconnect = BackoffPolicy {
+        max_attempts: if u.ratio(1, 3)? {
+            Some(u.int_in_range(1..=4)?)
         } else {
-            Some(Duration::from_secs(u.int_in_range(1..=120)?))
+            None
         },
-        max_queued_events: u.int_in_range(1..=8)?,
-        parser: ParserConfig {
-            max_line_len: u.int_in_range(1..=256)?,
-            max_event_len: u.int_in_range(1..=512)?,
-            max_queued: u.int_in_range(1..=4)?,
-        },
-        ..default
+        ..config.reconnect
     };
-    Ok((config, u.arbitrary()?))
+    config.stable_after = Duration::from_secs(u.int_in_range(0..=60)?);
+    config.connect_timeout = Duration::from_secs(u.int_in_range(1..=60)?);
+    config.idle_timeout = if u.ratio(1, 4)? {
+        None
+    } else {
+        Some(Duration::from_secs(u.int_in_range(1..=120)?))
+    };
+    config.max_queued_events = u.int_in_range(1..=8)?;
+    config.parser.max_line_len = u.int_in_range(1..=256)?;
+    config.parser.max_event_len = u.int_in_range(1..=512)?;
+    config.parser.max_queued = u.int_in_range(1..=4)?;
+    config.parser.max_sendable_id_len = u.int_in_range(0..=16)?;
+    let server = ServerConfig {
+        latency: Duration::from_millis(u.int_in_range(0..=500)?),
+        heartbeat_every: if u.arbitrary()? {
+            Some(Duration::from_secs(u.int_in_range(1..=60)?))
+        } else {
+            None
+        },
+        ingress_idle_timeout: if u.arbitrary()? {
+            Some(Duration::from_secs(u.int_in_range(1..=120)?))
+        } else {
+            None
+        },
+        publish_at: (0..u.int_in_range(0..=8)?)
+            .map(|i| Ok(Duration::from_secs(i * 5 + u.int_in_range(0..=5)?)))
+            .collect::<Result<_>>()?,
+        answers: u.ratio(1, 2)?,
+        ..ServerConfig::default()
+    };
+    Ok((config, u.arbitrary()?, server))
 }
 
-fn sse_step(
-    u: &mut Unstructured<'_>,
-    s: &mut SseSession,
-    inv: &mut SseInvariants,
-    now: &mut Instant,
-) -> Result<()> {
+fn sse_step(u: &mut Unstructured<'_>, s: &mut SseSim) -> Result<()> {
     // Time only moves forward.
-    *now = *now + Duration::from_millis(u.int_in_range(0..=2_000)?);
+    let now = s.now() + Duration::from_millis(u.int_in_range(0..=2_000)?);
     let epoch = pick_epoch(u, s)?;
-    let input = match u.int_in_range(0..=9)? {
-        0 => {
-            s.connect(*now);
-            SseInput::Connect
-        }
-        1 => {
-            s.disconnect(*now);
-            SseInput::Disconnect
-        }
+    match u.int_in_range(0..=11)? {
+        0 => s.connect_at(now),
+        1 => s.disconnect_at(now),
         2 | 3 => {
             let status = *u.choose(&[200, 200, 200, 204, 404, 408, 429, 500, 503, 301])?;
             let status = if u.ratio(1, 8)? {
@@ -691,57 +721,60 @@ fn sse_step(
             } else {
                 None
             };
-            outcome(s.handle_response(*now, epoch, status, content_type.as_deref(), retry_after))
+            let _ = s.handle_response(now, epoch, status, content_type.as_deref(), retry_after);
         }
         4..=6 => {
             let bytes = body(u)?;
-            return feed(s, inv, *now, epoch, &bytes);
+            // Offered until all are taken: each offer takes bytes or queues an event, which
+            // the simulator drains, so this ends within one offer per byte and event.
+            let mut rest: &[u8] = &bytes;
+            let mut offers = 0;
+            while let Ok(n) = s.handle_bytes(now, epoch, rest) {
+                rest = &rest[n..];
+                offers += 1;
+                assert!(
+                    offers <= 2 * bytes.len() + 2,
+                    "handle_bytes made no progress"
+                );
+                if rest.is_empty() {
+                    break;
+                }
+            }
         }
-        7 => outcome(s.handle_eof(*now, epoch)),
-        8 => outcome(s.handle_error(*now, epoch)),
+        7 => {
+            let _ = s.handle_eof(now, epoch);
+        }
+        8 => {
+            let loss = *u.choose(&[
+                SocketLoss::ConnectionRefused,
+                SocketLoss::TlsRejected,
+                SocketLoss::HandshakeFailed,
+                SocketLoss::NetworkError,
+            ])?;
+            let _ = s.handle_error(now, epoch, loss);
+        }
+        9 => {
+            let detail = short_string(u)?;
+            let _ = s.handle_request_invalid(now, epoch, &detail);
+        }
+        10 => {
+            // The server model's own behaviour, with a scripted reply now and then.
+            if u.ratio(1, 3)? {
+                s.script([Reply::Body(body(u)?)]);
+            }
+            s.run_for(Duration::from_millis(u.int_in_range(0..=60_000)?));
+        }
         _ => {
             // A driver that slept to the deadline (or beyond) and passes a fresh `now`.
             let extra = Duration::from_millis(u.int_in_range(0..=3_000)?);
-            *now = s.poll_timeout().unwrap_or(*now).max(*now) + extra;
-            s.handle_timeout(*now);
-            SseInput::Timeout
+            s.handle_timeout(s.poll_timeout().unwrap_or(now).max(now) + extra);
         }
-    };
-    check(inv.drain(*now, input, s));
+    }
     Ok(())
 }
 
-/// Offer `bytes` the way a driver must: until all are consumed, draining in between.
-fn feed(
-    s: &mut SseSession,
-    inv: &mut SseInvariants,
-    now: Instant,
-    epoch: Epoch,
-    mut bytes: &[u8],
-) -> Result<()> {
-    loop {
-        let result = s.handle_bytes(now, epoch, bytes);
-        let input = outcome(result.map(drop));
-        let out = inv.drain(now, input, s).unwrap_or_else(|what| {
-            panic!("SSE invariant violated: {what}");
-        });
-        let Ok(n) = result else {
-            return Ok(());
-        };
-        // Progress is bytes taken or events queued (see the parser's `feed_limited`).
-        assert!(
-            n > 0 || bytes.is_empty() || !out.events.is_empty(),
-            "handle_bytes made no progress"
-        );
-        bytes = &bytes[n..];
-        if bytes.is_empty() {
-            return Ok(());
-        }
-    }
-}
-
-fn pick_epoch(u: &mut Unstructured<'_>, s: &SseSession) -> Result<Epoch> {
-    let current = s.link().epoch().0;
+fn pick_epoch(u: &mut Unstructured<'_>, s: &SseSim) -> Result<Epoch> {
+    let current = s.session().link().epoch().0;
     Ok(Epoch(match u.int_in_range(0..=7)? {
         0..=4 => current,
         5 => current.saturating_sub(1),
@@ -764,7 +797,7 @@ fn body(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
     let n = u.int_in_range(1..=4)?;
     let mut out = Vec::new();
     for _ in 0..n {
-        let piece: Cow<'static, [u8]> = match u.int_in_range(0..=9)? {
+        let piece: Cow<'static, [u8]> = match u.int_in_range(0..=10)? {
             0 => b"data: hello\n\n".as_slice().into(),
             1 => b": heartbeat\n\n".as_slice().into(),
             2 => format!(
@@ -784,6 +817,15 @@ fn body(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
                 .into(),
             5 => b"\xEF\xBB\xBFdata: bom\r\n\r\n".as_slice().into(),
             6 => b"\r".as_slice().into(),
+            7 => {
+                // An id a header cannot carry (a control byte or DEL), or a long one.
+                let bad = *u.choose(&[0x01u8, 0x08, 0x0B, 0x1F, 0x7F, b'x'])?;
+                let len = u.int_in_range(0..=20)?;
+                let mut id = b"id: a".to_vec();
+                id.extend(std::iter::repeat_n(bad, len));
+                id.extend_from_slice(b"\ndata: d\n\n");
+                id.into()
+            }
             _ => {
                 let len = u.int_in_range(0..=64)?;
                 u.bytes(len)?.to_vec().into()
@@ -792,17 +834,4 @@ fn body(u: &mut Unstructured<'_>) -> Result<Vec<u8>> {
         out.extend_from_slice(&piece);
     }
     Ok(out)
-}
-
-fn outcome(result: std::result::Result<(), tether_core::link::SocketError>) -> SseInput {
-    match result {
-        Ok(()) => SseInput::Peer,
-        Err(_) => SseInput::Misuse,
-    }
-}
-
-fn check<T>(result: std::result::Result<T, String>) {
-    if let Err(what) = result {
-        panic!("SSE invariant violated: {what}");
-    }
 }

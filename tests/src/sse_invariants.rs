@@ -10,7 +10,10 @@
 //! - an input answered with [`SocketError`](tether_core::link::SocketError) (local misuse) queues
 //!   nothing;
 //! - at most two transmits and two status events per input, at most
-//!   `max_queued_events` parsed events, no message larger than the parser allows;
+//!   `max_queued_events` parsed events (plus one: a message and its unsendable-id notice
+//!   can come from one blank line), no message larger than the parser allows;
+//! - a request's `Last-Event-ID` is a valid header value (no control character but TAB, no
+//!   DEL) of at most `max_sendable_id_len` bytes;
 //! - request epochs only grow, and each request is aborted at most once;
 //! - after `disconnect`, `Failed` or `Closed` nothing at all happens until `connect`: no
 //!   request, no event, no deadline.
@@ -30,7 +33,7 @@ pub enum SseInput {
     Disconnect,
     /// `handle_response`, `handle_bytes`, `handle_eof` or `handle_error` that returned `Ok`.
     Peer,
-    /// Any `handle_*` call that returned an `SocketError`.
+    /// Any `handle_*` call that returned a `SocketError`.
     Misuse,
     /// `handle_timeout`.
     Timeout,
@@ -40,6 +43,7 @@ pub enum SseInput {
 #[derive(Debug)]
 pub struct SseInvariants {
     max_events: usize,
+    max_id: usize,
     max_data: usize,
     /// After `disconnect`, `Failed` or `Closed`, until `connect`.
     stopped: bool,
@@ -61,6 +65,7 @@ impl SseInvariants {
     pub fn new(config: &SseConfig) -> Self {
         SseInvariants {
             max_events: config.max_queued_events,
+            max_id: config.parser.max_sendable_id_len,
             // Invalid UTF-8 becomes U+FFFD: one byte can decode to three.
             max_data: config.parser.max_event_len.saturating_mul(3),
             stopped: true,
@@ -140,7 +145,17 @@ impl SseInvariants {
         }
         for t in transmits {
             match *t {
-                Transmit::Open { epoch, .. } => {
+                Transmit::Open {
+                    epoch,
+                    ref last_event_id,
+                } => {
+                    if let Some(id) = last_event_id {
+                        let header_safe =
+                            id.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7F));
+                        if !header_safe || id.len() > self.max_id || id.is_empty() {
+                            return Err(format!("request {epoch:?} carries Last-Event-ID {id:?}"));
+                        }
+                    }
                     if self.newest_open.is_some_and(|n| epoch <= n) {
                         return Err(format!("request {epoch:?} after {:?}", self.newest_open));
                     }
@@ -154,6 +169,7 @@ impl SseInvariants {
                         return Err(format!("{epoch:?} aborted twice"));
                     }
                 }
+                _ => return Err(format!("unknown transmit {t:?}")),
             }
         }
         Ok(())
@@ -162,9 +178,18 @@ impl SseInvariants {
     fn check_events(&self, events: &[Event]) -> Result<(), String> {
         let parsed = events
             .iter()
-            .filter(|e| matches!(e, Event::Message(_) | Event::ParseError(_)))
+            .filter(|e| {
+                matches!(
+                    e,
+                    Event::Message(_) | Event::ParseError(_) | Event::UnsendableId { .. }
+                )
+            })
             .count();
-        if parsed > self.max_events {
+        let notices = events
+            .iter()
+            .filter(|e| matches!(e, Event::UnsendableId { .. }))
+            .count();
+        if parsed - notices > self.max_events || parsed > self.max_events + 1 {
             return Err(format!("{parsed} parsed events > {}", self.max_events));
         }
         if events.len() - parsed > 2 {

@@ -9,9 +9,21 @@
 //! a clock; a scenario of hours runs in milliseconds and gives the same transcript for the
 //! same seed.
 //!
-//! Transcript lines are `+<ms since start>ms  <arrow> <what>`: `app` for application calls,
-//! `->` for the session's transmits, `<-` for what the network delivered to it, `..` for a
-//! timeout the session asked for, `=>` for what the application heard.
+//! Transcript lines have the relay [`Sim`](crate::sim::Sim)'s format,
+//! `<ms since start>ms <who> <what>`: `app` for application calls, `tx` for the session's
+//! transmits, `io` for request lifecycle (response heads, ends, errors, a request the driver
+//! could not build, driver misuse), `rx` for body bytes, `ev` for what the application
+//! heard. Instants in events are shown as `t+<ms since start>ms`. Timeouts are not lines of
+//! their own: what they caused is.
+//!
+//! The simulator also plays the driver: like reqwest and hyper it refuses to build a request
+//! whose `Last-Event-ID` is not a valid header value (its own check, written independently of
+//! the core's rule) and reports that with `handle_request_invalid`.
+//!
+//! [`SseSim::manual`] gives a simulator whose server never answers: the test plays the
+//! network itself through the `handle_*` methods (the session's own signatures) and reads
+//! what came out with [`SseSim::take`]. Property tests, transcripts and the `sse_session`
+//! fuzz target all drive the session through this one type.
 //!
 //! Every input is followed by [`SseInvariants::drain`]: a contract violation panics with the
 //! transcript so far.
@@ -20,8 +32,8 @@ use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tether_core::link::Epoch;
-use tether_core::sse::{Event, SseConfig, SseSession, Transmit};
+use tether_core::link::{Epoch, SocketError, SocketLoss};
+use tether_core::sse::{Event, SseConfig, SseSession, SseStats, Transmit};
 use tether_core::Instant;
 
 use crate::sse_invariants::{SseInput, SseInvariants};
@@ -42,6 +54,8 @@ pub struct ServerConfig {
     pub down_status: u16,
     /// When the server publishes an event (from the start of the run); ids count from 1.
     pub publish_at: Vec<Duration>,
+    /// Whether the server answers requests at all (`false`: the test plays the network).
+    pub answers: bool,
 }
 
 impl Default for ServerConfig {
@@ -53,6 +67,7 @@ impl Default for ServerConfig {
             down: Vec::new(),
             down_status: 503,
             publish_at: Vec::new(),
+            answers: true,
         }
     }
 }
@@ -73,8 +88,17 @@ pub enum Reply {
     Body(Vec<u8>),
     /// Answer 200 `text/event-stream` and end the body at once.
     AcceptThenDrop,
-    /// The request fails with a network error.
+    /// The request fails with a network error: the connection was refused.
     Refused,
+}
+
+/// One request as the modelled server received it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SeenRequest {
+    /// When, from the start of the run.
+    pub at: Duration,
+    /// The `Last-Event-ID` header it carried.
+    pub last_event_id: Option<String>,
 }
 
 /// The session, the server model, the clock and the transcript.
@@ -85,14 +109,35 @@ pub struct SseSim {
     start: Instant,
     now: Instant,
     transcript: String,
+    keep_transcript: bool,
     requests: Vec<Duration>,
     invariants: SseInvariants,
+    /// Output since the last [`SseSim::take`].
+    taken: (Vec<Transmit>, Vec<Event>),
+    /// Everything the application heard, with when.
+    heard: Vec<(Instant, Event)>,
 }
 
 impl SseSim {
     /// A simulator whose session uses `config` and `seed`, against `server`.
     pub fn new(config: SseConfig, seed: u64, server: ServerConfig) -> Self {
-        let start = Instant::from_millis(1_000_000);
+        Self::starting_at(config, seed, server, Instant::from_millis(1_000_000))
+    }
+
+    /// A simulator whose server never answers, starting at [`Instant::ZERO`]: the test gives
+    /// every input itself with the `handle_*` methods and reads the output with
+    /// [`SseSim::take`]. Invariants are still checked after every input.
+    pub fn manual(config: SseConfig, seed: u64) -> Self {
+        let server = ServerConfig {
+            heartbeat_every: None,
+            ingress_idle_timeout: None,
+            answers: false,
+            ..ServerConfig::default()
+        };
+        Self::starting_at(config, seed, server, Instant::ZERO)
+    }
+
+    fn starting_at(config: SseConfig, seed: u64, server: ServerConfig, start: Instant) -> Self {
         SseSim {
             invariants: SseInvariants::new(&config),
             session: SseSession::new(config, seed),
@@ -100,8 +145,18 @@ impl SseSim {
             start,
             now: start,
             transcript: String::new(),
+            keep_transcript: true,
             requests: Vec::new(),
+            taken: (Vec::new(), Vec::new()),
+            heard: Vec::new(),
         }
+    }
+
+    /// Keep the whole transcript (default); when `false` only a tail is kept, for fuzzing and
+    /// long runs.
+    pub fn keep_transcript(&mut self, keep: bool) -> &mut Self {
+        self.keep_transcript = keep;
+        self
     }
 
     /// Use `replies`, in order, for the next requests.
@@ -111,16 +166,156 @@ impl SseSim {
 
     /// The application calls `connect`.
     pub fn connect(&mut self) {
-        self.log("app", "connect");
-        self.session.connect(self.now);
-        self.drain(SseInput::Connect);
+        self.connect_at(self.now);
     }
 
     /// The application calls `disconnect`.
     pub fn disconnect(&mut self) {
+        self.disconnect_at(self.now);
+    }
+
+    /// The application calls `connect` at `now`.
+    pub fn connect_at(&mut self, now: Instant) {
+        self.observe(now);
+        self.log("app", "connect");
+        self.session.connect(now);
+        self.drain(SseInput::Connect);
+    }
+
+    /// The application calls `disconnect` at `now`.
+    pub fn disconnect_at(&mut self, now: Instant) {
+        self.observe(now);
         self.log("app", "disconnect");
-        self.session.disconnect(self.now);
+        self.session.disconnect(now);
         self.drain(SseInput::Disconnect);
+    }
+
+    /// The driver reports a response head ([`SseSession::handle_response`]).
+    ///
+    /// # Errors
+    /// The session's [`SocketError`] for driver misuse.
+    pub fn handle_response(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        status: u16,
+        content_type: Option<&str>,
+        retry_after: Option<Duration>,
+    ) -> Result<(), SocketError> {
+        self.observe(now);
+        self.log("io", &show_head(epoch, status, content_type, retry_after));
+        let result = self
+            .session
+            .handle_response(now, epoch, status, content_type, retry_after);
+        self.after(result)
+    }
+
+    /// The driver offers body bytes once ([`SseSession::handle_bytes`]); returns how many
+    /// were taken.
+    ///
+    /// # Errors
+    /// The session's [`SocketError`] for driver misuse.
+    pub fn handle_bytes(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        bytes: &[u8],
+    ) -> Result<usize, SocketError> {
+        self.observe(now);
+        self.log("rx", &show_bytes(epoch, bytes));
+        let result = self.session.handle_bytes(now, epoch, bytes);
+        self.after(result.map(drop))?;
+        result
+    }
+
+    /// The driver reports the end of a body ([`SseSession::handle_eof`]).
+    ///
+    /// # Errors
+    /// The session's [`SocketError`] for driver misuse.
+    pub fn handle_eof(&mut self, now: Instant, epoch: Epoch) -> Result<(), SocketError> {
+        self.observe(now);
+        self.log("io", &format!("eof #{}", epoch.0));
+        let result = self.session.handle_eof(now, epoch);
+        self.after(result)
+    }
+
+    /// The driver reports a network failure ([`SseSession::handle_error`]).
+    ///
+    /// # Errors
+    /// The session's [`SocketError`] for driver misuse.
+    pub fn handle_error(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        loss: SocketLoss,
+    ) -> Result<(), SocketError> {
+        self.observe(now);
+        self.log("io", &format!("error {} #{}", loss.as_str(), epoch.0));
+        let result = self.session.handle_error(now, epoch, loss);
+        self.after(result)
+    }
+
+    /// The driver could not build a request ([`SseSession::handle_request_invalid`]).
+    ///
+    /// # Errors
+    /// The session's [`SocketError`] for driver misuse.
+    pub fn handle_request_invalid(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        detail: &str,
+    ) -> Result<(), SocketError> {
+        self.observe(now);
+        self.log("io", &format!("request invalid #{}: {detail}", epoch.0));
+        let result = self.session.handle_request_invalid(now, epoch, detail);
+        self.after(result)
+    }
+
+    /// The driver wakes at `now` ([`SseSession::handle_timeout`]).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.observe(now);
+        self.session.handle_timeout(now);
+        self.drain(SseInput::Timeout);
+    }
+
+    /// The driver stops or resumes reading ([`SseSession::handle_read_paused`]).
+    pub fn handle_read_paused(&mut self, now: Instant, paused: bool) {
+        self.observe(now);
+        self.log(
+            "app",
+            if paused {
+                "read paused"
+            } else {
+                "read resumed"
+            },
+        );
+        self.session.handle_read_paused(now, paused);
+        self.drain(SseInput::Timeout);
+    }
+
+    /// Every transmit and event since the last call, in order.
+    pub fn take(&mut self) -> (Vec<Transmit>, Vec<Event>) {
+        std::mem::take(&mut self.taken)
+    }
+
+    /// What `pick` takes from each event the application heard, in order.
+    pub fn heard<T>(&self, pick: impl FnMut(&Event) -> Option<T>) -> Vec<T> {
+        self.heard.iter().map(|(_, e)| e).filter_map(pick).collect()
+    }
+
+    /// The requests the modelled server received, in order.
+    pub fn seen(&self) -> &[SeenRequest] {
+        &self.server.seen
+    }
+
+    /// The session's counters.
+    pub fn stats(&self) -> &SseStats {
+        self.session.stats()
+    }
+
+    /// The session's next deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.session.poll_timeout()
     }
 
     /// Advance simulated time by `d`, handling every deadline of either side on the way.
@@ -138,7 +333,6 @@ impl SseSim {
             if let Some(delivery) = self.server.poll(self.now) {
                 self.deliver(delivery);
             } else if self.session.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.log("..", "timeout");
                 self.session.handle_timeout(self.now);
                 self.drain(SseInput::Timeout);
             }
@@ -161,13 +355,36 @@ impl SseSim {
         &self.session
     }
 
+    /// The current simulated time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
     /// Time since the start of the run.
     pub fn elapsed(&self) -> Duration {
         self.now - self.start
     }
 
-    /// Drain the session after `input`, checking its contract, and hand the transmits to the
-    /// server (which only queues work, so draining everything first changes nothing).
+    /// Time as the session sees it never goes backwards; the transcript follows the newest.
+    fn observe(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+    }
+
+    /// Log a refusal as misuse, then drain with the matching input kind.
+    fn after(&mut self, result: Result<(), SocketError>) -> Result<(), SocketError> {
+        match result {
+            Ok(()) => self.drain(SseInput::Peer),
+            Err(e) => {
+                self.log("io", &format!("!! driver misuse: {e}"));
+                self.drain(SseInput::Misuse);
+            }
+        }
+        result
+    }
+
+    /// Drain the session after `input`, checking its contract, and act on the transmits as a
+    /// driver would: a request whose header cannot be built is reported at once, the rest go
+    /// to the server (which only queues work, so draining everything first changes nothing).
     fn drain(&mut self, input: SseInput) {
         let out = match self.invariants.drain(self.now, input, &mut self.session) {
             Ok(out) => out,
@@ -176,79 +393,136 @@ impl SseSim {
                 self.transcript
             ),
         };
+        let mut unbuildable = None;
         for t in out.transmits {
-            self.log("->", &show_transmit(&t));
-            if let Transmit::Open { .. } = t {
+            self.log("tx", &show_transmit(&t));
+            self.taken.0.push(t.clone());
+            if let Transmit::Open {
+                epoch,
+                last_event_id,
+            } = &t
+            {
+                if last_event_id.as_deref().is_some_and(|id| !header_value(id)) {
+                    unbuildable = Some(*epoch);
+                    continue;
+                }
                 self.requests.push(self.now - self.start);
             }
             self.server.on_transmit(self.now, t);
         }
         for e in out.events {
-            self.log("=>", &show_event(&e));
+            self.log("ev", &self.show_event(&e));
+            self.taken.1.push(e.clone());
+            self.heard.push((self.now, e));
+        }
+        if let Some(epoch) = unbuildable {
+            // What reqwest's "builder error" would have been.
+            let _ = self.handle_request_invalid(self.now, epoch, "invalid Last-Event-ID header");
         }
     }
 
     fn deliver(&mut self, delivery: Delivery) {
         let now = self.now;
-        let result = match delivery {
+        let _ = match delivery {
             Delivery::Response {
                 epoch,
                 status,
                 content_type,
                 retry_after,
-            } => {
-                let mut what = format!("{status}");
-                if let Some(ct) = content_type {
-                    let _ = write!(what, " {ct}");
-                }
-                if let Some(ra) = retry_after {
-                    let _ = write!(what, " retry-after={}s", ra.as_secs());
-                }
-                self.log("<-", &format!("{what} #{}", epoch.0));
-                self.session
-                    .handle_response(now, epoch, status, content_type, retry_after)
-                    .map(drop)
-            }
-            Delivery::Bytes { epoch, bytes } => {
-                let text = String::from_utf8_lossy(&bytes).escape_debug().to_string();
-                self.log("<-", &format!("\"{text}\" #{}", epoch.0));
-                self.feed(epoch, &bytes)
-            }
-            Delivery::Eof { epoch } => {
-                self.log("<-", &format!("eof #{}", epoch.0));
-                self.session.handle_eof(now, epoch)
-            }
-            Delivery::Error { epoch } => {
-                self.log("<-", &format!("error #{}", epoch.0));
-                self.session.handle_error(now, epoch)
-            }
+            } => self.handle_response(now, epoch, status, content_type, retry_after),
+            Delivery::Bytes { epoch, bytes } => self.feed(epoch, &bytes),
+            Delivery::Eof { epoch } => self.handle_eof(now, epoch),
+            Delivery::Error { epoch, loss } => self.handle_error(now, epoch, loss),
         };
-        match result {
-            Ok(()) => self.drain(SseInput::Peer),
-            Err(e) => {
-                self.log("!!", &format!("driver misuse: {e}"));
-                self.drain(SseInput::Misuse);
-            }
-        }
     }
 
-    fn feed(
-        &mut self,
-        epoch: Epoch,
-        mut bytes: &[u8],
-    ) -> Result<(), tether_core::link::SocketError> {
+    /// Offer `bytes` the way a driver must: until all are taken, draining in between.
+    fn feed(&mut self, epoch: Epoch, mut bytes: &[u8]) -> Result<(), SocketError> {
         while !bytes.is_empty() {
-            let n = self.session.handle_bytes(self.now, epoch, bytes)?;
+            let queued = self.taken.1.len();
+            let n = self.handle_bytes(self.now, epoch, bytes)?;
+            // Progress is bytes taken or events queued (see the parser's `feed_limited`).
+            assert!(
+                n > 0 || self.taken.1.len() > queued,
+                "handle_bytes made no progress\n--- transcript ---\n{}",
+                self.transcript
+            );
             bytes = &bytes[n..];
-            self.drain(SseInput::Peer);
         }
         Ok(())
     }
 
-    fn log(&mut self, arrow: &str, what: &str) {
+    fn log(&mut self, who: &str, what: &str) {
         let ms = (self.now - self.start).as_millis();
-        let _ = writeln!(self.transcript, "+{ms:>8}ms  {arrow} {what}");
+        let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
+        if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
+            // Keep only a tail, enough for an invariant failure to show what led to it.
+            let cut = self.transcript.len() - 8 * 1024;
+            let cut = (cut..self.transcript.len())
+                .find(|&i| self.transcript.is_char_boundary(i))
+                .unwrap_or(cut);
+            let cut = self.transcript[cut..]
+                .find('\n')
+                .map_or(cut, |i| cut + i + 1);
+            self.transcript.drain(..cut);
+        }
     }
+
+    /// An instant as the transcript shows it: relative to the start, like the relay `Sim`.
+    fn show_at(&self, at: Instant) -> String {
+        format!("t+{}ms", (at - self.start).as_millis())
+    }
+
+    fn show_event(&self, e: &Event) -> String {
+        match e {
+            Event::Message(m) => format!(
+                "Message {{ event: {:?}, id: {:?}, data: {:?} }}",
+                m.event, m.id, m.data
+            ),
+            Event::Reconnecting { why, attempt, at } => format!(
+                "Reconnecting {{ why: {why:?}, attempt: {attempt}, at: {} }}",
+                self.show_at(*at)
+            ),
+            Event::Reconnected { gap } => format!("Reconnected {{ gap: {}ms }}", gap.as_millis()),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+/// Whether `value` is a header value reqwest and hyper would accept (`http::HeaderValue`:
+/// no control character but TAB, no DEL). The driver's view, kept apart from the core's rule
+/// on purpose so a drift between them shows up as a failed request.
+fn header_value(value: &str) -> bool {
+    value
+        .bytes()
+        .all(|b| b == b'\t' || (b >= 0x20 && b != 0x7F))
+}
+
+fn show_head(
+    epoch: Epoch,
+    status: u16,
+    content_type: Option<&str>,
+    retry_after: Option<Duration>,
+) -> String {
+    let mut what = format!("{status}");
+    if let Some(ct) = content_type {
+        let _ = write!(what, " {ct}");
+    }
+    if let Some(ra) = retry_after {
+        let _ = write!(what, " retry-after={}s", ra.as_secs());
+    }
+    format!("{what} #{}", epoch.0)
+}
+
+fn show_bytes(epoch: Epoch, bytes: &[u8]) -> String {
+    const SHOWN: usize = 512;
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(SHOWN)]);
+    let more = if bytes.len() > SHOWN {
+        format!(" (+{} bytes)", bytes.len() - SHOWN)
+    } else {
+        String::new()
+    };
+    format!("\"{}\"{more} #{}", text.escape_debug(), epoch.0)
 }
 
 fn show_transmit(t: &Transmit) -> String {
@@ -256,26 +530,8 @@ fn show_transmit(t: &Transmit) -> String {
         Transmit::Open {
             epoch,
             last_event_id,
-        } => format!("Open #{} {{last_event_id: {last_event_id:?}}}", epoch.0),
+        } => format!("Open #{} {{ last_event_id: {last_event_id:?} }}", epoch.0),
         Transmit::Close { epoch } => format!("Close #{}", epoch.0),
-    }
-}
-
-fn show_event(e: &Event) -> String {
-    match e {
-        Event::Message(m) => format!(
-            "Message{{event: {:?}, id: {:?}, data: {:?}}}",
-            m.event, m.id, m.data
-        ),
-        Event::Reconnecting {
-            why,
-            attempt,
-            delay,
-        } => format!(
-            "Reconnecting{{why: {why:?}, attempt: {attempt}, delay: {}ms}}",
-            delay.as_millis()
-        ),
-        Event::Reconnected { gap } => format!("Reconnected{{gap: {}ms}}", gap.as_millis()),
         other => format!("{other:?}"),
     }
 }
@@ -298,6 +554,7 @@ enum Delivery {
     },
     Error {
         epoch: Epoch,
+        loss: SocketLoss,
     },
 }
 
@@ -326,6 +583,7 @@ struct Server {
     jobs: VecDeque<(Instant, Job)>,
     stream: Option<Stream>,
     published: u64,
+    seen: Vec<SeenRequest>,
 }
 
 const EVENT_STREAM: Option<&str> = Some("text/event-stream");
@@ -339,6 +597,7 @@ impl Server {
             jobs: VecDeque::new(),
             stream: None,
             published: 0,
+            seen: Vec::new(),
         }
     }
 
@@ -354,11 +613,19 @@ impl Server {
                     self.stream = None;
                 }
             }
+            _ => {}
         }
     }
 
     fn on_request(&mut self, now: Instant, epoch: Epoch, last_event_id: Option<String>) {
         let at = now + self.config.latency;
+        if !self.config.answers {
+            return;
+        }
+        self.seen.push(SeenRequest {
+            at: at - self.start,
+            last_event_id: last_event_id.clone(),
+        });
         let Some(reply) = self.script.pop_front() else {
             if self.is_down(at) {
                 let status = self.config.down_status;
@@ -392,7 +659,17 @@ impl Server {
                 self.push(at, Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
                 self.push(at, Job::Deliver(Delivery::Eof { epoch }));
             }
-            Reply::Refused => self.push(at, Job::Deliver(Delivery::Error { epoch })),
+            Reply::Refused => {
+                // Refused before the server could see it.
+                self.seen.pop();
+                self.push(
+                    at,
+                    Job::Deliver(Delivery::Error {
+                        epoch,
+                        loss: SocketLoss::ConnectionRefused,
+                    }),
+                );
+            }
         }
     }
 
@@ -470,7 +747,10 @@ impl Server {
         let epoch = s.epoch;
         if self.next_down_start(s.opened_at).is_some_and(|t| t <= now) {
             self.stream = None;
-            return Some(Delivery::Error { epoch });
+            return Some(Delivery::Error {
+                epoch,
+                loss: SocketLoss::NetworkError,
+            });
         }
         let idle = self.config.ingress_idle_timeout;
         if idle.is_some_and(|d| s.last_sent + d <= now) {
@@ -540,7 +820,7 @@ fn job_epoch(job: &Job) -> Epoch {
             Delivery::Response { epoch, .. }
             | Delivery::Bytes { epoch, .. }
             | Delivery::Eof { epoch }
-            | Delivery::Error { epoch },
+            | Delivery::Error { epoch, .. },
         ) => *epoch,
     }
 }

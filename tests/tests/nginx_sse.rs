@@ -23,6 +23,7 @@ use axum::Router;
 use futures_util::{stream, StreamExt};
 use tether_testkit::peers::{require_peer, Nginx};
 use tether_tokio::sse::{DropReason, Event};
+use tether_tokio::tether_core::SocketLoss;
 use tether_tokio::{EventSource, EventSourceConfig};
 use tokio::sync::watch;
 
@@ -146,11 +147,9 @@ async fn a_tight_proxy_read_timeout_cuts_the_stream_and_nothing_is_lost() {
         let event = next(&mut events, Duration::from_secs(10)).await;
         match event {
             Event::Message(m) => received.push(m.id.parse::<u64>().unwrap()),
-            Event::Reconnecting {
-                why,
-                attempt,
-                delay,
-            } => drops.push((why, attempt, delay)),
+            Event::Reconnecting { why, attempt, at } => {
+                drops.push((why, attempt, events.until(at)));
+            }
             Event::Open | Event::Reconnected { .. } => {}
             other => panic!("{other:?}"),
         }
@@ -176,7 +175,11 @@ async fn a_tight_proxy_read_timeout_cuts_the_stream_and_nothing_is_lost() {
     // zero-length chunk, so the client sees a truncated chunked body (a network error), not
     // a clean EOF. Either way it is a drop to reconnect from, with Last-Event-ID.
     for (i, &(why, attempt, delay)) in drops.iter().enumerate() {
-        assert_eq!(why, DropReason::NetworkError, "{drops:?}");
+        assert_eq!(
+            why,
+            DropReason::NetworkError(SocketLoss::NetworkError),
+            "{drops:?}"
+        );
         assert_eq!(attempt, i as u32 + 1);
         let ceiling =
             Duration::from_millis(200 * 2u64.pow(i as u32)).min(Duration::from_millis(800));

@@ -3,7 +3,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tether_core::sse::SseConfig;
+use tether_core::link::Epoch;
+use tether_core::sse::{Event, FailReason, SseConfig, Unsendable};
 use tether_testkit::sse_sim::{Reply, ServerConfig, SseSim};
 
 const SEED: u64 = 0x5EED;
@@ -164,6 +165,63 @@ fn s9_disconnect_during_backoff() {
     s.disconnect();
     s.run_for(secs(600));
     assert_eq!(s.requests().len(), 1);
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn s10_an_id_a_header_cannot_carry_resumes_from_the_last_sendable_one() {
+    let mut s = sim(ServerConfig::default());
+    s.script([Reply::Body(
+        b"id: 1\ndata: a\n\nid: 2\x01x\ndata: b\n\ndata: c\n\n".to_vec(),
+    )]);
+    s.connect();
+    s.run_for(secs(10));
+    // Delivered as sent, noticed once, and the reconnect reached the server with the older
+    // id (before the fix the request could not be built and the server never heard again).
+    assert_eq!(
+        s.heard(|e| match e {
+            Event::Message(m) => Some(m.id.clone()),
+            _ => None,
+        }),
+        ["1", "2\u{1}x", "2\u{1}x"]
+    );
+    assert_eq!(
+        s.heard(|e| match e {
+            Event::UnsendableId { id, why } => Some((id.clone(), *why)),
+            _ => None,
+        }),
+        [("2\u{1}x".to_owned(), Unsendable::Byte { at: 1, byte: 1 })]
+    );
+    let seen: Vec<_> = s
+        .seen()
+        .iter()
+        .map(|r| r.last_event_id.as_deref())
+        .collect();
+    assert_eq!(seen, [None, Some("1")]);
+    assert_eq!(s.stats().unsendable_ids, 1);
+    assert!(s
+        .heard(|e| matches!(e, Event::Failed { .. }).then_some(()))
+        .is_empty());
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn s11_a_request_the_driver_cannot_build_fails_once_and_is_not_retried() {
+    let mut s = SseSim::manual(SseConfig::default(), SEED);
+    s.connect();
+    s.handle_request_invalid(s.now(), Epoch(1), "builder error: invalid header value")
+        .unwrap();
+    s.run_for(secs(600));
+    assert_eq!(s.requests().len(), 1);
+    assert_eq!(
+        s.heard(|e| match e {
+            Event::Failed { why } => Some(why.clone()),
+            _ => None,
+        }),
+        [FailReason::InvalidRequest(
+            "builder error: invalid header value".into()
+        )]
+    );
     insta::assert_snapshot!(s.transcript());
 }
 

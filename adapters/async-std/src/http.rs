@@ -15,10 +15,13 @@ use futures_util::Stream;
 use http_body_util::Empty;
 use hyper::body::{Body, Incoming};
 use hyper::client::conn::http1::{self, Connection};
-use hyper::header::{ACCEPT, CACHE_CONTROL, HOST};
+use hyper::header::HOST;
 use hyper::{Request, Uri};
 use smol_hyper::rt::FuturesIo;
-use tether_driver::{retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse};
+use tether_core::link::SocketLoss;
+use tether_driver::{
+    request_headers, retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse, RequestError,
+};
 
 use crate::net::{self, Conn};
 
@@ -33,7 +36,7 @@ impl HttpConnect for HyperHttp {
         &self,
         url: &str,
         last_event_id: Option<&str>,
-    ) -> BoxFuture<Result<HttpResponse, HttpError>> {
+    ) -> BoxFuture<Result<HttpResponse, RequestError>> {
         let url = url.to_owned();
         let last_event_id = last_event_id.map(str::to_owned);
         Box::pin(async move { get(&url, last_event_id.as_deref()).await })
@@ -52,37 +55,38 @@ pub(crate) fn check_url(url: &str) -> Result<Uri, String> {
     Ok(uri)
 }
 
-async fn get(url: &str, last_event_id: Option<&str>) -> Result<HttpResponse, HttpError> {
-    let uri = check_url(url)?;
+async fn get(url: &str, last_event_id: Option<&str>) -> Result<HttpResponse, RequestError> {
+    let uri = check_url(url).map_err(RequestError::Invalid)?;
     let tls = uri.scheme_str() == Some("https");
     let host = uri.host().unwrap_or_default();
     let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-    let conn = net::connect(host, port, tls).await?;
-    let (mut sender, mut connection) = http1::handshake(FuturesIo::new(conn)).await?;
+    // Built before connecting: a request that cannot be built must not cost a connection.
     let authority = uri.authority().map_or(host, |a| a.as_str());
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut request = Request::get(path)
-        .header(HOST, authority)
-        .header(ACCEPT, "text/event-stream")
-        .header(CACHE_CONTROL, "no-cache");
-    if let Some(id) = last_event_id {
-        request = request.header("last-event-id", id);
+    let mut request = Request::get(path).header(HOST, authority);
+    for (name, value) in request_headers(last_event_id) {
+        request = request.header(name, value);
     }
-    let request = request.body(Empty::<Bytes>::new())?;
+    let request = request
+        .body(Empty::<Bytes>::new())
+        .map_err(|e| RequestError::invalid(&e))?;
+    let conn = net::connect(host, port, tls).await.map_err(connect_error)?;
+    let (mut sender, mut connection) = http1::handshake(FuturesIo::new(conn))
+        .await
+        .map_err(hyper_error)?;
     let mut response = std::pin::pin!(sender.send_request(request));
     let response = poll_fn(|cx| {
         if let Poll::Ready(result) = Pin::new(&mut connection).poll(cx) {
             // The connection ended before the response head: that is the error.
-            let error: HttpError = match result {
-                Err(e) => Box::new(e),
-                Ok(()) => "connection closed before the response".into(),
-            };
-            return Poll::Ready(Err(error));
+            return Poll::Ready(Err(match result {
+                Err(e) => hyper_error(e),
+                Ok(()) => RequestError::lost(
+                    SocketLoss::NetworkError,
+                    "connection closed before the response",
+                ),
+            }));
         }
-        response
-            .as_mut()
-            .poll(cx)
-            .map_err(|e| Box::new(e) as HttpError)
+        response.as_mut().poll(cx).map_err(hyper_error)
     })
     .await?;
     let header = |name: &str| {
@@ -105,6 +109,27 @@ async fn get(url: &str, last_event_id: Option<&str>) -> Result<HttpResponse, Htt
         retry_after,
         body: Box::pin(body),
     })
+}
+
+/// A failure to open the connection: a host that cannot be a TLS server name is the URL's
+/// fault (local), a TLS failure is reported by rustls as `InvalidData`, anything else kept
+/// the connection from existing.
+fn connect_error(error: std::io::Error) -> RequestError {
+    match error.kind() {
+        std::io::ErrorKind::InvalidInput => RequestError::invalid(&error),
+        std::io::ErrorKind::InvalidData => RequestError::lost(SocketLoss::TlsRejected, error),
+        _ => RequestError::lost(SocketLoss::ConnectionRefused, error),
+    }
+}
+
+/// A response head that is not HTTP is a failed handshake; the rest is the network's.
+fn hyper_error(error: hyper::Error) -> RequestError {
+    let loss = if error.is_parse() {
+        SocketLoss::HandshakeFailed
+    } else {
+        SocketLoss::NetworkError
+    };
+    RequestError::lost(loss, error)
 }
 
 /// A response body that also drives its connection.

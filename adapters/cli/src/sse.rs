@@ -1,12 +1,12 @@
 //! `tether sse`: an SSE endpoint kept open with the SseSession rules, as JSON lines.
 
 use std::pin::pin;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
-use tether_tokio::sse::{CloseReason, DropReason, Event, FailReason};
+use tether_tokio::sse::{CloseReason, DropReason, Event, FailReason, ParseError};
 use tether_tokio::tether_core::SseConfig;
 use tether_tokio::{EventSource, EventSourceConfig};
 
@@ -16,14 +16,25 @@ use crate::{parse_secs, stop_requested, Failure};
 /// `tether sse <URL>`
 ///
 /// Writes one JSON object per line to stdout: `open`, `message` (`event`, `data`, `id`),
-/// `reconnecting` (`in_ms`, `last_event_id`, `attempt`, `why`), `reconnected` (`gap_ms`),
-/// `failed` (`status`, `reason`) and `closed` (`reason`). Exits 1 after `failed`, 0 after the
+/// `reconnecting` (`in_ms`, `last_event_id`, `attempt`, `why`, `status`, `reason`),
+/// `reconnected` (`gap_ms`), `peer_error` (`kind`, `excerpt`, `suppressed`), `failed`
+/// (`status`, `reason`) and `closed` (`reason`). Exits 1 after `failed`, 0 after the
 /// server's 204, `--duration` or Ctrl-C.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Output, one JSON object per line on stdout: open, message (event, \
-    data, id), reconnecting (in_ms, last_event_id, attempt, why), reconnected (gap_ms), failed \
-    (status, reason), closed (reason). Diagnostics go to stderr.\n\
+    data, id), reconnecting (in_ms, last_event_id, attempt, why, status, reason), reconnected \
+    (gap_ms), peer_error (kind, excerpt, suppressed), failed (status, reason), closed (reason). \
+    Diagnostics go to stderr.\n\n\
+    reconnecting.why is one of: status (with the HTTP status in status), eof, idle_timeout, \
+    connect_timeout, connection_refused, tls_rejected, handshake_failed, network_error; \
+    reason says the same for a person.\n\n\
+    peer_error reports what the server got wrong while the stream carries on. kind is \
+    line_too_long or event_too_large (that part of the stream was dropped; excerpt names the \
+    limit), or unsendable_id (an id no HTTP header can carry: the message keeps it, and a \
+    reconnect resumes from the last id that can be sent, shown as last_event_id; excerpt is \
+    the id's first 64 characters). At most 10 peer_error lines are written per second; \
+    suppressed, when present, counts the ones left out since the last line.\n\n\
     Exit codes: 0 done (204, --duration, Ctrl-C), 1 after failed, 2 bad arguments."
 )]
 pub(crate) struct Args {
@@ -58,10 +69,19 @@ enum Line<'a> {
         in_ms: u64,
         last_event_id: &'a str,
         attempt: u32,
-        why: String,
+        why: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        reason: String,
     },
     Reconnected {
         gap_ms: u64,
+    },
+    PeerError {
+        kind: &'static str,
+        excerpt: String,
+        #[serde(skip_serializing_if = "is_zero")]
+        suppressed: u64,
     },
     Failed {
         status: Option<u16>,
@@ -95,6 +115,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     let mut stream = EventSource::with_client(&args.url, config, client)
         .map_err(|e| Failure::Usage(e.to_string()))?;
     let mut out = JsonLines::new();
+    let mut peer_errors = RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1));
     let mut stop = pin!(stop);
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
     let mut deadline = pin!(deadline);
@@ -120,14 +141,38 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
                 })?;
                 return Ok(());
             }
-            other => write_event(&mut out, other, stream.last_event_id())?,
+            Event::Reconnecting { at, .. } => {
+                let in_ms = millis(stream.until(*at));
+                write_event(&mut out, &event, stream.last_event_id(), in_ms)?;
+            }
+            Event::ParseError(_) | Event::UnsendableId { .. } => {
+                tracing::warn!(?event, "the server sent something wrong");
+                if let Some(suppressed) = peer_errors.admit(Instant::now()) {
+                    if let Some(line) = peer_error(&event, suppressed) {
+                        out.write(&line)?;
+                    }
+                }
+            }
+            other => write_event(&mut out, other, stream.last_event_id(), 0)?,
         }
     }
     stream.close();
     Ok(())
 }
 
-fn write_event(out: &mut JsonLines, event: &Event, last_event_id: &str) -> Result<(), Failure> {
+/// Most `peer_error` lines per second: a server that sends nothing but oversized lines must
+/// not turn stdout into a flood.
+const PEER_ERRORS_PER_SECOND: u32 = 10;
+
+/// Longest `peer_error` excerpt, in characters.
+const EXCERPT_CHARS: usize = 64;
+
+fn write_event(
+    out: &mut JsonLines,
+    event: &Event,
+    last_event_id: &str,
+    in_ms: u64,
+) -> Result<(), Failure> {
     let line = match event {
         Event::Open => Line::Open,
         Event::Message(message) => Line::Message {
@@ -135,23 +180,20 @@ fn write_event(out: &mut JsonLines, event: &Event, last_event_id: &str) -> Resul
             data: &message.data,
             id: &message.id,
         },
-        Event::Reconnecting {
-            why,
-            attempt,
-            delay,
-        } => Line::Reconnecting {
-            in_ms: millis(*delay),
+        Event::Reconnecting { why, attempt, .. } => Line::Reconnecting {
+            in_ms,
             last_event_id,
             attempt: *attempt,
-            why: drop_reason(*why),
+            why: drop_kind(*why),
+            status: match why {
+                DropReason::Status(status) => Some(*status),
+                _ => None,
+            },
+            reason: drop_reason(*why),
         },
         Event::Reconnected { gap } => Line::Reconnected {
             gap_ms: millis(*gap),
         },
-        Event::ParseError(error) => {
-            tracing::warn!(?error, "part of the stream was too large and was dropped");
-            return Ok(());
-        }
         other => {
             tracing::debug!(?other, "sse event");
             return Ok(());
@@ -181,16 +223,98 @@ fn failure(why: &FailReason) -> (Option<u16>, String) {
                 format!("gave up reconnecting; last: {}", drop_reason(*last)),
             )
         }
+        FailReason::InvalidRequest(detail) => {
+            (None, format!("the request could not be built: {detail}"))
+        }
+        other => (None, format!("{other:?}")),
+    }
+}
+
+/// The typed `why` of a `reconnecting` line.
+fn drop_kind(why: DropReason) -> &'static str {
+    match why {
+        DropReason::Status(_) => "status",
+        DropReason::NetworkError(loss) => loss.as_str(),
+        DropReason::Eof => "eof",
+        DropReason::ConnectTimeout => "connect_timeout",
+        DropReason::IdleTimeout => "idle_timeout",
+        _ => "other",
     }
 }
 
 fn drop_reason(why: DropReason) -> String {
     match why {
         DropReason::Status(status) => format!("HTTP status {status}"),
-        DropReason::NetworkError => "network error".into(),
+        DropReason::NetworkError(loss) => format!("network error ({})", loss.as_str()),
         DropReason::Eof => "stream ended".into(),
         DropReason::ConnectTimeout => "no response in time".into(),
         DropReason::IdleTimeout => "idle timeout".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// The `peer_error` line for a peer error event, saying how many were `suppressed` before it.
+fn peer_error(event: &Event, suppressed: u64) -> Option<Line<'static>> {
+    let (kind, excerpt) = match event {
+        Event::ParseError(error @ ParseError::LineTooLong { .. }) => {
+            ("line_too_long", error.to_string())
+        }
+        Event::ParseError(error @ ParseError::EventTooLarge { .. }) => {
+            ("event_too_large", error.to_string())
+        }
+        Event::ParseError(error) => ("parse_error", error.to_string()),
+        Event::UnsendableId { id, .. } => ("unsendable_id", id.clone()),
+        _ => return None,
+    };
+    Some(Line::PeerError {
+        kind,
+        excerpt: excerpt.chars().take(EXCERPT_CHARS).collect(),
+        suppressed,
+    })
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// At most `limit` lines per `window`; counts what it refused so the next admitted line can
+/// say how many were left out.
+#[derive(Debug)]
+struct RateLimit {
+    limit: u32,
+    window: Duration,
+    started: Option<Instant>,
+    admitted: u32,
+    suppressed: u64,
+}
+
+impl RateLimit {
+    fn new(limit: u32, window: Duration) -> Self {
+        RateLimit {
+            limit,
+            window,
+            started: None,
+            admitted: 0,
+            suppressed: 0,
+        }
+    }
+
+    /// Whether a line may be written at `now`: `Some(suppressed since the last one)`, or
+    /// `None` (counted) when this window is used up.
+    fn admit(&mut self, now: Instant) -> Option<u64> {
+        let fresh = self
+            .started
+            .is_none_or(|start| now.saturating_duration_since(start) >= self.window);
+        if fresh {
+            self.started = Some(now);
+            self.admitted = 0;
+        }
+        if self.admitted >= self.limit {
+            self.suppressed += 1;
+            return None;
+        }
+        self.admitted += 1;
+        Some(std::mem::take(&mut self.suppressed))
     }
 }
 
@@ -198,6 +322,7 @@ fn closed_reason(why: CloseReason) -> &'static str {
     match why {
         CloseReason::NoContent => "204 No Content: the server asked to stop",
         CloseReason::Local => "closed",
+        _ => "closed",
     }
 }
 
@@ -219,4 +344,48 @@ fn parse_headers(args: &[String]) -> Result<HeaderMap, Failure> {
         headers.append(name, value);
     }
     Ok(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_limit_admits_n_per_window_and_reports_what_it_left_out() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut limit = RateLimit::new(3, Duration::from_secs(1));
+        let got: Vec<_> = [0, 10, 20, 30, 40, 999]
+            .map(|ms| limit.admit(at(ms)))
+            .into();
+        assert_eq!(got, [Some(0), Some(0), Some(0), None, None, None]);
+        // A new window: the first line carries the three left out.
+        assert_eq!(limit.admit(at(1000)), Some(3));
+        assert_eq!(limit.admit(at(1001)), Some(0));
+    }
+
+    #[test]
+    fn peer_error_lines_are_typed_and_bounded() {
+        let long = "\u{1}".repeat(100);
+        let event = Event::UnsendableId {
+            id: long,
+            why: tether_tokio::sse::Unsendable::Byte { at: 0, byte: 1 },
+        };
+        let Some(Line::PeerError { kind, excerpt, .. }) = peer_error(&event, 0) else {
+            panic!()
+        };
+        assert_eq!((kind, excerpt.chars().count()), ("unsendable_id", 64));
+        let event = Event::ParseError(ParseError::LineTooLong { limit: 8 });
+        let json = serde_json::to_value(peer_error(&event, 0).unwrap()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "type": "peer_error",
+                "kind": "line_too_long",
+                "excerpt": "line longer than 8 bytes"
+            })
+        );
+        let json = serde_json::to_value(peer_error(&event, 4).unwrap()).unwrap();
+        assert_eq!(json["suppressed"], 4);
+    }
 }

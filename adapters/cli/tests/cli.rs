@@ -46,6 +46,7 @@ const SSE_TYPES: &[&str] = &[
     "message",
     "reconnecting",
     "reconnected",
+    "peer_error",
     "failed",
     "closed",
 ];
@@ -454,6 +455,9 @@ async fn sse_writes_open_message_and_reconnecting_lines() {
         serde_json::json!({"type": "message", "event": "note", "data": "one", "id": "1"})
     );
     assert_eq!(lines[3]["last_event_id"], "2");
+    assert_eq!(lines[3]["why"], "eof");
+    assert_eq!(lines[3]["reason"], "stream ended");
+    assert_eq!(lines[3].get("status"), None);
     // `retry: 500` with the default +-50% jitter.
     let in_ms = lines[3]["in_ms"].as_u64().unwrap();
     assert!((250..=750).contains(&in_ms), "{}", lines[3]);
@@ -465,6 +469,48 @@ async fn sse_writes_open_message_and_reconnecting_lines() {
             (Some("yes".to_owned()), None),
             (Some("yes".to_owned()), Some("2".to_owned()))
         ]
+    );
+}
+
+#[tokio::test]
+async fn sse_unsendable_id_is_a_peer_error_line_and_the_reconnect_resumes() {
+    let (url, server) = sse_server(vec![
+        Reply::Events(vec![("1", "one"), ("2\u{1}x", "two")], true),
+        Reply::Events(vec![("3", "three")], false),
+    ])
+    .await;
+    let output = run(&["sse", &url, "--seed", "5", "--duration", "2.5"]).await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "open",
+            "message",
+            "message",
+            "peer_error",
+            "reconnecting",
+            "reconnected",
+            "message"
+        ],
+        "{}",
+        explain(&output)
+    );
+    assert_eq!(lines[2]["id"], "2\u{1}x", "delivered as sent");
+    assert_eq!(
+        lines[3],
+        serde_json::json!({"type": "peer_error", "kind": "unsendable_id", "excerpt": "2\u{1}x"})
+    );
+    assert_eq!(
+        lines[4]["last_event_id"], "1",
+        "resumes from the last sendable id"
+    );
+    let requests = server.lock().unwrap().requests.clone();
+    assert_eq!(
+        requests,
+        [(None, None), (None, Some("1".to_owned()))],
+        "the second request reached the server"
     );
 }
 

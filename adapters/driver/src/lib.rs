@@ -13,7 +13,8 @@
 //!   Nostr relay connection. [`relay_driver`] builds the matching driver future, which the
 //!   runtime adapter spawns.
 //! - [`EventStream`]: a `Stream` of SSE events that drives an
-//!   [`SseSession`](tether_core::SseSession) as it is polled.
+//!   [`SseSession`](tether_core::SseSession) as it is polled; [`sse_request`] has the
+//!   request headers and failure kinds every HTTP client shares.
 //! - [`Signer`]: how the application answers NIP-42 challenges without the driver holding keys.
 //!
 //! # The driver loop
@@ -39,6 +40,7 @@ mod retry_after;
 mod runtime;
 mod signer;
 pub mod sse;
+pub mod sse_request;
 
 pub use config::{seed_or_random, Config, EventSourceConfig};
 pub use connect_error::ConnectError;
@@ -53,6 +55,7 @@ pub use runtime::{
 };
 pub use signer::{Signer, SignerError};
 pub use sse::EventStream;
+pub use sse_request::{request_headers, RequestError};
 
 /// The core and protocol types an application meets through the handles.
 pub use tether_core;

@@ -122,11 +122,12 @@ impl std::fmt::Debug for HttpResponse {
 
 /// Performs the SSE GET.
 pub trait HttpConnect: Send + Sync + 'static {
-    /// GET `url` with `Accept: text/event-stream`, `Cache-Control: no-cache`, and
-    /// `Last-Event-ID` when given.
+    /// GET `url` with the [`request_headers`](crate::sse_request::request_headers) for
+    /// `last_event_id`. A failure says whether the request could not be built or was lost
+    /// on the network, and why ([`RequestError`](crate::sse_request::RequestError)).
     fn get(
         &self,
         url: &str,
         last_event_id: Option<&str>,
-    ) -> BoxFuture<Result<HttpResponse, HttpError>>;
+    ) -> BoxFuture<Result<HttpResponse, crate::sse_request::RequestError>>;
 }

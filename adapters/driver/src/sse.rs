@@ -14,13 +14,14 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use futures_core::Stream;
-use tether_core::link::Epoch;
-use tether_core::sse::{Event, Transmit};
+use tether_core::link::{Epoch, SocketLoss};
+use tether_core::sse::{Event, SseStats, Transmit};
 use tether_core::{Instant, SseSession};
 use tracing::{info, warn};
 
 use crate::config::{seed_or_random, EventSourceConfig};
 use crate::runtime::{Alarm, BoxFuture, HttpConnect, HttpError, HttpResponse, Runtime};
+use crate::sse_request::{describe, RequestError};
 
 type Body = Pin<Box<dyn Stream<Item = Result<Bytes, HttpError>> + Send>>;
 
@@ -33,7 +34,7 @@ pub struct EventStream<R: Runtime> {
     http: Arc<dyn HttpConnect>,
     url: Arc<str>,
     session: SseSession,
-    request: Option<(Epoch, BoxFuture<Result<HttpResponse, HttpError>>)>,
+    request: Option<(Epoch, BoxFuture<Result<HttpResponse, RequestError>>)>,
     body: Option<(Epoch, Body)>,
     /// Body bytes the session could not take yet (its event queue was full).
     unread: Bytes,
@@ -72,6 +73,27 @@ impl<R: Runtime> EventStream<R> {
         &self.session
     }
 
+    /// The last event ID the next request would carry (the newest one a header can carry).
+    pub fn last_event_id(&self) -> &str {
+        self.session.last_event_id()
+    }
+
+    /// The session's counters.
+    pub fn stats(&self) -> &SseStats {
+        self.session.stats()
+    }
+
+    /// The current time on this stream's clock, as its events' instants are measured.
+    pub fn now(&self) -> Instant {
+        self.rt.now()
+    }
+
+    /// How long from now until `at` on this stream's clock, e.g. the wait of an
+    /// [`Event::Reconnecting`] (zero once `at` has passed).
+    pub fn until(&self, at: Instant) -> std::time::Duration {
+        at.saturating_duration_since(self.rt.now())
+    }
+
     /// Stop: abort the request and end the stream with [`Event::Closed`].
     pub fn close(&mut self) {
         self.session.disconnect(self.rt.now());
@@ -100,6 +122,7 @@ impl<R: Runtime> EventStream<R> {
                         self.unread.clear();
                     }
                 }
+                other => warn!(?other, "transmit this driver does not know"),
             }
         }
     }
@@ -131,9 +154,13 @@ impl<R: Runtime> EventStream<R> {
                 self.body = Some((epoch, response.body));
                 outcome
             }
-            Err(error) => {
-                warn!(%error, "request failed");
-                self.session.handle_error(now, epoch)
+            Err(RequestError::Invalid(detail)) => {
+                warn!(%detail, "request could not be built");
+                self.session.handle_request_invalid(now, epoch, &detail)
+            }
+            Err(RequestError::Lost(loss, error)) => {
+                warn!(loss = loss.as_str(), error = %describe(error.as_ref()), "request failed");
+                self.session.handle_error(now, epoch, loss)
             }
         };
         if let Err(error) = outcome {
@@ -158,9 +185,11 @@ impl<R: Runtime> EventStream<R> {
         let outcome = match next {
             Some(Ok(chunk)) => return self.feed(now, epoch, chunk),
             Some(Err(error)) => {
-                warn!(%error, "body failed");
+                warn!(error = %describe(error.as_ref()), "body failed");
                 self.body = None;
-                self.session.handle_error(now, epoch)
+                // Mid-body the connection existed: whatever broke it is the network's.
+                self.session
+                    .handle_error(now, epoch, SocketLoss::NetworkError)
             }
             None => {
                 info!("body ended");
@@ -212,12 +241,8 @@ impl<R: Runtime> Stream for EventStream<R> {
                     this.request = None;
                     this.body = None;
                 }
-                if let Event::Reconnecting {
-                    why,
-                    attempt,
-                    delay,
-                } = &event
-                {
+                if let Event::Reconnecting { why, attempt, at } = &event {
+                    let delay = at.saturating_duration_since(now);
                     info!(?why, attempt, ?delay, "reconnecting");
                 }
                 // Until the next poll nobody reads the body: silence from here on is ours.

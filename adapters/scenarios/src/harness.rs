@@ -40,6 +40,10 @@ impl Harness for Tokio {
         sse.last_event_id().to_owned()
     }
 
+    fn sse_now(sse: &Self::Sse) -> tether_core::Instant {
+        sse.now()
+    }
+
     fn sleep(duration: Duration) -> BoxFuture<()> {
         Box::pin(tokio::time::sleep(duration))
     }
@@ -84,6 +88,10 @@ macro_rules! real_time_harness {
 
             fn last_event_id(sse: &Self::Sse) -> String {
                 sse.last_event_id().to_owned()
+            }
+
+            fn sse_now(sse: &Self::Sse) -> tether_core::Instant {
+                sse.now()
             }
 
             fn sleep(duration: Duration) -> BoxFuture<()> {

@@ -51,6 +51,9 @@ pub trait Harness: 'static {
     /// The last event ID the stream's next request would carry.
     fn last_event_id(sse: &Self::Sse) -> String;
 
+    /// The stream's clock, on which its events' instants (`Reconnecting { at }`) are measured.
+    fn sse_now(sse: &Self::Sse) -> tether_core::Instant;
+
     /// Sleep on this runtime's clock.
     fn sleep(duration: Duration) -> BoxFuture<()>;
 
@@ -152,6 +155,8 @@ macro_rules! suite {
                     heartbeats_keep_a_quiet_stream_alive,
                     a_silent_server_trips_the_idle_watchdog,
                     an_application_pause_is_not_server_silence,
+                    an_id_a_header_cannot_carry_does_not_stop_reconnects,
+                    a_refused_port_is_reported_as_connection_refused,
                 ]
             );
         }

@@ -11,7 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures_util::{stream, StreamExt};
-use tether_core::sse::{CloseReason, DropReason, Event, FailReason};
+use tether_core::link::SocketLoss;
+use tether_core::sse::{CloseReason, DropReason, Event, FailReason, Unsendable};
 use tether_driver::EventSourceConfig;
 
 use crate::{within, Harness};
@@ -169,16 +170,16 @@ pub async fn messages_then_reconnect_with_last_event_id<H: Harness>() {
     assert_eq!(next::<H>(&mut events).await, Event::Open);
     assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
     assert_eq!(data(&next::<H>(&mut events).await), ("2", "b"));
-    let Event::Reconnecting {
-        why,
-        attempt,
-        delay,
-    } = next::<H>(&mut events).await
-    else {
+    // The drop happens between these two readings of the clock.
+    let before = H::sse_now(&events);
+    let Event::Reconnecting { why, attempt, at } = next::<H>(&mut events).await else {
         panic!()
     };
+    let after = H::sse_now(&events);
     assert_eq!((why, attempt), (DropReason::Eof, 1));
-    assert!(delay >= RECONNECT_BASE / 2 && delay <= RECONNECT_BASE * 3 / 2);
+    assert!(at - before >= RECONNECT_BASE / 2, "{:?}", at - before);
+    assert!(at.saturating_duration_since(after) <= RECONNECT_BASE * 3 / 2);
+    let delay = at.saturating_duration_since(after);
     assert!(matches!(
         next::<H>(&mut events).await,
         Event::Reconnected { .. }
@@ -221,11 +222,13 @@ pub async fn unavailable_with_retry_after_waits_at_least_that_long<H: Harness>()
     ])
     .await;
     let mut events = H::event_source(&url, config());
-    let Event::Reconnecting { why, delay, .. } = next::<H>(&mut events).await else {
+    // Before the first request: the 503 comes later, and the wait counts from it.
+    let before = H::sse_now(&events);
+    let Event::Reconnecting { why, at, .. } = next::<H>(&mut events).await else {
         panic!()
     };
     assert_eq!(why, DropReason::Status(503));
-    assert!(delay >= Duration::from_secs(1), "{delay:?}");
+    assert!(at - before >= Duration::from_secs(1), "{:?}", at - before);
     assert_eq!(next::<H>(&mut events).await, Event::Open);
     assert_eq!(data(&next::<H>(&mut events).await), ("1", "x"));
     let requests = requests(&server);
@@ -318,4 +321,73 @@ pub async fn an_application_pause_is_not_server_silence<H: Harness>() {
     assert_eq!(why, DropReason::IdleTimeout);
     assert!(H::now() - resumed >= IDLE_TIMEOUT * 9 / 10);
     assert_eq!(requests(&server).len(), 1);
+}
+
+/// An `id:` holding a control character (which no HTTP client puts in a header) is delivered
+/// as sent, announced once, and the reconnect still reaches the server, resuming from the
+/// last id a header can carry.
+pub async fn an_id_a_header_cannot_carry_does_not_stop_reconnects<H: Harness>() {
+    let (url, server) = start::<H>(vec![
+        Reply::Events {
+            events: vec![("1", "a"), ("2\u{1}x", "b")],
+            end: true,
+            keep_alive: None,
+        },
+        Reply::Events {
+            events: vec![("3", "c")],
+            end: false,
+            keep_alive: None,
+        },
+    ])
+    .await;
+    let mut events = H::event_source(&url, config());
+    assert_eq!(next::<H>(&mut events).await, Event::Open);
+    assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    assert_eq!(data(&next::<H>(&mut events).await), ("2\u{1}x", "b"));
+    assert_eq!(
+        next::<H>(&mut events).await,
+        Event::UnsendableId {
+            id: "2\u{1}x".into(),
+            why: Unsendable::Byte { at: 1, byte: 1 }
+        }
+    );
+    let Event::Reconnecting { why, .. } = next::<H>(&mut events).await else {
+        panic!()
+    };
+    assert_eq!(why, DropReason::Eof);
+    assert!(matches!(
+        next::<H>(&mut events).await,
+        Event::Reconnected { .. }
+    ));
+    assert_eq!(data(&next::<H>(&mut events).await), ("3", "c"));
+    let requests = requests(&server);
+    assert_eq!(requests.len(), 2, "the second request reached the server");
+    assert_eq!(requests[1].last_event_id.as_deref(), Some("1"));
+    assert_eq!(requests[1].accept.as_deref(), Some("text/event-stream"));
+    assert_eq!(H::last_event_id(&events), "3");
+}
+
+/// A port nobody listens on: every attempt is reported as a refused connection and retried.
+pub async fn a_refused_port_is_reported_as_connection_refused<H: Harness>() {
+    let url = H::on_server(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/events", listener.local_addr().unwrap());
+        drop(listener);
+        url
+    })
+    .await;
+    let mut events = H::event_source(&url, config());
+    for expected in 1..=2 {
+        let Event::Reconnecting { why, attempt, at } = next::<H>(&mut events).await else {
+            panic!()
+        };
+        assert_eq!(
+            (why, attempt),
+            (
+                DropReason::NetworkError(SocketLoss::ConnectionRefused),
+                expected
+            )
+        );
+        assert!(at.saturating_duration_since(H::sse_now(&events)) <= RECONNECT_BASE * 3 * expected);
+    }
 }

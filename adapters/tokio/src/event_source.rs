@@ -1,5 +1,6 @@
 //! [`EventSource`]: an SSE stream over reqwest.
 
+use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -14,7 +15,8 @@ use crate::ConnectError;
 
 /// A Server-Sent Events stream kept alive across drops, over reqwest with rustls.
 ///
-/// Sends `Accept: text/event-stream` and, after a drop, `Last-Event-ID`; hands the status,
+/// The runtime-independent stream is [`EventStream`], which this derefs to (last event ID,
+/// counters, `close`). Sends `Accept: text/event-stream` and, after a drop, `Last-Event-ID`; hands the status,
 /// content type and `Retry-After` of every response to the core and streams the body into
 /// it. Yields every [`Event`]: [`Open`](Event::Open), [`Message`](Event::Message)s,
 /// [`Reconnecting`](Event::Reconnecting), [`Reconnected`](Event::Reconnected) (run one
@@ -92,15 +94,19 @@ impl EventSource {
             inner: EventStream::new(url, config, TokioRuntime::new(), http),
         })
     }
+}
 
-    /// The last event ID the next request would carry.
-    pub fn last_event_id(&self) -> &str {
-        self.inner.session().last_event_id()
+impl Deref for EventSource {
+    type Target = EventStream<TokioRuntime>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.inner
     }
+}
 
-    /// Stop: abort the request; the stream ends with [`Event::Closed`].
-    pub fn close(&mut self) {
-        self.inner.close();
+impl DerefMut for EventSource {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.inner
     }
 }
 

@@ -1,7 +1,11 @@
 //! The SSE GET through reqwest (rustls).
 
 use futures_util::{StreamExt, TryStreamExt};
-use tether_driver::{retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse};
+use tether_core::link::SocketLoss;
+use tether_driver::sse_request::connect_loss;
+use tether_driver::{
+    request_headers, retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse, RequestError,
+};
 
 /// reqwest, set up for long-lived event streams.
 #[derive(Clone, Debug)]
@@ -22,17 +26,13 @@ impl HttpConnect for ReqwestHttp {
         &self,
         url: &str,
         last_event_id: Option<&str>,
-    ) -> BoxFuture<Result<HttpResponse, HttpError>> {
-        let mut request = self
-            .client
-            .get(url)
-            .header("Accept", "text/event-stream")
-            .header("Cache-Control", "no-cache");
-        if let Some(id) = last_event_id {
-            request = request.header("Last-Event-ID", id);
+    ) -> BoxFuture<Result<HttpResponse, RequestError>> {
+        let mut request = self.client.get(url);
+        for (name, value) in request_headers(last_event_id) {
+            request = request.header(name, value);
         }
         Box::pin(async move {
-            let response = request.send().await?;
+            let response = request.send().await.map_err(classify)?;
             let header = |name: &str| {
                 response
                     .headers()
@@ -54,4 +54,20 @@ impl HttpConnect for ReqwestHttp {
             })
         })
     }
+}
+
+/// reqwest's error kinds as the core's: a builder error (a header or URL reqwest refuses)
+/// is local; a connect error is refused or TLS by its I/O cause; the rest happened on an
+/// open connection. reqwest does not expose hyper's malformed-response kind, so a server
+/// that answers with something other than HTTP is a network error here.
+fn classify(error: reqwest::Error) -> RequestError {
+    if error.is_builder() {
+        return RequestError::invalid(&error);
+    }
+    let loss = if error.is_connect() {
+        connect_loss(&error)
+    } else {
+        SocketLoss::NetworkError
+    };
+    RequestError::lost(loss, error)
 }

@@ -5,13 +5,16 @@
 //! The session never touches HTTP: the driver performs the request a [`Transmit::Open`] asks
 //! for, reports the response head with [`SseSession::handle_response`], the body with
 //! [`SseSession::handle_bytes`] and its end with [`SseSession::handle_eof`] or
-//! [`SseSession::handle_error`].
+//! [`SseSession::handle_error`] (or, when the request could not even be built,
+//! [`SseSession::handle_request_invalid`]).
 
 pub mod parser;
+pub mod resume;
 pub mod session;
 
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
+pub use resume::{check_sendable, Unsendable};
 pub use session::{
     is_event_stream, parse_retry_after, CloseReason, DropReason, Event, FailReason, SseConfig,
-    SseSession, SseStats, Transmit,
+    SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
 };

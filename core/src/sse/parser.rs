@@ -21,16 +21,23 @@
 //!   [`ParserConfig::max_event_len`] yields [`Item::Error`]; the parser then skips to the next
 //!   blank line (the next event boundary) and carries on, so one hostile event costs at most
 //!   the limit in memory.
-//! - At most [`ParserConfig::max_queued`] items wait to be drained. When the queue is full,
-//!   [`Parser::feed`] stops at a line boundary and returns how many bytes it consumed; the
+//! - An id that cannot be sent back as `Last-Event-ID` (see [`resume`](super::resume)) is
+//!   still the last event ID, but [`Parser::resume_id`] keeps the previous sendable one and
+//!   the parser queues [`Item::UnsendableId`] once per such `id` field.
+//! - At most [`ParserConfig::max_queued`] items wait to be drained, plus one: the blank line
+//!   that fills the queue can queue a message and its [`Item::UnsendableId`] together. When
+//!   the queue is full, [`Parser::feed`] stops at a line boundary and returns how many bytes it consumed; the
 //!   caller drains with [`Parser::next_item`] and feeds the rest again.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
+use crate::sse::resume::{check_sendable, Unsendable};
+
 /// Limits of a [`Parser`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ParserConfig {
     /// Longest line accepted, in bytes, without its line ending. Default 1 MiB.
     pub max_line_len: usize,
@@ -38,6 +45,9 @@ pub struct ParserConfig {
     pub max_event_len: usize,
     /// Most items held before [`Parser::feed`] stops consuming. Default 64; at least 1.
     pub max_queued: usize,
+    /// Longest id, in bytes, that can become [`Parser::resume_id`]. Default 4096: well
+    /// inside the 8 KiB per header line that nginx and most servers accept.
+    pub max_sendable_id_len: usize,
 }
 
 impl Default for ParserConfig {
@@ -46,6 +56,7 @@ impl Default for ParserConfig {
             max_line_len: 1 << 20,
             max_event_len: 1 << 20,
             max_queued: 64,
+            max_sendable_id_len: 4096,
         }
     }
 }
@@ -72,10 +83,20 @@ pub enum Item {
     Retry(Duration),
     /// An oversized line or event was dropped; parsing resumed at the next blank line.
     Error(ParseError),
+    /// An `id` field became the last event ID but cannot be sent as `Last-Event-ID`;
+    /// [`Parser::resume_id`] stays at the previous sendable id. Queued after the message
+    /// that carries the id, if any.
+    UnsendableId {
+        /// The id, as messages carry it.
+        id: String,
+        /// Why it cannot be sent.
+        why: Unsendable,
+    },
 }
 
 /// Why part of the stream was dropped. The peer's fault; the parser carries on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ParseError {
     /// A line was longer than this many bytes.
     LineTooLong {
@@ -120,7 +141,11 @@ pub struct Parser {
     data: Vec<u8>,
     event_type: Vec<u8>,
     id_buffer: String,
+    /// An `id` field was read since the last blank line: the next dispatch judges it.
+    id_pending: bool,
     last_event_id: String,
+    /// The newest last event ID that can be sent as a header.
+    resume_id: String,
     queue: VecDeque<Item>,
 }
 
@@ -137,7 +162,9 @@ impl Parser {
             data: Vec::new(),
             event_type: Vec::new(),
             id_buffer: String::new(),
+            id_pending: false,
             last_event_id: String::new(),
+            resume_id: String::new(),
             queue: VecDeque::new(),
         }
     }
@@ -147,10 +174,17 @@ impl Parser {
         &self.config
     }
 
-    /// The last event ID: set by every blank line from the newest valid `id` field, even when
-    /// no event is dispatched. This is what a reconnect sends as `Last-Event-ID`.
+    /// The last event ID as WHATWG defines it: set by every blank line from the newest valid
+    /// `id` field, even when no event is dispatched. Messages carry it.
     pub fn last_event_id(&self) -> &str {
         &self.last_event_id
+    }
+
+    /// The newest last event ID that can be sent as `Last-Event-ID` (see
+    /// [`resume`](super::resume)): what a reconnect resumes from. Equal to
+    /// [`Parser::last_event_id`] unless the server sent an unsendable id since.
+    pub fn resume_id(&self) -> &str {
+        &self.resume_id
     }
 
     /// Items waiting to be drained.
@@ -210,6 +244,7 @@ impl Parser {
         self.data.clear();
         self.event_type.clear();
         self.id_buffer.clone_from(&self.last_event_id);
+        self.id_pending = false;
     }
 }
 
@@ -243,11 +278,15 @@ impl Parser {
             ("event type", self.event_type.len()),
             ("id buffer", self.id_buffer.len()),
             ("last event id", self.last_event_id.len()),
+            ("resume id", self.resume_id.len()),
         ] {
             // Lossy UTF-8 decoding can triple a line's length (one byte -> U+FFFD).
             if len > c.max_line_len.saturating_mul(3) {
                 return Err(format!("{what} {len} > 3 x {}", c.max_line_len));
             }
+        }
+        if check_sendable(&self.resume_id, c.max_sendable_id_len).is_err() {
+            return Err(format!("unsendable resume id {:?}", self.resume_id));
         }
         if self.bom_matched > BOM.len() {
             return Err(format!("bom_matched {}", self.bom_matched));
@@ -373,7 +412,10 @@ impl Parser {
                 self.event_type.clear();
                 self.event_type.extend_from_slice(value);
             }
-            b"id" if !value.contains(&0) => self.id_buffer = decode(value.to_vec()),
+            b"id" if !value.contains(&0) => {
+                self.id_buffer = decode(value.to_vec());
+                self.id_pending = true;
+            }
             b"retry" => {
                 if let Some(ms) = parse_digits(value) {
                     self.queue.push_back(Item::Retry(Duration::from_millis(ms)));
@@ -396,10 +438,32 @@ impl Parser {
 
     fn dispatch(&mut self) {
         self.last_event_id.clone_from(&self.id_buffer);
-        if self.data.is_empty() {
+        // Judged once per `id` field, not per event that inherits it.
+        let unsendable = if std::mem::take(&mut self.id_pending) {
+            match check_sendable(&self.id_buffer, self.config.max_sendable_id_len) {
+                Ok(()) => {
+                    self.resume_id.clone_from(&self.id_buffer);
+                    None
+                }
+                Err(why) => Some(why),
+            }
+        } else {
+            None
+        };
+        if !self.data.is_empty() {
+            self.dispatch_message();
+        } else {
             self.event_type.clear();
-            return;
         }
+        if let Some(why) = unsendable {
+            self.queue.push_back(Item::UnsendableId {
+                id: self.id_buffer.clone(),
+                why,
+            });
+        }
+    }
+
+    fn dispatch_message(&mut self) {
         self.data.pop();
         let data = decode(std::mem::take(&mut self.data));
         let event = if self.event_type.is_empty() {

@@ -10,19 +10,31 @@
 //! | 5xx, 408, 429 | reconnect after backoff, no sooner than `Retry-After` (capped) |
 //! | network error, EOF, connect timeout, idle timeout | reconnect after backoff |
 //! | any other status, 200 with another content type | [`Event::Failed`], no reconnect |
+//! | the driver could not build the request | [`Event::Failed`] ([`FailReason::InvalidRequest`]), no reconnect |
+//!
+//! # Resuming
+//!
+//! A reconnect carries the newest last event ID that can be sent as a header
+//! ([`resume`](super::resume) has the rule). An id that cannot be is still delivered on its
+//! messages, counted in [`SseStats::unsendable_ids`] and announced once with
+//! [`Event::UnsendableId`]; the next request resumes from the previous sendable id, so the
+//! server replays from an older point (duplicates, never a silent gap, and never a request
+//! the HTTP client refuses to build).
 //!
 //! # Driving
 //!
 //! Every socket (one HTTP request) has an [`Epoch`], handed out in [`Transmit::Open`]; the
 //! driver tags each `handle_*` call with it. Input for an epoch the session already let go
-//! (closed, timed out, superseded) is stale and silently ignored. Input for an epoch never
+//! (closed, timed out, superseded) is stale: ignored and counted in
+//! [`SseStats::stale_inputs`]. Input for an epoch never
 //! handed out, or body bytes before the response head, is local misuse and returns
 //! [`SocketError`] (h11's split: the peer's mistakes become events, the driver's become errors).
 //!
 //! # Bounds
 //!
-//! - The event queue holds at most [`SseConfig::max_queued_events`] parsed events (messages
-//!   and parse errors): when it is full, [`SseSession::handle_bytes`]
+//! - The event queue holds at most [`SseConfig::max_queued_events`] parsed events (messages,
+//!   parse errors and unsendable-id notices; one more when a message and its notice come from
+//!   the same blank line): when it is full, [`SseSession::handle_bytes`]
 //!   stops consuming and returns how many bytes it took; the driver drains events and offers
 //!   the rest again (backpressure, not loss). Status events (open, reconnecting, failed, ...)
 //!   are at most two per input call and are never dropped.
@@ -33,13 +45,15 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::backoff::BackoffPolicy;
-use crate::link::{Epoch, Link, LinkAction, LinkConfig, Liveness, SocketError};
+use crate::link::{Epoch, Link, LinkAction, LinkConfig, Liveness, SocketError, SocketLoss};
 use crate::rng::Rng;
 use crate::sse::parser::{Item, Message, ParseError, Parser, ParserConfig};
+use crate::sse::resume::Unsendable;
 use crate::time::{Clock, Instant};
 
 /// Configuration of an [`SseSession`].
 #[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
 pub struct SseConfig {
     /// Reconnect delays: 1 s, x2, capped at 30 s, +-50% jitter, unbounded attempts.
     pub reconnect: BackoffPolicy,
@@ -80,6 +94,7 @@ impl Default for SseConfig {
 
 impl SseConfig {
     /// The [`LinkConfig`] this configuration drives the connection with.
+    #[must_use]
     pub fn link_config(&self) -> LinkConfig {
         LinkConfig {
             reconnect: self.reconnect,
@@ -95,12 +110,14 @@ impl SseConfig {
 
 /// What the driver must do on the wire.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Transmit {
     /// Start a GET with `Accept: text/event-stream`, tagged `epoch`.
     Open {
         /// Tag every input about this request with it.
         epoch: Epoch,
-        /// Send as the `Last-Event-ID` header; `None` when the ID is empty.
+        /// Send as the `Last-Event-ID` header; `None` when the ID is empty. Always a valid
+        /// header value (see [`resume`](super::resume)).
         last_event_id: Option<String>,
     },
     /// Abort the request or response of `epoch`.
@@ -112,19 +129,20 @@ pub enum Transmit {
 
 /// What the application hears.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// The stream is open (the first time since [`SseSession::connect`]).
     Open,
     /// A message arrived.
     Message(Message),
-    /// The stream (or an attempt) was lost; the next attempt starts after `delay`.
+    /// The stream (or an attempt) was lost; the next attempt starts at `at`.
     Reconnecting {
         /// What happened.
         why: DropReason,
         /// Attempts since the last stable stream, this one included.
         attempt: u32,
-        /// Time until the next request.
-        delay: Duration,
+        /// When the next request starts.
+        at: Instant,
     },
     /// The stream is open again after a drop; `gap` is how long it was down. Events in the gap
     /// the server could not replay from `Last-Event-ID` are lost: run one catch-up fetch.
@@ -134,6 +152,16 @@ pub enum Event {
     },
     /// Part of the stream was too large and dropped; the stream carries on.
     ParseError(ParseError),
+    /// The server sent an id that cannot be sent back as `Last-Event-ID`. Messages carry it
+    /// unchanged; a reconnect resumes from [`SseSession::last_event_id`], the previous
+    /// sendable id, so the server may replay events the application already has. Once per
+    /// such `id` field.
+    UnsendableId {
+        /// The id as the server sent it (and messages carry it).
+        id: String,
+        /// Why it cannot be sent.
+        why: Unsendable,
+    },
     /// The server refused in a way retrying will not fix. Nothing follows until `connect`.
     Failed {
         /// Why.
@@ -148,11 +176,12 @@ pub enum Event {
 
 /// Why a stream or an attempt was lost (and will be retried).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DropReason {
     /// A retryable status: 5xx, 408 or 429.
     Status(u16),
-    /// The driver reported a network error.
-    NetworkError,
+    /// The driver reported a network error, and what kind.
+    NetworkError(SocketLoss),
     /// The response body ended.
     Eof,
     /// No response head within `connect_timeout`.
@@ -163,6 +192,7 @@ pub enum DropReason {
 
 /// Why the session gave up.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FailReason {
     /// A status that is neither 200, 204 nor retryable.
     Status(u16),
@@ -170,10 +200,18 @@ pub enum FailReason {
     ContentType(Option<String>),
     /// The backoff policy's `max_attempts` ran out; the last drop was this.
     Exhausted(DropReason),
+    /// The driver could not build the request (a local failure: the same request would fail
+    /// again, so it is not retried). The driver's description, at most
+    /// [`MAX_DETAIL_LEN`] bytes.
+    InvalidRequest(String),
 }
+
+/// Longest description [`FailReason::InvalidRequest`] keeps, in bytes.
+pub const MAX_DETAIL_LEN: usize = 256;
 
 /// Why the session closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CloseReason {
     /// The server answered 204 No Content: "stop reconnecting".
     NoContent,
@@ -183,6 +221,7 @@ pub enum CloseReason {
 
 /// Counters, for metrics and tests.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SseStats {
     /// Requests asked for ([`Transmit::Open`]).
     pub requests: u64,
@@ -196,6 +235,10 @@ pub struct SseStats {
     pub parse_errors: u64,
     /// Body bytes consumed.
     pub bytes: u64,
+    /// `id` fields that cannot be sent as `Last-Event-ID` ([`Event::UnsendableId`]).
+    pub unsendable_ids: u64,
+    /// Inputs for an epoch the session already let go, ignored.
+    pub stale_inputs: u64,
 }
 
 /// One SSE stream kept alive; see the [module docs](self).
@@ -219,6 +262,7 @@ pub struct SseSession {
 
 impl SseSession {
     /// An idle session; `seed` drives its jitter (same seed + same inputs = same outputs).
+    #[must_use]
     pub fn new(config: SseConfig, seed: u64) -> Self {
         SseSession {
             config,
@@ -241,8 +285,8 @@ impl SseSession {
     }
 
     /// Counters.
-    pub fn stats(&self) -> SseStats {
-        self.stats
+    pub fn stats(&self) -> &SseStats {
+        &self.stats
     }
 
     /// The connection lifecycle (state, epoch, attempts).
@@ -250,9 +294,11 @@ impl SseSession {
         &self.link
     }
 
-    /// The last event ID the next request will carry (empty: none).
+    /// The last event ID the next request will carry (empty: none): the newest one that can
+    /// be sent as a header, which after an [`Event::UnsendableId`] is older than the id the
+    /// latest messages carry.
     pub fn last_event_id(&self) -> &str {
-        self.parser.last_event_id()
+        self.parser.resume_id()
     }
 
     /// The base reconnect delay in force (the policy's, or the last `retry:` field, clamped).
@@ -390,14 +436,48 @@ impl SseSession {
         self.handle_end(now, epoch, DropReason::Eof)
     }
 
-    /// The request or body of `epoch` failed (connect refused, reset, TLS, ...). The session
-    /// reconnects after backoff.
+    /// The request or body of `epoch` failed on the network (connect refused, reset, TLS,
+    /// ...), as `loss` says. The session reconnects after backoff.
     ///
     /// # Errors
     ///
     /// [`SocketError::UnknownEpoch`] for an epoch never handed out. Stale epochs are ignored.
-    pub fn handle_error(&mut self, now: Instant, epoch: Epoch) -> Result<(), SocketError> {
-        self.handle_end(now, epoch, DropReason::NetworkError)
+    pub fn handle_error(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        loss: SocketLoss,
+    ) -> Result<(), SocketError> {
+        self.handle_end(now, epoch, DropReason::NetworkError(loss))
+    }
+
+    /// The driver could not even build the request of `epoch` (its HTTP client refused a
+    /// header or the URL): a local failure, not the network's. The session stops with
+    /// [`FailReason::InvalidRequest`] carrying `detail` (cut to [`MAX_DETAIL_LEN`] bytes) and
+    /// does not retry, since the same request would fail the same way.
+    ///
+    /// # Errors
+    ///
+    /// [`SocketError::UnknownEpoch`] for an epoch never handed out, [`SocketError::AlreadyOpen`]
+    /// once its response head was reported. Stale epochs are ignored.
+    pub fn handle_request_invalid(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        detail: &str,
+    ) -> Result<(), SocketError> {
+        self.clock.observe(now);
+        if !self.is_live(epoch)? {
+            return Ok(());
+        }
+        if self.link.is_open() {
+            return Err(SocketError::AlreadyOpen(epoch));
+        }
+        self.stop(epoch);
+        self.events.push_back(Event::Failed {
+            why: FailReason::InvalidRequest(truncate(detail, MAX_DETAIL_LEN).to_owned()),
+        });
+        Ok(())
     }
 
     /// Act on any deadline passed at `now` (reconnect due, connect timeout, idle watchdog).
@@ -426,17 +506,20 @@ impl SseSession {
     }
 
     /// The next thing to put on the wire.
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
     }
 
     /// The next thing the application should hear.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// When to call [`SseSession::handle_timeout`]: the last seen `now` while output is
     /// queued, else the earliest deadline, or `None` when idle.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if !self.transmits.is_empty() || !self.events.is_empty() {
             return Some(self.clock.now());
@@ -477,6 +560,7 @@ impl SseSession {
 
 /// The delta-seconds form of `Retry-After` (`"120"`), or `None`. The HTTP-date form needs a
 /// wall clock the core does not have: the driver converts it to a `Duration` itself.
+#[must_use]
 pub fn parse_retry_after(value: &str) -> Option<Duration> {
     let digits = value.trim();
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
@@ -512,16 +596,30 @@ fn classify(status: u16, content_type: Option<&str>) -> Verdict {
     }
 }
 
+/// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
+fn truncate(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
 impl SseSession {
-    /// Whether input for `epoch` concerns the request the session considers alive.
-    fn is_live(&self, epoch: Epoch) -> Result<bool, SocketError> {
-        self.link.check_epoch(epoch)
+    /// Whether input for `epoch` concerns the request the session considers alive; a stale
+    /// one is counted.
+    fn is_live(&mut self, epoch: Epoch) -> Result<bool, SocketError> {
+        let live = self.link.check_epoch(epoch)?;
+        if !live {
+            self.stats.stale_inputs += 1;
+        }
+        Ok(live)
     }
 
     fn request(&mut self, epoch: Epoch) {
         self.live = Some(epoch);
         self.stats.requests += 1;
-        let id = self.parser.last_event_id();
+        let id = self.parser.resume_id();
         self.transmits.push_back(Transmit::Open {
             epoch,
             last_event_id: (!id.is_empty()).then(|| id.to_owned()),
@@ -582,7 +680,7 @@ impl SseSession {
             Some(at) => Event::Reconnecting {
                 why,
                 attempt: self.link.attempts(),
-                delay: at.saturating_duration_since(now),
+                at,
             },
             None => Event::Failed {
                 why: FailReason::Exhausted(why),
@@ -611,6 +709,10 @@ impl SseSession {
                 Item::Error(error) => {
                     self.stats.parse_errors += 1;
                     self.events.push_back(Event::ParseError(error));
+                }
+                Item::UnsendableId { id, why } => {
+                    self.stats.unsendable_ids += 1;
+                    self.events.push_back(Event::UnsendableId { id, why });
                 }
             }
         }
