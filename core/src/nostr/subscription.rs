@@ -356,7 +356,16 @@ pub(crate) fn parse_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
 pub(crate) struct RecentIds {
     /// `(created_at, key)`, ascending.
     entries: VecDeque<(u64, u64)>,
-    future: VecDeque<u64>,
+    /// Boxed: one pointer for the many subscriptions that never see a future date.
+    future: Option<Box<FutureIds>>,
+}
+
+/// A ring of the last [`FUTURE_IDS`] future-dated keys.
+#[derive(Debug, Default)]
+struct FutureIds {
+    keys: [u64; FUTURE_IDS],
+    len: usize,
+    next: usize,
 }
 
 /// Future-dated ids remembered per subscription.
@@ -365,14 +374,18 @@ pub(crate) const FUTURE_IDS: usize = 16;
 impl RecentIds {
     fn contains(&self, id: EventId) -> bool {
         let key = short(id);
-        self.entries.iter().any(|&(_, k)| k == key) || self.future.contains(&key)
+        self.entries.iter().any(|&(_, k)| k == key)
+            || self
+                .future
+                .as_ref()
+                .is_some_and(|f| f.keys[..f.len].contains(&key))
     }
 
     fn insert_future(&mut self, id: EventId) {
-        if self.future.len() >= FUTURE_IDS {
-            self.future.pop_front();
-        }
-        self.future.push_back(short(id));
+        let ring = self.future.get_or_insert_with(Box::default);
+        ring.keys[ring.next] = short(id);
+        ring.next = (ring.next + 1) % FUTURE_IDS;
+        ring.len = (ring.len + 1).min(FUTURE_IDS);
     }
 
     fn insert(&mut self, id: EventId, created_at: u64, horizon: u64, capacity: usize) {
