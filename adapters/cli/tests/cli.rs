@@ -1,4 +1,4 @@
-//! The `tether` binary, run as a child process against tether-testkit's relay and an axum
+//! The `tether` binary, run as a child process against tether-testserver's relay and an axum
 //! SSE server on 127.0.0.1: the JSON lines contract, exits, signals and usage errors.
 //!
 //! Real time: each test takes a few seconds at most (the demo test about 11 s).
@@ -18,8 +18,8 @@ use axum::Router;
 use futures_util::{stream, StreamExt};
 use nostr::{Event, JsonUtil};
 use serde_json::Value;
-use tether_testkit::server::TestRelay;
-use tether_testkit::{RelayModel, StoredEvent};
+use tether_testserver::server::TestRelay;
+use tether_testserver::{RelayModel, StoredEvent};
 
 /// Every `type` `tether req` may write.
 const REQ_TYPES: &[&str] = &[

@@ -1,12 +1,12 @@
-//! The demo's hostile relay: tether-testkit's [`TestRelay`] with a REQ budget, a
+//! The demo's hostile relay: tether-testserver's [`TestRelay`] with a REQ budget, a
 //! subscription cap, NIP-42 on every connection, a steady trickle of new events and every
 //! connection severed on a schedule.
 
 use std::io;
 use std::time::Duration;
 
-use tether_testkit::server::TestRelay;
-use tether_testkit::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
+use tether_testserver::server::TestRelay;
+use tether_testserver::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
 use tether_tokio::tether_core::nostr::message::EventId;
 
 /// REQs the relay accepts per window; more are refused with `retry in Ns`.

@@ -3,7 +3,7 @@
 //! new connections for a while, sever every connection, send raw text or binary frames (a
 //! hostile relay, for bad-input tests). The model's own behaviours (REQ budgets with
 //! `retry in Ns` hints, NOTICE-only refusals, subscription caps, NIP-42, scripted CLOSED/OK
-//! answers, accept-then-drop) work as they do in the [`Sim`](crate::Sim).
+//! answers, accept-then-drop) work as they do in tether-testkit's `Sim`.
 //!
 //! Time: the model is fed `tokio::time::Instant` since the server started, so under a
 //! paused tokio clock its rate-limit windows and the log's timestamps are deterministic.
