@@ -13,11 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{eventually, kind1, next_matching, until_eose};
+use common::kind1;
 use futures_util::StreamExt;
 use tether_testkit::peers::rss_bytes;
 use tether_testkit::relay_model::auth_event;
 use tether_testkit::server::TestRelay;
+use tether_testkit::wait::{eventually, next_matching, until_eose};
 use tether_testkit::{RelayModel, StoredEvent};
 use tether_tokio::tether_core::nostr::message::FrameError;
 use tether_tokio::tether_core::{BackoffPolicy, Jitter};

@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{eventually, kind1, until_eose};
+use common::kind1;
 use futures_util::StreamExt;
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
 use tether_testkit::server::TestRelay;
+use tether_testkit::wait::{eventually, until_eose};
 use tether_testkit::{RelayModel, StoredEvent};
 use tether_tokio::tether_core::{Liveness, Rng};
 use tether_tokio::{Config, RelayClient, SubscriptionEvent};
