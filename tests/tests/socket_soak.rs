@@ -159,12 +159,7 @@ async fn subscriptions_survive_seeded_transport_weather_without_loss_or_duplicat
         got.sort_unstable();
         assert_eq!(got, stored, "subscription {i}: every event exactly once");
     }
-    let reqs = relay
-        .log()
-        .received
-        .iter()
-        .filter(|(_, _, t)| t.starts_with("[\"REQ\""))
-        .count();
+    let reqs = relay.log().frames("REQ").count();
     eprintln!(
         "weather {faults:?}; {} events; {} connections through the proxy; {reqs} REQs",
         stored.len(),

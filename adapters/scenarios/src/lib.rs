@@ -4,7 +4,7 @@
 //! A scenario is an `async fn` generic over a [`Harness`]: a way to open a relay client and
 //! an SSE stream with one adapter, to sleep and read the clock on its runtime, and to run
 //! the tokio-based test servers ([`TestRelay`](tether_testkit::server::TestRelay),
-//! [`FaultProxy`](tether_testkit::proxy::FaultProxy), an axum SSE server). [`suite!`] turns
+//! [`FaultProxy`](tether_testkit::proxy::FaultProxy), [`ScriptedSse`](tether_testserver::sse::ScriptedSse)). [`suite!`] turns
 //! every scenario into a `#[test]` for one harness; `tests/` instantiates it for
 //! [`harness::Tokio`] (paused clock, servers in the test's runtime), [`harness::AsyncStd`] and
 //! [`harness::Smol`] (real time, servers on a tokio thread of their own).

@@ -69,6 +69,29 @@ pub struct Log {
     pub closed: Vec<(Duration, u64)>,
 }
 
+impl Log {
+    /// The received frames of one type (`"REQ"`, `"CLOSE"`, `"EVENT"`, `"AUTH"`, ...), in
+    /// order: (time, connection, text).
+    pub fn frames<'a>(
+        &'a self,
+        kind: &'a str,
+    ) -> impl Iterator<Item = &'a (Duration, u64, String)> + 'a {
+        self.received
+            .iter()
+            .filter(move |(_, _, text)| frame_kind(text) == Some(kind))
+    }
+}
+
+/// The type of a NIP-01 frame: its first element when that is a string without escapes
+/// (`["REQ",...]` -> `REQ`); `None` for anything else.
+pub fn frame_kind(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix('[')?.trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    let kind = &rest[..end];
+    (!kind.contains('\\')).then_some(kind)
+}
+
 #[derive(Debug)]
 enum Control {
     Send(String),
