@@ -12,13 +12,18 @@ pub mod invariants;
 pub mod peers;
 #[cfg(feature = "server")]
 pub mod proxy;
-pub mod relay_model;
 #[cfg(feature = "server")]
-pub mod server;
+pub mod signer;
 pub mod sim;
 pub mod sse_invariants;
 pub mod sse_sim;
 pub mod storm;
+#[cfg(feature = "server")]
+pub mod wait;
 
-pub use relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
+// The relay model and its server live in tether-testserver, which the `tether` binary can
+// depend on without the simulator or the core's `fuzzing` feature; these paths keep working.
 pub use sim::{Action, Sim, UNIX_START};
+#[cfg(feature = "server")]
+pub use tether_testserver::server;
+pub use tether_testserver::{relay_model, LimitStyle, RelayModel, ReqBudget, StoredEvent};

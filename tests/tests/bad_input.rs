@@ -13,11 +13,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{eventually, kind1, next_matching, until_eose};
+use common::kind1;
 use futures_util::StreamExt;
 use tether_testkit::peers::rss_bytes;
 use tether_testkit::relay_model::auth_event;
 use tether_testkit::server::TestRelay;
+use tether_testkit::wait::{eventually, next_matching, until_eose};
 use tether_testkit::{RelayModel, StoredEvent};
 use tether_tokio::tether_core::link::SocketLoss;
 use tether_tokio::tether_core::nostr::message::FrameError;
@@ -81,13 +82,8 @@ impl Harness {
 
     /// REQs the relay has received.
     fn reqs(&self) -> Vec<String> {
-        self.relay
-            .log()
-            .received
-            .into_iter()
-            .map(|(_, _, text)| text)
-            .filter(|text| text.starts_with("[\"REQ\""))
-            .collect()
+        let log = self.relay.log();
+        log.frames("REQ").map(|(_, _, text)| text.clone()).collect()
     }
 
     /// The wire id of the `n`th REQ the relay received.
@@ -332,13 +328,10 @@ async fn an_auth_challenge_loop_is_answered_at_most_once_each_and_latest_last() 
     .await;
     h.assert_subs_fine().await;
     let grown = rss().saturating_sub(before);
-    let auths: Vec<String> = h
-        .relay
-        .log()
-        .received
-        .into_iter()
-        .map(|(_, _, text)| text)
-        .filter(|text| text.starts_with("[\"AUTH\""))
+    let log = h.relay.log();
+    let auths: Vec<&str> = log
+        .frames("AUTH")
+        .map(|(_, _, text)| text.as_str())
         .collect();
     assert!(
         !auths.is_empty() && auths.len() <= 2_000,
@@ -423,12 +416,7 @@ async fn a_relay_that_never_answers_a_req_cannot_hang_the_client() {
     assert!(closed.0.starts_with("eose-timeout"), "{}", closed.0);
     // 4 x 500 ms of waiting plus at most 100 + 200 + 400 ms of backoff.
     assert!(took < Duration::from_secs(4), "{took:?}");
-    let reqs = relay
-        .log()
-        .received
-        .iter()
-        .filter(|(_, _, t)| t.starts_with("[\"REQ\""))
-        .count();
+    let reqs = relay.log().frames("REQ").count();
     assert_eq!(reqs, 4);
     // The client itself was never stuck: it still publishes.
     let note = StoredEvent::new(50, 1_700_000_000, 1).json;

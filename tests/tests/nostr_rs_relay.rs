@@ -11,11 +11,11 @@ mod common;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use common::{connected, eventually, next_matching, until_eose};
 use futures_util::future::join_all;
 use nostr::prelude::*;
 use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
+use tether_testkit::wait::{connected, eventually, next_matching, until_eose};
 use tether_tokio::{Config, Filter, RelayClient, SessionEvent, SubscriptionEvent};
 
 const NOTICE_CAP: &str = "Maximum concurrent subscription count reached";

@@ -1,4 +1,5 @@
-//! One test per rule of DESIGN.md's relay table that the transcripts do not already pin.
+//! One test per rule of the relay table in `docs/architecture.md` that the transcripts do not
+//! already pin.
 
 use std::time::Duration;
 

@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{eventually, kind1, until_eose};
+use common::kind1;
 use futures_util::StreamExt;
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
 use tether_testkit::server::TestRelay;
+use tether_testkit::wait::{eventually, until_eose};
 use tether_testkit::{RelayModel, StoredEvent};
 use tether_tokio::tether_core::{Liveness, Rng};
 use tether_tokio::{Config, RelayClient, SubscriptionEvent};
@@ -158,12 +159,7 @@ async fn subscriptions_survive_seeded_transport_weather_without_loss_or_duplicat
         got.sort_unstable();
         assert_eq!(got, stored, "subscription {i}: every event exactly once");
     }
-    let reqs = relay
-        .log()
-        .received
-        .iter()
-        .filter(|(_, _, t)| t.starts_with("[\"REQ\""))
-        .count();
+    let reqs = relay.log().frames("REQ").count();
     eprintln!(
         "weather {faults:?}; {} events; {} connections through the proxy; {reqs} REQs",
         stored.len(),

@@ -3,8 +3,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use async_tungstenite::tungstenite::client::IntoClientRequest;
-use tether_driver::{relay_driver, Config, ConnectError, RelayHandle};
+use tether_driver::{connect_relay, Config, ConnectError, RelayHandle};
 
 use crate::runtime::AsyncIoRuntime;
 use crate::spawn::Spawn;
@@ -27,8 +26,8 @@ use crate::ws::AsyncIoWs;
 /// ```
 /// use futures_util::StreamExt;
 /// use tether_async_std::{Config, Filter, RelayClient, SubscriptionEvent};
-/// use tether_testkit::server::TestRelay;
-/// use tether_testkit::RelayModel;
+/// use tether_testserver::server::TestRelay;
+/// use tether_testserver::RelayModel;
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # let server = tokio::runtime::Runtime::new()?;
@@ -70,7 +69,7 @@ impl RelayClient {
     }
 
     /// Like [`RelayClient::connect`], spawning the driver with `spawner` (for example
-    /// [`Smol`](crate::Smol), or a closure handing the task to your own executor).
+    /// `Smol` with the `smol` feature, or a closure handing the task to your own executor).
     ///
     /// # Errors
     /// [`ConnectError::InvalidUrl`] when `url` is not a WebSocket URL.
@@ -79,16 +78,8 @@ impl RelayClient {
         config: Config,
         spawner: &dyn Spawn,
     ) -> Result<RelayClient, ConnectError> {
-        let request = url
-            .into_client_request()
-            .map_err(|e| ConnectError::InvalidUrl(e.to_string()))?;
-        if !matches!(request.uri().scheme_str(), Some("ws" | "wss")) {
-            return Err(ConnectError::InvalidUrl(format!(
-                "{url}: expected ws:// or wss://"
-            )));
-        }
         let (handle, driver) =
-            relay_driver(url, config, AsyncIoRuntime::new(), Arc::new(AsyncIoWs));
+            connect_relay(url, config, AsyncIoRuntime::new(), Arc::new(AsyncIoWs))?;
         spawner.spawn(Box::pin(driver));
         Ok(RelayClient { handle })
     }

@@ -4,7 +4,7 @@ use tether_driver::BoxFuture;
 
 /// Runs a relay driver task in the background.
 ///
-/// Implemented for [`AsyncStd`] (feature `async-std`), [`Smol`] (feature `smol`) and for any
+/// Implemented for `AsyncStd` (feature `async-std`), `Smol` (feature `smol`) and for any
 /// `Fn(BoxFuture<()>)`, so any executor can be plugged in with a closure.
 pub trait Spawn: Send + Sync + 'static {
     /// Run `task` to completion in the background, detached.

@@ -1,25 +1,17 @@
-//! The `tether` binary, run as a child process against tether-testkit's relay and an axum
-//! SSE server on 127.0.0.1: the JSON lines contract, exits, signals and usage errors.
+//! The `tether` binary, run as a child process against tether-testserver's relay and its
+//! scripted SSE server on 127.0.0.1: the JSON lines contract, exits, signals and usage errors.
 //!
 //! Real time: each test takes a few seconds at most (the demo test about 11 s).
 
-use std::convert::Infallible;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::sse::{Event as SseEvent, Sse};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
-use futures_util::{stream, StreamExt};
 use nostr::{Event, JsonUtil};
 use serde_json::Value;
-use tether_testkit::server::TestRelay;
-use tether_testkit::{RelayModel, StoredEvent};
+use tether_testserver::server::TestRelay;
+use tether_testserver::sse::{Message, Reply, ScriptedSse};
+use tether_testserver::{RelayModel, StoredEvent};
 
 /// Every `type` `tether req` may write.
 const REQ_TYPES: &[&str] = &[
@@ -132,12 +124,7 @@ fn assert_usage_error(output: &Output) {
 
 /// CLOSE frames the relay received.
 fn closes(relay: &TestRelay) -> usize {
-    relay
-        .log()
-        .received
-        .iter()
-        .filter(|(_, _, text)| text.starts_with("[\"CLOSE\""))
-        .count()
+    relay.log().frames("CLOSE").count()
 }
 
 #[tokio::test]
@@ -230,11 +217,7 @@ async fn req_answers_auth_with_the_secret_key() {
     assert_eq!(of_type(&lines, "event").len(), 2, "{}", explain(&output));
 
     let log = relay.log();
-    let (_, _, frame) = log
-        .received
-        .iter()
-        .find(|(_, _, text)| text.starts_with("[\"AUTH\""))
-        .expect("an AUTH frame");
+    let (_, _, frame) = log.frames("AUTH").next().expect("an AUTH frame");
     let frame: Value = serde_json::from_str(frame).unwrap();
     let event = Event::from_json(frame[1].to_string()).expect("a nostr event");
     event.verify().expect("a valid signature");
@@ -348,79 +331,32 @@ async fn bad_arguments_are_a_one_line_error_and_exit_2() {
     }
 }
 
-/// What the SSE server does for one request.
-#[derive(Clone)]
-enum Reply {
-    /// 200 with these `(id, data)` events; end the body after them or keep it open.
-    Events(Vec<(&'static str, &'static str)>, bool),
-    Status(u16),
-}
-
-#[derive(Default)]
-struct SseServer {
-    script: Vec<Reply>,
-    /// Per request: (X-Test header, Last-Event-ID header).
-    requests: Vec<(Option<String>, Option<String>)>,
-}
-
-type Shared = Arc<Mutex<SseServer>>;
-
-async fn sse_server(script: Vec<Reply>) -> (String, Shared) {
-    let shared: Shared = Arc::new(Mutex::new(SseServer {
-        script,
-        ..SseServer::default()
-    }));
-    let app = Router::new()
-        .route("/events", get(sse_handler))
-        .with_state(Arc::clone(&shared));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/events", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, shared)
-}
-
-async fn sse_handler(State(shared): State<Shared>, headers: HeaderMap) -> Response {
-    let header = |name: &str| {
-        headers
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let reply = {
-        let mut server = shared.lock().unwrap();
-        let n = server.requests.len();
-        server
-            .requests
-            .push((header("x-test"), header("last-event-id")));
-        server.script[n.min(server.script.len() - 1)].clone()
-    };
-    match reply {
-        Reply::Events(events, end) => {
-            let items = stream::iter(events.into_iter().map(|(id, data)| {
-                Ok::<_, Infallible>(
-                    SseEvent::default()
-                        .event("note")
-                        .id(id)
-                        .data(data)
-                        .retry(Duration::from_millis(500)),
-                )
-            }));
-            let body = if end {
-                items.boxed()
-            } else {
-                items.chain(stream::pending()).boxed()
-            };
-            Sse::new(body).into_response()
-        }
-        Reply::Status(code) => StatusCode::from_u16(code).unwrap().into_response(),
+/// 200 with `note` events, each with `retry: 500`; `end` ends the body after them.
+fn notes(messages: &[(&str, &str)], end: bool) -> Reply {
+    Reply::Events {
+        messages: messages
+            .iter()
+            .map(|(id, data)| Message {
+                event: Some("note".to_owned()),
+                retry: Some(Duration::from_millis(500)),
+                ..Message::new(id, data)
+            })
+            .collect(),
+        end,
+        keep_alive: None,
     }
+}
+
+async fn sse_server(script: Vec<Reply>) -> (String, ScriptedSse) {
+    let server = ScriptedSse::start(script).await.unwrap();
+    (server.url().to_owned(), server)
 }
 
 #[tokio::test]
 async fn sse_writes_open_message_and_reconnecting_lines() {
     let (url, server) = sse_server(vec![
-        Reply::Events(vec![("1", "one"), ("2", "two")], true),
-        Reply::Events(vec![("3", "three")], false),
+        notes(&[("1", "one"), ("2", "two")], true),
+        notes(&[("3", "three")], false),
     ])
     .await;
     let output = run(&[
@@ -462,21 +398,19 @@ async fn sse_writes_open_message_and_reconnecting_lines() {
     let in_ms = lines[3]["in_ms"].as_u64().unwrap();
     assert!((250..=750).contains(&in_ms), "{}", lines[3]);
     assert_eq!(lines[5]["data"], "three");
-    let requests = server.lock().unwrap().requests.clone();
-    assert_eq!(
-        requests,
-        [
-            (Some("yes".to_owned()), None),
-            (Some("yes".to_owned()), Some("2".to_owned()))
-        ]
-    );
+    let log = server.requests();
+    let requests: Vec<_> = log
+        .iter()
+        .map(|r| (r.header("x-test"), r.header("last-event-id")))
+        .collect();
+    assert_eq!(requests, [(Some("yes"), None), (Some("yes"), Some("2"))]);
 }
 
 #[tokio::test]
 async fn sse_unsendable_id_is_a_peer_error_line_and_the_reconnect_resumes() {
     let (url, server) = sse_server(vec![
-        Reply::Events(vec![("1", "one"), ("2\u{1}x", "two")], true),
-        Reply::Events(vec![("3", "three")], false),
+        Reply::events(&[("1", "one"), ("2\u{1}x", "two")], true),
+        Reply::events(&[("3", "three")], false),
     ])
     .await;
     let output = run(&["sse", &url, "--seed", "5", "--duration", "2.5"]).await;
@@ -506,17 +440,18 @@ async fn sse_unsendable_id_is_a_peer_error_line_and_the_reconnect_resumes() {
         lines[4]["last_event_id"], "1",
         "resumes from the last sendable id"
     );
-    let requests = server.lock().unwrap().requests.clone();
+    let log = server.requests();
+    let requests: Vec<_> = log.iter().map(|r| r.header("last-event-id")).collect();
     assert_eq!(
         requests,
-        [(None, None), (None, Some("1".to_owned()))],
+        [None, Some("1")],
         "the second request reached the server"
     );
 }
 
 #[tokio::test]
 async fn sse_refusal_is_a_failed_line_and_exit_1() {
-    let (url, _server) = sse_server(vec![Reply::Status(404)]).await;
+    let (url, _server) = sse_server(vec![Reply::Status(404, None)]).await;
     let output = run(&["sse", &url]).await;
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
     let lines = json_lines(&output, SSE_TYPES);

@@ -45,8 +45,8 @@ pub mod sse_request;
 pub use config::{seed_or_random, Config, EventSourceConfig};
 pub use connect_error::ConnectError;
 pub use relay::{
-    relay_driver, ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
-    SessionEvents, Subscription, SubscriptionEvent,
+    check_ws_url, connect_relay, relay_driver, ClientError, Published, Rejected, RelayEvent,
+    RelayHandle, SessionEvent, SessionEvents, Subscription, SubscriptionEvent,
 };
 pub use retry_after::retry_after;
 pub use runtime::{

@@ -8,12 +8,22 @@ use std::time::Duration;
 use futures_util::FutureExt;
 use tether_driver::{Config, EventSourceConfig};
 
-use crate::{BoxFuture, Harness};
+use crate::{BoxFuture, Harness, Timer};
 
 /// tether-tokio. Each scenario gets a current-thread runtime with a paused clock; the test
 /// servers run in it too, so the server's clock is the client's and waits take no time.
 #[derive(Debug)]
 pub struct Tokio;
+
+impl Timer for Tokio {
+    fn sleep(duration: Duration) -> BoxFuture<()> {
+        tether_testkit::wait::Tokio::sleep(duration)
+    }
+
+    fn now() -> std::time::Instant {
+        tether_testkit::wait::Tokio::now()
+    }
+}
 
 impl Harness for Tokio {
     type Client = tether_tokio::RelayClient;
@@ -44,14 +54,6 @@ impl Harness for Tokio {
         sse.now()
     }
 
-    fn sleep(duration: Duration) -> BoxFuture<()> {
-        Box::pin(tokio::time::sleep(duration))
-    }
-
-    fn now() -> std::time::Instant {
-        tokio::time::Instant::now().into_std()
-    }
-
     fn on_server<F>(server: F) -> BoxFuture<F::Output>
     where
         F: Future + Send + 'static,
@@ -68,6 +70,16 @@ macro_rules! real_time_harness {
         $(#[$doc])*
         #[derive(Debug)]
         pub struct $name;
+
+        impl Timer for $name {
+            fn sleep(duration: Duration) -> BoxFuture<()> {
+                Box::pin(async_io::Timer::after(duration).map(drop))
+            }
+
+            fn now() -> std::time::Instant {
+                std::time::Instant::now()
+            }
+        }
 
         impl Harness for $name {
             type Client = tether_async_std::RelayClient;
@@ -92,14 +104,6 @@ macro_rules! real_time_harness {
 
             fn sse_now(sse: &Self::Sse) -> tether_core::Instant {
                 sse.now()
-            }
-
-            fn sleep(duration: Duration) -> BoxFuture<()> {
-                Box::pin(async_io::Timer::after(duration).map(drop))
-            }
-
-            fn now() -> std::time::Instant {
-                std::time::Instant::now()
             }
 
             fn on_server<F>(server: F) -> BoxFuture<F::Output>

@@ -4,7 +4,7 @@
 //! A scenario is an `async fn` generic over a [`Harness`]: a way to open a relay client and
 //! an SSE stream with one adapter, to sleep and read the clock on its runtime, and to run
 //! the tokio-based test servers ([`TestRelay`](tether_testkit::server::TestRelay),
-//! [`FaultProxy`](tether_testkit::proxy::FaultProxy), an axum SSE server). [`suite!`] turns
+//! [`FaultProxy`](tether_testkit::proxy::FaultProxy), [`ScriptedSse`](tether_testserver::sse::ScriptedSse)). [`suite!`] turns
 //! every scenario into a `#[test]` for one harness; `tests/` instantiates it for
 //! [`harness::Tokio`] (paused clock, servers in the test's runtime), [`harness::AsyncStd`] and
 //! [`harness::Smol`] (real time, servers on a tokio thread of their own).
@@ -22,18 +22,16 @@ pub mod sse;
 
 use std::future::Future;
 use std::ops::Deref;
-use std::pin::{pin, Pin};
-use std::time::Duration;
+use std::pin::Pin;
 
-use futures_util::future::{select, Either};
-use futures_util::{Stream, StreamExt};
+use futures_util::Stream;
 use tether_driver::{Config, EventSourceConfig, RelayHandle};
 
 /// A boxed, sendable future.
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 
 /// One runtime adapter, as the scenarios use it.
-pub trait Harness: 'static {
+pub trait Harness: Timer + 'static {
     /// The adapter's relay client.
     type Client: Deref<Target = RelayHandle> + Clone + Send + Sync + 'static;
     /// The adapter's SSE stream.
@@ -54,12 +52,6 @@ pub trait Harness: 'static {
     /// The stream's clock, on which its events' instants (`Reconnecting { at }`) are measured.
     fn sse_now(sse: &Self::Sse) -> tether_core::Instant;
 
-    /// Sleep on this runtime's clock.
-    fn sleep(duration: Duration) -> BoxFuture<()>;
-
-    /// This runtime's clock.
-    fn now() -> std::time::Instant;
-
     /// Run `server` (which needs a tokio runtime: it starts a test server) and return what
     /// it returns.
     fn on_server<F>(server: F) -> BoxFuture<F::Output>
@@ -68,51 +60,10 @@ pub trait Harness: 'static {
         F::Output: Send + 'static;
 }
 
-/// `future`'s output, or `None` when `within` passes first.
-pub async fn within<H: Harness, T>(within: Duration, future: impl Future<Output = T>) -> Option<T> {
-    match select(pin!(future), H::sleep(within)).await {
-        Either::Left((output, _)) => Some(output),
-        Either::Right(((), _)) => None,
-    }
-}
-
-/// The next item of `stream` matching `pred`, within `limit`.
-///
-/// # Panics
-/// When the stream ends or nothing matches in time.
-pub async fn next_matching<H, S, T>(stream: &mut S, limit: Duration, pred: impl Fn(&T) -> bool) -> T
-where
-    H: Harness,
-    S: Stream<Item = T> + Unpin,
-    T: std::fmt::Debug,
-{
-    let found = within::<H, _>(limit, async {
-        while let Some(item) = stream.next().await {
-            if pred(&item) {
-                return Some(item);
-            }
-        }
-        None
-    })
-    .await;
-    match found {
-        Some(Some(item)) => item,
-        Some(None) => panic!("stream ended"),
-        None => panic!("nothing matching within {limit:?}"),
-    }
-}
-
-/// Wait until `cond` holds, checking every 10 ms, for at most `limit`.
-///
-/// # Panics
-/// When it does not hold in time.
-pub async fn eventually<H: Harness>(limit: Duration, what: &str, cond: impl Fn() -> bool) {
-    let start = H::now();
-    while !cond() {
-        assert!(H::now() - start < limit, "not within {limit:?}: {what}");
-        H::sleep(Duration::from_millis(10)).await;
-    }
-}
+// The waiting helpers, on the harness's clock (every harness is a `Timer`).
+pub use tether_testkit::wait::{
+    eventually_on as eventually, next_matching_on as next_matching, within, Timer,
+};
 
 /// Every scenario as a `#[test]` for the harness `$h` (a full path).
 #[macro_export]

@@ -8,12 +8,14 @@ use futures_util::{future, stream, StreamExt};
 use tether_core::nostr::{Disconnect, Filter, Rejection};
 use tether_core::{Jitter, Liveness};
 use tether_driver::{
-    BoxFuture, Config, Published, Rejected, SessionEvent, SessionEvents, Signer, SignerError,
-    Subscription, SubscriptionEvent,
+    Config, Published, Rejected, RelayEvent, SessionEvent, SessionEvents, Subscription,
+    SubscriptionEvent,
 };
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
 use tether_testkit::relay_model::auth_event;
 use tether_testkit::server::TestRelay;
+use tether_testkit::signer::FakeSigner;
+use tether_testkit::wait::{connected_on, until_eose_on};
 use tether_testkit::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
 
 use crate::{eventually, next_matching, within, Harness};
@@ -52,33 +54,12 @@ async fn start<H: Harness>(model: RelayModel) -> TestRelay {
     H::on_server(TestRelay::start(model)).await.unwrap()
 }
 
-async fn until_eose<H: Harness>(sub: &mut Subscription) -> Vec<SubscriptionEvent> {
-    let mut seen = Vec::new();
-    let limit = Duration::from_secs(20);
-    let done = within::<H, _>(limit, async {
-        while let Some(item) = sub.next().await {
-            let eose = item == SubscriptionEvent::Eose;
-            assert!(
-                !matches!(item, SubscriptionEvent::Closed { .. }),
-                "closed: {item:?}"
-            );
-            seen.push(item);
-            if eose {
-                return;
-            }
-        }
-        panic!("subscription ended");
-    })
-    .await;
-    assert!(done.is_some(), "no EOSE within {limit:?}: {seen:?}");
-    seen
+async fn until_eose<H: Harness>(sub: &mut Subscription) -> Vec<RelayEvent> {
+    until_eose_on::<H>(sub, Duration::from_secs(20)).await
 }
 
 async fn connected<H: Harness>(events: &mut SessionEvents) {
-    next_matching::<H, _, _>(events, Duration::from_secs(10), |e| {
-        *e == SessionEvent::Connected
-    })
-    .await;
+    connected_on::<H>(events, Duration::from_secs(10)).await;
 }
 
 async fn disconnected<H: Harness>(events: &mut SessionEvents) -> SessionEvent {
@@ -100,19 +81,13 @@ async fn accepted<H: Harness>(relay: &TestRelay, n: usize) {
     assert_eq!(relay.log().accepted.len(), n);
 }
 
-fn events_in(seen: &[SubscriptionEvent]) -> usize {
-    seen.iter()
-        .filter(|e| matches!(e, SubscriptionEvent::Event(_)))
-        .count()
-}
-
 /// Stored events, EOSE, then a live event pushed by the relay.
 pub async fn stored_events_then_eose_then_live_events<H: Harness>() {
     let relay = start::<H>(RelayModel::with_events(5)).await;
     let client = H::relay(&relay.url(), config());
     let mut sub = client.subscribe(kind1()).await.unwrap();
     let seen = until_eose::<H>(&mut sub).await;
-    assert_eq!(events_in(&seen), 5);
+    assert_eq!(seen.len(), 5);
 
     relay.store(StoredEvent::new(6, 1_000_006, 1));
     let live = next_matching::<H, _, _>(&mut sub, Duration::from_secs(5), |_| true).await;
@@ -142,7 +117,7 @@ pub async fn rate_limited_subscriptions_recover_behind_the_gate<H: Harness>() {
     }
     for sub in &mut subs {
         let seen = until_eose::<H>(sub).await;
-        assert_eq!(events_in(&seen), 2);
+        assert_eq!(seen.len(), 2);
     }
     next_matching::<H, _, _>(&mut events, Duration::from_secs(1), |e| {
         matches!(e, SessionEvent::RateLimited { .. })
@@ -267,7 +242,7 @@ pub async fn refused_connections_are_retried_until_the_relay_is_back<H: Harness>
     assert!(log.accepted.len() == 2 && log.accepted[1] >= refusing_from + refuse);
     // The replay asked only for what it might have missed (catch-up `since`), and the
     // overlap it got back was dropped as duplicates.
-    assert_eq!(events_in(&seen), 0, "{seen:?}");
+    assert_eq!(seen.len(), 0, "{seen:?}");
 }
 
 /// A socket dropped after a few frames: after the reconnect every event arrives once.
@@ -280,13 +255,7 @@ pub async fn a_drop_after_n_frames_loses_no_event<H: Harness>() {
     disconnected::<H>(&mut events).await;
     relay.with(|s| s.faults.drop_after_frames = None);
     let seen = until_eose::<H>(&mut sub).await;
-    let mut ids: Vec<String> = seen
-        .iter()
-        .filter_map(|e| match e {
-            SubscriptionEvent::Event(ev) => Some(ev.id.to_string()),
-            _ => None,
-        })
-        .collect();
+    let mut ids: Vec<String> = seen.iter().map(|ev| ev.id.to_string()).collect();
     let total = ids.len();
     ids.sort();
     ids.dedup();
@@ -369,11 +338,12 @@ pub async fn a_connection_cut_mid_frame_resumes_without_loss_or_duplicates<H: Ha
     }
     assert!(ids.len() < 10, "cut before the end: {}", ids.len());
     proxy.set(ProxyFaults::default());
-    for item in until_eose::<H>(&mut sub).await {
-        if let SubscriptionEvent::Event(event) = item {
-            ids.push(event.id);
-        }
-    }
+    ids.extend(
+        until_eose::<H>(&mut sub)
+            .await
+            .into_iter()
+            .map(|event| event.id),
+    );
     let total = ids.len();
     ids.sort();
     ids.dedup();
@@ -386,20 +356,6 @@ enum Either {
     Session(SessionEvent),
 }
 
-/// Signs AUTH events with the testkit's fake keys.
-struct TestSigner;
-
-impl Signer for TestSigner {
-    fn sign_auth(
-        &self,
-        _relay_url: &str,
-        challenge: &str,
-    ) -> BoxFuture<Result<String, SignerError>> {
-        let event = auth_event(1, challenge);
-        Box::pin(async move { Ok(event) })
-    }
-}
-
 /// An auth-required relay: the configured signer answers the challenge.
 pub async fn auth_required_relay_with_a_signer<H: Harness>() {
     let mut model = RelayModel::with_events(2);
@@ -408,7 +364,7 @@ pub async fn auth_required_relay_with_a_signer<H: Harness>() {
     let client = H::relay(
         &relay.url(),
         Config {
-            signer: Some(Arc::new(TestSigner)),
+            signer: Some(Arc::new(FakeSigner)),
             ..config()
         },
     );
@@ -419,7 +375,7 @@ pub async fn auth_required_relay_with_a_signer<H: Harness>() {
     })
     .await;
     let seen = until_eose::<H>(&mut sub).await;
-    assert_eq!(events_in(&seen), 2);
+    assert_eq!(seen.len(), 2);
     let note = StoredEvent::new(50, 1_000_050, 1).json;
     assert!(client.publish(note).await.is_ok());
 }
@@ -447,7 +403,7 @@ pub async fn auth_by_hand_without_a_signer<H: Harness>() {
         *e == SessionEvent::Authenticated
     })
     .await;
-    assert_eq!(events_in(&until_eose::<H>(&mut sub).await), 1);
+    assert_eq!(until_eose::<H>(&mut sub).await.len(), 1);
 }
 
 /// Publish verdicts reach the caller that published that event id.
@@ -518,7 +474,7 @@ pub async fn notice_only_limit_is_learned_and_later_subscriptions_queue<H: Harne
         SubscriptionEvent::Queued
     );
     first.unsubscribe().await.unwrap();
-    assert_eq!(events_in(&until_eose::<H>(&mut fourth).await), 1);
+    assert_eq!(until_eose::<H>(&mut fourth).await.len(), 1);
 }
 
 /// An application that stops reading stalls the relay through TCP, loses nothing, and is

@@ -3,8 +3,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use tether_driver::{relay_driver, Config, RelayHandle};
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tether_driver::{connect_relay, Config, RelayHandle};
 
 use crate::runtime::TokioRuntime;
 use crate::ws::TokioWs;
@@ -25,8 +24,8 @@ use crate::ConnectError;
 ///
 /// ```
 /// use futures_util::StreamExt;
-/// use tether_testkit::server::TestRelay;
-/// use tether_testkit::{RelayModel, StoredEvent};
+/// use tether_testserver::server::TestRelay;
+/// use tether_testserver::{RelayModel, StoredEvent};
 /// use tether_tokio::{Config, Filter, RelayClient, SubscriptionEvent};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -65,15 +64,7 @@ impl RelayClient {
     /// # Panics
     /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
     pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
-        let request = url
-            .into_client_request()
-            .map_err(|e| ConnectError::InvalidUrl(e.to_string()))?;
-        if !matches!(request.uri().scheme_str(), Some("ws" | "wss")) {
-            return Err(ConnectError::InvalidUrl(format!(
-                "{url}: expected ws:// or wss://"
-            )));
-        }
-        let (handle, driver) = relay_driver(url, config, TokioRuntime::new(), Arc::new(TokioWs));
+        let (handle, driver) = connect_relay(url, config, TokioRuntime::new(), Arc::new(TokioWs))?;
         tokio::spawn(driver);
         Ok(RelayClient { handle })
     }

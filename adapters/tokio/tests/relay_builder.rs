@@ -4,35 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
 use nostr::prelude::*;
 use nostr_relay_builder::builder::{RateLimit, RelayBuilderNip42, RelayBuilderNip42Mode};
 use nostr_relay_builder::{LocalRelay, RelayBuilder};
-use tether_tokio::tether_driver::BoxFuture;
-use tether_tokio::{
-    Config, Filter, RelayClient, SessionEvent, Signer, SignerError, Subscription, SubscriptionEvent,
-};
-
-/// Answers NIP-42 challenges with real Schnorr signatures.
-struct KeySigner(Keys);
-
-impl Signer for KeySigner {
-    fn sign_auth(
-        &self,
-        relay_url: &str,
-        challenge: &str,
-    ) -> BoxFuture<Result<String, SignerError>> {
-        let signed = RelayUrl::parse(relay_url)
-            .map_err(|e| SignerError(e.to_string()))
-            .and_then(|url| {
-                EventBuilder::auth(challenge, url)
-                    .sign_with_keys(&self.0)
-                    .map_err(|e| SignerError(e.to_string()))
-            })
-            .map(|event| event.as_json());
-        Box::pin(async move { signed })
-    }
-}
+use tether_testkit::signer::KeySigner;
+use tether_testkit::wait::{next_matching, until_eose};
+use tether_tokio::{Config, Filter, RelayClient, SessionEvent, SubscriptionEvent};
 
 async fn start(builder: RelayBuilder) -> (LocalRelay, String) {
     let relay = LocalRelay::new(builder);
@@ -50,44 +27,6 @@ fn config() -> Config {
 
 fn notes() -> Vec<Filter> {
     vec![Filter::new(r#"{"kinds":[1]}"#).unwrap()]
-}
-
-async fn first<S, T>(stream: &mut S, within: Duration, pred: impl Fn(&T) -> bool) -> T
-where
-    S: Stream<Item = T> + Unpin,
-    T: std::fmt::Debug,
-{
-    let found = tokio::time::timeout(within, async {
-        while let Some(item) = stream.next().await {
-            if pred(&item) {
-                return item;
-            }
-        }
-        panic!("stream ended");
-    })
-    .await;
-    found.unwrap_or_else(|_| panic!("nothing matching within {within:?}"))
-}
-
-async fn eose(sub: &mut Subscription, within: Duration) -> Vec<SubscriptionEvent> {
-    let mut seen = Vec::new();
-    let result = tokio::time::timeout(within, async {
-        while let Some(item) = sub.next().await {
-            assert!(
-                !matches!(item, SubscriptionEvent::Closed { .. }),
-                "closed: {item:?}"
-            );
-            let done = item == SubscriptionEvent::Eose;
-            seen.push(item);
-            if done {
-                return;
-            }
-        }
-        panic!("subscription ended");
-    })
-    .await;
-    assert!(result.is_ok(), "no EOSE within {within:?}: {seen:?}");
-    seen
 }
 
 fn note(keys: &Keys, text: &str) -> String {
@@ -121,7 +60,7 @@ async fn rate_limited_subscriptions_recover_once_slots_free() {
     let mut live = Vec::new();
     for sub in subs {
         let mut sub = sub;
-        let item = first(&mut sub, Duration::from_secs(5), |e| {
+        let item = next_matching(&mut sub, Duration::from_secs(5), |e| {
             matches!(
                 e,
                 SubscriptionEvent::Eose | SubscriptionEvent::Retrying { .. }
@@ -141,13 +80,7 @@ async fn rate_limited_subscriptions_recover_once_slots_free() {
         sub.unsubscribe().await.unwrap();
     }
     for sub in &mut refused {
-        let seen = eose(sub, Duration::from_secs(20)).await;
-        assert_eq!(
-            seen.iter()
-                .filter(|e| matches!(e, SubscriptionEvent::Event(_)))
-                .count(),
-            1
-        );
+        assert_eq!(until_eose(sub, Duration::from_secs(20)).await.len(), 1);
     }
 }
 
@@ -168,15 +101,15 @@ async fn nip42_auth_completes_then_reads_and_writes_succeed() {
     .unwrap();
     let mut events = client.events().unwrap();
     let mut sub = client.subscribe(notes()).await.unwrap();
-    first(&mut events, Duration::from_secs(10), |e| {
+    next_matching(&mut events, Duration::from_secs(10), |e| {
         *e == SessionEvent::Authenticated
     })
     .await;
-    eose(&mut sub, Duration::from_secs(10)).await;
+    until_eose(&mut sub, Duration::from_secs(10)).await;
 
     let published = client.publish(note(&keys, "authenticated hello")).await;
     assert!(published.is_ok(), "{published:?}");
-    let item = first(&mut sub, Duration::from_secs(10), |e| {
+    let item = next_matching(&mut sub, Duration::from_secs(10), |e| {
         matches!(e, SubscriptionEvent::Event(_))
     })
     .await;

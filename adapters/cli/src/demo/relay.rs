@@ -1,12 +1,12 @@
-//! The demo's hostile relay: tether-testkit's [`TestRelay`] with a REQ budget, a
+//! The demo's hostile relay: tether-testserver's [`TestRelay`] with a REQ budget, a
 //! subscription cap, NIP-42 on every connection, a steady trickle of new events and every
 //! connection severed on a schedule.
 
 use std::io;
 use std::time::Duration;
 
-use tether_testkit::server::TestRelay;
-use tether_testkit::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
+use tether_testserver::server::{frame_kind, TestRelay};
+use tether_testserver::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
 use tether_tokio::tether_core::nostr::message::EventId;
 
 /// REQs the relay accepts per window; more are refused with `retry in Ns`.
@@ -147,13 +147,17 @@ impl HostileRelay {
             };
             let mut last_req: Vec<Option<Duration>> = vec![None; log.accepted.len()];
             for (at, conn, text) in &log.received {
-                if text.starts_with("[\"CLOSE\"") {
-                    wire.closes += 1;
-                } else if text.starts_with("[\"AUTH\"") {
-                    wire.auths += 1;
-                }
-                if !text.starts_with("[\"REQ\"") {
-                    continue;
+                match frame_kind(text) {
+                    Some("REQ") => {}
+                    Some("CLOSE") => {
+                        wire.closes += 1;
+                        continue;
+                    }
+                    Some("AUTH") => {
+                        wire.auths += 1;
+                        continue;
+                    }
+                    _ => continue,
                 }
                 wire.reqs += 1;
                 let Ok(conn) = usize::try_from(*conn) else {

@@ -2,10 +2,12 @@
 //! [`Subscription`], [`SessionEvents`]) and the driver future that serves them
 //! ([`RelayDriver`], built by [`relay_driver`]).
 
+mod client;
 mod dispatch;
 mod driver;
 mod handle;
 
+pub use client::{check_ws_url, connect_relay};
 pub use driver::{relay_driver, RelayDriver};
 pub use handle::{
     ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent, SessionEvents,

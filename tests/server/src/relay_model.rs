@@ -1,7 +1,7 @@
 //! `RelayModel`: a sans-IO Nostr relay with the behaviours real relays show — REQ budgets
 //! refused with `rate-limited: ... retry in Ns`, subscription caps (CLOSED or NOTICE-only),
-//! NIP-42, scripted refusals, silence — driven by the [`Sim`](crate::sim::Sim) or served over
-//! a real socket.
+//! NIP-42, scripted refusals, silence — driven by tether-testkit's deterministic `Sim` or served
+//! over a real socket by `server::TestRelay` (feature `server`).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;

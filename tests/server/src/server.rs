@@ -3,7 +3,7 @@
 //! new connections for a while, sever every connection, send raw text or binary frames (a
 //! hostile relay, for bad-input tests). The model's own behaviours (REQ budgets with
 //! `retry in Ns` hints, NOTICE-only refusals, subscription caps, NIP-42, scripted CLOSED/OK
-//! answers, accept-then-drop) work as they do in the [`Sim`](crate::Sim).
+//! answers, accept-then-drop) work as they do in tether-testkit's `Sim`.
 //!
 //! Time: the model is fed `tokio::time::Instant` since the server started, so under a
 //! paused tokio clock its rate-limit windows and the log's timestamps are deterministic.
@@ -67,6 +67,29 @@ pub struct Log {
     pub frames_sent: u64,
     /// Connections that ended, and when.
     pub closed: Vec<(Duration, u64)>,
+}
+
+impl Log {
+    /// The received frames of one type (`"REQ"`, `"CLOSE"`, `"EVENT"`, `"AUTH"`, ...), in
+    /// order: (time, connection, text).
+    pub fn frames<'a>(
+        &'a self,
+        kind: &'a str,
+    ) -> impl Iterator<Item = &'a (Duration, u64, String)> + 'a {
+        self.received
+            .iter()
+            .filter(move |(_, _, text)| frame_kind(text) == Some(kind))
+    }
+}
+
+/// The type of a NIP-01 frame: its first element when that is a string without escapes
+/// (`["REQ",...]` -> `REQ`); `None` for anything else.
+pub fn frame_kind(text: &str) -> Option<&str> {
+    let rest = text.trim_start().strip_prefix('[')?.trim_start();
+    let rest = rest.strip_prefix('"')?;
+    let end = rest.find('"')?;
+    let kind = &rest[..end];
+    (!kind.contains('\\')).then_some(kind)
 }
 
 #[derive(Debug)]
