@@ -133,6 +133,7 @@ pub struct Backoff {
 
 impl Backoff {
     /// A fresh counter for `policy`.
+    #[must_use]
     pub fn new(policy: BackoffPolicy) -> Self {
         Backoff {
             policy,

@@ -40,6 +40,7 @@ impl Default for RateLimitGate {
 
 impl RateLimitGate {
     /// A closed gate with the given window used without a hint, and cap on any window.
+    #[must_use]
     pub fn new(default_window: Duration, max_window: Duration) -> Self {
         RateLimitGate {
             until: None,

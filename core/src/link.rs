@@ -197,6 +197,7 @@ pub struct Link {
 
 impl Link {
     /// An idle link.
+    #[must_use]
     pub fn new(config: LinkConfig) -> Self {
         Link {
             config,
@@ -369,6 +370,7 @@ impl Link {
     }
 
     /// The next instant [`Link::handle_timeout`] has work to do.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.state {
             LinkState::Idle => None,

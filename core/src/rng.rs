@@ -13,6 +13,7 @@ pub struct Rng {
 
 impl Rng {
     /// A generator whose whole sequence is determined by `seed`.
+    #[must_use]
     pub fn new(seed: u64) -> Self {
         let mut sm = seed;
         let mut s = [0u64; 4];

@@ -187,7 +187,7 @@ impl Invariants {
         self.steps += 1;
         let mut sweep = self.steps % 256 == 0 || session.subscription_count() <= 64;
         for (_, e) in &events[self.seen_events..] {
-            sweep |= !matches!(e, Event::Event { .. } | Event::Eose { .. });
+            sweep |= !matches!(e, Event::Received { .. } | Event::Eose { .. });
             match e {
                 Event::Closed { sub, .. } => {
                     let n = self.closed.entry(*sub).or_default();

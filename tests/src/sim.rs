@@ -421,7 +421,7 @@ impl Sim {
     fn event(&mut self, e: Event) {
         let now = self.now;
         let shown = match &e {
-            Event::Event { sub, id, .. } => format!("Event {sub} {}", short_id(&id.to_string())),
+            Event::Received { sub, id, .. } => format!("Event {sub} {}", short_id(&id.to_string())),
             other => format!("{other:?}").replace("\"", "'"),
         };
         self.line("ev", &shown);

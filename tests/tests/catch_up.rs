@@ -75,7 +75,7 @@ proptest! {
             }
         }
         let mut delivered: Vec<u64> = s.heard(|e| match e {
-            Event::Event { id, .. } => Some(u64::from_be_bytes(id.0[24..].try_into().unwrap())),
+            Event::Received { id, .. } => Some(u64::from_be_bytes(id.0[24..].try_into().unwrap())),
             _ => None,
         });
         delivered.sort_unstable();

@@ -86,7 +86,7 @@ fn check(sim: &Sim) {
     let mut closed = 0;
     for (_, e) in &sim.events {
         match e {
-            Event::Event { sub, id, .. } => {
+            Event::Received { sub, id, .. } => {
                 assert!(
                     delivered.entry(*sub).or_default().insert(id.to_string()),
                     "{sub} got {id} twice"
@@ -128,7 +128,7 @@ fn a_thousand_subscriptions_survive_ten_minutes_of_weather() {
         live_events += sim
             .events
             .iter()
-            .filter(|(_, e)| matches!(e, Event::Event { .. }))
+            .filter(|(_, e)| matches!(e, Event::Received { .. }))
             .count();
     }
     // The weather is real: events flowed, and only cap refusals (terminal by design) surface.

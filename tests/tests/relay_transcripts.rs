@@ -45,7 +45,7 @@ fn fresh_connect_three_subscriptions() {
     s.run_for(secs(1));
     assert_eq!(reqs(&s).len(), 3, "one REQ each, in one batch");
     assert_eq!(count(&s, |e| matches!(e, Event::Eose { .. })), 3);
-    assert_eq!(count(&s, |e| matches!(e, Event::Event { .. })), 6);
+    assert_eq!(count(&s, |e| matches!(e, Event::Received { .. })), 6);
     insta::assert_snapshot!(s.transcript());
 }
 
@@ -220,7 +220,7 @@ fn fifty_subs_socket_drop_replays_in_seven_batches_with_since() {
         "since = newest 1000003 - 5"
     );
     // The overlap re-delivers all 3 events to each sub; every one is dropped as a duplicate.
-    assert_eq!(count(&s, |e| matches!(e, Event::Event { .. })), 150);
+    assert_eq!(count(&s, |e| matches!(e, Event::Received { .. })), 150);
     assert_eq!(s.session.stats().duplicates, 150);
     insta::assert_snapshot!(s.transcript());
 }
@@ -366,7 +366,7 @@ fn stale_frame_after_re_req_is_ignored() {
     );
     s.at(secs(5), Action::RelayFrame(r#"["EOSE","0:1"]"#.into()));
     s.run_for(secs(6));
-    assert_eq!(count(&s, |e| matches!(e, Event::Event { .. })), 0);
+    assert_eq!(count(&s, |e| matches!(e, Event::Received { .. })), 0);
     assert_eq!(s.session.stats().stale_attempt, 2);
     insta::assert_snapshot!(s.transcript());
 }
@@ -448,7 +448,7 @@ fn a_future_created_at_does_not_make_the_subscription_deaf_after_a_reconnect() {
         "since follows the honest event, not the future-dated ones"
     );
     let delivered: Vec<String> = s.heard(|e| match e {
-        Event::Event { id, .. } => Some(id.to_string()[60..].to_owned()),
+        Event::Received { id, .. } => Some(id.to_string()[60..].to_owned()),
         _ => None,
     });
     // 1-3 once each (the replay re-sends all three: 1 from the overlap, 2 and 3 as dated

@@ -77,7 +77,7 @@ pub enum Event {
         why: Disconnect,
     },
     /// An event for a subscription, exactly as the relay sent it.
-    Event {
+    Received {
         /// The subscription.
         sub: SubscriptionId,
         /// Event id (already checked against re-delivery).

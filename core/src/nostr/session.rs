@@ -102,6 +102,7 @@ struct Auth {
 
 impl RelaySession {
     /// A disconnected session; `seed` determines every jittered delay.
+    #[must_use]
     pub fn new(config: RelayConfig, seed: u64) -> Self {
         RelaySession {
             link: Link::new(config.link),
@@ -450,17 +451,20 @@ impl RelaySession {
     // ----- outputs ------------------------------------------------------------------------------
 
     /// The next instruction for the socket.
+    #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
         self.transmits.pop_front()
     }
 
     /// The next thing the application should hear.
+    #[must_use]
     pub fn poll_event(&mut self) -> Option<Event> {
         self.events.pop_front()
     }
 
     /// When to call [`RelaySession::handle_timeout`]: the last `now` while output is queued,
     /// else the earliest deadline, else `None` (nothing will happen without an input).
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         if self.has_output() {
             return Some(self.clock.now());
@@ -577,7 +581,7 @@ impl RelaySession {
                 return;
             }
         }
-        self.events.push_back(Event::Event {
+        self.events.push_back(Event::Received {
             sub: id,
             id: event.id(),
             raw: event.json().to_owned(),

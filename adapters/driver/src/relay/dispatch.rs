@@ -183,7 +183,7 @@ pub(crate) fn route(now: Instant, event: Event) -> Option<Route> {
             reconnect_in: reconnect_at.map(after),
             why,
         }),
-        Event::Event { sub, id, raw } => {
+        Event::Received { sub, id, raw } => {
             Route::Sub(sub, SubscriptionEvent::Event(RelayEvent { id, raw }))
         }
         Event::Eose { sub } => Route::Sub(sub, SubscriptionEvent::Eose),
