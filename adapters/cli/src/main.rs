@@ -11,6 +11,7 @@
 
 mod demo;
 mod output;
+mod rate_limit;
 mod req;
 mod signer;
 mod sse;

@@ -15,6 +15,7 @@ use tether_tokio::{
 };
 
 use crate::output::{millis, raw_json, JsonLines};
+use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
 use crate::signer::KeySigner;
 use crate::{parse_secs, stop_requested, Failure};
 
@@ -30,7 +31,8 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 /// (`reconnect_in_ms`, `why`, `close_code`), `event` (`sub`, `event`), `eose`, `closed` (`reason`, `attempts`),
 /// `notice`, `auth` (`challenge`), and what the session does in between: `retrying`,
 /// `queued`, `eose_timeout`, `rate_limited`, `subscription_limit`, `authenticated`,
-/// `auth_failed`, `signer_failed`. `sub` is the filter argument's index, from 0.
+/// `auth_failed`, `signer_failed`, `peer_error` (`kind`, `excerpt`, `suppressed`). `sub` is the
+/// filter argument's index, from 0.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Output, one JSON object per line on stdout: connected, disconnected \
@@ -39,7 +41,9 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
     network_error), event (sub, event), eose (sub), closed (sub, reason, attempts), notice \
     (message), auth (challenge), retrying (sub, in_ms, attempt), queued, eose_timeout, \
     rate_limited (window_ms), subscription_limit (max), authenticated, auth_failed, \
-    signer_failed. `sub` is the filter argument's index, from 0. Diagnostics go to stderr.\n\
+    signer_failed, peer_error (kind: too_large, json, not_array, missing_verb, unknown_verb, \
+    arity, wrong_type, sub_id, event; excerpt: the first 64 characters of what was wrong; \
+    at most 10 per second, the next one carrying `suppressed`: how many were left out). `sub` is the filter argument's index, from 0. Diagnostics go to stderr.\n\
     Exit codes: 0 done (--until-eose, --duration, Ctrl-C), 1 failure, 2 bad arguments."
 )]
 pub(crate) struct Args {
@@ -123,6 +127,16 @@ enum Line<'a> {
     SubscriptionLimit {
         max: usize,
     },
+    PeerError {
+        kind: &'static str,
+        excerpt: String,
+        #[serde(skip_serializing_if = "is_zero")]
+        suppressed: u64,
+    },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// Run `tether req`.
@@ -169,6 +183,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         labels: (0..ids.len()).map(|i| i.to_string()).collect(),
         done: vec![false; ids.len()],
         ended: vec![false; ids.len()],
+        peer_errors: RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1)),
     };
     let mut items = select_all(streams);
     let mut stop = pin!(stop);
@@ -209,6 +224,7 @@ struct Run {
     done: Vec<bool>,
     /// Closed: gone from the session.
     ended: Vec<bool>,
+    peer_errors: RateLimit,
 }
 
 impl Run {
@@ -235,8 +251,15 @@ impl Run {
             },
             SessionEvent::SubscriptionLimit { max } => Line::SubscriptionLimit { max: *max },
             SessionEvent::PeerError { error } => {
-                tracing::warn!(?error, "the relay sent a malformed frame; dropped");
-                return Ok(());
+                tracing::debug!(?error, "the relay sent a malformed frame; dropped");
+                let Some(suppressed) = self.peer_errors.admit(std::time::Instant::now()) else {
+                    return Ok(());
+                };
+                Line::PeerError {
+                    kind: error.kind(),
+                    excerpt: rate_limit::excerpt(&error.to_string()),
+                    suppressed,
+                }
             }
             other => {
                 tracing::debug!(?other, "session event");

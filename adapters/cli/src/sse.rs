@@ -11,6 +11,7 @@ use tether_tokio::tether_core::SseConfig;
 use tether_tokio::{EventSource, EventSourceConfig};
 
 use crate::output::{millis, JsonLines};
+use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
 use crate::{parse_secs, stop_requested, Failure};
 
 /// `tether sse <URL>`
@@ -160,13 +161,6 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Most `peer_error` lines per second: a server that sends nothing but oversized lines must
-/// not turn stdout into a flood.
-const PEER_ERRORS_PER_SECOND: u32 = 10;
-
-/// Longest `peer_error` excerpt, in characters.
-const EXCERPT_CHARS: usize = 64;
-
 fn write_event(
     out: &mut JsonLines,
     event: &Event,
@@ -268,54 +262,13 @@ fn peer_error(event: &Event, suppressed: u64) -> Option<Line<'static>> {
     };
     Some(Line::PeerError {
         kind,
-        excerpt: excerpt.chars().take(EXCERPT_CHARS).collect(),
+        excerpt: rate_limit::excerpt(&excerpt),
         suppressed,
     })
 }
 
 fn is_zero(n: &u64) -> bool {
     *n == 0
-}
-
-/// At most `limit` lines per `window`; counts what it refused so the next admitted line can
-/// say how many were left out.
-#[derive(Debug)]
-struct RateLimit {
-    limit: u32,
-    window: Duration,
-    started: Option<Instant>,
-    admitted: u32,
-    suppressed: u64,
-}
-
-impl RateLimit {
-    fn new(limit: u32, window: Duration) -> Self {
-        RateLimit {
-            limit,
-            window,
-            started: None,
-            admitted: 0,
-            suppressed: 0,
-        }
-    }
-
-    /// Whether a line may be written at `now`: `Some(suppressed since the last one)`, or
-    /// `None` (counted) when this window is used up.
-    fn admit(&mut self, now: Instant) -> Option<u64> {
-        let fresh = self
-            .started
-            .is_none_or(|start| now.saturating_duration_since(start) >= self.window);
-        if fresh {
-            self.started = Some(now);
-            self.admitted = 0;
-        }
-        if self.admitted >= self.limit {
-            self.suppressed += 1;
-            return None;
-        }
-        self.admitted += 1;
-        Some(std::mem::take(&mut self.suppressed))
-    }
 }
 
 fn closed_reason(why: CloseReason) -> &'static str {
@@ -349,20 +302,6 @@ fn parse_headers(args: &[String]) -> Result<HeaderMap, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rate_limit_admits_n_per_window_and_reports_what_it_left_out() {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let mut limit = RateLimit::new(3, Duration::from_secs(1));
-        let got: Vec<_> = [0, 10, 20, 30, 40, 999]
-            .map(|ms| limit.admit(at(ms)))
-            .into();
-        assert_eq!(got, [Some(0), Some(0), Some(0), None, None, None]);
-        // A new window: the first line carries the three left out.
-        assert_eq!(limit.admit(at(1000)), Some(3));
-        assert_eq!(limit.admit(at(1001)), Some(0));
-    }
 
     #[test]
     fn peer_error_lines_are_typed_and_bounded() {

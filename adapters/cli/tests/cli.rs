@@ -30,6 +30,7 @@ const REQ_TYPES: &[&str] = &[
     "authenticated",
     "auth_failed",
     "signer_failed",
+    "peer_error",
 ];
 
 /// Every `type` `tether sse` may write.
@@ -229,6 +230,42 @@ async fn req_answers_auth_with_the_secret_key() {
             .contains(&serde_json::json!(["challenge", challenge])),
         "{tags}"
     );
+}
+
+#[tokio::test]
+async fn req_peer_errors_are_typed_lines_and_a_flood_is_rate_limited() {
+    let relay = TestRelay::start(RelayModel::with_events(1)).await.unwrap();
+    let url = relay.url();
+    let child = tokio::task::spawn_blocking({
+        let mut command = tether(&["req", &url, "--duration", "3"]);
+        move || wait_output(command.spawn().expect("the tether binary starts"))
+    });
+    let connected = Instant::now();
+    while relay.open_connections() == 0 {
+        assert!(
+            connected.elapsed() < Duration::from_secs(5),
+            "no connection"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // 25 malformed frames at once: 10 lines this second, 15 left out ...
+    for _ in 0..25 {
+        relay.broadcast("not json");
+    }
+    // ... and said so by the next line, a second later.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    relay.broadcast(r#"["EVENT","0:1"]"#);
+    let output = child.await.unwrap();
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    let errors = of_type(&lines, "peer_error");
+    assert_eq!(errors.len(), 11, "{}", explain(&output));
+    assert_eq!(errors[0]["kind"], "json");
+    assert!(errors[0]["excerpt"].as_str().unwrap().chars().count() <= 64);
+    assert!(errors[..10].iter().all(|l| l.get("suppressed").is_none()));
+    assert_eq!(errors[10]["kind"], "arity");
+    assert_eq!(errors[10]["suppressed"], 15);
+    assert_eq!(of_type(&lines, "eose").len(), 1, "the subscription is fine");
 }
 
 #[tokio::test]

@@ -568,3 +568,51 @@ fn socket_loss(error: &WsError) -> SocketLoss {
         _ => SocketLoss::NetworkError,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    #[test]
+    fn socket_errors_say_why_the_socket_was_lost() {
+        let io_error = |kind, text: &str| WsError::Io(io::Error::new(kind, text.to_owned()));
+        let cases = [
+            (
+                io_error(io::ErrorKind::ConnectionRefused, "refused"),
+                SocketLoss::ConnectionRefused,
+            ),
+            // How tokio-rustls and futures-rustls report a self-signed certificate.
+            (
+                io_error(
+                    io::ErrorKind::InvalidData,
+                    "invalid peer certificate: UnknownIssuer",
+                ),
+                SocketLoss::TlsRejected,
+            ),
+            (
+                io_error(io::ErrorKind::InvalidData, "corrupt message"),
+                SocketLoss::NetworkError,
+            ),
+            (
+                io_error(io::ErrorKind::ConnectionReset, "reset"),
+                SocketLoss::NetworkError,
+            ),
+            (
+                WsError::Capacity(tungstenite::error::CapacityError::MessageTooLong {
+                    size: 10,
+                    max_size: 5,
+                }),
+                SocketLoss::FrameTooLarge,
+            ),
+            (
+                WsError::ConnectionClosed,
+                SocketLoss::ClosedByPeer { code: None },
+            ),
+        ];
+        for (error, loss) in cases {
+            assert_eq!(socket_loss(&error), loss, "{error}");
+        }
+    }
+}

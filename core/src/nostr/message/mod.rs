@@ -108,6 +108,24 @@ impl fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
+impl FrameError {
+    /// A stable snake_case name of the kind of problem, for logs and JSON lines.
+    #[must_use]
+    pub fn kind(&self) -> &'static str {
+        match self {
+            FrameError::TooLarge { .. } => "too_large",
+            FrameError::Json(_) => "json",
+            FrameError::NotArray => "not_array",
+            FrameError::MissingVerb => "missing_verb",
+            FrameError::UnknownVerb(_) => "unknown_verb",
+            FrameError::Arity { .. } => "arity",
+            FrameError::WrongType { .. } => "wrong_type",
+            FrameError::SubId { .. } => "sub_id",
+            FrameError::Event(_) => "event",
+        }
+    }
+}
+
 // Shared by both directions.
 
 fn check_sub(sub: Cow<'_, str>) -> Result<Cow<'_, str>, FrameError> {
