@@ -5,15 +5,16 @@
 //!
 //! | rule | here |
 //! | --- | --- |
-//! | gate on background paths only | `RelaySession::pump` (replay, queue, retries); not in [`RelaySession::subscribe`] |
-//! | refusal classes | `RelaySession::refuse` |
-//! | bounded retry, delay = max(gate, own backoff) | `RelaySession::schedule_retry` |
-//! | retry state clears | EOSE in `on_eose`, new socket and disconnect in `reset_for_socket` |
-//! | replay 8 per batch, 50 ms, priority order, then first registered | `RelaySession::pump` over `send_queue` |
+//! | socket contract: epochs, stale input, why a socket was lost | the `handle_*` inputs below, [`Link::check_epoch`] |
+//! | gate on background paths only | the scheduler's `pump` (replay, queue, retries); not in [`RelaySession::subscribe`] |
+//! | refusal classes | `refuse` in `session/refusals.rs` |
+//! | bounded retry, delay = max(gate, own backoff) | `schedule_retry` in `session/refusals.rs` |
+//! | retry state clears | EOSE in `on_eose` (`session/frames.rs`), new socket and disconnect in `reset_for_socket` |
+//! | replay 8 per batch, 50 ms, priority order, then first registered | the scheduler (`nostr/scheduler.rs`) |
 //! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
-//! | catch-up and dedup | `Subscription::req_filters`, `Subscription::admit` |
+//! | catch-up, dedup, future dates | `Subscription::req_filters`, `Subscription::admit`, `CatchUpWindow` |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
-//! | max subscriptions, NOTICE attribution, EOSE timeout | `slot_available`, `on_notice`, `fire_sub_timer` |
+//! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots, `on_notice`, `fire_sub_timer` |
 //! | auth | `on_auth_ok`, [`RelaySession::authenticate`] |
 //! | publish | the outbox module |
 
@@ -21,20 +22,18 @@ use std::collections::VecDeque;
 
 use serde_json::value::RawValue;
 
-use crate::backoff::Backoff;
 use crate::gate::{GateScope, RateLimitGate};
 use crate::link::{Epoch, Link, LinkAction, SocketError, SocketLoss};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::error::Error;
-use crate::nostr::message::{ClientMessage, EventId, RawEvent, RelayMessage};
+use crate::nostr::message::{ClientMessage, EventId, RawEvent};
 use crate::nostr::outbox::{Env, Outbox};
 use crate::nostr::output::{Carries, ChallengeId, Disconnect, Event, Transmit};
-use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
 use crate::nostr::registry::Registry;
 use crate::nostr::scheduler::{self, Scheduler};
 use crate::nostr::stats::Stats;
 use crate::nostr::subscription::{
-    parse_wire_id, Admit, CatchUpWindow, Filter, Priority, SubState, Subscription, SubscriptionId,
+    parse_wire_id, CatchUpWindow, Filter, Priority, SubState, Subscription, SubscriptionId,
 };
 use crate::rng::Rng;
 use crate::time::{Clock, Instant, WallClock};
@@ -42,6 +41,8 @@ use crate::timers::Timers;
 
 #[cfg(feature = "fuzzing")]
 mod consistency;
+mod frames;
+mod refusals;
 
 /// A read-only view of one subscription, for tests, invariants and dashboards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -387,40 +388,6 @@ impl RelaySession {
         self.on_frame(now, text);
         Ok(())
     }
-    fn on_frame(&mut self, now: Instant, text: &str) {
-        self.link.on_inbound(now);
-        self.stats.frames += 1;
-        let msg = match RelayMessage::decode(text, self.config.max_frame) {
-            Ok(msg) => msg,
-            Err(error) => {
-                self.stats.malformed += 1;
-                self.events.push_back(Event::PeerError { error });
-                return;
-            }
-        };
-        match msg {
-            RelayMessage::Event { sub, event } => self.on_event(&sub, event),
-            RelayMessage::Eose { sub } => self.on_eose(now, &sub),
-            RelayMessage::Closed { sub, message } => self.on_closed(now, &sub, &message),
-            RelayMessage::Ok {
-                event_id,
-                accepted,
-                message,
-            } => self.on_ok(now, event_id, accepted, &message),
-            RelayMessage::Notice { message } => self.on_notice(now, &message),
-            RelayMessage::Auth { challenge } => {
-                self.challenges += 1;
-                let id = ChallengeId(self.challenges);
-                self.auth.challenge = Some((id, challenge.to_string()));
-                self.events.push_back(Event::AuthChallenge {
-                    challenge: challenge.into_owned(),
-                    id,
-                });
-            }
-            RelayMessage::Count { .. } => self.stats.unexpected += 1,
-        }
-    }
-
     /// Time has passed: fire whatever is due at `now` (pass a fresh `now`, not the deadline).
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
@@ -550,259 +517,6 @@ impl RelaySession {
     /// The configuration.
     pub fn config(&self) -> &RelayConfig {
         &self.config
-    }
-
-    // ----- frame handlers ----------------------------------------------------------------------
-
-    fn on_event(&mut self, wire: &str, event: RawEvent<'_>) {
-        let Some(id) = self.route(wire) else {
-            return;
-        };
-        let window = self.catch_up_window();
-        let Some(sub) = self.subs.get_mut(id) else {
-            return;
-        };
-        if !sub.state.is_open() {
-            self.stats.stale_attempt += 1;
-            return;
-        }
-        let first_response = sub.state == SubState::Pending && !sub.responded;
-        sub.responded = true;
-        let admitted = sub.admit(event.id(), event.created_at(), &window);
-        if first_response {
-            // A REQ that streams is slow, not stalled: no EOSE timeout for it.
-            self.set_timer(id, None);
-        }
-        match admitted {
-            Admit::Fresh => {}
-            Admit::FutureDated => self.stats.future_dated += 1,
-            Admit::Duplicate => {
-                self.stats.duplicates += 1;
-                return;
-            }
-        }
-        self.events.push_back(Event::Received {
-            sub: id,
-            id: event.id(),
-            raw: event.json().to_owned(),
-        });
-    }
-
-    fn on_eose(&mut self, now: Instant, wire: &str) {
-        let Some(id) = self.route(wire) else {
-            return;
-        };
-        let Some(sub) = self.subs.get_mut(id) else {
-            return;
-        };
-        if sub.state != SubState::Pending {
-            return;
-        }
-        sub.state = SubState::Live;
-        sub.eose(now);
-        let seq = sub.sent_seq;
-        self.scheduler.answered(seq);
-        self.set_timer(id, None);
-        self.events.push_back(Event::Eose { sub: id });
-        self.pump(now);
-    }
-
-    fn on_closed(&mut self, now: Instant, wire: &str, message: &str) {
-        let Some(id) = self.route(wire) else {
-            return;
-        };
-        if !self.subs.get(id).is_some_and(|s| s.state.is_open()) {
-            self.stats.stale_attempt += 1;
-            return;
-        }
-        self.leave_open(id);
-        self.refuse(now, id, classify(message), message);
-        self.pump(now);
-    }
-
-    fn on_ok(&mut self, now: Instant, id: EventId, accepted: bool, message: &str) {
-        if self.auth.pending == Some(id) {
-            self.on_auth_ok(now, accepted, message);
-            return;
-        }
-        let (outbox, mut env) = self.outbox();
-        if !outbox.on_ok(now, id, accepted, message, &mut env) {
-            self.stats.unknown_ok += 1;
-        }
-    }
-
-    fn on_notice(&mut self, now: Instant, message: &str) {
-        self.events.push_back(Event::Notice {
-            message: message.to_owned(),
-        });
-        match classify_notice(message) {
-            Some(Class::Terminal(Terminal::TooManySubscriptions)) => {
-                // The relay did not say which REQ it refused: the newest still waiting is the
-                // only one it can have been.
-                let Some(id) = self.scheduler.newest_pending() else {
-                    return;
-                };
-                self.leave_open(id);
-                self.refuse(
-                    now,
-                    id,
-                    Class::Terminal(Terminal::TooManySubscriptions),
-                    message,
-                );
-                self.pump(now);
-            }
-            Some(Class::RateLimited { retry_after }) => {
-                let until = self.gate.refuse(now, retry_after);
-                self.events.push_back(Event::RateLimited { until });
-            }
-            _ => {}
-        }
-    }
-
-    fn on_auth_ok(&mut self, now: Instant, accepted: bool, message: &str) {
-        self.auth.pending = None;
-        let held: Vec<SubscriptionId> = self
-            .subscriptions()
-            .into_iter()
-            .filter(|v| v.state == SubState::AwaitingAuth)
-            .map(|v| v.id)
-            .collect();
-        if accepted {
-            self.auth.authenticated = true;
-            self.events.push_back(Event::Authenticated);
-            let (outbox, mut env) = self.outbox();
-            outbox.on_authenticated(now, &mut env);
-            for id in held {
-                self.set_timer(id, None);
-                self.enqueue(id);
-            }
-            self.pump(now);
-        } else {
-            self.events.push_back(Event::AuthFailed {
-                reason: message.to_owned(),
-            });
-            let (outbox, mut env) = self.outbox();
-            outbox.on_auth_failed(&mut env);
-            for id in held {
-                self.surface(id, message.to_owned());
-            }
-        }
-    }
-
-    // ----- decisions ----------------------------------------------------------------------------
-
-    /// What a refusal of `id` means, per its class. `id` has already left the open set.
-    fn refuse(&mut self, now: Instant, id: SubscriptionId, class: Class, message: &str) {
-        let stable_after = self.config.link.stable_after;
-        if let Some(sub) = self.subs.get_mut(id) {
-            sub.refused(now, stable_after);
-        }
-        match class {
-            Class::Terminal(Terminal::TooManySubscriptions) => {
-                if let Some(max) = self.scheduler.learn_limit() {
-                    self.events.push_back(Event::SubscriptionLimit { max });
-                }
-                self.surface(id, message.to_owned());
-            }
-            Class::Terminal(_) => self.surface(id, message.to_owned()),
-            Class::AuthRequired => self.hold_for_auth(now, id, message),
-            Class::RateLimited { retry_after } => {
-                let until = self.gate.refuse(now, retry_after);
-                self.events.push_back(Event::RateLimited { until });
-                self.schedule_retry(now, id, message);
-            }
-            Class::Retryable => self.schedule_retry(now, id, message),
-        }
-    }
-
-    /// Bounded re-REQ: delay = max(gate remaining, own full-jitter backoff); when the retries
-    /// are spent the application hears `Closed` once and the subscription is gone.
-    fn schedule_retry(&mut self, now: Instant, id: SubscriptionId, message: &str) {
-        let Some(sub) = self.subs.get_mut(id) else {
-            return;
-        };
-        let mut backoff = Backoff::with_attempts(self.config.closed_retry, sub.retries);
-        let Some(delay) = backoff.next_delay(&mut self.rng) else {
-            self.surface(id, message.to_owned());
-            return;
-        };
-        sub.retries = backoff.attempts();
-        let at = now.saturating_add(delay.max(self.gate.remaining(now)));
-        sub.state = SubState::Retrying;
-        let attempt = sub.retries;
-        self.set_timer(id, Some(at));
-        self.events.push_back(Event::Retrying {
-            sub: id,
-            at,
-            attempt,
-        });
-    }
-
-    fn hold_for_auth(&mut self, now: Instant, id: SubscriptionId, message: &str) {
-        let Some(sub) = self.subs.get_mut(id) else {
-            return;
-        };
-        if sub.auth_retried {
-            self.surface(id, message.to_owned());
-            return;
-        }
-        sub.auth_retried = true;
-        sub.state = SubState::AwaitingAuth;
-        self.set_timer(id, Some(now.saturating_add(self.config.auth_timeout)));
-    }
-
-    fn fire_sub_timer(&mut self, now: Instant, id: SubscriptionId) {
-        let Some(sub) = self.subs.get(id) else {
-            return;
-        };
-        match sub.state {
-            SubState::Retrying if self.gate.is_open(now) => {
-                // The gate was extended after this retry was scheduled: wait it out too.
-                let at = now.saturating_add(self.gate.remaining(now));
-                self.set_timer(id, Some(at));
-            }
-            SubState::Retrying => self.enqueue(id),
-            SubState::Pending if !sub.responded => {
-                self.events.push_back(Event::EoseTimeout { sub: id });
-                self.send_close(id);
-                self.leave_open(id);
-                let secs = self.config.eose_timeout.as_secs();
-                self.schedule_retry(
-                    now,
-                    id,
-                    &format!("eose-timeout: no answer to REQ within {secs}s"),
-                );
-            }
-            SubState::AwaitingAuth => {
-                let secs = self.config.auth_timeout.as_secs();
-                self.surface(
-                    id,
-                    format!("auth-required: not authenticated within {secs}s"),
-                );
-            }
-            _ => {}
-        }
-    }
-
-    /// Send queued REQs (see [`Scheduler::pump`]); only on an open socket.
-    fn pump(&mut self, now: Instant) {
-        if !self.link.is_open() {
-            return;
-        }
-        let (scheduler, mut env) = self.scheduler();
-        scheduler.pump(now, &mut env);
-    }
-
-    fn pump_deadline(&self) -> Option<Instant> {
-        if !self.link.is_open() {
-            return None;
-        }
-        self.scheduler
-            .deadline(&self.gate, self.config.max_subscriptions)
-    }
-
-    fn slot_available(&self) -> bool {
-        self.scheduler.slot_available(self.config.max_subscriptions)
     }
 
     // ----- state plumbing -----------------------------------------------------------------------

@@ -1,0 +1,179 @@
+//! The relay's frames, one handler per verb: EVENT, EOSE, CLOSED, OK, NOTICE, AUTH.
+
+use super::RelaySession;
+use crate::nostr::message::{EventId, RawEvent, RelayMessage};
+use crate::nostr::output::{ChallengeId, Event};
+use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
+use crate::nostr::subscription::{Admit, SubState, SubscriptionId};
+use crate::time::Instant;
+
+impl RelaySession {
+    pub(super) fn on_frame(&mut self, now: Instant, text: &str) {
+        self.link.on_inbound(now);
+        self.stats.frames += 1;
+        let msg = match RelayMessage::decode(text, self.config.max_frame) {
+            Ok(msg) => msg,
+            Err(error) => {
+                self.stats.malformed += 1;
+                self.events.push_back(Event::PeerError { error });
+                return;
+            }
+        };
+        match msg {
+            RelayMessage::Event { sub, event } => self.on_event(&sub, event),
+            RelayMessage::Eose { sub } => self.on_eose(now, &sub),
+            RelayMessage::Closed { sub, message } => self.on_closed(now, &sub, &message),
+            RelayMessage::Ok {
+                event_id,
+                accepted,
+                message,
+            } => self.on_ok(now, event_id, accepted, &message),
+            RelayMessage::Notice { message } => self.on_notice(now, &message),
+            RelayMessage::Auth { challenge } => {
+                self.challenges += 1;
+                let id = ChallengeId(self.challenges);
+                self.auth.challenge = Some((id, challenge.to_string()));
+                self.events.push_back(Event::AuthChallenge {
+                    challenge: challenge.into_owned(),
+                    id,
+                });
+            }
+            RelayMessage::Count { .. } => self.stats.unexpected += 1,
+        }
+    }
+
+    pub(super) fn on_event(&mut self, wire: &str, event: RawEvent<'_>) {
+        let Some(id) = self.route(wire) else {
+            return;
+        };
+        let window = self.catch_up_window();
+        let Some(sub) = self.subs.get_mut(id) else {
+            return;
+        };
+        if !sub.state.is_open() {
+            self.stats.stale_attempt += 1;
+            return;
+        }
+        let first_response = sub.state == SubState::Pending && !sub.responded;
+        sub.responded = true;
+        let admitted = sub.admit(event.id(), event.created_at(), &window);
+        if first_response {
+            // A REQ that streams is slow, not stalled: no EOSE timeout for it.
+            self.set_timer(id, None);
+        }
+        match admitted {
+            Admit::Fresh => {}
+            Admit::FutureDated => self.stats.future_dated += 1,
+            Admit::Duplicate => {
+                self.stats.duplicates += 1;
+                return;
+            }
+        }
+        self.events.push_back(Event::Received {
+            sub: id,
+            id: event.id(),
+            raw: event.json().to_owned(),
+        });
+    }
+
+    pub(super) fn on_eose(&mut self, now: Instant, wire: &str) {
+        let Some(id) = self.route(wire) else {
+            return;
+        };
+        let Some(sub) = self.subs.get_mut(id) else {
+            return;
+        };
+        if sub.state != SubState::Pending {
+            return;
+        }
+        sub.state = SubState::Live;
+        sub.eose(now);
+        let seq = sub.sent_seq;
+        self.scheduler.answered(seq);
+        self.set_timer(id, None);
+        self.events.push_back(Event::Eose { sub: id });
+        self.pump(now);
+    }
+
+    pub(super) fn on_closed(&mut self, now: Instant, wire: &str, message: &str) {
+        let Some(id) = self.route(wire) else {
+            return;
+        };
+        if !self.subs.get(id).is_some_and(|s| s.state.is_open()) {
+            self.stats.stale_attempt += 1;
+            return;
+        }
+        self.leave_open(id);
+        self.refuse(now, id, classify(message), message);
+        self.pump(now);
+    }
+
+    pub(super) fn on_ok(&mut self, now: Instant, id: EventId, accepted: bool, message: &str) {
+        if self.auth.pending == Some(id) {
+            self.on_auth_ok(now, accepted, message);
+            return;
+        }
+        let (outbox, mut env) = self.outbox();
+        if !outbox.on_ok(now, id, accepted, message, &mut env) {
+            self.stats.unknown_ok += 1;
+        }
+    }
+
+    pub(super) fn on_notice(&mut self, now: Instant, message: &str) {
+        self.events.push_back(Event::Notice {
+            message: message.to_owned(),
+        });
+        match classify_notice(message) {
+            Some(Class::Terminal(Terminal::TooManySubscriptions)) => {
+                // The relay did not say which REQ it refused: the newest still waiting is the
+                // only one it can have been.
+                let Some(id) = self.scheduler.newest_pending() else {
+                    return;
+                };
+                self.leave_open(id);
+                self.refuse(
+                    now,
+                    id,
+                    Class::Terminal(Terminal::TooManySubscriptions),
+                    message,
+                );
+                self.pump(now);
+            }
+            Some(Class::RateLimited { retry_after }) => {
+                let until = self.gate.refuse(now, retry_after);
+                self.events.push_back(Event::RateLimited { until });
+            }
+            _ => {}
+        }
+    }
+
+    pub(super) fn on_auth_ok(&mut self, now: Instant, accepted: bool, message: &str) {
+        self.auth.pending = None;
+        let held: Vec<SubscriptionId> = self
+            .subscriptions()
+            .into_iter()
+            .filter(|v| v.state == SubState::AwaitingAuth)
+            .map(|v| v.id)
+            .collect();
+        if accepted {
+            self.auth.authenticated = true;
+            self.events.push_back(Event::Authenticated);
+            let (outbox, mut env) = self.outbox();
+            outbox.on_authenticated(now, &mut env);
+            for id in held {
+                self.set_timer(id, None);
+                self.enqueue(id);
+            }
+            self.pump(now);
+        } else {
+            self.events.push_back(Event::AuthFailed {
+                reason: message.to_owned(),
+            });
+            let (outbox, mut env) = self.outbox();
+            outbox.on_auth_failed(&mut env);
+            for id in held {
+                self.surface(id, message.to_owned());
+            }
+        }
+    }
+}
