@@ -33,6 +33,7 @@ pub mod backoff;
 pub mod gate;
 pub mod link;
 pub mod nostr;
+pub mod pool;
 pub mod rng;
 pub mod sse;
 pub mod time;

@@ -10,6 +10,7 @@ pub mod fuzz;
 pub mod invariants;
 #[cfg(feature = "server")]
 pub mod peers;
+pub mod pool_sim;
 #[cfg(feature = "server")]
 pub mod proxy;
 #[cfg(feature = "server")]

@@ -463,7 +463,7 @@ impl Sim {
 }
 
 /// Event objects shortened to their number so transcripts stay readable.
-fn abbreviate(frame: &str) -> String {
+pub(crate) fn abbreviate(frame: &str) -> String {
     if let Ok(RelayMessage::Event { sub, event }) = RelayMessage::decode(frame, DEFAULT_MAX_FRAME) {
         return format!(
             "[\"EVENT\",\"{sub}\",{} t={}]",

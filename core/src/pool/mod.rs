@@ -1,0 +1,927 @@
+//! [`RelayPool`]: many relays as one subscription, sans-IO like everything in the core.
+//!
+//! A pool is one [`RelaySession`] per relay — each keeps its own gate, backoff, learned
+//! limits, auth and outbox — plus *logical subscriptions* that target a set of relays, each
+//! relay with its own filters. The pool adds what a single session cannot know:
+//!
+//! - **Dedup** across relays: an event id reaches a logical subscription at most once,
+//!   whichever relays send it ([`Dedup`](dedup)); which relays had it is kept, bounded
+//!   ([`RelayPool::seen_on`]). A duplicate whose bytes differ from the first copy is a
+//!   conflict: dropped and counted for the relay that sent it.
+//! - **An honest outcome**: per-relay EOSE, then exactly one [`PoolEvent::Complete`] per
+//!   subscription — `Complete` when every targeted relay answered EOSE, else
+//!   `Partial { missing }` naming each relay that gave up or missed the deadline.
+//! - **No single point of failure**: a relay giving up on a subscription is reported for
+//!   that relay ([`PoolEvent::RelayClosed`]); the subscription ends ([`PoolEvent::Ended`],
+//!   once) only when no relay serves it any more.
+//! - **Publish fan-out**: one outcome per relay and one aggregate.
+//!
+//! # Driving
+//!
+//! The same contract as a session, with the relay named: `handle_open(now, relay, epoch)`,
+//! `handle_frame(now, relay, epoch, text)`, ...; [`RelayPool::poll_transmit`] yields
+//! `(relay, Transmit)`; one [`RelayPool::poll_timeout`] for the whole pool. After every
+//! input the pool drains the session it touched, so output is always in the pool's queues.
+//!
+//! # Scale
+//!
+//! No input scans every relay: relays live in a slab (an input is an index), each relay's
+//! next deadline sits in one ordered index with the subscriptions' outcome deadlines, so
+//! `poll_timeout` is a lookup and `handle_timeout` touches only the relays that are due.
+//!
+//! # Bounds
+//!
+//! Relays are bounded by [`PoolConfig::max_relays`], logical subscriptions by
+//! [`PoolConfig::max_subscriptions`], each one's dedup memory by
+//! [`PoolConfig::dedup_capacity`] (the oldest id is forgotten first: a relay re-sending it
+//! after that delivers it again) and each id's `seen_on` by [`PoolConfig::seen_on_max`].
+
+mod dedup;
+mod logical;
+mod output;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+use crate::link::{Epoch, SocketError, SocketLoss};
+use crate::nostr::message::EventId;
+use crate::nostr::{
+    ChallengeId, Error, Event, Filter, Priority, Rejection, RelayConfig, RelaySession,
+    SubscriptionId, Transmit,
+};
+use crate::rng::Rng;
+use crate::time::{Clock, Instant, WallClock};
+use crate::timers::Timers;
+
+use dedup::Seen;
+use logical::{Logical, Targets};
+pub use output::{
+    Missing, Outcome, PoolError, PoolEvent, PoolStats, PublishOutcome, RelayId, SubId,
+};
+
+/// Configuration of a [`RelayPool`].
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct PoolConfig {
+    /// Every relay session's configuration.
+    pub relay: RelayConfig,
+    /// A subscription's outcome is reported at the latest this long after it was made
+    /// (10 s): relays that have not answered EOSE by then are `missing`.
+    pub eose_deadline: Duration,
+    /// After the first relay's EOSE, give the others this long before reporting (`None`:
+    /// wait for the full deadline).
+    pub after_first_eose: Option<Duration>,
+    /// Event ids remembered per logical subscription for dedup (10 000).
+    pub dedup_capacity: usize,
+    /// Relays remembered per id in `seen_on` (8).
+    pub seen_on_max: usize,
+    /// Most relays in the pool (10 000).
+    pub max_relays: usize,
+    /// Most logical subscriptions (10 000).
+    pub max_subscriptions: usize,
+    /// A publish's aggregate outcome is reported at the latest this long after it (30 s);
+    /// relays that have not answered are listed as pending.
+    pub publish_deadline: Duration,
+}
+
+impl Default for PoolConfig {
+    fn default() -> Self {
+        PoolConfig {
+            relay: RelayConfig::default(),
+            eose_deadline: Duration::from_secs(10),
+            after_first_eose: None,
+            dedup_capacity: 10_000,
+            seen_on_max: 8,
+            max_relays: 10_000,
+            max_subscriptions: 10_000,
+            publish_deadline: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The sans-IO relay pool. See the [module docs](self).
+#[derive(Debug)]
+pub struct RelayPool {
+    config: PoolConfig,
+    clock: Clock,
+    rng: Rng,
+    wall: Option<WallClock>,
+    relays: Vec<Option<Member>>,
+    free: Vec<u32>,
+    subs: BTreeMap<SubId, Logical>,
+    next_sub: u64,
+    publishes: BTreeMap<EventId, Fanout>,
+    timers: Timers<Deadline>,
+    transmits: VecDeque<(RelayId, Transmit)>,
+    events: VecDeque<PoolEvent>,
+}
+
+/// One relay of the pool.
+#[derive(Debug)]
+struct Member {
+    session: RelaySession,
+    /// Its session's next deadline, as registered in the pool's index.
+    deadline: Option<Instant>,
+    /// Which logical subscription each of its session's subscriptions serves.
+    routes: BTreeMap<SubscriptionId, SubId>,
+    stats: PoolStats,
+}
+
+/// What a deadline in the pool's index is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Deadline {
+    Relay(RelayId),
+    Outcome(SubId),
+    Publish(EventId),
+}
+
+/// A publish waiting for every relay's answer.
+#[derive(Debug)]
+struct Fanout {
+    pending: Vec<RelayId>,
+    outcome: PublishOutcome,
+    deadline: Option<Instant>,
+}
+
+impl RelayPool {
+    /// An empty pool; `seed` determines every relay session's jitter.
+    #[must_use]
+    pub fn new(config: PoolConfig, seed: u64) -> Self {
+        RelayPool {
+            config,
+            clock: Clock::default(),
+            rng: Rng::new(seed),
+            wall: None,
+            relays: Vec::new(),
+            free: Vec::new(),
+            subs: BTreeMap::new(),
+            next_sub: 0,
+            publishes: BTreeMap::new(),
+            timers: Timers::default(),
+            transmits: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    // ----- inputs from the application ------------------------------------------------------
+
+    /// The wall clock read `unix_secs` at `now`; passed to every relay session (see
+    /// [`RelaySession::set_wall_clock`]): one relay's future-dated events never move another
+    /// relay's `since`, because each session keeps its own catch-up.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
+        let now = self.clock.observe(now);
+        self.wall = Some(WallClock::new(now, unix_secs));
+        for member in self.relays.iter_mut().flatten() {
+            member.session.set_wall_clock(now, unix_secs);
+        }
+    }
+
+    /// Add a relay and start connecting to it. Every subscription that targets all relays
+    /// is registered on it at once; its REQs go out when it opens, paced and gated like a
+    /// replay.
+    ///
+    /// # Errors
+    /// [`PoolError::TooManyRelays`] past `max_relays`.
+    pub fn add_relay(&mut self, now: Instant) -> Result<RelayId, PoolError> {
+        let now = self.clock.observe(now);
+        if self.relay_count() >= self.config.max_relays {
+            return Err(PoolError::TooManyRelays {
+                max: self.config.max_relays,
+            });
+        }
+        let mut session = RelaySession::new(self.config.relay.clone(), self.rng.next_u64());
+        if let Some(wall) = self.wall {
+            session.set_wall_clock(now, wall.unix_secs(now));
+        }
+        let member = Member {
+            session,
+            deadline: None,
+            routes: BTreeMap::new(),
+            stats: PoolStats::default(),
+        };
+        let relay = match self.free.pop() {
+            Some(slot) => {
+                self.relays[slot as usize] = Some(member);
+                RelayId(slot)
+            }
+            None => {
+                self.relays.push(Some(member));
+                RelayId(u32::try_from(self.relays.len() - 1).unwrap_or(u32::MAX))
+            }
+        };
+        let everywhere: Vec<SubId> = self
+            .subs
+            .iter()
+            .filter(|(_, l)| matches!(l.targets, Targets::All(_)))
+            .map(|(&id, _)| id)
+            .collect();
+        for sub in everywhere {
+            let Some(Targets::All(filters)) = self.subs.get(&sub).map(|l| l.targets.clone()) else {
+                continue;
+            };
+            self.open_on(now, sub, relay, filters);
+        }
+        if let Some(member) = self.member_mut(relay) {
+            member.session.connect(now);
+        }
+        self.settle(now, relay);
+        Ok(relay)
+    }
+
+    /// Remove a relay: its socket is closed, and every subscription it served counts it as
+    /// missing (or ends, if it was the last relay serving it).
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`].
+    pub fn remove_relay(&mut self, now: Instant, relay: RelayId) -> Result<(), PoolError> {
+        let now = self.clock.observe(now);
+        let Some(mut member) = self.relays.get_mut(relay.0 as usize).and_then(Option::take) else {
+            return Err(PoolError::UnknownRelay(relay));
+        };
+        member.session.disconnect(now);
+        while let Some(t) = member.session.poll_transmit() {
+            self.transmits.push_back((relay, t));
+        }
+        if let Some(at) = member.deadline {
+            let mut slot = Some(at);
+            self.timers.set(Deadline::Relay(relay), &mut slot, None);
+        }
+        self.free.push(relay.0);
+        let served: Vec<SubId> = member.routes.values().copied().collect();
+        for sub in served {
+            self.relay_gone(now, sub, relay, Missing::Removed);
+        }
+        self.publish_gone(relay, "relay removed");
+        Ok(())
+    }
+
+    /// Subscribe on every relay, present and future, with the same `filters`.
+    ///
+    /// # Errors
+    /// [`PoolError::TooManySubscriptions`], or [`PoolError::Session`] for invalid filters.
+    pub fn subscribe(&mut self, now: Instant, filters: Vec<Filter>) -> Result<SubId, PoolError> {
+        let now = self.clock.observe(now);
+        if filters.is_empty() {
+            return Err(PoolError::Session(Error::NoFilters));
+        }
+        let relays: Vec<RelayId> = self.relay_ids().collect();
+        let routing: Vec<(RelayId, Vec<Filter>)> =
+            relays.into_iter().map(|r| (r, filters.clone())).collect();
+        self.register(now, Targets::All(filters), routing)
+    }
+
+    /// Subscribe on the given relays, each with its own filters (an outbox / NIP-65 router
+    /// decides the routing). Relays added later are not targeted.
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`], [`PoolError::TooManySubscriptions`], or
+    /// [`PoolError::Session`] for invalid filters.
+    pub fn subscribe_routed(
+        &mut self,
+        now: Instant,
+        routing: Vec<(RelayId, Vec<Filter>)>,
+    ) -> Result<SubId, PoolError> {
+        let now = self.clock.observe(now);
+        if let Some((relay, _)) = routing.iter().find(|(r, _)| self.member(*r).is_none()) {
+            return Err(PoolError::UnknownRelay(*relay));
+        }
+        if routing.iter().any(|(_, f)| f.is_empty()) {
+            return Err(PoolError::Session(Error::NoFilters));
+        }
+        self.register(now, Targets::Routed, routing)
+    }
+
+    /// Drop a logical subscription on every relay (CLOSE where its REQ is open). No
+    /// outcome follows it.
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownSubscription`].
+    pub fn unsubscribe(&mut self, now: Instant, sub: SubId) -> Result<(), PoolError> {
+        let now = self.clock.observe(now);
+        let Some(logical) = self.subs.remove(&sub) else {
+            return Err(PoolError::UnknownSubscription(sub));
+        };
+        self.cancel_outcome_timer(sub, logical.deadline);
+        for (&relay, target) in &logical.relays {
+            let Some(local) = target.local else {
+                continue;
+            };
+            if let Some(member) = self.member_mut(relay) {
+                member.routes.remove(&local);
+                let _ = member.session.unsubscribe(now, local);
+            }
+            self.settle(now, relay);
+        }
+        Ok(())
+    }
+
+    /// Publish a signed event to `relays` (`None`: every relay). Each relay's answer is a
+    /// [`PoolEvent::Published`] or [`PoolEvent::Rejected`]; when all are in (or the
+    /// publish deadline passed) one [`PoolEvent::PublishDone`] sums them up.
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`], [`PoolError::AlreadyPublishing`], or the first relay's
+    /// [`PoolError::Session`] error (then nothing was sent anywhere).
+    pub fn publish(
+        &mut self,
+        now: Instant,
+        event_json: &str,
+        relays: Option<&[RelayId]>,
+    ) -> Result<EventId, PoolError> {
+        let now = self.clock.observe(now);
+        let targets: Vec<RelayId> = match relays {
+            Some(list) => {
+                if let Some(r) = list.iter().find(|r| self.member(**r).is_none()) {
+                    return Err(PoolError::UnknownRelay(*r));
+                }
+                list.to_vec()
+            }
+            None => self.relay_ids().collect(),
+        };
+        let id = crate::nostr::message::RawEvent::parse(event_json)
+            .map_err(|e| {
+                PoolError::Session(Error::InvalidEvent {
+                    detail: e.to_string(),
+                })
+            })?
+            .id();
+        if self.publishes.contains_key(&id) {
+            return Err(PoolError::AlreadyPublishing(id));
+        }
+        let mut pending = Vec::with_capacity(targets.len());
+        let mut outcome = PublishOutcome::default();
+        for relay in targets {
+            let Some(member) = self.member_mut(relay) else {
+                continue;
+            };
+            match member.session.publish(now, event_json) {
+                Ok(_) => pending.push(relay),
+                Err(e) => outcome.rejected.push((relay, e.to_string())),
+            }
+            self.settle(now, relay);
+        }
+        let mut fanout = Fanout {
+            pending,
+            outcome,
+            deadline: None,
+        };
+        let at = now.saturating_add(self.config.publish_deadline);
+        self.timers
+            .set(Deadline::Publish(id), &mut fanout.deadline, Some(at));
+        self.publishes.insert(id, fanout);
+        self.finish_publish(id);
+        Ok(id)
+    }
+
+    /// Answer `relay`'s NIP-42 challenge (see [`RelaySession::authenticate`]).
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`], or the session's refusal.
+    pub fn authenticate(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        challenge: ChallengeId,
+        signed_event_json: &str,
+    ) -> Result<EventId, PoolError> {
+        let now = self.clock.observe(now);
+        let member = self
+            .member_mut(relay)
+            .ok_or(PoolError::UnknownRelay(relay))?;
+        let result = member
+            .session
+            .authenticate(now, challenge, signed_event_json)
+            .map_err(PoolError::Session);
+        self.settle(now, relay);
+        result
+    }
+
+    // ----- inputs from the sockets ------------------------------------------------------------
+
+    /// `relay`'s socket of `epoch` opened (see [`RelaySession::handle_open`]).
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`] or the session's [`SocketError`].
+    pub fn handle_open(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        epoch: Epoch,
+    ) -> Result<(), PoolError> {
+        self.socket(now, relay, |s, now| s.handle_open(now, epoch))
+    }
+
+    /// `relay`'s socket of `epoch` closed or failed (see [`RelaySession::handle_close`]).
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`] or the session's [`SocketError`].
+    pub fn handle_close(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        epoch: Epoch,
+        why: SocketLoss,
+    ) -> Result<(), PoolError> {
+        self.socket(now, relay, |s, now| s.handle_close(now, epoch, why))
+    }
+
+    /// A text frame from `relay` (see [`RelaySession::handle_frame`]).
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`] or the session's [`SocketError`].
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        epoch: Epoch,
+        text: &str,
+    ) -> Result<(), PoolError> {
+        self.socket(now, relay, |s, now| s.handle_frame(now, epoch, text))
+    }
+
+    /// A binary frame from `relay` (see [`RelaySession::handle_binary`]).
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`] or the session's [`SocketError`].
+    pub fn handle_binary(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        epoch: Epoch,
+        len: usize,
+    ) -> Result<(), PoolError> {
+        self.socket(now, relay, |s, now| s.handle_binary(now, epoch, len))
+    }
+
+    /// A pong from `relay` (see [`RelaySession::handle_pong`]).
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`] or the session's [`SocketError`].
+    pub fn handle_pong(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        epoch: Epoch,
+    ) -> Result<(), PoolError> {
+        self.socket(now, relay, |s, now| s.handle_pong(now, epoch))
+    }
+
+    /// The driver stopped or resumed reading `relay`'s socket (backpressure).
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`].
+    pub fn handle_read_paused(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        paused: bool,
+    ) -> Result<(), PoolError> {
+        self.socket(now, relay, |s, now| {
+            s.handle_read_paused(now, paused);
+            Ok(())
+        })
+    }
+
+    /// Time has passed: fire what is due at `now` — only the relays and subscriptions whose
+    /// deadline it is.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        while let Some(due) = self.timers.due(now) {
+            match due {
+                Deadline::Relay(relay) => {
+                    let Some(member) = self.member_mut(relay) else {
+                        continue;
+                    };
+                    let mut slot = member.deadline.take();
+                    self.timers.set(due, &mut slot, None);
+                    if let Some(member) = self.member_mut(relay) {
+                        member.session.handle_timeout(now);
+                    }
+                    self.settle(now, relay);
+                }
+                Deadline::Outcome(sub) => {
+                    let Some(logical) = self.subs.get_mut(&sub) else {
+                        continue;
+                    };
+                    let mut slot = logical.deadline.take();
+                    self.timers.set(due, &mut slot, None);
+                    self.report_outcome(sub, true);
+                }
+                Deadline::Publish(id) => {
+                    let Some(fanout) = self.publishes.get_mut(&id) else {
+                        continue;
+                    };
+                    let mut slot = fanout.deadline.take();
+                    self.timers.set(due, &mut slot, None);
+                    self.expire_publish(id);
+                }
+            }
+        }
+    }
+
+    // ----- outputs ------------------------------------------------------------------------------
+
+    /// The next instruction for one relay's socket.
+    #[must_use]
+    pub fn poll_transmit(&mut self) -> Option<(RelayId, Transmit)> {
+        self.transmits.pop_front()
+    }
+
+    /// The next thing the application should hear.
+    #[must_use]
+    pub fn poll_event(&mut self) -> Option<PoolEvent> {
+        self.events.pop_front()
+    }
+
+    /// When to call [`RelayPool::handle_timeout`]: the last `now` while output is queued,
+    /// else the earliest deadline of any relay or subscription.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.transmits.is_empty() || !self.events.is_empty() {
+            return Some(self.clock.now());
+        }
+        self.timers.next()
+    }
+
+    // ----- inspection ----------------------------------------------------------------------------
+
+    /// One relay's session (its link, gate, limits, stats).
+    #[must_use]
+    pub fn session(&self, relay: RelayId) -> Option<&RelaySession> {
+        self.member(relay).map(|m| &m.session)
+    }
+
+    /// What the pool counted for one relay: duplicates it sent, conflicting copies.
+    #[must_use]
+    pub fn relay_stats(&self, relay: RelayId) -> Option<PoolStats> {
+        self.member(relay).map(|m| m.stats)
+    }
+
+    /// The relays that delivered `id` to `sub` (first one first), as far as remembered.
+    #[must_use]
+    pub fn seen_on(&self, sub: SubId, id: EventId) -> Option<&[RelayId]> {
+        self.subs.get(&sub)?.seen.relays(id)
+    }
+
+    /// Every relay in the pool, in id order.
+    pub fn relay_ids(&self) -> impl Iterator<Item = RelayId> + '_ {
+        self.relays
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.is_some())
+            .map(|(i, _)| RelayId(u32::try_from(i).unwrap_or(u32::MAX)))
+    }
+
+    /// How many relays the pool holds.
+    #[must_use]
+    pub fn relay_count(&self) -> usize {
+        self.relays.len() - self.free.len()
+    }
+
+    /// How many logical subscriptions are registered.
+    #[must_use]
+    pub fn subscription_count(&self) -> usize {
+        self.subs.len()
+    }
+
+    /// The relays still serving `sub` (registered in their session).
+    #[must_use]
+    pub fn serving(&self, sub: SubId) -> Option<Vec<RelayId>> {
+        let logical = self.subs.get(&sub)?;
+        Some(
+            logical
+                .relays
+                .iter()
+                .filter(|(_, t)| t.local.is_some())
+                .map(|(&r, _)| r)
+                .collect(),
+        )
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> &PoolConfig {
+        &self.config
+    }
+}
+
+// ----- plumbing ---------------------------------------------------------------------------------
+
+impl RelayPool {
+    fn member(&self, relay: RelayId) -> Option<&Member> {
+        self.relays.get(relay.0 as usize).and_then(Option::as_ref)
+    }
+
+    fn member_mut(&mut self, relay: RelayId) -> Option<&mut Member> {
+        self.relays
+            .get_mut(relay.0 as usize)
+            .and_then(Option::as_mut)
+    }
+
+    fn socket(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        input: impl FnOnce(&mut RelaySession, Instant) -> Result<(), SocketError>,
+    ) -> Result<(), PoolError> {
+        let now = self.clock.observe(now);
+        let member = self
+            .member_mut(relay)
+            .ok_or(PoolError::UnknownRelay(relay))?;
+        let result = input(&mut member.session, now).map_err(PoolError::Socket);
+        self.settle(now, relay);
+        result
+    }
+
+    fn register(
+        &mut self,
+        now: Instant,
+        targets: Targets,
+        routing: Vec<(RelayId, Vec<Filter>)>,
+    ) -> Result<SubId, PoolError> {
+        if self.subs.len() >= self.config.max_subscriptions {
+            return Err(PoolError::TooManySubscriptions {
+                max: self.config.max_subscriptions,
+            });
+        }
+        self.next_sub += 1;
+        let sub = SubId(self.next_sub);
+        let mut logical = Logical::new(
+            targets,
+            Seen::new(self.config.dedup_capacity, self.config.seen_on_max),
+        );
+        let at = now.saturating_add(self.config.eose_deadline);
+        self.timers
+            .set(Deadline::Outcome(sub), &mut logical.deadline, Some(at));
+        self.subs.insert(sub, logical);
+        for (relay, filters) in routing {
+            self.open_on(now, sub, relay, filters);
+        }
+        // A subscription with no relay at all (an empty pool) has nothing to wait for.
+        self.report_outcome(sub, false);
+        Ok(sub)
+    }
+
+    /// Register `sub` on `relay`'s session with `filters`.
+    fn open_on(&mut self, now: Instant, sub: SubId, relay: RelayId, filters: Vec<Filter>) {
+        let Some(member) = self.member_mut(relay) else {
+            return;
+        };
+        let result = member.session.subscribe(now, filters, Priority::NORMAL);
+        let local = match result {
+            Ok(local) => {
+                member.routes.insert(local, sub);
+                Some(local)
+            }
+            Err(_) => None,
+        };
+        if let Some(logical) = self.subs.get_mut(&sub) {
+            logical.add_relay(relay, local);
+        }
+        match result {
+            Ok(_) => self.settle(now, relay),
+            Err(e) => self.relay_gone(now, sub, relay, Missing::Refused(e.to_string())),
+        }
+    }
+
+    /// Drain `relay`'s session and re-register its deadline in the pool's index.
+    fn settle(&mut self, now: Instant, relay: RelayId) {
+        loop {
+            let Some(member) = self.member_mut(relay) else {
+                return;
+            };
+            if let Some(t) = member.session.poll_transmit() {
+                self.transmits.push_back((relay, t));
+                continue;
+            }
+            let Some(event) = member.session.poll_event() else {
+                break;
+            };
+            self.on_session_event(now, relay, event);
+        }
+        let Some(member) = self.member_mut(relay) else {
+            return;
+        };
+        let next = member.session.poll_timeout();
+        let mut slot = member.deadline.take();
+        self.timers.set(Deadline::Relay(relay), &mut slot, next);
+        if let Some(member) = self.member_mut(relay) {
+            member.deadline = slot;
+        }
+    }
+
+    fn on_session_event(&mut self, now: Instant, relay: RelayId, event: Event) {
+        let route = |pool: &Self, local: SubscriptionId| {
+            pool.member(relay)
+                .and_then(|m| m.routes.get(&local).copied())
+        };
+        match event {
+            Event::Received { sub, id, raw } => {
+                let Some(logical_id) = route(self, sub) else {
+                    return;
+                };
+                self.deliver(logical_id, relay, id, raw);
+            }
+            Event::Eose { sub } => {
+                let Some(logical_id) = route(self, sub) else {
+                    return;
+                };
+                self.events.push_back(PoolEvent::Eose {
+                    sub: logical_id,
+                    relay,
+                });
+                let grace = self.config.after_first_eose;
+                if let Some(logical) = self.subs.get_mut(&logical_id) {
+                    let first = logical.eosed(relay);
+                    if let (true, Some(grace)) = (first, grace) {
+                        let at = now.saturating_add(grace);
+                        if logical.deadline.is_none_or(|d| at < d) {
+                            self.timers.set(
+                                Deadline::Outcome(logical_id),
+                                &mut logical.deadline,
+                                Some(at),
+                            );
+                        }
+                    }
+                }
+                self.report_outcome(logical_id, false);
+            }
+            Event::Closed {
+                sub,
+                reason,
+                attempts,
+            } => {
+                let Some(logical_id) = route(self, sub) else {
+                    return;
+                };
+                if let Some(member) = self.member_mut(relay) {
+                    member.routes.remove(&sub);
+                }
+                self.events.push_back(PoolEvent::RelayClosed {
+                    sub: logical_id,
+                    relay,
+                    reason: reason.clone(),
+                    attempts,
+                });
+                self.relay_gone(now, logical_id, relay, Missing::Closed(reason));
+            }
+            Event::Published { id } => self.publish_answer(id, relay, None),
+            Event::Rejected { id, reason } => {
+                let why = match reason {
+                    Rejection::Refused { message } => message,
+                    Rejection::TimedOut => "no OK in time".to_owned(),
+                };
+                self.publish_answer(id, relay, Some(why));
+            }
+            other => {
+                let sub = local_sub(&other).and_then(|local| route(self, local));
+                self.events.push_back(PoolEvent::Relay {
+                    relay,
+                    sub,
+                    event: other,
+                });
+            }
+        }
+    }
+
+    fn deliver(&mut self, sub: SubId, relay: RelayId, id: EventId, raw: String) {
+        let Some(logical) = self.subs.get_mut(&sub) else {
+            return;
+        };
+        match logical.seen.admit(id, &raw, relay) {
+            dedup::Admit::New => self.events.push_back(PoolEvent::Received {
+                sub,
+                relay,
+                id,
+                raw,
+            }),
+            dedup::Admit::Duplicate => {
+                if let Some(member) = self.member_mut(relay) {
+                    member.stats.duplicates += 1;
+                }
+            }
+            dedup::Admit::Conflict => {
+                if let Some(member) = self.member_mut(relay) {
+                    member.stats.conflicts += 1;
+                }
+            }
+        }
+    }
+
+    /// `relay` no longer serves `sub`: it is missing from the outcome, and the subscription
+    /// ends if no relay serves it.
+    fn relay_gone(&mut self, _now: Instant, sub: SubId, relay: RelayId, why: Missing) {
+        let Some(logical) = self.subs.get_mut(&sub) else {
+            return;
+        };
+        logical.gone(relay, why);
+        self.report_outcome(sub, false);
+        let Some(logical) = self.subs.get(&sub) else {
+            return;
+        };
+        if !logical.served() {
+            let reasons = logical.reasons();
+            let deadline = logical.deadline;
+            self.subs.remove(&sub);
+            self.cancel_outcome_timer(sub, deadline);
+            self.events.push_back(PoolEvent::Ended { sub, reasons });
+        }
+    }
+
+    /// Report `sub`'s outcome once: when every relay answered, or (`deadline`) when time is up.
+    fn report_outcome(&mut self, sub: SubId, deadline: bool) {
+        let Some(logical) = self.subs.get_mut(&sub) else {
+            return;
+        };
+        let Some(outcome) = logical.outcome(deadline) else {
+            return;
+        };
+        let slot = logical.deadline.take();
+        self.cancel_outcome_timer(sub, slot);
+        self.events.push_back(PoolEvent::Complete { sub, outcome });
+    }
+
+    fn cancel_outcome_timer(&mut self, sub: SubId, deadline: Option<Instant>) {
+        let mut slot = deadline;
+        self.timers.set(Deadline::Outcome(sub), &mut slot, None);
+    }
+
+    fn publish_answer(&mut self, id: EventId, relay: RelayId, rejected: Option<String>) {
+        let Some(fanout) = self.publishes.get_mut(&id) else {
+            return;
+        };
+        let Some(i) = fanout.pending.iter().position(|&r| r == relay) else {
+            return;
+        };
+        fanout.pending.swap_remove(i);
+        match &rejected {
+            None => fanout.outcome.accepted.push(relay),
+            Some(reason) => fanout.outcome.rejected.push((relay, reason.clone())),
+        }
+        self.events.push_back(match rejected {
+            None => PoolEvent::Published { id, relay },
+            Some(reason) => PoolEvent::Rejected { id, relay, reason },
+        });
+        self.finish_publish(id);
+    }
+
+    fn publish_gone(&mut self, relay: RelayId, why: &str) {
+        let ids: Vec<EventId> = self
+            .publishes
+            .iter()
+            .filter(|(_, f)| f.pending.contains(&relay))
+            .map(|(&id, _)| id)
+            .collect();
+        for id in ids {
+            self.publish_answer(id, relay, Some(why.to_owned()));
+        }
+    }
+
+    fn finish_publish(&mut self, id: EventId) {
+        if !self
+            .publishes
+            .get(&id)
+            .is_some_and(|f| f.pending.is_empty())
+        {
+            return;
+        }
+        let Some(mut fanout) = self.publishes.remove(&id) else {
+            return;
+        };
+        self.timers
+            .set(Deadline::Publish(id), &mut fanout.deadline, None);
+        sort_outcome(&mut fanout.outcome);
+        self.events.push_back(PoolEvent::PublishDone {
+            id,
+            outcome: fanout.outcome,
+        });
+    }
+
+    fn expire_publish(&mut self, id: EventId) {
+        let Some(mut fanout) = self.publishes.remove(&id) else {
+            return;
+        };
+        fanout.outcome.pending = std::mem::take(&mut fanout.pending);
+        sort_outcome(&mut fanout.outcome);
+        self.events.push_back(PoolEvent::PublishDone {
+            id,
+            outcome: fanout.outcome,
+        });
+    }
+}
+
+fn sort_outcome(outcome: &mut PublishOutcome) {
+    outcome.accepted.sort_unstable();
+    outcome.rejected.sort_unstable_by_key(|(r, _)| *r);
+    outcome.pending.sort_unstable();
+}
+
+/// The session subscription a per-relay event is about, if any.
+fn local_sub(event: &Event) -> Option<SubscriptionId> {
+    match event {
+        Event::Retrying { sub, .. } | Event::Queued { sub } | Event::EoseTimeout { sub } => {
+            Some(*sub)
+        }
+        _ => None,
+    }
+}

@@ -1,0 +1,214 @@
+//! What a [`RelayPool`](super::RelayPool) tells its application ([`PoolEvent`]) and refuses
+//! from its caller ([`PoolError`]).
+
+use std::fmt;
+
+use crate::link::SocketError;
+use crate::nostr::message::EventId;
+use crate::nostr::{Error, Event};
+
+/// One relay of a pool; ids of removed relays are reused by relays added later.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RelayId(pub u32);
+
+impl fmt::Display for RelayId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "r{}", self.0)
+    }
+}
+
+/// One logical subscription of a pool; never reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SubId(pub u64);
+
+impl fmt::Display for SubId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "q{}", self.0)
+    }
+}
+
+/// Something the application should hear.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PoolEvent {
+    /// An event for `sub`, the first time any relay delivered its id.
+    Received {
+        /// The logical subscription.
+        sub: SubId,
+        /// The relay that delivered it first.
+        relay: RelayId,
+        /// Its id.
+        id: EventId,
+        /// Its JSON, byte for byte as that relay sent it.
+        raw: String,
+    },
+    /// `relay` finished sending stored events for `sub`.
+    Eose {
+        /// The logical subscription.
+        sub: SubId,
+        /// The relay.
+        relay: RelayId,
+    },
+    /// `relay` gave up on `sub` (retries spent, or a terminal refusal); others may still
+    /// serve it.
+    RelayClosed {
+        /// The logical subscription.
+        sub: SubId,
+        /// The relay.
+        relay: RelayId,
+        /// The relay's (or the session's) last message.
+        reason: String,
+        /// Re-REQs that relay's session made before giving up.
+        attempts: u32,
+    },
+    /// The query's outcome, exactly once per subscription.
+    Complete {
+        /// The logical subscription.
+        sub: SubId,
+        /// Every relay answered, or who is missing and why.
+        outcome: Outcome,
+    },
+    /// No relay serves `sub` any more; it is gone from the pool. Heard at most once.
+    Ended {
+        /// The logical subscription.
+        sub: SubId,
+        /// Each relay's reason for giving up.
+        reasons: Vec<(RelayId, String)>,
+    },
+    /// `relay` accepted a published event (or already had it).
+    Published {
+        /// The event.
+        id: EventId,
+        /// The relay.
+        relay: RelayId,
+    },
+    /// `relay` will not take a published event.
+    Rejected {
+        /// The event.
+        id: EventId,
+        /// The relay.
+        relay: RelayId,
+        /// Why.
+        reason: String,
+    },
+    /// Every relay answered a publish, or its deadline passed.
+    PublishDone {
+        /// The event.
+        id: EventId,
+        /// Who accepted, who refused, who never answered.
+        outcome: PublishOutcome,
+    },
+    /// Anything else one relay's session reported (connected, retrying, rate limited, auth
+    /// challenge, ...), with the logical subscription it concerns, if any.
+    Relay {
+        /// The relay.
+        relay: RelayId,
+        /// The logical subscription the event is about, if it is about one.
+        sub: Option<SubId>,
+        /// The session's event (its subscription ids are that session's own).
+        event: Event,
+    },
+}
+
+/// How a query ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outcome {
+    /// Every targeted relay answered EOSE.
+    Complete,
+    /// Some relays did not: results may be truncated, and these are why.
+    Partial {
+        /// The relays that did not answer EOSE, and why.
+        missing: Vec<(RelayId, Missing)>,
+    },
+}
+
+/// Why a relay is missing from an outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Missing {
+    /// No EOSE before the pool's deadline (dead, slow, or still connecting).
+    NoEose,
+    /// The relay gave up on the subscription with this reason.
+    Closed(String),
+    /// The relay's session refused the subscription locally (its `max_registered`).
+    Refused(String),
+    /// The relay was removed from the pool.
+    Removed,
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Missing::NoEose => f.write_str("no EOSE before the deadline"),
+            Missing::Closed(reason) => write!(f, "closed: {reason}"),
+            Missing::Refused(reason) => write!(f, "refused locally: {reason}"),
+            Missing::Removed => f.write_str("relay removed"),
+        }
+    }
+}
+
+/// The aggregate of one publish.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PublishOutcome {
+    /// Relays that accepted it.
+    pub accepted: Vec<RelayId>,
+    /// Relays that refused it, and why.
+    pub rejected: Vec<(RelayId, String)>,
+    /// Relays that had not answered by the deadline (still queued or unanswered there).
+    pub pending: Vec<RelayId>,
+}
+
+/// What the pool counted for one relay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolStats {
+    /// Events it delivered that another relay (or itself) had delivered first: dropped.
+    pub duplicates: u64,
+    /// Duplicates whose bytes differ from the first copy: dropped, the first copy wins.
+    pub conflicts: u64,
+}
+
+/// Local misuse of a pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PoolError {
+    /// No such relay.
+    UnknownRelay(super::RelayId),
+    /// No such logical subscription.
+    UnknownSubscription(SubId),
+    /// The pool holds `max_relays` already.
+    TooManyRelays {
+        /// The bound.
+        max: usize,
+    },
+    /// The pool holds `max_subscriptions` already.
+    TooManySubscriptions {
+        /// The bound.
+        max: usize,
+    },
+    /// This event is already being published.
+    AlreadyPublishing(EventId),
+    /// A relay session refused the call.
+    Session(Error),
+    /// A socket input broke the epoch rule.
+    Socket(SocketError),
+}
+
+impl fmt::Display for PoolError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolError::UnknownRelay(r) => write!(f, "unknown relay {r}"),
+            PoolError::UnknownSubscription(s) => write!(f, "unknown subscription {s}"),
+            PoolError::TooManyRelays { max } => write!(f, "the pool already holds {max} relays"),
+            PoolError::TooManySubscriptions { max } => {
+                write!(f, "the pool already holds {max} subscriptions")
+            }
+            PoolError::AlreadyPublishing(id) => write!(f, "event {id} is already being published"),
+            PoolError::Session(e) => write!(f, "{e}"),
+            PoolError::Socket(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for PoolError {}

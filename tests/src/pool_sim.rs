@@ -1,0 +1,584 @@
+//! `PoolSim`: a [`RelayPool`] and one [`RelayModel`] per relay, joined by a simulated
+//! network and always advanced to the earliest deadline of any of them — the relay `Sim`'s
+//! shape, with the relay named. The same seed gives the same transcript.
+//!
+//! After every step it checks the pool's promises: an event id reaches a logical
+//! subscription at most once; `Complete` at most once per subscription; `Ended` at most
+//! once, only for a subscription no relay serves, and nothing for it afterwards; every relay
+//! session's own bookkeeping agrees with itself; `poll_timeout` tells the truth.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use tether_core::link::{Epoch, SocketLoss};
+use tether_core::nostr::{Carries, Event, Filter, Transmit};
+use tether_core::pool::{PoolConfig, PoolEvent, RelayId, RelayPool, SubId};
+use tether_core::Instant;
+
+use crate::relay_model::{auth_event, RelayModel, StoredEvent};
+use crate::sim::UNIX_START;
+
+/// Something the script makes happen.
+#[derive(Clone, Debug)]
+pub enum PoolAction {
+    /// Add a relay played by this model (ids are handed out in order: r0, r1, ...).
+    AddRelay(Box<RelayModel>),
+    /// Remove a relay.
+    RemoveRelay(RelayId),
+    /// Subscribe on every relay with these filters.
+    Subscribe(Vec<String>),
+    /// Subscribe on these relays, each with its own filters.
+    SubscribeRouted(Vec<(RelayId, Vec<String>)>),
+    /// Drop a subscription.
+    Unsubscribe(SubId),
+    /// Publish to every relay.
+    Publish(String),
+    /// The network drops this relay's socket.
+    DropSocket(RelayId),
+    /// The relay stops accepting (and drops its connection).
+    Down(RelayId),
+    /// The relay accepts again.
+    Up(RelayId),
+    /// The relay stores an event and delivers it to matching live subscriptions.
+    Store(RelayId, StoredEvent),
+    /// The relay sends this raw frame on its current connection.
+    RelayFrame(RelayId, String),
+    /// The relay accepts connections but never answers anything (`true`), or answers again.
+    Mute(RelayId, bool),
+    /// Change a relay's behaviour.
+    Relay(RelayId, fn(&mut RelayModel)),
+}
+
+#[derive(Clone, Debug)]
+enum Item {
+    Script(PoolAction),
+    Accept(RelayId, u64),
+    ToPool(RelayId, u64, Input),
+    ToRelay(RelayId, u64, String),
+}
+
+#[derive(Clone, Debug)]
+enum Input {
+    Open,
+    Close(SocketLoss),
+    Frame(String),
+    Pong,
+}
+
+/// One simulated relay.
+#[derive(Debug)]
+pub struct Peer {
+    /// Its behaviour.
+    pub model: RelayModel,
+    /// Accepts connections but never answers.
+    pub mute: bool,
+    conn: Option<u64>,
+    accepted: Option<u64>,
+}
+
+/// The pool simulator. See the module docs.
+pub struct PoolSim {
+    /// The pool under test.
+    pub pool: RelayPool,
+    /// Its relays.
+    pub peers: BTreeMap<RelayId, Peer>,
+    /// One-way latency to every relay.
+    pub latency: Duration,
+    /// Keep the whole transcript (default); when `false` only a tail is kept.
+    pub keep_transcript: bool,
+    now: Instant,
+    seq: u64,
+    queue: BTreeMap<(Instant, u64), Item>,
+    transcript: String,
+    /// Every event the application heard, with its time.
+    pub events: Vec<(Instant, PoolEvent)>,
+    /// Every frame sent: time, relay, what it carries, text.
+    pub sent: Vec<(Instant, RelayId, Carries, String)>,
+    /// Every subscription the pool accepted, and those the script dropped again.
+    pub subscribed: Vec<SubId>,
+    /// Subscriptions the script unsubscribed.
+    pub unsubscribed: Vec<SubId>,
+    auths: u64,
+    checks: Checks,
+}
+
+#[derive(Debug, Default)]
+struct Checks {
+    delivered: BTreeSet<(SubId, tether_core::nostr::message::EventId)>,
+    complete: BTreeSet<SubId>,
+    ended: BTreeSet<SubId>,
+}
+
+impl PoolSim {
+    /// A simulator at time zero with 10 ms latency and no relays.
+    pub fn new(config: PoolConfig, seed: u64) -> Self {
+        let mut pool = RelayPool::new(config, seed);
+        pool.set_wall_clock(Instant::ZERO, UNIX_START);
+        PoolSim {
+            pool,
+            peers: BTreeMap::new(),
+            latency: Duration::from_millis(10),
+            keep_transcript: true,
+            now: Instant::ZERO,
+            seq: 0,
+            queue: BTreeMap::new(),
+            transcript: String::new(),
+            events: Vec::new(),
+            sent: Vec::new(),
+            subscribed: Vec::new(),
+            unsubscribed: Vec::new(),
+            auths: 0,
+            checks: Checks::default(),
+        }
+    }
+
+    /// Schedule `action` at `at` after the start.
+    pub fn at(&mut self, at: Duration, action: PoolAction) -> &mut Self {
+        self.push(Instant::ZERO + at, Item::Script(action));
+        self
+    }
+
+    /// The current simulated time.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// The transcript so far.
+    pub fn transcript(&self) -> &str {
+        &self.transcript
+    }
+
+    /// What `pick` takes from each event the application heard, in order.
+    pub fn heard<T>(&self, pick: impl FnMut(&PoolEvent) -> Option<T>) -> Vec<T> {
+        self.events
+            .iter()
+            .map(|(_, e)| e)
+            .filter_map(pick)
+            .collect()
+    }
+
+    /// The REQ frames sent to `relay`, with when.
+    pub fn reqs(&self, relay: RelayId) -> Vec<(Instant, &str)> {
+        self.sent
+            .iter()
+            .filter(|(_, r, c, _)| *r == relay && matches!(c, Carries::Req(_)))
+            .map(|(at, _, _, text)| (*at, text.as_str()))
+            .collect()
+    }
+
+    /// Run until `d` after the current time.
+    pub fn run_for(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.step(end) {}
+        self.now = self.now.max(end);
+    }
+
+    /// Process the earliest thing due at or before `end`; `false` when nothing is.
+    pub fn step(&mut self, end: Instant) -> bool {
+        let next_item = self.queue.first_key_value().map(|(&(t, _), _)| t);
+        let next_timeout = self.pool.poll_timeout();
+        let Some(t) = [next_item, next_timeout].into_iter().flatten().min() else {
+            return false;
+        };
+        if t > end {
+            return false;
+        }
+        self.now = self.now.max(t);
+        if next_item.is_some_and(|i| i <= t) {
+            let Some((_, item)) = self.queue.pop_first() else {
+                return false;
+            };
+            self.process(item);
+        } else {
+            self.pool.handle_timeout(self.now);
+        }
+        self.drain();
+        if self.pool.poll_timeout().is_some_and(|at| at < self.now) {
+            self.fail("poll_timeout in the past after a step");
+        }
+        true
+    }
+
+    fn process(&mut self, item: Item) {
+        match item {
+            Item::Script(action) => self.script(action),
+            Item::Accept(relay, conn) => {
+                let latency = self.latency;
+                let now = self.now;
+                let Some(peer) = self.peers.get_mut(&relay) else {
+                    return;
+                };
+                if peer.model.down || peer.conn != Some(conn) {
+                    self.line(relay, "io", "refused");
+                    self.push(
+                        now + latency,
+                        Item::ToPool(relay, conn, Input::Close(SocketLoss::ConnectionRefused)),
+                    );
+                    return;
+                }
+                peer.accepted = Some(conn);
+                let greeting = if peer.mute {
+                    Vec::new()
+                } else {
+                    peer.model.accept(conn)
+                };
+                self.push(now + latency, Item::ToPool(relay, conn, Input::Open));
+                for frame in greeting {
+                    self.push(
+                        now + latency,
+                        Item::ToPool(relay, conn, Input::Frame(frame)),
+                    );
+                }
+            }
+            Item::ToRelay(relay, conn, text) => {
+                let (now, latency) = (self.now, self.latency);
+                let Some(peer) = self.peers.get_mut(&relay) else {
+                    return;
+                };
+                if peer.conn != Some(conn) || peer.mute {
+                    return;
+                }
+                for frame in peer.model.handle(now, conn, &text) {
+                    self.push(
+                        now + latency,
+                        Item::ToPool(relay, conn, Input::Frame(frame)),
+                    );
+                }
+            }
+            Item::ToPool(relay, conn, input) => {
+                if self.peers.get(&relay).and_then(|p| p.conn) != Some(conn) {
+                    return;
+                }
+                self.deliver(relay, Epoch(conn), input);
+            }
+        }
+    }
+
+    fn deliver(&mut self, relay: RelayId, epoch: Epoch, input: Input) {
+        let now = self.now;
+        let result = match input {
+            Input::Open => {
+                self.line(relay, "io", "open");
+                self.pool.handle_open(now, relay, epoch)
+            }
+            Input::Close(why) => {
+                self.line(relay, "io", "closed");
+                if let Some(peer) = self.peers.get_mut(&relay) {
+                    peer.conn = None;
+                }
+                self.pool.handle_close(now, relay, epoch, why)
+            }
+            Input::Pong => self.pool.handle_pong(now, relay, epoch),
+            Input::Frame(text) => {
+                let shown = crate::sim::abbreviate(&text);
+                self.line(relay, "rx", &shown);
+                self.pool.handle_frame(now, relay, epoch, &text)
+            }
+        };
+        if let Err(e) = result {
+            self.fail(&format!("socket misuse by the PoolSim: {e}"));
+        }
+    }
+
+    fn script(&mut self, action: PoolAction) {
+        let now = self.now;
+        let shown = match &action {
+            PoolAction::AddRelay(_) => "AddRelay".to_owned(),
+            PoolAction::Store(r, e) => format!("Store {r} ev#{} t={}", e.n, e.created_at),
+            other => format!("{other:?}").replace('"', "'"),
+        };
+        self.line_raw("app", &shown);
+        match action {
+            PoolAction::AddRelay(model) => match self.pool.add_relay(now) {
+                Ok(relay) => {
+                    self.peers.insert(
+                        relay,
+                        Peer {
+                            model: *model,
+                            mute: false,
+                            conn: None,
+                            accepted: None,
+                        },
+                    );
+                    self.line_raw("app", &format!("  -> {relay}"));
+                }
+                Err(e) => self.line_raw("app", &format!("  -> error {e}")),
+            },
+            PoolAction::RemoveRelay(relay) => {
+                if self.pool.remove_relay(now, relay).is_ok() {
+                    if let Some(mut peer) = self.peers.remove(&relay) {
+                        if let Some(conn) = peer.conn.take() {
+                            peer.model.drop_conn(conn);
+                        }
+                    }
+                }
+            }
+            PoolAction::Subscribe(filters) => {
+                let result = self.pool.subscribe(now, parse(&filters));
+                self.subscribed.extend(result.as_ref().ok());
+                self.reply(result.map(|s| s.to_string()));
+            }
+            PoolAction::SubscribeRouted(routing) => {
+                let routing = routing.into_iter().map(|(r, f)| (r, parse(&f))).collect();
+                let result = self.pool.subscribe_routed(now, routing);
+                self.subscribed.extend(result.as_ref().ok());
+                self.reply(result.map(|s| s.to_string()));
+            }
+            PoolAction::Unsubscribe(sub) => {
+                if self.pool.unsubscribe(now, sub).is_ok() {
+                    self.unsubscribed.push(sub);
+                }
+            }
+            PoolAction::Publish(json) => {
+                let result = self.pool.publish(now, &json, None);
+                self.reply(result.map(|id| short(&id.to_string())));
+            }
+            PoolAction::DropSocket(relay) => self.drop_conn(relay),
+            PoolAction::Down(relay) => {
+                if let Some(peer) = self.peers.get_mut(&relay) {
+                    peer.model.down = true;
+                }
+                self.drop_conn(relay);
+            }
+            PoolAction::Up(relay) => {
+                if let Some(peer) = self.peers.get_mut(&relay) {
+                    peer.model.down = false;
+                }
+            }
+            PoolAction::Store(relay, event) => {
+                let latency = self.latency;
+                let Some(peer) = self.peers.get_mut(&relay) else {
+                    return;
+                };
+                let frames = peer.model.store(event);
+                let mute = peer.mute;
+                for (conn, frame) in frames {
+                    if !mute {
+                        self.push(
+                            now + latency,
+                            Item::ToPool(relay, conn, Input::Frame(frame)),
+                        );
+                    }
+                }
+            }
+            PoolAction::RelayFrame(relay, frame) => {
+                let open = self
+                    .peers
+                    .get(&relay)
+                    .and_then(|p| p.conn.filter(|&c| p.accepted == Some(c)));
+                if let Some(conn) = open {
+                    self.push(
+                        now + self.latency,
+                        Item::ToPool(relay, conn, Input::Frame(frame)),
+                    );
+                }
+            }
+            PoolAction::Mute(relay, mute) => {
+                if let Some(peer) = self.peers.get_mut(&relay) {
+                    peer.mute = mute;
+                }
+            }
+            PoolAction::Relay(relay, change) => {
+                if let Some(peer) = self.peers.get_mut(&relay) {
+                    change(&mut peer.model);
+                }
+            }
+        }
+    }
+
+    fn reply(&mut self, result: Result<String, tether_core::pool::PoolError>) {
+        match result {
+            Ok(what) => self.line_raw("app", &format!("  -> {what}")),
+            Err(e) => self.line_raw("app", &format!("  -> error {e}")),
+        }
+    }
+
+    fn drop_conn(&mut self, relay: RelayId) {
+        let Some(peer) = self.peers.get_mut(&relay) else {
+            return;
+        };
+        let Some(conn) = peer.conn.take() else {
+            return;
+        };
+        peer.model.drop_conn(conn);
+        self.line(relay, "io", "dropped");
+        let result = self
+            .pool
+            .handle_close(self.now, relay, Epoch(conn), SocketLoss::NetworkError);
+        if let Err(e) = result {
+            self.fail(&format!("socket misuse by the PoolSim: {e}"));
+        }
+    }
+
+    /// Drain the pool's outputs until only a timeout is left, checking its promises.
+    fn drain(&mut self) {
+        loop {
+            let mut progressed = false;
+            while let Some((relay, t)) = self.pool.poll_transmit() {
+                progressed = true;
+                self.transmit(relay, t);
+            }
+            while let Some(e) = self.pool.poll_event() {
+                progressed = true;
+                self.event(e);
+            }
+            if !progressed {
+                break;
+            }
+        }
+        for relay in self.pool.relay_ids().collect::<Vec<_>>() {
+            let Some(session) = self.pool.session(relay) else {
+                continue;
+            };
+            if let Err(e) = session.check_consistency() {
+                self.fail(&format!("{relay} session bookkeeping: {e}"));
+            }
+        }
+    }
+
+    fn transmit(&mut self, relay: RelayId, t: Transmit) {
+        let (now, latency) = (self.now, self.latency);
+        match t {
+            Transmit::Open { epoch } => {
+                self.line(relay, "tx", "Open");
+                let Some(peer) = self.peers.get_mut(&relay) else {
+                    return;
+                };
+                if let Some(old) = peer.conn.take() {
+                    peer.model.drop_conn(old);
+                }
+                peer.conn = Some(epoch.0);
+                self.push(now + latency, Item::Accept(relay, epoch.0));
+            }
+            Transmit::Close { .. } => {
+                self.line(relay, "tx", "Close");
+                let Some(peer) = self.peers.get_mut(&relay) else {
+                    return;
+                };
+                if let Some(conn) = peer.conn.take() {
+                    peer.model.drop_conn(conn);
+                }
+            }
+            Transmit::Ping => {
+                self.line(relay, "tx", "Ping");
+                let Some(peer) = self.peers.get(&relay) else {
+                    return;
+                };
+                if let (Some(conn), false, false) = (peer.conn, peer.model.ignore_pings, peer.mute)
+                {
+                    self.push(now + latency * 2, Item::ToPool(relay, conn, Input::Pong));
+                }
+            }
+            Transmit::Send { text, carries } => {
+                let shown = crate::sim::abbreviate(&text);
+                self.line(relay, "tx", &shown);
+                self.sent.push((now, relay, carries, text.clone()));
+                if let Some(conn) = self.peers.get(&relay).and_then(|p| p.conn) {
+                    self.push(now + latency, Item::ToRelay(relay, conn, text));
+                }
+            }
+        }
+    }
+
+    fn event(&mut self, e: PoolEvent) {
+        let now = self.now;
+        let shown = match &e {
+            PoolEvent::Received { sub, relay, id, .. } => {
+                format!("Received {sub} from {relay} {}", short(&id.to_string()))
+            }
+            other => format!("{other:?}").replace('"', "'"),
+        };
+        self.line_raw("ev", &shown);
+        self.check(&e);
+        if let PoolEvent::Relay {
+            relay,
+            event: Event::AuthChallenge { challenge, id },
+            ..
+        } = &e
+        {
+            self.auths += 1;
+            let signed = auth_event(self.auths, challenge);
+            let _ = self.pool.authenticate(now, *relay, *id, &signed);
+        }
+        self.events.push((now, e));
+    }
+
+    fn check(&mut self, e: &PoolEvent) {
+        let sub = match e {
+            PoolEvent::Received { sub, .. }
+            | PoolEvent::Eose { sub, .. }
+            | PoolEvent::RelayClosed { sub, .. }
+            | PoolEvent::Complete { sub, .. }
+            | PoolEvent::Ended { sub, .. } => Some(*sub),
+            PoolEvent::Relay { sub, .. } => *sub,
+            _ => None,
+        };
+        if let Some(sub) = sub {
+            if self.checks.ended.contains(&sub) {
+                self.fail(&format!("{e:?} after {sub} ended"));
+            }
+        }
+        match e {
+            PoolEvent::Received { sub, id, .. } => {
+                if !self.checks.delivered.insert((*sub, *id)) {
+                    self.fail(&format!("{id} delivered twice to {sub}"));
+                }
+            }
+            PoolEvent::Complete { sub, .. } => {
+                if !self.checks.complete.insert(*sub) {
+                    self.fail(&format!("two outcomes for {sub}"));
+                }
+            }
+            PoolEvent::Ended { sub, .. } => {
+                self.checks.ended.insert(*sub);
+                if self.pool.serving(*sub).is_some() {
+                    self.fail(&format!("{sub} ended but is still registered"));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn push(&mut self, at: Instant, item: Item) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), item);
+    }
+
+    fn line(&mut self, relay: RelayId, who: &str, what: &str) {
+        self.line_raw(who, &format!("{relay} {what}"));
+    }
+
+    fn line_raw(&mut self, who: &str, what: &str) {
+        let ms = self.now.since_origin().as_millis();
+        let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
+        if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
+            let cut = self.transcript.len() - 8 * 1024;
+            let cut = self.transcript[cut..]
+                .find('\n')
+                .map_or(cut, |i| cut + i + 1);
+            self.transcript.drain(..cut);
+        }
+    }
+
+    fn fail(&self, what: &str) -> ! {
+        let tail: Vec<&str> = self.transcript.lines().rev().take(60).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        panic!(
+            "pool invariant violated: {what}\n--- last transcript lines ---\n{}",
+            tail.join("\n")
+        );
+    }
+}
+
+fn parse(filters: &[String]) -> Vec<Filter> {
+    filters
+        .iter()
+        .map(|f| Filter::new(f).expect("test filter"))
+        .collect()
+}
+
+fn short(hex: &str) -> String {
+    let trimmed = hex.trim_start_matches('0');
+    format!("ev#{}", if trimmed.is_empty() { "0" } else { trimmed })
+}

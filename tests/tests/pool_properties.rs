@@ -1,0 +1,175 @@
+//! Property tests of the relay pool over arbitrary relays and operations: each id at most
+//! once per subscription, exactly one outcome per subscription, `Ended` at most once and
+//! only when no relay serves (PoolSim checks these after every step, and every relay
+//! session's own bookkeeping), and the same seed gives the same transcript.
+
+use std::time::Duration;
+
+use proptest::prelude::*;
+use tether_core::pool::{PoolConfig, PoolEvent, RelayId, SubId};
+use tether_testkit::pool_sim::{PoolAction, PoolSim};
+use tether_testkit::{RelayModel, StoredEvent};
+
+#[derive(Clone, Debug)]
+enum Behaviour {
+    Honest,
+    Refuses(&'static str),
+    Down,
+    Mute,
+    Flaps,
+    Silent,
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Subscribe,
+    Routed(u8),
+    Unsubscribe(u8),
+    Store(u8, u64),
+    Drop(u8),
+    AddRelay,
+    RemoveRelay(u8),
+    Publish(u64),
+    Forge(u8, u64),
+}
+
+fn behaviour() -> impl Strategy<Value = Behaviour> {
+    prop_oneof![
+        3 => Just(Behaviour::Honest),
+        1 => prop_oneof![
+            Just("blocked: no"),
+            Just("rate-limited: retry in 2s"),
+            Just("error: too many subscriptions"),
+            Just("auth-required: sign in"),
+            Just("error: internal"),
+        ]
+        .prop_map(Behaviour::Refuses),
+        1 => Just(Behaviour::Down),
+        1 => Just(Behaviour::Mute),
+        1 => Just(Behaviour::Flaps),
+        1 => Just(Behaviour::Silent),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        3 => Just(Op::Subscribe),
+        1 => any::<u8>().prop_map(Op::Routed),
+        1 => any::<u8>().prop_map(Op::Unsubscribe),
+        3 => (any::<u8>(), 1u64..30).prop_map(|(r, n)| Op::Store(r, n)),
+        1 => any::<u8>().prop_map(Op::Drop),
+        1 => Just(Op::AddRelay),
+        1 => any::<u8>().prop_map(Op::RemoveRelay),
+        1 => (1u64..5).prop_map(Op::Publish),
+        1 => (any::<u8>(), 1u64..30).prop_map(|(r, n)| Op::Forge(r, n)),
+    ]
+}
+
+fn model(b: &Behaviour, overlap: &[u64]) -> RelayModel {
+    let mut m = RelayModel::default();
+    for &n in overlap {
+        m.events.push(StoredEvent::new(n, 1_000_000 + n, 1));
+    }
+    match b {
+        Behaviour::Honest | Behaviour::Mute => {}
+        Behaviour::Refuses(text) => m.refuse_all = Some((*text).to_owned()),
+        Behaviour::Down => m.down = true,
+        Behaviour::Flaps => m.drop_after = Some(Duration::from_millis(1_500)),
+        Behaviour::Silent => m.silent_reqs = true,
+    }
+    m
+}
+
+fn run(seed: u64, behaviours: &[Behaviour], stores: &[Vec<u64>], ops: &[(u64, Op)]) -> PoolSim {
+    let mut s = PoolSim::new(PoolConfig::default(), seed);
+    s.keep_transcript = false;
+    for (b, store) in behaviours.iter().zip(stores) {
+        s.at(
+            Duration::ZERO,
+            PoolAction::AddRelay(Box::new(model(b, store))),
+        );
+        if matches!(b, Behaviour::Mute) {
+            s.at(Duration::ZERO, PoolAction::Mute(RelayId(0), true));
+        }
+    }
+    let relays = behaviours.len().max(1) as u8;
+    let mut t = 0;
+    let mut subs = 0u8;
+    for (step, op) in ops {
+        t += step;
+        let r = |x: &u8| RelayId(u32::from(x % relays));
+        let action = match op {
+            Op::Subscribe => {
+                subs += 1;
+                PoolAction::Subscribe(vec![r#"{"kinds":[1]}"#.into()])
+            }
+            Op::Routed(x) => {
+                subs += 1;
+                PoolAction::SubscribeRouted(vec![(r(x), vec![r#"{"kinds":[1]}"#.into()])])
+            }
+            Op::Unsubscribe(x) => PoolAction::Unsubscribe(SubId(u64::from(x % subs.max(1)) + 1)),
+            Op::Store(x, n) => PoolAction::Store(r(x), StoredEvent::new(*n, 1_000_000 + n, 1)),
+            Op::Drop(x) => PoolAction::DropSocket(r(x)),
+            Op::AddRelay => PoolAction::AddRelay(Box::new(model(&Behaviour::Honest, &[1, 2]))),
+            Op::RemoveRelay(x) => PoolAction::RemoveRelay(r(x)),
+            Op::Publish(n) => PoolAction::Publish(StoredEvent::new(100 + n, 1_700_000_000, 1).json),
+            Op::Forge(x, n) => {
+                let json = StoredEvent::new(*n, 1_000_000 + n, 1)
+                    .json
+                    .replace("event", "forged");
+                PoolAction::RelayFrame(r(x), format!(r#"["EVENT","0:1",{json}]"#))
+            }
+        };
+        s.at(Duration::from_millis(t), action);
+    }
+    // Past every outcome deadline: each subscription has had its outcome.
+    s.run_for(Duration::from_millis(t) + Duration::from_secs(40));
+    s
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    #[test]
+    fn every_subscription_gets_one_outcome_and_each_id_once(
+        seed in any::<u64>(),
+        behaviours in proptest::collection::vec(behaviour(), 1..4),
+        stores in proptest::collection::vec(proptest::collection::vec(1u64..10, 0..6), 3),
+        ops in proptest::collection::vec((0u64..3_000, op()), 1..30),
+    ) {
+        let s = run(seed, &behaviours, &stores, &ops);
+        let outcomes = s.heard(|e| match e {
+            PoolEvent::Complete { sub, .. } => Some(*sub),
+            _ => None,
+        });
+        // Exactly one outcome per subscription, unless the app dropped it before it was due
+        // (PoolSim already failed the run on a second one).
+        for sub in &s.subscribed {
+            let heard = outcomes.iter().filter(|o| *o == sub).count();
+            let dropped = s.unsubscribed.contains(sub);
+            prop_assert!(heard == 1 || (heard == 0 && dropped), "{sub}: {heard} outcomes");
+        }
+        // `Ended` only for a subscription no relay serves: gone from the pool.
+        let ended = s.heard(|e| match e {
+            PoolEvent::Ended { sub, .. } => Some(*sub),
+            _ => None,
+        });
+        for sub in ended {
+            prop_assert!(s.pool.serving(sub).is_none());
+            prop_assert!(outcomes.contains(&sub), "{sub} ended without an outcome");
+        }
+    }
+
+    #[test]
+    fn same_seed_same_transcript(
+        seed in any::<u64>(),
+        behaviours in proptest::collection::vec(behaviour(), 1..4),
+        ops in proptest::collection::vec((0u64..3_000, op()), 1..20),
+    ) {
+        let stores = vec![vec![1, 2], vec![2, 3], vec![3]];
+        let a = run(seed, &behaviours, &stores, &ops);
+        let b = run(seed, &behaviours, &stores, &ops);
+        prop_assert_eq!(a.transcript(), b.transcript());
+        prop_assert_eq!(format!("{:?}", a.events), format!("{:?}", b.events));
+    }
+}
