@@ -520,15 +520,11 @@ impl PoolSim {
             }
         }
         match e {
-            PoolEvent::Received { sub, id, .. } => {
-                if !self.checks.delivered.insert((*sub, *id)) {
-                    self.fail(&format!("{id} delivered twice to {sub}"));
-                }
+            PoolEvent::Received { sub, id, .. } if !self.checks.delivered.insert((*sub, *id)) => {
+                self.fail(&format!("{id} delivered twice to {sub}"));
             }
-            PoolEvent::Complete { sub, .. } => {
-                if !self.checks.complete.insert(*sub) {
-                    self.fail(&format!("two outcomes for {sub}"));
-                }
+            PoolEvent::Complete { sub, .. } if !self.checks.complete.insert(*sub) => {
+                self.fail(&format!("two outcomes for {sub}"));
             }
             PoolEvent::Ended { sub, .. } => {
                 self.checks.ended.insert(*sub);

@@ -36,7 +36,7 @@ fn kinds1() -> PoolAction {
     PoolAction::Subscribe(vec![r#"{"kinds":[1]}"#.into()])
 }
 
-fn sim(relays: Vec<Box<RelayModel>>) -> PoolSim {
+fn sim(relays: impl IntoIterator<Item = Box<RelayModel>>) -> PoolSim {
     let mut s = PoolSim::new(PoolConfig::default(), SEED);
     for model in relays {
         s.at(ms(0), PoolAction::AddRelay(model));

@@ -67,12 +67,14 @@
 mod event_source;
 mod http;
 mod net;
+mod pool;
 mod relay;
 mod runtime;
 mod spawn;
 mod ws;
 
 pub use event_source::EventSource;
+pub use pool::pool_with;
 pub use relay::RelayClient;
 pub use runtime::{AsyncIoRuntime, Sleep};
 #[cfg(feature = "async-std")]
@@ -83,9 +85,11 @@ pub use spawn::DefaultSpawn;
 pub use spawn::Smol;
 pub use spawn::Spawn;
 pub use tether_core::nostr::{Filter, Priority, Rejection, SubscriptionId};
+pub use tether_core::pool::{Outcome, PoolConfig, RelayId};
 pub use tether_core::sse;
 pub use tether_driver::{
-    ClientError, Config, ConnectError, EventSourceConfig, Published, Rejected, RelayEvent,
-    RelayHandle, SessionEvent, SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
+    ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle, PoolItem,
+    PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent, SessionEvents,
+    Signer, SignerError, Subscription, SubscriptionEvent,
 };
 pub use {tether_core, tether_driver};

@@ -35,15 +35,18 @@
 
 mod config;
 mod connect_error;
+pub mod pool;
 pub mod relay;
 mod retry_after;
 mod runtime;
 mod signer;
 pub mod sse;
 pub mod sse_request;
+mod wire;
 
 pub use config::{seed_or_random, Config, EventSourceConfig};
 pub use connect_error::ConnectError;
+pub use pool::{pool_driver, PoolClientError, PoolDriver, PoolHandle, PoolItem, PoolSubscription};
 pub use relay::{
     check_ws_url, connect_relay, relay_driver, ClientError, Published, Rejected, RelayEvent,
     RelayHandle, SessionEvent, SessionEvents, Subscription, SubscriptionEvent,

@@ -42,6 +42,13 @@ impl Harness for Tokio {
         tether_tokio::RelayClient::connect(url, config).expect("a ws:// URL")
     }
 
+    fn pool(
+        pool_config: tether_core::pool::PoolConfig,
+        config: Config,
+    ) -> tether_driver::PoolHandle {
+        tether_tokio::pool(pool_config, config)
+    }
+
     fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {
         tether_tokio::EventSource::connect(url, config).expect("an http:// URL")
     }
@@ -92,6 +99,13 @@ macro_rules! real_time_harness {
             fn relay(url: &str, config: Config) -> Self::Client {
                 tether_async_std::RelayClient::connect_with(url, config, &$spawner)
                     .expect("a ws:// URL")
+            }
+
+            fn pool(
+                pool_config: tether_core::pool::PoolConfig,
+                config: Config,
+            ) -> tether_driver::PoolHandle {
+                tether_async_std::pool_with(pool_config, config, &$spawner)
             }
 
             fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {

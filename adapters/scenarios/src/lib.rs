@@ -17,6 +17,7 @@
 
 pub mod determinism;
 pub mod harness;
+pub mod pool;
 pub mod relay;
 pub mod sse;
 
@@ -42,6 +43,12 @@ pub trait Harness: Timer + 'static {
 
     /// Connect a relay client (the driver is spawned on this runtime).
     fn relay(url: &str, config: Config) -> Self::Client;
+
+    /// Start an empty relay pool (the driver is spawned on this runtime).
+    fn pool(
+        pool_config: tether_core::pool::PoolConfig,
+        config: Config,
+    ) -> tether_driver::PoolHandle;
 
     /// Open an SSE stream.
     fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse;
@@ -92,6 +99,13 @@ macro_rules! suite {
                     dropping_a_subscription_closes_it_on_the_relay,
                     every_handle_dropped_ends_the_driver,
                 ]
+            );
+        }
+        mod pool {
+            $crate::__tests!(
+                $h,
+                pool,
+                [a_dead_relay_never_stalls_the_others_and_the_outcome_says_so,]
             );
         }
         mod sse {

@@ -48,18 +48,22 @@
 
 mod event_source;
 mod http;
+mod pool;
 mod relay;
 mod runtime;
 mod ws;
 
 pub use event_source::EventSource;
+pub use pool::pool;
 pub use relay::RelayClient;
 pub use runtime::TokioRuntime;
 pub use tether_core::nostr::{Filter, Priority, Rejection, SubscriptionId};
+pub use tether_core::pool::{Outcome, PoolConfig, RelayId};
 pub use tether_core::sse;
 pub use tether_driver::{
-    ClientError, Config, ConnectError, EventSourceConfig, Published, Rejected, RelayEvent,
-    RelayHandle, SessionEvent, SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
+    ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle, PoolItem,
+    PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent, SessionEvents,
+    Signer, SignerError, Subscription, SubscriptionEvent,
 };
 pub use {tether_core, tether_driver};
 

@@ -1,6 +1,5 @@
 //! The relay driver: one future per connection that feeds the core and drains it.
 
-use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -8,21 +7,17 @@ use std::task::{Context, Poll};
 
 use futures_channel::mpsc;
 use futures_core::Stream;
-use tether_core::link::{Epoch, SocketError, SocketLoss};
+use tether_core::link::{Epoch, SocketError};
 use tether_core::nostr::{Carries, ChallengeId, Error, Event, RelaySession, Transmit};
 use tether_core::Instant;
 use tracing::{debug, info, warn};
-use tungstenite::Message;
 
 use super::dispatch::{route, Dispatch, Route};
 use super::handle::{Command, Rejected, RelayHandle, SessionEvent, SessionEvents};
 use crate::config::{seed_or_random, Config};
-use crate::runtime::{Alarm, BoxFuture, BoxSocket, Runtime, WsConnect, WsError};
+use crate::runtime::{Alarm, BoxFuture, Runtime, WsConnect};
 use crate::signer::{Signer, SignerError};
-
-/// Frames queued for the socket before the driver stops taking commands (the socket is
-/// not keeping up with writes; callers wait on the command channel instead).
-const OUTGOING_HIGH: usize = 1024;
+use crate::wire::{Wire, WireInput};
 
 /// The driver of one relay connection: spawn it on the runtime whose [`Runtime`] and
 /// [`WsConnect`] it was built with. It completes when every handle and subscription is gone.
@@ -35,15 +30,8 @@ pub struct RelayDriver<R: Runtime> {
     session: RelaySession,
     commands: mpsc::Receiver<Command>,
     dispatch: Dispatch,
-    connecting: Option<BoxFuture<Result<BoxSocket, WsError>>>,
-    socket: Option<BoxSocket>,
-    /// A socket the core told us to close, finishing its close handshake.
-    closing: Option<BoxSocket>,
-    outgoing: VecDeque<Message>,
-    unflushed: bool,
-    /// The socket (or connection attempt) the core handed out last; every socket input is
-    /// tagged with it, and the core ignores it once stale.
-    epoch: Epoch,
+    /// The socket, tagged with the epoch the core handed out last.
+    wire: Wire,
     /// The signer's answer to the latest challenge, with the challenge it answers.
     signing: Option<(ChallengeId, BoxFuture<Result<String, SignerError>>)>,
     alarm: Alarm<R>,
@@ -84,12 +72,7 @@ pub fn relay_driver<R: Runtime>(
         session,
         commands,
         dispatch: Dispatch::new(session_tx, slot),
-        connecting: None,
-        socket: None,
-        closing: None,
-        outgoing: VecDeque::new(),
-        unflushed: false,
-        epoch: Epoch::default(),
+        wire: Wire::default(),
         signing: None,
         alarm: Alarm::new(),
         reading_paused: false,
@@ -115,18 +98,13 @@ impl<R: Runtime> Future for RelayDriver<R> {
             let clear = this.dispatch.poll_flush(cx).is_ready();
             this.note_reading(now, clear);
             this.reap_abandoned(now);
-            let mut worked = this.poll_connecting(cx, now);
-            worked |= this.poll_signing(cx, now);
-            worked |= this.poll_write(cx, now);
-            this.poll_closing(cx);
+            let mut worked = this.poll_signing(cx, now);
             match this.poll_command(cx, now) {
                 Poll::Ready(true) => worked = true,
                 Poll::Ready(false) => return this.shut_down(now),
                 Poll::Pending => {}
             }
-            if clear {
-                worked |= this.poll_read(cx, now);
-            }
+            worked |= this.poll_wire(cx, now, clear);
             if worked {
                 budget -= 1;
                 if budget == 0 {
@@ -184,32 +162,29 @@ impl<R: Runtime> RelayDriver<R> {
     }
 
     fn transmit(&mut self, transmit: Transmit) {
-        match transmit {
-            Transmit::Open { epoch } => {
-                self.drop_socket();
-                self.epoch = epoch;
-                // Follow wall-clock corrections; the core only judges timestamps by it.
-                self.session.set_wall_clock(self.rt.now(), unix_now());
-                info!(attempt = self.session.link().attempts(), "connecting");
-                let max = self.session.config().max_frame;
-                self.connecting = Some(self.ws.connect(&self.url, max));
-            }
-            Transmit::Send { text, .. } => self.outgoing.push_back(Message::text(text)),
-            Transmit::Ping => self.outgoing.push_back(Message::Ping(Default::default())),
-            Transmit::Close { .. } => {
-                let socket = self.socket.take();
-                self.drop_socket();
-                self.closing = socket;
-            }
+        if matches!(transmit, Transmit::Open { .. } | Transmit::Close { .. }) {
+            // An answer being signed belongs to the socket that is going away.
+            self.signing = None;
         }
+        if matches!(transmit, Transmit::Open { .. }) {
+            // Follow wall-clock corrections; the core only judges timestamps by it.
+            self.session.set_wall_clock(self.rt.now(), unix_now());
+            info!(attempt = self.session.link().attempts(), "connecting");
+        }
+        let max = self.session.config().max_frame;
+        self.wire.transmit(&*self.ws, &self.url, max, transmit);
     }
 
-    fn drop_socket(&mut self) {
-        self.connecting = None;
-        self.socket = None;
-        self.outgoing.clear();
-        self.unflushed = false;
-        self.signing = None;
+    /// Socket progress: the connect, writes, a closing socket, and (when the application
+    /// keeps up) one read; each socket input goes to the core.
+    fn poll_wire(&mut self, cx: &mut Context<'_>, now: Instant, read: bool) -> bool {
+        let session = &mut self.session;
+        let mut fed = Ok(());
+        let worked = self.wire.poll(cx, read, &mut |epoch, input| {
+            fed = fed.and(feed(session, now, epoch, input));
+        });
+        self.check(fed);
+        worked
     }
 
     /// Tell the core when reading stops or resumes for backpressure, so the silence of a
@@ -230,129 +205,6 @@ impl<R: Runtime> RelayDriver<R> {
         self.session.handle_read_paused(now, self.reading_paused);
     }
 
-    fn poll_connecting(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let Some(connecting) = self.connecting.as_mut() else {
-            return false;
-        };
-        let Poll::Ready(result) = connecting.as_mut().poll(cx) else {
-            return false;
-        };
-        self.connecting = None;
-        match result {
-            Ok(socket) => {
-                info!("socket open");
-                self.socket = Some(socket);
-                let opened = self.session.handle_open(now, self.epoch);
-                self.check(opened);
-            }
-            Err(error) => {
-                warn!(%error, "connect failed");
-                let closed = self
-                    .session
-                    .handle_close(now, self.epoch, socket_loss(&error));
-                self.check(closed);
-            }
-        }
-        true
-    }
-
-    fn poll_write(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let Some(socket) = self.socket.as_mut() else {
-            return false;
-        };
-        let mut worked = false;
-        let mut failed = None;
-        while !self.outgoing.is_empty() {
-            match socket.as_mut().poll_ready(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => {
-                    failed = Some(e);
-                    break;
-                }
-                Poll::Pending => break,
-            }
-            let Some(message) = self.outgoing.pop_front() else {
-                break;
-            };
-            if let Err(e) = socket.as_mut().start_send(message) {
-                failed = Some(e);
-                break;
-            }
-            self.unflushed = true;
-            worked = true;
-        }
-        if failed.is_none() && self.unflushed {
-            match socket.as_mut().poll_flush(cx) {
-                Poll::Ready(Ok(())) => self.unflushed = false,
-                Poll::Ready(Err(e)) => failed = Some(e),
-                Poll::Pending => {}
-            }
-        }
-        if let Some(error) = failed {
-            self.lose_socket(now, &error);
-            return true;
-        }
-        worked
-    }
-
-    fn poll_closing(&mut self, cx: &mut Context<'_>) {
-        let Some(socket) = self.closing.as_mut() else {
-            return;
-        };
-        if socket.as_mut().poll_close(cx).is_ready() {
-            self.closing = None;
-        }
-    }
-
-    fn poll_read(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let Some(socket) = self.socket.as_mut() else {
-            return false;
-        };
-        let Poll::Ready(next) = socket.as_mut().poll_next(cx) else {
-            return false;
-        };
-        let epoch = self.epoch;
-        let fed = match next {
-            Some(Ok(Message::Text(text))) => self.session.handle_frame(now, epoch, text.as_str()),
-            Some(Ok(Message::Binary(bytes))) => self.session.handle_binary(now, epoch, bytes.len()),
-            Some(Ok(Message::Ping(_))) => {
-                // tungstenite queued the pong; it goes out with the next flush.
-                self.unflushed = true;
-                self.session.handle_pong(now, epoch)
-            }
-            Some(Ok(Message::Pong(_))) => self.session.handle_pong(now, epoch),
-            Some(Ok(Message::Close(frame))) => {
-                info!(?frame, "relay closed the socket");
-                let code = frame.map(|f| u16::from(f.code));
-                self.end_socket(now, SocketLoss::ClosedByPeer { code })
-            }
-            Some(Ok(Message::Frame(_))) => Ok(()),
-            Some(Err(error)) => {
-                warn!(%error, "socket failed");
-                self.end_socket(now, socket_loss(&error))
-            }
-            None => {
-                info!("socket ended");
-                self.end_socket(now, SocketLoss::ClosedByPeer { code: None })
-            }
-        };
-        self.check(fed);
-        true
-    }
-
-    fn lose_socket(&mut self, now: Instant, error: &WsError) {
-        warn!(%error, "socket failed");
-        let closed = self.end_socket(now, socket_loss(error));
-        self.check(closed);
-    }
-
-    fn end_socket(&mut self, now: Instant, why: SocketLoss) -> Result<(), SocketError> {
-        self.socket = None;
-        self.outgoing.clear();
-        self.unflushed = false;
-        self.session.handle_close(now, self.epoch, why)
-    }
-
     /// The driver tags input only with the epoch the core handed out last, after its open:
     /// an error here is a bug in this driver, not something the peer did.
     fn check(&self, fed: Result<(), SocketError>) {
@@ -364,7 +216,7 @@ impl<R: Runtime> RelayDriver<R> {
 
     /// One command, if any: `Ready(false)` when every handle is gone.
     fn poll_command(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<bool> {
-        if self.outgoing.len() >= OUTGOING_HIGH {
+        if self.wire.backed_up() {
             return Poll::Pending;
         }
         let Poll::Ready(next) = Pin::new(&mut self.commands).poll_next(cx) else {
@@ -479,10 +331,7 @@ impl<R: Runtime> RelayDriver<R> {
         info!("every handle is gone; shutting down");
         self.session.disconnect(now);
         self.drain(now);
-        if let Some(socket) = self.closing.as_mut() {
-            // Best effort: one attempt at the close handshake, then the socket is dropped.
-            let _ = socket.as_mut().start_send(Message::Close(None));
-        }
+        self.wire.shut_down();
         Poll::Ready(())
     }
 
@@ -528,52 +377,42 @@ impl<R: Runtime> std::fmt::Debug for RelayDriver<R> {
             .field("url", &self.url)
             .field("link", &self.session.link().state())
             .field("backlog", &self.dispatch.backlog_len())
-            .field("outgoing", &self.outgoing.len())
+            .field("outgoing", &self.wire.outgoing_len())
             .finish_non_exhaustive()
     }
 }
 
+/// One socket input into the core.
+fn feed(
+    session: &mut RelaySession,
+    now: Instant,
+    epoch: Epoch,
+    input: WireInput,
+) -> Result<(), SocketError> {
+    match input {
+        WireInput::Open => session.handle_open(now, epoch),
+        WireInput::Close(why) => session.handle_close(now, epoch, why),
+        WireInput::Text(text) => session.handle_frame(now, epoch, &text),
+        WireInput::Binary(len) => session.handle_binary(now, epoch, len),
+        WireInput::Pong => session.handle_pong(now, epoch),
+    }
+}
+
 /// Seconds since 1970 by the system clock (0 if it is set before 1970).
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// What a WebSocket error says about why the socket is gone: for the application's report
-/// only (the core reconnects the same way whatever the cause).
-fn socket_loss(error: &WsError) -> SocketLoss {
-    use std::io::ErrorKind;
-    match error {
-        WsError::Io(io) => match io.kind() {
-            ErrorKind::ConnectionRefused | ErrorKind::AddrNotAvailable | ErrorKind::NotFound => {
-                SocketLoss::ConnectionRefused
-            }
-            // rustls reports a failed handshake as invalid data wrapping its own error; the
-            // driver does not link rustls, so the message is what it can go by.
-            ErrorKind::InvalidData if io.to_string().contains("certificate") => {
-                SocketLoss::TlsRejected
-            }
-            _ if io.to_string().contains("failed to lookup address") => {
-                SocketLoss::ConnectionRefused
-            }
-            _ => SocketLoss::NetworkError,
-        },
-        WsError::Tls(_) => SocketLoss::TlsRejected,
-        WsError::Capacity(_) => SocketLoss::FrameTooLarge,
-        WsError::Url(_) => SocketLoss::HandshakeFailed,
-        WsError::ConnectionClosed | WsError::AlreadyClosed => {
-            SocketLoss::ClosedByPeer { code: None }
-        }
-        _ => SocketLoss::NetworkError,
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use std::io;
 
-    use super::*;
+    use tether_core::link::SocketLoss;
+
+    use crate::runtime::WsError;
+    use crate::wire::socket_loss;
 
     #[test]
     fn socket_errors_say_why_the_socket_was_lost() {

@@ -1,0 +1,418 @@
+//! The pool driver: one future for every relay of a pool. It feeds the core pool, drains it,
+//! and polls each relay's socket on its own.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures_channel::{mpsc, oneshot};
+use futures_core::Stream;
+use futures_sink::Sink;
+use tether_core::link::{Epoch, SocketError};
+use tether_core::nostr::message::EventId;
+use tether_core::nostr::{ChallengeId, Event};
+use tether_core::pool::{
+    PoolConfig, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool, SubId,
+};
+use tether_core::Instant;
+use tracing::{debug, info, warn};
+
+use super::handle::{PoolCommand, PoolHandle, PoolItem};
+use crate::config::{seed_or_random, Config};
+use crate::runtime::{Alarm, BoxFuture, Runtime, WsConnect};
+use crate::signer::{Signer, SignerError};
+use crate::wire::{Wire, WireInput};
+
+/// The driver of a pool: spawn it on the runtime whose [`Runtime`] and [`WsConnect`] it was
+/// built with. It completes when every handle is gone.
+pub struct PoolDriver<R: Runtime> {
+    rt: R,
+    ws: Arc<dyn WsConnect>,
+    signer: Option<Arc<dyn Signer>>,
+    work_budget: usize,
+    max_frame: usize,
+    pool: RelayPool,
+    commands: mpsc::Receiver<PoolCommand>,
+    relays: BTreeMap<RelayId, Relay>,
+    subs: BTreeMap<SubId, mpsc::Sender<PoolItem>>,
+    /// Items the application's channels had no room for, in order; while any wait, no
+    /// socket is read (backpressure through TCP, not a growing buffer).
+    backlog: VecDeque<(SubId, PoolItem)>,
+    publishes: BTreeMap<EventId, oneshot::Sender<Result<PublishOutcome, PoolError>>>,
+    alarm: Alarm<R>,
+    reading_paused: bool,
+}
+
+struct Relay {
+    url: Arc<str>,
+    wire: Wire,
+    signing: Option<(ChallengeId, BoxFuture<Result<String, SignerError>>)>,
+}
+
+/// A handle to a new, empty pool and the driver that serves it.
+pub fn pool_driver<R: Runtime>(
+    pool_config: PoolConfig,
+    config: Config,
+    rt: R,
+    ws: Arc<dyn WsConnect>,
+) -> (PoolHandle, PoolDriver<R>) {
+    let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
+    let max_frame = pool_config.relay.max_frame;
+    let mut pool = RelayPool::new(pool_config, seed_or_random(config.seed));
+    pool.set_wall_clock(rt.now(), crate::relay::unix_now());
+    let handle = PoolHandle {
+        commands: commands_tx,
+        subscription_capacity: config.subscription_capacity,
+    };
+    let driver = PoolDriver {
+        rt,
+        ws,
+        signer: config.signer,
+        work_budget: config.work_budget.max(1),
+        max_frame,
+        pool,
+        commands,
+        relays: BTreeMap::new(),
+        subs: BTreeMap::new(),
+        backlog: VecDeque::new(),
+        publishes: BTreeMap::new(),
+        alarm: Alarm::new(),
+        reading_paused: false,
+    };
+    (handle, driver)
+}
+
+impl<R: Runtime> Future for PoolDriver<R> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let mut budget = this.work_budget;
+        loop {
+            let now = this.rt.now();
+            // Fixed order: due timeout, drain, backlog, commands, each relay's socket.
+            if this.pool.poll_timeout().is_some_and(|at| now >= at) {
+                this.pool.handle_timeout(now);
+            }
+            this.drain(now);
+            let clear = this.flush(cx);
+            this.note_reading(now, clear);
+            let mut worked = this.poll_signing(cx, now);
+            match this.poll_command(cx, now) {
+                Poll::Ready(true) => worked = true,
+                Poll::Ready(false) => return Poll::Ready(()),
+                Poll::Pending => {}
+            }
+            worked |= this.poll_wires(cx, now, clear);
+            if worked {
+                budget -= 1;
+                if budget == 0 {
+                    this.drain(this.rt.now());
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                continue;
+            }
+            let deadline = this.pool.poll_timeout();
+            if this.alarm.poll(&this.rt, cx, deadline).is_ready() {
+                continue;
+            }
+            return Poll::Pending;
+        }
+    }
+}
+
+impl<R: Runtime> PoolDriver<R> {
+    fn drain(&mut self, now: Instant) {
+        loop {
+            if let Some((relay, transmit)) = self.pool.poll_transmit() {
+                let Some(r) = self.relays.get_mut(&relay) else {
+                    continue;
+                };
+                if matches!(transmit, tether_core::nostr::Transmit::Open { .. }) {
+                    info!(url = %r.url, "connecting");
+                    r.signing = None;
+                }
+                r.wire.transmit(&*self.ws, &r.url, self.max_frame, transmit);
+                continue;
+            }
+            let Some(event) = self.pool.poll_event() else {
+                break;
+            };
+            self.route(now, event);
+        }
+    }
+
+    fn route(&mut self, _now: Instant, event: PoolEvent) {
+        let (sub, item) = match event {
+            PoolEvent::Received {
+                sub,
+                relay,
+                id,
+                raw,
+            } => (sub, PoolItem::Event { relay, id, raw }),
+            PoolEvent::Eose { sub, relay } => (sub, PoolItem::Eose { relay }),
+            PoolEvent::RelayClosed {
+                sub,
+                relay,
+                reason,
+                attempts,
+            } => (
+                sub,
+                PoolItem::RelayClosed {
+                    relay,
+                    reason,
+                    attempts,
+                },
+            ),
+            PoolEvent::Complete { sub, outcome } => (sub, PoolItem::Complete(outcome)),
+            PoolEvent::Ended { sub, reasons } => (sub, PoolItem::Ended { reasons }),
+            PoolEvent::PublishDone { id, outcome } => {
+                if let Some(reply) = self.publishes.remove(&id) {
+                    let _ = reply.send(Ok(outcome));
+                }
+                return;
+            }
+            PoolEvent::Relay {
+                relay,
+                sub: Some(sub),
+                event,
+            } => (sub, PoolItem::Relay { relay, event }),
+            PoolEvent::Relay {
+                relay,
+                sub: None,
+                event,
+            } => {
+                self.relay_event(relay, &event);
+                return;
+            }
+            other => {
+                debug!(?other, "pool event");
+                return;
+            }
+        };
+        self.backlog.push_back((sub, item));
+    }
+
+    /// A relay-wide event: logged, and an AUTH challenge signed when a signer is set.
+    fn relay_event(&mut self, relay: RelayId, event: &Event) {
+        let Some(r) = self.relays.get_mut(&relay) else {
+            return;
+        };
+        match event {
+            Event::AuthChallenge { challenge, id } => {
+                if let Some(signer) = &self.signer {
+                    r.signing = Some((*id, signer.sign_auth(&r.url, challenge)));
+                }
+            }
+            Event::Disconnected { why, .. } => info!(url = %r.url, ?why, "disconnected"),
+            Event::Connected => info!(url = %r.url, "connected"),
+            other => debug!(url = %r.url, ?other, "relay event"),
+        }
+    }
+
+    /// Deliver the backlog as far as the channels allow; `true` once it is empty.
+    fn flush(&mut self, cx: &mut Context<'_>) -> bool {
+        while let Some((sub, item)) = self.backlog.pop_front() {
+            let Some(tx) = self.subs.get_mut(&sub) else {
+                continue;
+            };
+            match Pin::new(&mut *tx).poll_ready(cx) {
+                Poll::Ready(Ok(())) => {
+                    let ended = matches!(item, PoolItem::Ended { .. });
+                    if Pin::new(&mut *tx).start_send(item).is_err() || ended {
+                        self.subs.remove(&sub);
+                    }
+                }
+                Poll::Ready(Err(_)) => {
+                    // The application dropped the subscription.
+                    self.subs.remove(&sub);
+                    let now = self.rt.now();
+                    let _ = self.pool.unsubscribe(now, sub);
+                }
+                Poll::Pending => {
+                    self.backlog.push_front((sub, item));
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    fn note_reading(&mut self, now: Instant, clear: bool) {
+        if self.reading_paused != clear {
+            return;
+        }
+        self.reading_paused = !clear;
+        debug!(paused = self.reading_paused, "socket reads");
+        let relays: Vec<RelayId> = self.relays.keys().copied().collect();
+        for relay in relays {
+            let _ = self
+                .pool
+                .handle_read_paused(now, relay, self.reading_paused);
+        }
+    }
+
+    /// Every relay's socket, each on its own: one that is slow or dead holds up no other.
+    fn poll_wires(&mut self, cx: &mut Context<'_>, now: Instant, read: bool) -> bool {
+        let mut worked = false;
+        let pool = &mut self.pool;
+        for (&relay, r) in &mut self.relays {
+            let mut fed = Ok(());
+            worked |= r.wire.poll(cx, read, &mut |epoch, input| {
+                fed = fed.and(feed(pool, now, relay, epoch, input));
+            });
+            if let Err(error) = fed {
+                warn!(%error, url = %r.url, "driver fed the pool out of order");
+                debug_assert!(false, "driver misuse: {error}");
+            }
+        }
+        worked
+    }
+
+    fn poll_signing(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let mut worked = false;
+        for (&relay, r) in &mut self.relays {
+            let Some((challenge, future)) = r.signing.as_mut() else {
+                continue;
+            };
+            let Poll::Ready(result) = future.as_mut().poll(cx) else {
+                continue;
+            };
+            let challenge = *challenge;
+            r.signing = None;
+            worked = true;
+            match result {
+                // The core refuses answers to superseded challenges and closed sockets.
+                Ok(event) => {
+                    if let Err(error) = self.pool.authenticate(now, relay, challenge, &event) {
+                        debug!(%error, "AUTH answer dropped");
+                    }
+                }
+                Err(error) => warn!(%error, url = %r.url, "signer failed"),
+            }
+        }
+        worked
+    }
+
+    /// One command, if any: `Ready(false)` when every handle is gone.
+    fn poll_command(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<bool> {
+        if self.relays.values().any(|r| r.wire.backed_up()) {
+            return Poll::Pending;
+        }
+        let Poll::Ready(next) = Pin::new(&mut self.commands).poll_next(cx) else {
+            return Poll::Pending;
+        };
+        let Some(command) = next else {
+            for relay in self.pool.relay_ids().collect::<Vec<_>>() {
+                let _ = self.pool.remove_relay(now, relay);
+            }
+            self.drain(now);
+            for r in self.relays.values_mut() {
+                r.wire.shut_down();
+            }
+            return Poll::Ready(false);
+        };
+        self.command(now, command);
+        Poll::Ready(true)
+    }
+
+    fn command(&mut self, now: Instant, command: PoolCommand) {
+        match command {
+            PoolCommand::AddRelay { url, reply } => {
+                // The relay's socket must exist before the pool asks to open it.
+                let next = self.pool.relay_count();
+                let result = self.pool.add_relay(now);
+                if let Ok(relay) = result {
+                    debug!(%url, %relay, next, "relay added");
+                    self.relays.insert(
+                        relay,
+                        Relay {
+                            url: Arc::from(url.as_str()),
+                            wire: Wire::default(),
+                            signing: None,
+                        },
+                    );
+                }
+                let _ = reply.send(result);
+            }
+            PoolCommand::RemoveRelay { relay, reply } => {
+                let result = self.pool.remove_relay(now, relay);
+                self.drain(now);
+                if let Some(mut r) = self.relays.remove(&relay) {
+                    r.wire.shut_down();
+                }
+                let _ = reply.send(result);
+            }
+            PoolCommand::Subscribe {
+                filters,
+                items,
+                reply,
+            } => {
+                let result = self.pool.subscribe(now, filters);
+                if let Ok(sub) = result {
+                    self.subs.insert(sub, items);
+                }
+                let _ = reply.send(result);
+            }
+            PoolCommand::Unsubscribe { sub } => {
+                self.subs.remove(&sub);
+                self.backlog.retain(|(s, _)| *s != sub);
+                let _ = self.pool.unsubscribe(now, sub);
+            }
+            PoolCommand::Publish { event, reply } => match self.pool.publish(now, &event, None) {
+                Ok(id) => {
+                    self.publishes.insert(id, reply);
+                }
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            PoolCommand::Close { reply } => {
+                for relay in self.pool.relay_ids().collect::<Vec<_>>() {
+                    let _ = self.pool.remove_relay(now, relay);
+                }
+                self.drain(now);
+                for r in self.relays.values_mut() {
+                    r.wire.shut_down();
+                }
+                self.relays.clear();
+                let _ = reply.send(());
+            }
+        }
+    }
+}
+
+/// One socket input into the pool.
+fn feed(
+    pool: &mut RelayPool,
+    now: Instant,
+    relay: RelayId,
+    epoch: Epoch,
+    input: WireInput,
+) -> Result<(), SocketError> {
+    let result = match input {
+        WireInput::Open => pool.handle_open(now, relay, epoch),
+        WireInput::Close(why) => pool.handle_close(now, relay, epoch, why),
+        WireInput::Text(text) => pool.handle_frame(now, relay, epoch, &text),
+        WireInput::Binary(len) => pool.handle_binary(now, relay, epoch, len),
+        WireInput::Pong => pool.handle_pong(now, relay, epoch),
+    };
+    match result {
+        Err(PoolError::Socket(e)) => Err(e),
+        // A relay removed while its socket still had input in flight.
+        Err(_) | Ok(()) => Ok(()),
+    }
+}
+
+impl<R: Runtime> std::fmt::Debug for PoolDriver<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PoolDriver")
+            .field("relays", &self.relays.len())
+            .field("subscriptions", &self.subs.len())
+            .field("backlog", &self.backlog.len())
+            .finish_non_exhaustive()
+    }
+}

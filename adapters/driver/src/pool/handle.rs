@@ -1,0 +1,251 @@
+//! What the application holds for a pool.
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use futures_channel::{mpsc, oneshot};
+use futures_core::Stream;
+use futures_util::SinkExt;
+use tether_core::nostr::message::EventId;
+use tether_core::nostr::{Event, Filter};
+use tether_core::pool::{Outcome, PoolError, PublishOutcome, RelayId, SubId};
+
+/// What a pool subscription yields: each event once, whichever relay sent it first, and
+/// how the query went.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PoolItem {
+    /// An event, the first time any relay delivered its id.
+    Event {
+        /// The relay that delivered it first.
+        relay: RelayId,
+        /// Its id.
+        id: EventId,
+        /// Its JSON, as that relay sent it.
+        raw: String,
+    },
+    /// `relay` sent its stored events.
+    Eose {
+        /// The relay.
+        relay: RelayId,
+    },
+    /// `relay` gave up on this subscription; others may still serve it.
+    RelayClosed {
+        /// The relay.
+        relay: RelayId,
+        /// Its last message.
+        reason: String,
+        /// Re-REQs made before giving up.
+        attempts: u32,
+    },
+    /// The query's outcome, exactly once.
+    Complete(Outcome),
+    /// No relay serves this subscription any more; nothing follows.
+    Ended {
+        /// Each relay's reason.
+        reasons: Vec<(RelayId, String)>,
+    },
+    /// What one relay's session reports about this subscription (retrying, queued, ...).
+    Relay {
+        /// The relay.
+        relay: RelayId,
+        /// The session's event.
+        event: Event,
+    },
+}
+
+/// Why a pool call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PoolClientError {
+    /// The pool refused the call (unknown relay or subscription, bounds, invalid input).
+    Pool(PoolError),
+    /// Not a ws:// or wss:// URL.
+    InvalidUrl(String),
+    /// The driver is gone.
+    Shutdown,
+}
+
+impl std::fmt::Display for PoolClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PoolClientError::Pool(e) => write!(f, "{e}"),
+            PoolClientError::InvalidUrl(e) => write!(f, "{e}"),
+            PoolClientError::Shutdown => f.write_str("the pool driver is gone"),
+        }
+    }
+}
+
+impl std::error::Error for PoolClientError {}
+
+/// A handle to a pool and the driver that serves it. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct PoolHandle {
+    pub(crate) commands: mpsc::Sender<PoolCommand>,
+    pub(crate) subscription_capacity: usize,
+}
+
+pub(crate) enum PoolCommand {
+    AddRelay {
+        url: String,
+        reply: oneshot::Sender<Result<RelayId, PoolError>>,
+    },
+    RemoveRelay {
+        relay: RelayId,
+        reply: oneshot::Sender<Result<(), PoolError>>,
+    },
+    Subscribe {
+        filters: Vec<Filter>,
+        items: mpsc::Sender<PoolItem>,
+        reply: oneshot::Sender<Result<SubId, PoolError>>,
+    },
+    Unsubscribe {
+        sub: SubId,
+    },
+    Publish {
+        event: String,
+        reply: oneshot::Sender<Result<PublishOutcome, PoolError>>,
+    },
+    Close {
+        reply: oneshot::Sender<()>,
+    },
+}
+
+impl PoolHandle {
+    /// Add a relay (ws:// or wss://) and start connecting to it; subscriptions on every
+    /// relay are replayed on it, paced and gated.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for an invalid URL or too many relays.
+    pub async fn add_relay(&self, url: &str) -> Result<RelayId, PoolClientError> {
+        crate::check_ws_url(url).map_err(|e| PoolClientError::InvalidUrl(e.to_string()))?;
+        let url = url.to_owned();
+        self.call(|reply| PoolCommand::AddRelay { url, reply })
+            .await?
+            .map_err(PoolClientError::Pool)
+    }
+
+    /// Remove a relay; the subscriptions it served count it as missing.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for an unknown relay.
+    pub async fn remove_relay(&self, relay: RelayId) -> Result<(), PoolClientError> {
+        self.call(|reply| PoolCommand::RemoveRelay { relay, reply })
+            .await?
+            .map_err(PoolClientError::Pool)
+    }
+
+    /// Subscribe on every relay, present and future, with these filters.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for no filters or too many subscriptions.
+    pub async fn subscribe(
+        &self,
+        filters: Vec<Filter>,
+    ) -> Result<PoolSubscription, PoolClientError> {
+        let (items, rx) = mpsc::channel(self.subscription_capacity.max(1) - 1);
+        let sub = self
+            .call(|reply| PoolCommand::Subscribe {
+                filters,
+                items,
+                reply,
+            })
+            .await?
+            .map_err(PoolClientError::Pool)?;
+        Ok(PoolSubscription {
+            sub,
+            items: rx,
+            commands: self.commands.clone(),
+            ended: false,
+        })
+    }
+
+    /// Publish a signed event to every relay; resolves when all answered or the pool's
+    /// publish deadline passed.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for an invalid event or one already being published.
+    pub async fn publish(
+        &self,
+        event_json: impl Into<String>,
+    ) -> Result<PublishOutcome, PoolClientError> {
+        let event = event_json.into();
+        self.call(|reply| PoolCommand::Publish { event, reply })
+            .await?
+            .map_err(PoolClientError::Pool)
+    }
+
+    /// Close every relay's socket; the driver ends once every handle is dropped.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Shutdown`] when the driver is gone.
+    pub async fn close(&self) -> Result<(), PoolClientError> {
+        self.call(|reply| PoolCommand::Close { reply }).await
+    }
+
+    async fn call<T>(
+        &self,
+        command: impl FnOnce(oneshot::Sender<T>) -> PoolCommand,
+    ) -> Result<T, PoolClientError> {
+        let (reply, answer) = oneshot::channel();
+        let mut commands = self.commands.clone();
+        commands
+            .send(command(reply))
+            .await
+            .map_err(|_| PoolClientError::Shutdown)?;
+        answer.await.map_err(|_| PoolClientError::Shutdown)
+    }
+}
+
+/// One logical subscription: a `Stream` of [`PoolItem`]s. Dropping it unsubscribes.
+#[derive(Debug)]
+pub struct PoolSubscription {
+    sub: SubId,
+    items: mpsc::Receiver<PoolItem>,
+    commands: mpsc::Sender<PoolCommand>,
+    ended: bool,
+}
+
+impl PoolSubscription {
+    /// Its id in the pool.
+    pub fn id(&self) -> SubId {
+        self.sub
+    }
+}
+
+impl Stream for PoolSubscription {
+    type Item = PoolItem;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<PoolItem>> {
+        let next = Pin::new(&mut self.items).poll_next(cx);
+        if let Poll::Ready(Some(PoolItem::Ended { .. }) | None) = &next {
+            self.ended = true;
+        }
+        next
+    }
+}
+
+impl Drop for PoolSubscription {
+    fn drop(&mut self) {
+        if !self.ended {
+            // Best effort: a full command channel means the driver is busy or gone; the
+            // driver also notices the closed channel when it next delivers.
+            let _ = self
+                .commands
+                .try_send(PoolCommand::Unsubscribe { sub: self.sub });
+        }
+    }
+}
+
+impl std::fmt::Debug for PoolCommand {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            PoolCommand::AddRelay { .. } => "AddRelay",
+            PoolCommand::RemoveRelay { .. } => "RemoveRelay",
+            PoolCommand::Subscribe { .. } => "Subscribe",
+            PoolCommand::Unsubscribe { .. } => "Unsubscribe",
+            PoolCommand::Publish { .. } => "Publish",
+            PoolCommand::Close { .. } => "Close",
+        })
+    }
+}

@@ -1,0 +1,13 @@
+//! Many relays as one subscription: the handles the application holds ([`PoolHandle`],
+//! [`PoolSubscription`]) and the driver future that serves them ([`PoolDriver`], built by
+//! [`pool_driver`]) around the core's [`RelayPool`](tether_core::pool::RelayPool).
+//!
+//! Each relay has its own socket ([`Wire`](crate::wire)), polled independently, so a slow or
+//! dead relay never stalls the others; every rule — dedup, outcome, retries, replay — is the
+//! core pool's.
+
+mod driver;
+mod handle;
+
+pub use driver::{pool_driver, PoolDriver};
+pub use handle::{PoolClientError, PoolHandle, PoolItem, PoolSubscription};

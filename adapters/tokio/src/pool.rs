@@ -1,0 +1,23 @@
+//! [`pool`]: many relays as one subscription, driven by one tokio task.
+
+use std::sync::Arc;
+
+use tether_core::pool::PoolConfig;
+use tether_driver::{pool_driver, Config, PoolHandle};
+
+use crate::runtime::TokioRuntime;
+use crate::ws::TokioWs;
+
+/// Start an empty relay pool on a spawned tokio task; add relays with
+/// [`PoolHandle::add_relay`] and subscribe across all of them with
+/// [`PoolHandle::subscribe`]: each event once, then one
+/// [`PoolItem::Complete`](tether_driver::PoolItem::Complete) saying whether every relay
+/// answered. `config` sets the channels, seed and signer; `pool_config` the pool's rules.
+///
+/// # Panics
+/// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
+pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
+    let (handle, driver) = pool_driver(pool_config, config, TokioRuntime::new(), Arc::new(TokioWs));
+    tokio::spawn(driver);
+    handle
+}
