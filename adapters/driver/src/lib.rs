@@ -46,7 +46,9 @@ mod wire;
 
 pub use config::{seed_or_random, Config, EventSourceConfig};
 pub use connect_error::ConnectError;
-pub use pool::{pool_driver, PoolClientError, PoolDriver, PoolHandle, PoolItem, PoolSubscription};
+pub use pool::{
+    pool_driver, PoolClientError, PoolDriver, PoolEvents, PoolHandle, PoolItem, PoolSubscription,
+};
 pub use relay::{
     check_ws_url, connect_relay, relay_driver, ClientError, Published, Rejected, RelayEvent,
     RelayHandle, SessionEvent, SessionEvents, Subscription, SubscriptionEvent,

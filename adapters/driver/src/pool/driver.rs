@@ -37,12 +37,23 @@ pub struct PoolDriver<R: Runtime> {
     commands: mpsc::Receiver<PoolCommand>,
     relays: BTreeMap<RelayId, Relay>,
     subs: BTreeMap<SubId, mpsc::Sender<PoolItem>>,
+    relay_events: mpsc::Sender<(RelayId, Event)>,
+    /// Still holds the receiver until the application takes it: until then relay events
+    /// are dropped, never waited on.
+    relay_events_slot: Arc<std::sync::Mutex<Option<super::handle::PoolEvents>>>,
     /// Items the application's channels had no room for, in order; while any wait, no
     /// socket is read (backpressure through TCP, not a growing buffer).
-    backlog: VecDeque<(SubId, PoolItem)>,
+    backlog: VecDeque<(Dest, PoolItem)>,
     publishes: BTreeMap<EventId, oneshot::Sender<Result<PublishOutcome, PoolError>>>,
     alarm: Alarm<R>,
     reading_paused: bool,
+}
+
+/// Where a backlogged item goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Dest {
+    Sub(SubId),
+    Relays,
 }
 
 struct Relay {
@@ -59,12 +70,17 @@ pub fn pool_driver<R: Runtime>(
     ws: Arc<dyn WsConnect>,
 ) -> (PoolHandle, PoolDriver<R>) {
     let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
+    let (relay_events, rx) = mpsc::channel(config.session_capacity.max(1) - 1);
     let max_frame = pool_config.relay.max_frame;
     let mut pool = RelayPool::new(pool_config, seed_or_random(config.seed));
     pool.set_wall_clock(rt.now(), crate::relay::unix_now());
+    let slot = Arc::new(std::sync::Mutex::new(Some(super::handle::PoolEvents {
+        rx,
+    })));
     let handle = PoolHandle {
         commands: commands_tx,
         subscription_capacity: config.subscription_capacity,
+        events: Arc::clone(&slot),
     };
     let driver = PoolDriver {
         rt,
@@ -76,6 +92,8 @@ pub fn pool_driver<R: Runtime>(
         commands,
         relays: BTreeMap::new(),
         subs: BTreeMap::new(),
+        relay_events,
+        relay_events_slot: slot,
         backlog: VecDeque::new(),
         publishes: BTreeMap::new(),
         alarm: Alarm::new(),
@@ -186,6 +204,8 @@ impl<R: Runtime> PoolDriver<R> {
                 event,
             } => {
                 self.relay_event(relay, &event);
+                self.backlog
+                    .push_back((Dest::Relays, PoolItem::Relay { relay, event }));
                 return;
             }
             other => {
@@ -193,7 +213,7 @@ impl<R: Runtime> PoolDriver<R> {
                 return;
             }
         };
-        self.backlog.push_back((sub, item));
+        self.backlog.push_back((Dest::Sub(sub), item));
     }
 
     /// A relay-wide event: logged, and an AUTH challenge signed when a signer is set.
@@ -215,7 +235,13 @@ impl<R: Runtime> PoolDriver<R> {
 
     /// Deliver the backlog as far as the channels allow; `true` once it is empty.
     fn flush(&mut self, cx: &mut Context<'_>) -> bool {
-        while let Some((sub, item)) = self.backlog.pop_front() {
+        while let Some((dest, item)) = self.backlog.pop_front() {
+            let Dest::Sub(sub) = dest else {
+                if !self.flush_relay_event(cx, item) {
+                    return false;
+                }
+                continue;
+            };
             let Some(tx) = self.subs.get_mut(&sub) else {
                 continue;
             };
@@ -233,12 +259,39 @@ impl<R: Runtime> PoolDriver<R> {
                     let _ = self.pool.unsubscribe(now, sub);
                 }
                 Poll::Pending => {
-                    self.backlog.push_front((sub, item));
+                    self.backlog.push_front((Dest::Sub(sub), item));
                     return false;
                 }
             }
         }
         true
+    }
+
+    /// One relay-wide event to its channel; `false` (kept) when the channel is full. Once
+    /// the application dropped the stream, relay events are no one's and are dropped.
+    fn flush_relay_event(&mut self, cx: &mut Context<'_>, item: PoolItem) -> bool {
+        let PoolItem::Relay { relay, event } = item else {
+            return true;
+        };
+        let taken = self
+            .relay_events_slot
+            .lock()
+            .map_or(true, |slot| slot.is_none());
+        if !taken {
+            return true;
+        }
+        match Pin::new(&mut self.relay_events).poll_ready(cx) {
+            Poll::Ready(Ok(())) => {
+                let _ = Pin::new(&mut self.relay_events).start_send((relay, event));
+                true
+            }
+            Poll::Ready(Err(_)) => true,
+            Poll::Pending => {
+                self.backlog
+                    .push_front((Dest::Relays, PoolItem::Relay { relay, event }));
+                false
+            }
+        }
     }
 
     fn note_reading(&mut self, now: Instant, clear: bool) {
@@ -359,7 +412,7 @@ impl<R: Runtime> PoolDriver<R> {
             }
             PoolCommand::Unsubscribe { sub } => {
                 self.subs.remove(&sub);
-                self.backlog.retain(|(s, _)| *s != sub);
+                self.backlog.retain(|(d, _)| *d != Dest::Sub(sub));
                 let _ = self.pool.unsubscribe(now, sub);
             }
             PoolCommand::Publish { event, reply } => match self.pool.publish(now, &event, None) {

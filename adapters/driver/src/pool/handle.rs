@@ -83,6 +83,23 @@ impl std::error::Error for PoolClientError {}
 pub struct PoolHandle {
     pub(crate) commands: mpsc::Sender<PoolCommand>,
     pub(crate) subscription_capacity: usize,
+    pub(crate) events: std::sync::Arc<std::sync::Mutex<Option<PoolEvents>>>,
+}
+
+/// Relay-wide events of a pool, each with its relay: connected, disconnected (and why),
+/// notices, auth, rate limits, learned limits, peer errors. A bounded channel: when the
+/// application does not read it, the driver stops reading sockets, as for subscriptions.
+#[derive(Debug)]
+pub struct PoolEvents {
+    pub(crate) rx: mpsc::Receiver<(RelayId, Event)>,
+}
+
+impl Stream for PoolEvents {
+    type Item = (RelayId, Event);
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        Pin::new(&mut self.rx).poll_next(cx)
+    }
 }
 
 pub(crate) enum PoolCommand {
@@ -112,6 +129,11 @@ pub(crate) enum PoolCommand {
 }
 
 impl PoolHandle {
+    /// The relay-wide events, once (`None` after the first call).
+    pub fn events(&self) -> Option<PoolEvents> {
+        self.events.lock().ok()?.take()
+    }
+
     /// Add a relay (ws:// or wss://) and start connecting to it; subscriptions on every
     /// relay are replayed on it, paced and gated.
     ///

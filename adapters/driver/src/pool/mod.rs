@@ -10,4 +10,4 @@ mod driver;
 mod handle;
 
 pub use driver::{pool_driver, PoolDriver};
-pub use handle::{PoolClientError, PoolHandle, PoolItem, PoolSubscription};
+pub use handle::{PoolClientError, PoolEvents, PoolHandle, PoolItem, PoolSubscription};
