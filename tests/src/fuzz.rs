@@ -21,7 +21,9 @@ use tether_core::nostr::message::{
     ClientMessage, FrameError, RawEvent, RelayMessage, DEFAULT_MAX_FRAME, MAX_SUB_ID_CHARS,
 };
 use tether_core::nostr::{Priority, RelayConfig, SubscriptionId};
-use tether_core::sse::{Item, Message, Parser, ParserConfig, SseConfig, Unsendable};
+use tether_core::sse::{
+    Item, Message, Parser, ParserConfig, Request, Resume, SseConfig, Unsendable,
+};
 
 use crate::relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
 use crate::sim::{Action, Sim};
@@ -643,10 +645,10 @@ fn json_str(s: &str) -> String {
 /// On any contract violation or panic in the session.
 pub fn sse_session(data: &[u8]) {
     let mut u = Unstructured::new(data);
-    let Ok((config, seed, server)) = sse_world(&mut u) else {
+    let Ok((config, seed, server, request)) = sse_world(&mut u) else {
         return;
     };
-    let mut s = SseSim::new(config, seed, server);
+    let mut s = SseSim::with_request(config, request, seed, server);
     s.keep_transcript(false);
     for _ in 0..MAX_OPS {
         if u.is_empty() {
@@ -658,7 +660,7 @@ pub fn sse_session(data: &[u8]) {
     }
 }
 
-fn sse_world(u: &mut Unstructured<'_>) -> Result<(SseConfig, u64, ServerConfig)> {
+fn sse_world(u: &mut Unstructured<'_>) -> Result<(SseConfig, u64, ServerConfig, Request)> {
     let mut config = SseConfig::default();
     config.reconnect = BackoffPolicy {
         max_attempts: if u.ratio(1, 3)? {
@@ -698,7 +700,36 @@ fn sse_world(u: &mut Unstructured<'_>) -> Result<(SseConfig, u64, ServerConfig)>
         answers: u.ratio(1, 2)?,
         ..ServerConfig::default()
     };
-    Ok((config, u.arbitrary()?, server))
+    let seed = u.arbitrary()?;
+    // Last, so older corpus entries (which run out of bytes here) still decode to a GET.
+    config.max_unsent_retries = u.int_in_range(0..=6)?;
+    config.max_same_id_resumes = u.int_in_range(0..=12)?;
+    config.max_error_body = u.int_in_range(0..=64)?;
+    let request = sse_request(u)?;
+    Ok((config, seed, server, request))
+}
+
+/// A GET (the most likely choice when the input ran out), or a POST with one of the resume
+/// policies and end rules.
+fn sse_request(u: &mut Unstructured<'_>) -> Result<Request> {
+    let mut request = match u.int_in_range(0..=3)? {
+        0 => return Ok(Request::get()),
+        1 => Request::post("{}"),
+        2 => Request::post("{}").resume(Resume::LastEventId {
+            method: "GET".to_owned(),
+        }),
+        _ => Request::post("{}").resume(Resume::SameRequest),
+    };
+    if u.arbitrary()? {
+        request = request.end_on_data("[DONE]");
+    }
+    if u.arbitrary()? {
+        request = request.fail_on_event("error");
+    }
+    if u.arbitrary()? {
+        request = request.repeatable(true);
+    }
+    Ok(request)
 }
 
 fn sse_step(u: &mut Unstructured<'_>, s: &mut SseSim) -> Result<()> {

@@ -15,13 +15,16 @@
 //! - a request's `Last-Event-ID` is a valid header value (no control character but TAB, no
 //!   DEL) of at most `max_sendable_id_len` bytes;
 //! - request epochs only grow, and each request is aborted at most once;
-//! - after `disconnect`, `Failed` or `Closed` nothing at all happens until `connect`: no
-//!   request, no event, no deadline.
+//! - retry safety (issue 18): once a request that is not repeatable opened, it is never sent
+//!   again before the next `connect` unless its policy is [`Resume::SameRequest`]; only the
+//!   resume request may follow;
+//! - after `disconnect`, `Failed`, `Closed` or `Ended` nothing at all happens until `connect`:
+//!   no request, no event, no deadline.
 
 use std::collections::BTreeSet;
 
 use tether_core::link::Epoch;
-use tether_core::sse::{Event, SseConfig, SseSession, Transmit};
+use tether_core::sse::{Attempt, Event, Resume, SseConfig, SseSession, Transmit};
 use tether_core::Instant;
 
 /// The kind of input the session was just given.
@@ -49,6 +52,10 @@ pub struct SseInvariants {
     stopped: bool,
     newest_open: Option<Epoch>,
     aborted: BTreeSet<Epoch>,
+    /// The application's request opened since the last `connect`.
+    accepted: bool,
+    /// The session's request may be sent again once accepted.
+    may_repeat: bool,
 }
 
 /// Everything one input made the session say, in order.
@@ -71,6 +78,8 @@ impl SseInvariants {
             stopped: true,
             newest_open: None,
             aborted: BTreeSet::new(),
+            accepted: false,
+            may_repeat: true,
         }
     }
 
@@ -86,6 +95,8 @@ impl SseInvariants {
         session: &mut SseSession,
     ) -> Result<SseOutputs, String> {
         session.check_consistency()?;
+        let request = session.request();
+        self.may_repeat = request.repeatable || request.resume == Resume::SameRequest;
         let queued = session.poll_timeout();
         let mut out = SseOutputs::default();
         while let Some(t) = session.poll_transmit() {
@@ -106,18 +117,25 @@ impl SseInvariants {
         if any && self.stopped && input != SseInput::Connect {
             return Err(format!("{input:?} while stopped queued {out:?}"));
         }
+        if input == SseInput::Connect {
+            self.accepted = false;
+        }
         self.check_transmits(&out.transmits)?;
         self.check_events(&out.events)?;
+        if out.events.iter().any(|e| matches!(e, Event::Open)) {
+            self.accepted = true;
+        }
         match input {
             SseInput::Connect => self.stopped = false,
             SseInput::Disconnect => self.stopped = true,
             _ => {}
         }
-        if out
-            .events
-            .iter()
-            .any(|e| matches!(e, Event::Failed { .. } | Event::Closed { .. }))
-        {
+        if out.events.iter().any(|e| {
+            matches!(
+                e,
+                Event::Failed { .. } | Event::Closed { .. } | Event::Ended { .. }
+            )
+        }) {
             if out
                 .transmits
                 .iter()
@@ -148,7 +166,15 @@ impl SseInvariants {
                 Transmit::Open {
                     epoch,
                     ref last_event_id,
+                    attempt,
+                    ..
                 } => {
+                    if attempt == Attempt::Original && self.accepted && !self.may_repeat {
+                        return Err(format!(
+                            "request {epoch:?} sends a request that is not repeatable again \
+                             after it was accepted"
+                        ));
+                    }
                     if let Some(id) = last_event_id {
                         let header_safe =
                             id.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7F));

@@ -33,7 +33,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use tether_core::link::{Epoch, SocketError, SocketLoss};
-use tether_core::sse::{Event, SseConfig, SseSession, SseStats, Transmit};
+use tether_core::sse::{Attempt, Event, Request, SseConfig, SseSession, SseStats, Transmit};
 use tether_core::Instant;
 
 use crate::sse_invariants::{SseInput, SseInvariants};
@@ -56,6 +56,9 @@ pub struct ServerConfig {
     pub publish_at: Vec<Duration>,
     /// Whether the server answers requests at all (`false`: the test plays the network).
     pub answers: bool,
+    /// After publishing the event with this id the server sends `data: [DONE]` (OpenAI's end
+    /// of a generation) on the live stream.
+    pub done_after: Option<u64>,
 }
 
 impl Default for ServerConfig {
@@ -68,6 +71,7 @@ impl Default for ServerConfig {
             down_status: 503,
             publish_at: Vec::new(),
             answers: true,
+            done_after: None,
         }
     }
 }
@@ -90,6 +94,17 @@ pub enum Reply {
     AcceptThenDrop,
     /// The request fails with a network error: the connection was refused.
     Refused,
+    /// Answer with this status and content type, send `body`, then end it.
+    StatusBody {
+        /// The status code.
+        status: u16,
+        /// The `Content-Type` header.
+        content_type: Option<&'static str>,
+        /// The body.
+        body: Vec<u8>,
+    },
+    /// Answer 200 `text/event-stream`, send these bytes, then reset the connection.
+    BodyThenReset(Vec<u8>),
 }
 
 /// One request as the modelled server received it.
@@ -99,6 +114,10 @@ pub struct SeenRequest {
     pub at: Duration,
     /// The `Last-Event-ID` header it carried.
     pub last_event_id: Option<String>,
+    /// Its method.
+    pub method: String,
+    /// Its body's length.
+    pub body_len: usize,
 }
 
 /// The session, the server model, the clock and the transcript.
@@ -121,26 +140,46 @@ pub struct SseSim {
 impl SseSim {
     /// A simulator whose session uses `config` and `seed`, against `server`.
     pub fn new(config: SseConfig, seed: u64, server: ServerConfig) -> Self {
-        Self::starting_at(config, seed, server, Instant::from_millis(1_000_000))
+        Self::with_request(config, Request::get(), seed, server)
     }
 
-    /// A simulator whose server never answers, starting at [`Instant::ZERO`]: the test gives
-    /// every input itself with the `handle_*` methods and reads the output with
-    /// [`SseSim::take`]. Invariants are still checked after every input.
-    pub fn manual(config: SseConfig, seed: u64) -> Self {
+    /// A simulator whose session sends `request`, against `server`.
+    pub fn with_request(
+        config: SseConfig,
+        request: Request,
+        seed: u64,
+        server: ServerConfig,
+    ) -> Self {
+        let session = SseSession::with_request(config, request, seed);
+        Self::starting_at(session, server, Instant::from_millis(1_000_000))
+    }
+
+    /// [`SseSim::manual`] for a session that sends `request`.
+    pub fn manual_request(config: SseConfig, request: Request, seed: u64) -> Self {
         let server = ServerConfig {
             heartbeat_every: None,
             ingress_idle_timeout: None,
             answers: false,
             ..ServerConfig::default()
         };
-        Self::starting_at(config, seed, server, Instant::ZERO)
+        Self::starting_at(
+            SseSession::with_request(config, request, seed),
+            server,
+            Instant::ZERO,
+        )
     }
 
-    fn starting_at(config: SseConfig, seed: u64, server: ServerConfig, start: Instant) -> Self {
+    /// A simulator whose server never answers, starting at [`Instant::ZERO`]: the test gives
+    /// every input itself with the `handle_*` methods and reads the output with
+    /// [`SseSim::take`]. Invariants are still checked after every input.
+    pub fn manual(config: SseConfig, seed: u64) -> Self {
+        Self::manual_request(config, Request::get(), seed)
+    }
+
+    fn starting_at(session: SseSession, server: ServerConfig, start: Instant) -> Self {
         SseSim {
-            invariants: SseInvariants::new(&config),
-            session: SseSession::new(config, seed),
+            invariants: SseInvariants::new(session.config()),
+            session,
             server: Server::new(server, start),
             start,
             now: start,
@@ -400,6 +439,7 @@ impl SseSim {
             if let Transmit::Open {
                 epoch,
                 last_event_id,
+                ..
             } = &t
             {
                 if last_event_id.as_deref().is_some_and(|id| !header_value(id)) {
@@ -530,7 +570,25 @@ fn show_transmit(t: &Transmit) -> String {
         Transmit::Open {
             epoch,
             last_event_id,
-        } => format!("Open #{} {{ last_event_id: {last_event_id:?} }}", epoch.0),
+            request,
+            attempt,
+        } => {
+            let mut line = format!("Open #{} {{ last_event_id: {last_event_id:?} }}", epoch.0);
+            // A plain GET shows as it did before requests existed.
+            if !request.is_plain_get() || *attempt != Attempt::Original {
+                let _ = write!(line, " {}", request.method);
+                if *attempt == Attempt::Resume {
+                    line.push_str(" resume");
+                }
+                for (name, value) in &request.headers {
+                    let _ = write!(line, " [{name}: {value}]");
+                }
+                if !request.body.is_empty() {
+                    let _ = write!(line, " body={}B", request.body.len());
+                }
+            }
+            line
+        }
         Transmit::Close { epoch } => format!("Close #{}", epoch.0),
         other => format!("{other:?}"),
     }
@@ -606,7 +664,9 @@ impl Server {
             Transmit::Open {
                 epoch,
                 last_event_id,
-            } => self.on_request(now, epoch, last_event_id),
+                request,
+                ..
+            } => self.on_request(now, epoch, last_event_id, &request),
             Transmit::Close { epoch } => {
                 self.jobs.retain(|(_, job)| job_epoch(job) != epoch);
                 if self.stream.is_some_and(|s| s.epoch == epoch) {
@@ -617,7 +677,13 @@ impl Server {
         }
     }
 
-    fn on_request(&mut self, now: Instant, epoch: Epoch, last_event_id: Option<String>) {
+    fn on_request(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        last_event_id: Option<String>,
+        request: &Request,
+    ) {
         let at = now + self.config.latency;
         if !self.config.answers {
             return;
@@ -625,6 +691,8 @@ impl Server {
         self.seen.push(SeenRequest {
             at: at - self.start,
             last_event_id: last_event_id.clone(),
+            method: request.method.clone(),
+            body_len: request.body.len(),
         });
         let Some(reply) = self.script.pop_front() else {
             if self.is_down(at) {
@@ -658,6 +726,29 @@ impl Server {
             Reply::AcceptThenDrop => {
                 self.push(at, Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
                 self.push(at, Job::Deliver(Delivery::Eof { epoch }));
+            }
+            Reply::StatusBody {
+                status,
+                content_type,
+                body,
+            } => {
+                self.push(
+                    at,
+                    Job::Deliver(response(epoch, status, content_type, None)),
+                );
+                self.push(at, Job::Deliver(Delivery::Bytes { epoch, bytes: body }));
+                self.push(at, Job::Deliver(Delivery::Eof { epoch }));
+            }
+            Reply::BodyThenReset(bytes) => {
+                self.push(at, Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
+                self.push(at, Job::Deliver(Delivery::Bytes { epoch, bytes }));
+                self.push(
+                    at,
+                    Job::Deliver(Delivery::Error {
+                        epoch,
+                        loss: SocketLoss::NetworkError,
+                    }),
+                );
             }
             Reply::Refused => {
                 // Refused before the server could see it.
@@ -703,7 +794,10 @@ impl Server {
                 return self.poll(now);
             };
             s.last_sent = now;
-            let bytes = event_bytes(self.published);
+            let mut bytes = event_bytes(self.published);
+            if self.config.done_after == Some(self.published) {
+                bytes.extend_from_slice(b"data: [DONE]\n\n");
+            }
             return Some(Delivery::Bytes {
                 epoch: s.epoch,
                 bytes,

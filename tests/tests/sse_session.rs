@@ -3,13 +3,14 @@
 //! backoff, `retry:`, `Retry-After`, `Last-Event-ID`, watchdog, epochs, misuse, bounds, and the
 //! driving-contract properties.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tether_core::link::{Epoch, SocketError, SocketLoss};
 use tether_core::sse::{
-    is_event_stream, parse_retry_after, CloseReason, DropReason, Event, FailReason, Message,
-    SseConfig, Transmit, Unsendable,
+    is_event_stream, parse_retry_after, Attempt, CloseReason, DropReason, Event, FailReason,
+    Message, Request, SseConfig, Transmit, Unsendable,
 };
 use tether_core::Instant;
 use tether_testkit::sse_sim::SseSim;
@@ -18,6 +19,16 @@ const ES: Option<&str> = Some("text/event-stream");
 
 fn ms(n: u64) -> Instant {
     Instant::from_millis(n)
+}
+
+/// The plain GET a session without a request of its own sends.
+fn get_open(epoch: u64, last_event_id: Option<String>) -> Transmit {
+    Transmit::Open {
+        epoch: Epoch(epoch),
+        last_event_id,
+        request: Arc::new(Request::get()),
+        attempt: Attempt::Original,
+    }
 }
 
 /// A session that connected at 0 and whose first request got `200 text/event-stream`.
@@ -49,13 +60,7 @@ fn connect_asks_for_a_request_without_last_event_id() {
     s.connect_at(ms(5));
     // (Queued output reporting `now` is the simulator's invariant, checked on every input.)
     let (t, e) = s.take();
-    assert_eq!(
-        t,
-        [Transmit::Open {
-            epoch: Epoch(1),
-            last_event_id: None
-        }]
-    );
+    assert_eq!(t, [get_open(1, None)]);
     assert!(e.is_empty());
     assert_eq!(s.poll_timeout(), Some(ms(30_005)), "connect timeout");
     s.connect_at(ms(6));
@@ -170,13 +175,7 @@ fn retryable_statuses_reconnect_with_jittered_backoff() {
         );
         assert_eq!(s.poll_timeout(), Some(ms(10) + delay));
         s.handle_timeout(ms(10) + delay);
-        assert_eq!(
-            s.take().0,
-            [Transmit::Open {
-                epoch: Epoch(2),
-                last_event_id: None
-            }]
-        );
+        assert_eq!(s.take().0, [get_open(2, None)]);
     }
 }
 
@@ -242,13 +241,7 @@ fn eof_reconnects_and_carries_last_event_id() {
     assert!(t.is_empty(), "the socket is already gone: no Close");
     let delay = delay_of(&s, &e);
     s.handle_timeout(ms(5_000) + delay);
-    assert_eq!(
-        s.take().0,
-        [Transmit::Open {
-            epoch: Epoch(2),
-            last_event_id: Some("7".into())
-        }]
-    );
+    assert_eq!(s.take().0, [get_open(2, Some("7".into()))]);
     s.handle_response(ms(6_500), Epoch(2), 200, ES, None)
         .unwrap();
     assert_eq!(
@@ -526,13 +519,7 @@ fn an_unsendable_id_is_delivered_counted_and_skipped_when_resuming() {
     s.handle_eof(ms(2), Epoch(1)).unwrap();
     let d = take_delay(&mut s);
     s.handle_timeout(ms(2) + d);
-    assert_eq!(
-        s.take().0,
-        [Transmit::Open {
-            epoch: Epoch(2),
-            last_event_id: Some("1".into())
-        }]
-    );
+    assert_eq!(s.take().0, [get_open(2, Some("1".into()))]);
 }
 
 #[test]

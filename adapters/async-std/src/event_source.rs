@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::Stream;
-use tether_core::sse::Event;
+use tether_core::sse::{Event, Request};
 use tether_driver::{ConnectError, EventSourceConfig, EventStream};
 
 use crate::http::{check_url, HyperHttp};
@@ -20,7 +20,8 @@ use crate::runtime::AsyncIoRuntime;
 /// content type and `Retry-After` of every response to the core and streams the body into
 /// it. Yields every [`Event`]: [`Open`](Event::Open), [`Message`](Event::Message)s,
 /// [`Reconnecting`](Event::Reconnecting), [`Reconnected`](Event::Reconnected) (run one
-/// catch-up fetch), and ends after [`Failed`](Event::Failed) or [`Closed`](Event::Closed).
+/// catch-up fetch), and ends after [`Failed`](Event::Failed), [`Closed`](Event::Closed) or
+/// [`Ended`](Event::Ended).
 /// Nothing runs in the background, not even the HTTP connection: it is driven as the stream
 /// is polled, so no executor is needed.
 ///
@@ -67,9 +68,26 @@ impl EventSource {
     /// # Errors
     /// [`ConnectError::InvalidUrl`] for a URL that is not http:// or https:// with a host.
     pub fn connect(url: &str, config: EventSourceConfig) -> Result<EventSource, ConnectError> {
+        EventSource::connect_request(url, Request::get(), config)
+    }
+
+    /// Stream the events `request` to `url` answers with: a POST with headers and a body
+    /// (an LLM generation, an MCP call), sent again only where the core's retry-safety rules
+    /// allow ([`tether_core::sse::request`]), resumed as its [`Resume`](crate::sse::Resume)
+    /// policy says, and ended by its [`EndRules`](crate::sse::EndRules) (`[DONE]`). Returns
+    /// at once.
+    ///
+    /// # Errors
+    /// As [`EventSource::connect`].
+    pub fn connect_request(
+        url: &str,
+        request: Request,
+        config: EventSourceConfig,
+    ) -> Result<EventSource, ConnectError> {
         check_url(url).map_err(ConnectError::InvalidUrl)?;
+        let rt = AsyncIoRuntime::new();
         Ok(EventSource {
-            inner: EventStream::new(url, config, AsyncIoRuntime::new(), Arc::new(HyperHttp)),
+            inner: EventStream::with_request(url, request, config, rt, Arc::new(HyperHttp)),
         })
     }
 }

@@ -1,4 +1,4 @@
-//! The SSE GET through hyper 1.x's HTTP/1 client over async-net (rustls for https://).
+//! The SSE request through hyper 1.x's HTTP/1 client over async-net (rustls for https://).
 //!
 //! hyper's client connection is a future that must be polled for the response and its body
 //! to make progress. Instead of spawning it, the response future and then the body stream
@@ -12,34 +12,37 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_util::future::poll_fn;
 use futures_util::Stream;
-use http_body_util::Empty;
+use http_body_util::Full;
 use hyper::body::{Body, Incoming};
 use hyper::client::conn::http1::{self, Connection};
 use hyper::header::HOST;
 use hyper::{Request, Uri};
 use smol_hyper::rt::FuturesIo;
 use tether_core::link::SocketLoss;
+use tether_core::sse::Request as SseRequest;
 use tether_driver::{
     request_headers, retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse, RequestError,
 };
 
 use crate::net::{self, Conn};
 
-type ClientConn = Connection<FuturesIo<Conn>, Empty<Bytes>>;
+type ClientConn = Connection<FuturesIo<Conn>, Full<Bytes>>;
 
 /// hyper, one connection per request (an SSE stream holds its connection for its life).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct HyperHttp;
 
 impl HttpConnect for HyperHttp {
-    fn get(
+    fn send(
         &self,
         url: &str,
+        request: &SseRequest,
         last_event_id: Option<&str>,
     ) -> BoxFuture<Result<HttpResponse, RequestError>> {
         let url = url.to_owned();
+        let request = request.clone();
         let last_event_id = last_event_id.map(str::to_owned);
-        Box::pin(async move { get(&url, last_event_id.as_deref()).await })
+        Box::pin(async move { send(&url, &request, last_event_id.as_deref()).await })
     }
 }
 
@@ -55,7 +58,11 @@ pub(crate) fn check_url(url: &str) -> Result<Uri, String> {
     Ok(uri)
 }
 
-async fn get(url: &str, last_event_id: Option<&str>) -> Result<HttpResponse, RequestError> {
+async fn send(
+    url: &str,
+    sse: &SseRequest,
+    last_event_id: Option<&str>,
+) -> Result<HttpResponse, RequestError> {
     let uri = check_url(url).map_err(RequestError::Invalid)?;
     let tls = uri.scheme_str() == Some("https");
     let host = uri.host().unwrap_or_default();
@@ -63,12 +70,16 @@ async fn get(url: &str, last_event_id: Option<&str>) -> Result<HttpResponse, Req
     // Built before connecting: a request that cannot be built must not cost a connection.
     let authority = uri.authority().map_or(host, |a| a.as_str());
     let path = uri.path_and_query().map_or("/", |p| p.as_str());
-    let mut request = Request::get(path).header(HOST, authority);
-    for (name, value) in request_headers(last_event_id) {
+    let mut request = Request::builder()
+        .method(sse.method.as_str())
+        .uri(path)
+        .header(HOST, authority);
+    for (name, value) in request_headers(sse, last_event_id) {
         request = request.header(name, value);
     }
+    // hyper sends `Content-Length` from the body's exact size, and none for an empty GET.
     let request = request
-        .body(Empty::<Bytes>::new())
+        .body(Full::new(Bytes::from(sse.body.clone())))
         .map_err(|e| RequestError::invalid(&e))?;
     let conn = net::connect(host, port, tls).await.map_err(connect_error)?;
     let (mut sender, mut connection) = http1::handshake(FuturesIo::new(conn))

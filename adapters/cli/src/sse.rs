@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
-use tether_tokio::sse::{CloseReason, DropReason, Event, FailReason, ParseError};
+use tether_tokio::sse::{
+    CloseReason, DropReason, EndReason, Event, FailReason, ParseError, Progress, Request, Resume,
+};
 use tether_tokio::tether_core::SseConfig;
 use tether_tokio::{EventSource, EventSourceConfig};
 
@@ -19,14 +21,24 @@ use crate::{parse_secs, stop_requested, Failure};
 /// Writes one JSON object per line to stdout: `open`, `message` (`event`, `data`, `id`),
 /// `reconnecting` (`in_ms`, `last_event_id`, `attempt`, `why`, `status`, `reason`),
 /// `reconnected` (`gap_ms`), `peer_error` (`kind`, `excerpt`, `suppressed`), `failed`
-/// (`status`, `reason`) and `closed` (`reason`). Exits 1 after `failed`, 0 after the
-/// server's 204, `--duration` or Ctrl-C.
+/// (`status`, `reason`, and `kind`, `events`, `last_event_id`, `body` where they apply),
+/// `ended` (`why`, `event`, `events`, `last_event_id`) and `closed` (`reason`). Exits 1 after
+/// `failed`, 0 after `ended`, the server's 204, `--duration` or Ctrl-C.
 #[derive(Debug, clap::Args)]
 #[command(
     after_help = "Output, one JSON object per line on stdout: open, message (event, \
     data, id), reconnecting (in_ms, last_event_id, attempt, why, status, reason), reconnected \
-    (gap_ms), peer_error (kind, excerpt, suppressed), failed (status, reason), closed (reason). \
+    (gap_ms), peer_error (kind, excerpt, suppressed), failed (status, reason, kind, events, \
+    last_event_id, body), ended (why, event, events, last_event_id), closed (reason). \
     Diagnostics go to stderr.\n\n\
+    A request that is not repeatable (POST, unless --resume same) is sent again only before \
+    its stream opened (refused connection, 408, 429, 5xx). Once it opened, --resume decides: \
+    never (default for POST: the loss ends it, failed kind interrupted, or ended why eof when \
+    no --end-data/--end-event was given), same (send it again), last-event-id[:METHOD] \
+    (send METHOD, GET by default, with the same headers, no body and Last-Event-ID: MCP \
+    Streamable HTTP). failed.kind is one of status, content_type, exhausted, invalid_request, \
+    rejected (body holds the first bytes of the server's answer), interrupted, \
+    resume_exhausted, session_gone (a resume got 404), error_event (body holds its data).\n\n\
     reconnecting.why is one of: status (with the HTTP status in status), eof, idle_timeout, \
     connect_timeout, connection_refused, tls_rejected, handshake_failed, network_error; \
     reason says the same for a person.\n\n\
@@ -36,7 +48,7 @@ use crate::{parse_secs, stop_requested, Failure};
     reconnect resumes from the last id that can be sent, shown as last_event_id; excerpt is \
     the id's first 64 characters). At most 10 peer_error lines are written per second; \
     suppressed, when present, counts the ones left out since the last line.\n\n\
-    Exit codes: 0 done (204, --duration, Ctrl-C), 1 after failed, 2 bad arguments."
+    Exit codes: 0 done (ended, 204, --duration, Ctrl-C), 1 after failed, 2 bad arguments."
 )]
 pub(crate) struct Args {
     /// The endpoint, http:// or https://.
@@ -44,6 +56,25 @@ pub(crate) struct Args {
     /// An extra request header, `Name: value` (repeatable).
     #[arg(short = 'H', long = "header", value_name = "NAME: VALUE")]
     headers: Vec<String>,
+    /// The request method (default GET, or POST with --data).
+    #[arg(short = 'X', long = "request", value_name = "METHOD")]
+    method: Option<String>,
+    /// The request body, or `@FILE` to read it from a file.
+    #[arg(short = 'd', long = "data", value_name = "BODY|@FILE")]
+    data: Option<String>,
+    /// What to do when an opened stream is lost: never, same, or last-event-id[:METHOD]
+    /// (default: same for GET, never for POST).
+    #[arg(long, value_name = "POLICY")]
+    resume: Option<String>,
+    /// End cleanly (no reconnect) on a message whose data is exactly this, e.g. `[DONE]`.
+    #[arg(long, value_name = "DATA")]
+    end_data: Option<String>,
+    /// End cleanly (no reconnect) on a message of this event type.
+    #[arg(long, value_name = "EVENT")]
+    end_event: Option<String>,
+    /// Fail on a message of this event type, e.g. `error`.
+    #[arg(long, value_name = "EVENT")]
+    fail_event: Option<String>,
     /// Reconnect after this many seconds without a byte, heartbeats included (default 90;
     /// 0 turns the watchdog off).
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
@@ -87,6 +118,20 @@ enum Line<'a> {
     Failed {
         status: Option<u16>,
         reason: String,
+        kind: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        events: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        last_event_id: Option<&'a str>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        body: Option<&'a str>,
+    },
+    Ended {
+        why: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        event: Option<&'a str>,
+        events: u64,
+        last_event_id: &'a str,
     },
     Closed {
         reason: &'static str,
@@ -99,9 +144,8 @@ enum Line<'a> {
 /// [`Failure::Usage`] for a bad URL or header; [`Failure::Failed`] when the server refuses
 /// in a way retrying will not fix.
 pub(crate) async fn run(args: Args) -> Result<(), Failure> {
-    let headers = parse_headers(&args.headers)?;
+    let request = build_request(&args)?;
     let client = reqwest::Client::builder()
-        .default_headers(headers)
         .build()
         .map_err(|e| Failure::Failed(format!("HTTP client: {e}")))?;
     let mut sse = SseConfig::default();
@@ -113,7 +157,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         seed: args.seed,
     };
     let stop = stop_requested()?;
-    let mut stream = EventSource::with_client(&args.url, config, client)
+    let mut stream = EventSource::request_with_client(&args.url, request, config, client)
         .map_err(|e| Failure::Usage(e.to_string()))?;
     let mut out = JsonLines::new();
     let mut peer_errors = RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1));
@@ -133,8 +177,30 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         match &event {
             Event::Failed { why } => {
                 let (status, reason) = failure(why);
-                out.write(&Line::Failed { status, reason })?;
+                let (kind, progress, body) = failure_detail(why);
+                out.write(&Line::Failed {
+                    status,
+                    reason,
+                    kind,
+                    events: progress.map(|p| p.events),
+                    last_event_id: progress.map(|p| p.last_event_id.as_str()),
+                    body,
+                })?;
                 return Err(Failure::Failed(format!("{}: the server refused", args.url)));
+            }
+            Event::Ended { why, progress } => {
+                let (why, event) = match why {
+                    EndReason::Data => ("data", None),
+                    EndReason::Event(name) => ("event", Some(name.as_str())),
+                    _ => ("eof", None),
+                };
+                out.write(&Line::Ended {
+                    why,
+                    event,
+                    events: progress.events,
+                    last_event_id: &progress.last_event_id,
+                })?;
+                return Ok(());
             }
             Event::Closed { why } => {
                 out.write(&Line::Closed {
@@ -220,7 +286,116 @@ fn failure(why: &FailReason) -> (Option<u16>, String) {
         FailReason::InvalidRequest(detail) => {
             (None, format!("the request could not be built: {detail}"))
         }
+        FailReason::Rejected { status, .. } => (
+            Some(*status),
+            format!("HTTP status {status}; the request is not repeatable"),
+        ),
+        FailReason::Interrupted { why, .. } => (
+            None,
+            format!(
+                "stream lost ({}) and the request may not be sent again",
+                drop_reason(*why)
+            ),
+        ),
+        FailReason::ResumeExhausted { why, .. } => (
+            None,
+            format!(
+                "gave up resuming from the same event id; last: {}",
+                drop_reason(*why)
+            ),
+        ),
+        FailReason::SessionGone { .. } => (
+            Some(404),
+            "the server no longer knows the session (404 on resume)".to_owned(),
+        ),
+        FailReason::ErrorEvent { .. } => (None, "the server sent an error event".to_owned()),
         other => (None, format!("{other:?}")),
+    }
+}
+
+/// The `kind` of a `failed` line, how far the stream got and the server's own words, where
+/// the failure carries them.
+fn failure_detail(why: &FailReason) -> (&'static str, Option<&Progress>, Option<&str>) {
+    match why {
+        FailReason::Status(_) => ("status", None, None),
+        FailReason::ContentType(_) => ("content_type", None, None),
+        FailReason::Exhausted(_) => ("exhausted", None, None),
+        FailReason::InvalidRequest(_) => ("invalid_request", None, None),
+        FailReason::Rejected { body, progress, .. } => {
+            ("rejected", Some(progress), Some(body.as_str()))
+        }
+        FailReason::Interrupted { progress, .. } => ("interrupted", Some(progress), None),
+        FailReason::ResumeExhausted { progress, .. } => ("resume_exhausted", Some(progress), None),
+        FailReason::SessionGone { progress } => ("session_gone", Some(progress), None),
+        FailReason::ErrorEvent { data, progress } => {
+            ("error_event", Some(progress), Some(data.as_str()))
+        }
+        _ => ("other", None, None),
+    }
+}
+
+/// The request `args` describe: method, headers, body, resume policy, end rules.
+///
+/// # Errors
+/// [`Failure::Usage`] for a bad header or method, or a body file that cannot be read.
+fn build_request(args: &Args) -> Result<Request, Failure> {
+    let body = match args.data.as_deref() {
+        None => Vec::new(),
+        Some(data) => match data.strip_prefix('@') {
+            Some(path) => {
+                std::fs::read(path).map_err(|e| Failure::Usage(format!("--data @{path}: {e}")))?
+            }
+            None => data.as_bytes().to_vec(),
+        },
+    };
+    let method = match (&args.method, &args.data) {
+        (Some(method), _) => method.clone(),
+        (None, Some(_)) => "POST".to_owned(),
+        (None, None) => "GET".to_owned(),
+    };
+    if reqwest::Method::from_bytes(method.as_bytes()).is_err() {
+        return Err(Failure::Usage(format!("-X {method:?}: not an HTTP method")));
+    }
+    let mut request = Request::new(&method).body(body);
+    for (name, value) in &parse_headers(&args.headers)? {
+        // parse_headers accepted it as a header value; keep its text as given.
+        let value = String::from_utf8_lossy(value.as_bytes());
+        request = request.header(name.as_str(), &value);
+    }
+    if let Some(resume) = &args.resume {
+        let resume = parse_resume(resume).map_err(|e| Failure::Usage(format!("--resume {e}")))?;
+        request = request.resume(resume);
+    }
+    if let Some(data) = &args.end_data {
+        request = request.end_on_data(data);
+    }
+    if let Some(event) = &args.end_event {
+        request = request.end_on_event(event);
+    }
+    if let Some(event) = &args.fail_event {
+        request = request.fail_on_event(event);
+    }
+    Ok(request)
+}
+
+/// `never`, `same`, `last-event-id` or `last-event-id:METHOD`.
+fn parse_resume(text: &str) -> Result<Resume, String> {
+    match text {
+        "never" => Ok(Resume::Never),
+        "same" => Ok(Resume::SameRequest),
+        "last-event-id" => Ok(Resume::LastEventId {
+            method: "GET".to_owned(),
+        }),
+        _ => match text.strip_prefix("last-event-id:") {
+            Some(method) if reqwest::Method::from_bytes(method.as_bytes()).is_ok() => {
+                Ok(Resume::LastEventId {
+                    method: method.to_owned(),
+                })
+            }
+            _ => Err(format!(
+                "{text:?}: expected never, same, last-event-id or last-event-id:METHOD"
+            )),
+        },
     }
 }
 

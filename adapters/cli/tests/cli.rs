@@ -41,6 +41,7 @@ const SSE_TYPES: &[&str] = &[
     "reconnected",
     "peer_error",
     "failed",
+    "ended",
     "closed",
 ];
 
@@ -495,6 +496,125 @@ async fn sse_refusal_is_a_failed_line_and_exit_1() {
     assert_eq!(lines.len(), 1, "{}", explain(&output));
     assert_eq!(lines[0]["type"], "failed");
     assert_eq!(lines[0]["status"], 404);
+}
+
+#[tokio::test]
+async fn sse_post_ends_on_done_with_an_ended_line_and_exit_0() {
+    let (url, server) = sse_server(vec![Reply::events(
+        &[("1", "a"), ("2", "b"), ("3", "[DONE]")],
+        false,
+    )])
+    .await;
+    let output = run(&[
+        "sse",
+        &url,
+        "-d",
+        r#"{"stream":true}"#,
+        "-H",
+        "Content-Type: application/json",
+        "--end-data",
+        "[DONE]",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    let kinds: Vec<&str> = lines.iter().map(|l| l["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["open", "message", "message", "ended"]);
+    assert_eq!(
+        lines[3],
+        serde_json::json!({"type": "ended", "why": "data", "events": 2, "last_event_id": "3"})
+    );
+    let log = server.requests();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].method, "POST");
+    assert_eq!(log[0].body, br#"{"stream":true}"#);
+    assert_eq!(log[0].header("content-type"), Some("application/json"));
+    assert_eq!(log[0].header("accept"), Some("text/event-stream"));
+}
+
+#[tokio::test]
+async fn sse_post_cut_is_failed_interrupted_and_never_sent_twice() {
+    let (url, server) = sse_server(vec![Reply::events(&[("1", "a")], true)]).await;
+    let output = run(&["sse", &url, "-X", "POST", "-d", "x", "--end-data", "[DONE]"]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    let last = lines.last().unwrap();
+    assert_eq!(last["type"], "failed", "{}", explain(&output));
+    assert_eq!(last["kind"], "interrupted");
+    assert_eq!(
+        (last["events"].as_u64(), last["last_event_id"].as_str()),
+        (Some(1), Some("1"))
+    );
+    assert_eq!(server.requests().len(), 1, "one POST");
+}
+
+#[tokio::test]
+async fn sse_post_refusal_carries_the_body_excerpt() {
+    let (url, _server) = sse_server(vec![Reply::StatusBody(400, r#"{"error":"bad model"}"#)]).await;
+    let output = run(&["sse", &url, "-d", "@/dev/null"]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    assert_eq!(lines.len(), 1, "{}", explain(&output));
+    assert_eq!(lines[0]["status"], 400);
+    assert_eq!(lines[0]["kind"], "rejected");
+    assert_eq!(lines[0]["body"], r#"{"error":"bad model"}"#);
+}
+
+#[tokio::test]
+async fn sse_post_resumes_with_a_get_and_last_event_id() {
+    let (url, server) = sse_server(vec![
+        Reply::events(&[("1", "a"), ("2", "b")], true),
+        Reply::events(&[("3", "c"), ("4", "[DONE]")], false),
+    ])
+    .await;
+    let output = run(&[
+        "sse",
+        &url,
+        "-d",
+        "{}",
+        "-H",
+        "Mcp-Session-Id: s1",
+        "--resume",
+        "last-event-id",
+        "--end-data",
+        "[DONE]",
+        "--seed",
+        "5",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    let data: Vec<&str> = of_type(&lines, "message")
+        .iter()
+        .map(|l| l["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(data, ["a", "b", "c"]);
+    assert_eq!(lines.last().unwrap()["type"], "ended");
+    let log = server.requests();
+    let seen: Vec<_> = log
+        .iter()
+        .map(|r| {
+            (
+                r.method.as_str(),
+                r.body.len(),
+                r.header("mcp-session-id"),
+                r.header("last-event-id"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("POST", 2, Some("s1"), None),
+            ("GET", 0, Some("s1"), Some("2"))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn sse_bad_resume_policy_is_a_usage_error() {
+    let output = run(&["sse", "http://127.0.0.1:1/", "--resume", "sometimes"]).await;
+    assert_usage_error(&output);
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
 //! The runtime-specific part of an adapter, as three traits: a clock with sleeps, a WebSocket
-//! connector and an HTTP GET for SSE.
+//! connector and an HTTP request for SSE.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -120,14 +120,16 @@ impl std::fmt::Debug for HttpResponse {
     }
 }
 
-/// Performs the SSE GET.
+/// Performs the SSE request.
 pub trait HttpConnect: Send + Sync + 'static {
-    /// GET `url` with the [`request_headers`](crate::sse_request::request_headers) for
-    /// `last_event_id`. A failure says whether the request could not be built or was lost
-    /// on the network, and why ([`RequestError`](crate::sse_request::RequestError)).
-    fn get(
+    /// Send `request` (its method and body, as given) to `url` with the
+    /// [`request_headers`](crate::sse_request::request_headers) for `request` and
+    /// `last_event_id`. A failure says whether the request could not be built or was lost on
+    /// the network, and why ([`RequestError`](crate::sse_request::RequestError)).
+    fn send(
         &self,
         url: &str,
+        request: &tether_core::sse::Request,
         last_event_id: Option<&str>,
     ) -> BoxFuture<Result<HttpResponse, crate::sse_request::RequestError>>;
 }

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_core::Stream;
 use tether_core::link::{Epoch, SocketLoss};
-use tether_core::sse::{Event, SseStats, Transmit};
+use tether_core::sse::{Event, Request, SseStats, Transmit};
 use tether_core::{Instant, SseSession};
 use tracing::{info, warn};
 
@@ -28,7 +28,7 @@ type Body = Pin<Box<dyn Stream<Item = Result<Bytes, HttpError>> + Send>>;
 /// A Server-Sent Events stream kept alive across drops; see the [module docs](self).
 ///
 /// It yields every [`Event`] of the session (open, messages, reconnecting, reconnected, parse
-/// errors) and ends after [`Event::Failed`] or [`Event::Closed`].
+/// errors) and ends after [`Event::Failed`], [`Event::Closed`] or [`Event::Ended`].
 pub struct EventStream<R: Runtime> {
     rt: R,
     http: Arc<dyn HttpConnect>,
@@ -50,10 +50,24 @@ pub struct EventStream<R: Runtime> {
 impl<R: Runtime> EventStream<R> {
     /// A stream of `url`'s events that starts its first request when first polled.
     pub fn new(url: &str, config: EventSourceConfig, rt: R, http: Arc<dyn HttpConnect>) -> Self {
-        let mut session = SseSession::new(config.sse, seed_or_random(config.seed));
+        Self::with_request(url, Request::get(), config, rt, http)
+    }
+
+    /// A stream of the events `request` to `url` answers with (a POST, headers, a body; see
+    /// [`tether_core::sse::request`] for what may be sent again), starting when first polled.
+    pub fn with_request(
+        url: &str,
+        request: Request,
+        config: EventSourceConfig,
+        rt: R,
+        http: Arc<dyn HttpConnect>,
+    ) -> Self {
+        let span = tracing::info_span!("tether.sse", url = %url, method = %request.method);
+        let mut session =
+            SseSession::with_request(config.sse, request, seed_or_random(config.seed));
         session.connect(rt.now());
         EventStream {
-            span: tracing::info_span!("tether.sse", url = %url),
+            span,
             rt,
             http,
             url: Arc::from(url),
@@ -106,11 +120,15 @@ impl<R: Runtime> EventStream<R> {
                 Transmit::Open {
                     epoch,
                     last_event_id,
+                    request,
+                    attempt,
                 } => {
-                    info!(epoch = epoch.0, ?last_event_id, "requesting");
+                    info!(epoch = epoch.0, ?last_event_id, ?attempt, method = %request.method, "requesting");
                     self.body = None;
                     self.unread.clear();
-                    let request = self.http.get(&self.url, last_event_id.as_deref());
+                    let request = self
+                        .http
+                        .send(&self.url, &request, last_event_id.as_deref());
                     self.request = Some((epoch, request));
                 }
                 Transmit::Close { epoch } => {
@@ -235,7 +253,10 @@ impl<R: Runtime> Stream for EventStream<R> {
             }
             this.drain_transmits();
             if let Some(event) = this.session.poll_event() {
-                if matches!(event, Event::Failed { .. } | Event::Closed { .. }) {
+                if matches!(
+                    event,
+                    Event::Failed { .. } | Event::Closed { .. } | Event::Ended { .. }
+                ) {
                     info!(?event, "stream ended");
                     this.ended = true;
                     this.request = None;

@@ -1,4 +1,4 @@
-//! The SSE GET, described once for every HTTP client: the headers it carries and how its
+//! The SSE request, described once for every HTTP client: the headers it carries and how its
 //! failures are told apart (a request the client cannot build versus one the network lost).
 
 use std::error::Error;
@@ -6,25 +6,45 @@ use std::fmt;
 use std::io;
 
 use tether_core::link::SocketLoss;
+use tether_core::sse::Request;
 
 use crate::runtime::HttpError;
 
-/// The headers every SSE request carries, in order: `Accept: text/event-stream`,
-/// `Cache-Control: no-cache` (an intermediary must not answer from a cache), and
-/// `Last-Event-ID` when the core asked for one.
+/// The headers an SSE request carries, in order: `Accept: text/event-stream` and
+/// `Cache-Control: no-cache` (an intermediary must not answer from a cache) unless the
+/// application's request sets that header itself (MCP needs
+/// `Accept: application/json, text/event-stream`), then the request's own headers as given,
+/// then `Last-Event-ID` when the core asked for one. A `Last-Event-ID` of the application's
+/// is left out: which id to resume from is the core's decision.
 ///
 /// The core only hands out ids that are valid header values
 /// ([`tether_core::sse::resume`]), so a client that refuses this header anyway has a bug of
-/// its own; it is reported as [`RequestError::Invalid`], never retried.
-pub fn request_headers(
-    last_event_id: Option<&str>,
-) -> impl Iterator<Item = (&'static str, &str)> + '_ {
-    [
+/// its own; it is reported as [`RequestError::Invalid`], never retried. A header of the
+/// application's that the client refuses is reported the same way.
+pub fn request_headers<'a>(
+    request: &'a Request,
+    last_event_id: Option<&'a str>,
+) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    let own = |name: &str| {
+        request
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    };
+    let defaults = [
         ("accept", "text/event-stream"),
         ("cache-control", "no-cache"),
     ]
     .into_iter()
-    .chain(last_event_id.map(|id| ("last-event-id", id)))
+    .filter(move |(name, _)| !own(name));
+    let app = request
+        .headers
+        .iter()
+        .filter(|(n, _)| !n.eq_ignore_ascii_case("last-event-id"))
+        .map(|(n, v)| (n.as_str(), v.as_str()));
+    defaults
+        .chain(app)
+        .chain(last_event_id.map(|id| ("last-event-id", id)))
 }
 
 /// Why an SSE request produced no response head.
@@ -123,7 +143,8 @@ mod tests {
 
     #[test]
     fn headers_in_order_with_the_id_last() {
-        let all: Vec<_> = request_headers(Some("7")).collect();
+        let get = Request::get();
+        let all: Vec<_> = request_headers(&get, Some("7")).collect();
         assert_eq!(
             all,
             [
@@ -132,7 +153,25 @@ mod tests {
                 ("last-event-id", "7")
             ]
         );
-        assert_eq!(request_headers(None).count(), 2);
+        assert_eq!(request_headers(&get, None).count(), 2);
+    }
+
+    #[test]
+    fn the_applications_headers_replace_defaults_but_not_the_id() {
+        let post = Request::post("{}")
+            .header("Accept", "application/json, text/event-stream")
+            .header("Mcp-Session-Id", "s1")
+            .header("Last-Event-ID", "stale");
+        let all: Vec<_> = request_headers(&post, Some("9")).collect();
+        assert_eq!(
+            all,
+            [
+                ("cache-control", "no-cache"),
+                ("Accept", "application/json, text/event-stream"),
+                ("Mcp-Session-Id", "s1"),
+                ("last-event-id", "9")
+            ]
+        );
     }
 
     #[test]

@@ -53,6 +53,14 @@ impl Harness for Tokio {
         tether_tokio::EventSource::connect(url, config).expect("an http:// URL")
     }
 
+    fn event_source_request(
+        url: &str,
+        request: tether_core::sse::Request,
+        config: EventSourceConfig,
+    ) -> Self::Sse {
+        tether_tokio::EventSource::connect_request(url, request, config).expect("an http:// URL")
+    }
+
     fn last_event_id(sse: &Self::Sse) -> String {
         sse.last_event_id().to_owned()
     }
@@ -110,6 +118,15 @@ macro_rules! real_time_harness {
 
             fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse {
                 tether_async_std::EventSource::connect(url, config).expect("an http:// URL")
+            }
+
+            fn event_source_request(
+                url: &str,
+                request: tether_core::sse::Request,
+                config: EventSourceConfig,
+            ) -> Self::Sse {
+                tether_async_std::EventSource::connect_request(url, request, config)
+                    .expect("an http:// URL")
             }
 
             fn last_event_id(sse: &Self::Sse) -> String {

@@ -53,6 +53,13 @@ pub trait Harness: Timer + 'static {
     /// Open an SSE stream.
     fn event_source(url: &str, config: EventSourceConfig) -> Self::Sse;
 
+    /// Open an SSE stream for `request` (`EventSource::connect_request`).
+    fn event_source_request(
+        url: &str,
+        request: tether_core::sse::Request,
+        config: EventSourceConfig,
+    ) -> Self::Sse;
+
     /// The last event ID the stream's next request would carry.
     fn last_event_id(sse: &Self::Sse) -> String;
 
@@ -122,6 +129,8 @@ macro_rules! suite {
                     an_application_pause_is_not_server_silence,
                     an_id_a_header_cannot_carry_does_not_stop_reconnects,
                     a_refused_port_is_reported_as_connection_refused,
+                    a_post_resumes_as_a_get_and_ends_on_done,
+                    a_cut_post_with_never_is_not_sent_again,
                 ]
             );
         }

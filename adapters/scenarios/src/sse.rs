@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use tether_core::link::SocketLoss;
-use tether_core::sse::{CloseReason, DropReason, Event, FailReason, Unsendable};
+use tether_core::sse::{
+    CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume, Unsendable,
+};
 use tether_driver::EventSourceConfig;
 use tether_testserver::sse::{Message, Reply, ScriptedSse};
 
@@ -257,4 +259,86 @@ pub async fn a_refused_port_is_reported_as_connection_refused<H: Harness>() {
         );
         assert!(at.saturating_duration_since(H::sse_now(&events)) <= RECONNECT_BASE * 3 * expected);
     }
+}
+
+/// An MCP-style POST: cut after two events, resumed as a GET with `Last-Event-ID` and the
+/// session header, ended by `[DONE]`; the server sees one POST.
+pub async fn a_post_resumes_as_a_get_and_ends_on_done<H: Harness>() {
+    let (url, server) = start::<H>(vec![
+        Reply::events(&[("1", "a"), ("2", "b")], true),
+        Reply::events(&[("3", "c"), ("4", "[DONE]")], false),
+    ])
+    .await;
+    let request = Request::post(r#"{"jsonrpc":"2.0"}"#)
+        .header("content-type", "application/json")
+        .header("mcp-session-id", "s1")
+        .resume(Resume::LastEventId {
+            method: "GET".to_owned(),
+        })
+        .end_on_data("[DONE]");
+    let mut events = H::event_source_request(&url, request, config());
+    assert_eq!(next::<H>(&mut events).await, Event::Open);
+    assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    assert_eq!(data(&next::<H>(&mut events).await), ("2", "b"));
+    assert!(matches!(
+        next::<H>(&mut events).await,
+        Event::Reconnecting {
+            why: DropReason::Eof,
+            ..
+        }
+    ));
+    assert!(matches!(
+        next::<H>(&mut events).await,
+        Event::Reconnected { .. }
+    ));
+    assert_eq!(data(&next::<H>(&mut events).await), ("3", "c"));
+    assert_eq!(
+        next::<H>(&mut events).await,
+        Event::Ended {
+            why: EndReason::Data,
+            progress: Progress::new(3, "4"),
+        }
+    );
+    assert_eq!(events.next().await, None, "the stream ends after Ended");
+    let log = server.requests();
+    let seen: Vec<_> = log
+        .iter()
+        .map(|r| {
+            (
+                r.method.as_str(),
+                r.body.len(),
+                r.header("mcp-session-id"),
+                r.header("last-event-id"),
+                r.header("content-type"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("POST", 17, Some("s1"), None, Some("application/json")),
+            ("GET", 0, Some("s1"), Some("2"), None),
+        ]
+    );
+}
+
+/// A generation POST whose body ends before `[DONE]` with `Resume::Never`: one terminal event
+/// saying how far it got, and one POST.
+pub async fn a_cut_post_with_never_is_not_sent_again<H: Harness>() {
+    let (url, server) = start::<H>(vec![Reply::events(&[("1", "a")], true)]).await;
+    let request = Request::post("{}").end_on_data("[DONE]");
+    let mut events = H::event_source_request(&url, request, config());
+    assert_eq!(next::<H>(&mut events).await, Event::Open);
+    assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    assert_eq!(
+        next::<H>(&mut events).await,
+        Event::Failed {
+            why: FailReason::Interrupted {
+                why: DropReason::Eof,
+                progress: Progress::new(1, "1"),
+            }
+        }
+    );
+    assert_eq!(events.next().await, None);
+    assert_eq!(server.requests().len(), 1);
 }

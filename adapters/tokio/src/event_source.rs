@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_util::Stream;
-use tether_core::sse::Event;
+use tether_core::sse::{Event, Request};
 use tether_driver::{EventSourceConfig, EventStream};
 
 use crate::http::ReqwestHttp;
@@ -20,7 +20,8 @@ use crate::ConnectError;
 /// content type and `Retry-After` of every response to the core and streams the body into
 /// it. Yields every [`Event`]: [`Open`](Event::Open), [`Message`](Event::Message)s,
 /// [`Reconnecting`](Event::Reconnecting), [`Reconnected`](Event::Reconnected) (run one
-/// catch-up fetch), and ends after [`Failed`](Event::Failed) or [`Closed`](Event::Closed).
+/// catch-up fetch), and ends after [`Failed`](Event::Failed), [`Closed`](Event::Closed) or
+/// [`Ended`](Event::Ended).
 /// Nothing runs in the background: the body is read as the stream is polled.
 ///
 /// # Example
@@ -82,6 +83,38 @@ impl EventSource {
         config: EventSourceConfig,
         client: reqwest::Client,
     ) -> Result<EventSource, ConnectError> {
+        EventSource::request_with_client(url, Request::get(), config, client)
+    }
+
+    /// Stream the events `request` to `url` answers with: a POST with headers and a body
+    /// (an LLM generation, an MCP call), sent again only where the core's retry-safety rules
+    /// allow ([`tether_core::sse::request`]), resumed as its [`Resume`](crate::sse::Resume)
+    /// policy says, and ended by its [`EndRules`](crate::sse::EndRules) (`[DONE]`). Returns at once.
+    ///
+    /// # Errors
+    /// As [`EventSource::connect`].
+    pub fn connect_request(
+        url: &str,
+        request: Request,
+        config: EventSourceConfig,
+    ) -> Result<EventSource, ConnectError> {
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| ConnectError::Http(e.to_string()))?;
+        EventSource::request_with_client(url, request, config, client)
+    }
+
+    /// [`EventSource::connect_request`] with your own reqwest client (see
+    /// [`EventSource::with_client`]).
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] for a URL reqwest cannot use.
+    pub fn request_with_client(
+        url: &str,
+        request: Request,
+        config: EventSourceConfig,
+        client: reqwest::Client,
+    ) -> Result<EventSource, ConnectError> {
         let parsed =
             reqwest::Url::parse(url).map_err(|e| ConnectError::InvalidUrl(e.to_string()))?;
         if !matches!(parsed.scheme(), "http" | "https") {
@@ -91,7 +124,7 @@ impl EventSource {
         }
         let http = Arc::new(ReqwestHttp::new(client));
         Ok(EventSource {
-            inner: EventStream::new(url, config, TokioRuntime::new(), http),
+            inner: EventStream::with_request(url, request, config, TokioRuntime::new(), http),
         })
     }
 }

@@ -1,7 +1,8 @@
-//! The SSE GET through reqwest (rustls).
+//! The SSE request through reqwest (rustls).
 
 use futures_util::{StreamExt, TryStreamExt};
 use tether_core::link::SocketLoss;
+use tether_core::sse::Request;
 use tether_driver::sse_request::connect_loss;
 use tether_driver::{
     request_headers, retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse, RequestError,
@@ -22,15 +23,28 @@ impl ReqwestHttp {
 }
 
 impl HttpConnect for ReqwestHttp {
-    fn get(
+    fn send(
         &self,
         url: &str,
+        request: &Request,
         last_event_id: Option<&str>,
     ) -> BoxFuture<Result<HttpResponse, RequestError>> {
-        let mut request = self.client.get(url);
-        for (name, value) in request_headers(last_event_id) {
-            request = request.header(name, value);
+        let method = match reqwest::Method::from_bytes(request.method.as_bytes()) {
+            Ok(method) => method,
+            Err(e) => {
+                let error = RequestError::invalid(&e);
+                return Box::pin(async move { Err(error) });
+            }
+        };
+        let mut builder = self.client.request(method, url);
+        for (name, value) in request_headers(request, last_event_id) {
+            builder = builder.header(name, value);
         }
+        // No body at all for an empty one: a GET stays exactly what it was.
+        if !request.body.is_empty() {
+            builder = builder.body(request.body.clone());
+        }
+        let request = builder;
         Box::pin(async move {
             let response = request.send().await.map_err(classify)?;
             let header = |name: &str| {

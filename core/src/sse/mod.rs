@@ -1,6 +1,6 @@
 //! Server-Sent Events: a WHATWG event-stream [`parser`] and an [`SseSession`] that keeps one
 //! stream alive (reconnects with jittered backoff, `Last-Event-ID`, idle watchdog, catch-up
-//! signal).
+//! signal) for the application's [`Request`]: a GET, or a POST that must not be sent twice.
 //!
 //! The session never touches HTTP: the driver performs the request a [`Transmit::Open`] asks
 //! for, reports the response head with [`SseSession::handle_response`], the body with
@@ -9,12 +9,14 @@
 //! [`SseSession::handle_request_invalid`]).
 
 pub mod parser;
+pub mod request;
 pub mod resume;
 pub mod session;
 
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
+pub use request::{Attempt, EndRules, Progress, Request, Resume};
 pub use resume::{check_sendable, Unsendable};
 pub use session::{
-    is_event_stream, parse_retry_after, CloseReason, DropReason, Event, FailReason, SseConfig,
-    SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
+    is_event_stream, parse_retry_after, CloseReason, DropReason, EndReason, Event, FailReason,
+    SseConfig, SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
 };

@@ -12,6 +12,26 @@
 //! | any other status, 200 with another content type | [`Event::Failed`], no reconnect |
 //! | the driver could not build the request | [`Event::Failed`] ([`FailReason::InvalidRequest`]), no reconnect |
 //!
+//! # Requests that are not GETs
+//!
+//! The session sends the application's [`Request`] (see [`request`](super::request) for
+//! which requests may be sent again, and when). For one that is not repeatable (a POST):
+//!
+//! | what happened | outcome |
+//! | --- | --- |
+//! | refused connection, TLS failure, 408 / 429 / 5xx before the stream opened | sent again after backoff (`Retry-After` honoured), at most [`SseConfig::max_unsent_retries`] times, then [`FailReason::Exhausted`] |
+//! | any other loss before it opened (reset, connect timeout: the server may have it) | [`FailReason::Interrupted`] |
+//! | another status | [`FailReason::Rejected`] with the first [`SseConfig::max_error_body`] bytes of the body |
+//! | the opened stream is lost | the [`Resume`] policy: [`Resume::Never`] ends ([`Event::Ended`] when the body ended and no end rule exists, else [`FailReason::Interrupted`]); [`Resume::LastEventId`] sends the resume request |
+//! | a resume request gets 404 | [`FailReason::SessionGone`] (MCP: the session expired, initialize again) |
+//! | the same `Last-Event-ID` fails [`SseConfig::max_same_id_resumes`] times in a row | [`FailReason::ResumeExhausted`] |
+//!
+//! For any request, a message matching the [`EndRules`](super::request::EndRules) ends the
+//! stream with [`Event::Ended`] (or [`FailReason::ErrorEvent`]) and nothing reconnects. Every
+//! terminal outcome of these carries a [`Progress`]: how many messages the application got
+//! and the last event ID. Before any request goes out again the application hears
+//! [`Event::Reconnecting`]: there is no silent re-send.
+//!
 //! # Resuming
 //!
 //! A reconnect carries the newest last event ID that can be sent as a header
@@ -42,12 +62,14 @@
 //! - Lines and events are bounded by the parser ([`ParserConfig`]).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::backoff::BackoffPolicy;
 use crate::link::{Epoch, Link, LinkAction, LinkConfig, Liveness, SocketError, SocketLoss};
 use crate::rng::Rng;
 use crate::sse::parser::{Item, Message, ParseError, Parser, ParserConfig};
+use crate::sse::request::{Attempt, Progress, Request, Requests, Resume};
 use crate::sse::resume::Unsendable;
 use crate::time::{Clock, Instant};
 
@@ -75,6 +97,14 @@ pub struct SseConfig {
     pub max_queued_events: usize,
     /// Line, event and parser-queue limits.
     pub parser: ParserConfig,
+    /// How often a request that is not repeatable is sent again before its stream opened
+    /// (after refused connections, 408, 429, 5xx): 5. Repeatable requests follow `reconnect`.
+    pub max_unsent_retries: u32,
+    /// Resume requests carrying the same `Last-Event-ID` that may fail in a row before the
+    /// session gives up with [`FailReason::ResumeExhausted`] (10).
+    pub max_same_id_resumes: u32,
+    /// Bytes of a refusal's body kept for [`FailReason::Rejected`] (1 KiB); the rest is not read.
+    pub max_error_body: usize,
 }
 
 impl Default for SseConfig {
@@ -88,6 +118,9 @@ impl Default for SseConfig {
             retry_after_cap: Duration::from_secs(600),
             max_queued_events: 1024,
             parser: ParserConfig::default(),
+            max_unsent_retries: 5,
+            max_same_id_resumes: 10,
+            max_error_body: 1024,
         }
     }
 }
@@ -112,13 +145,18 @@ impl SseConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Transmit {
-    /// Start a GET with `Accept: text/event-stream`, tagged `epoch`.
+    /// Send `request` (with `Accept: text/event-stream` unless it sets its own), tagged
+    /// `epoch`.
     Open {
         /// Tag every input about this request with it.
         epoch: Epoch,
         /// Send as the `Last-Event-ID` header; `None` when the ID is empty. Always a valid
         /// header value (see [`resume`](super::resume)).
         last_event_id: Option<String>,
+        /// What to send: the application's request, or the resume request derived from it.
+        request: Arc<Request>,
+        /// Which of the two `request` is.
+        attempt: Attempt,
     },
     /// Abort the request or response of `epoch`.
     Close {
@@ -172,6 +210,27 @@ pub enum Event {
         /// Why.
         why: CloseReason,
     },
+    /// The stream ended the way the application's protocol defines (or, with
+    /// [`Resume::Never`] and no end rule, the body ended). Nothing reconnects; nothing follows
+    /// until `connect`.
+    Ended {
+        /// What ended it.
+        why: EndReason,
+        /// How far the stream got.
+        progress: Progress,
+    },
+}
+
+/// What ended a stream cleanly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndReason {
+    /// A message whose data was the configured end data (e.g. `[DONE]`).
+    Data,
+    /// A message of the configured end event type.
+    Event(String),
+    /// The body ended; with [`Resume::Never`] and no end rule that is the end.
+    Eof,
 }
 
 /// Why a stream or an attempt was lost (and will be retried).
@@ -204,6 +263,45 @@ pub enum FailReason {
     /// again, so it is not retried). The driver's description, at most
     /// [`MAX_DETAIL_LEN`] bytes.
     InvalidRequest(String),
+    /// A request that is not repeatable got a status that is neither 200, 204 nor retryable.
+    Rejected {
+        /// The status.
+        status: u16,
+        /// The body's first bytes (at most [`SseConfig::max_error_body`], lossy UTF-8), so
+        /// the application can show the server's own error.
+        body: String,
+        /// How far the stream got (a refused resume request can follow delivered events).
+        progress: Progress,
+    },
+    /// The stream was lost, and the resume policy (or a request that may already have
+    /// reached the server) forbids sending anything again.
+    Interrupted {
+        /// What happened.
+        why: DropReason,
+        /// How far the stream got.
+        progress: Progress,
+    },
+    /// Resume requests with the same `Last-Event-ID` failed
+    /// [`SseConfig::max_same_id_resumes`] times in a row; the last one like this.
+    ResumeExhausted {
+        /// The last failure.
+        why: DropReason,
+        /// How far the stream got.
+        progress: Progress,
+    },
+    /// A resume request got 404: the server no longer knows the session (MCP says: start a
+    /// new one).
+    SessionGone {
+        /// How far the stream got.
+        progress: Progress,
+    },
+    /// A message of the configured error event type arrived.
+    ErrorEvent {
+        /// Its data, at most [`SseConfig::max_error_body`] bytes.
+        data: String,
+        /// How far the stream got before it.
+        progress: Progress,
+    },
 }
 
 /// Longest description [`FailReason::InvalidRequest`] keeps, in bytes.
@@ -258,12 +356,48 @@ pub struct SseSession {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: SseStats,
+    requests: Requests,
+    /// The application's request opened since `connect`: the server has it.
+    accepted: bool,
+    /// Times a request that is not repeatable went out again before it was accepted.
+    unsent_retries: u32,
+    /// The `Last-Event-ID` of the latest resume, and how many resumes with it failed in a row.
+    resume_streak: (String, u32),
+    /// Messages delivered since `connect`.
+    delivered: u64,
+    /// A refused request whose error body is being read.
+    rejection: Option<Rejection>,
+    /// Which request the live (or latest) attempt sent.
+    attempt: Attempt,
+}
+
+/// The head of a refusal whose body the session is reading for [`FailReason::Rejected`].
+#[derive(Clone, Debug)]
+struct Rejection {
+    status: u16,
+    body: Vec<u8>,
+}
+
+/// What to do after a stream or attempt was lost.
+enum AfterDrop {
+    /// Send again, no sooner than this.
+    Retry(Duration),
+    /// Stop: this is the last event.
+    Stop(Event),
 }
 
 impl SseSession {
-    /// An idle session; `seed` drives its jitter (same seed + same inputs = same outputs).
+    /// An idle session for a plain GET; `seed` drives its jitter (same seed + same inputs =
+    /// same outputs).
     #[must_use]
     pub fn new(config: SseConfig, seed: u64) -> Self {
+        Self::with_request(config, Request::get(), seed)
+    }
+
+    /// An idle session that sends `request` (see the [module docs](self) for what is sent
+    /// again, and when).
+    #[must_use]
+    pub fn with_request(config: SseConfig, request: Request, seed: u64) -> Self {
         SseSession {
             config,
             link: Link::new(config.link_config()),
@@ -276,7 +410,24 @@ impl SseSession {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: SseStats::default(),
+            requests: Requests::new(request),
+            accepted: false,
+            unsent_retries: 0,
+            resume_streak: (String::new(), 0),
+            delivered: 0,
+            rejection: None,
+            attempt: Attempt::Original,
         }
+    }
+
+    /// The application's request.
+    pub fn request(&self) -> &Request {
+        &self.requests.original
+    }
+
+    /// How far the stream got since `connect`: messages delivered, last event ID.
+    pub fn progress(&self) -> Progress {
+        Progress::new(self.delivered, self.parser.last_event_id())
     }
 
     /// The configuration.
@@ -315,7 +466,12 @@ impl SseSession {
         };
         self.opened_once = false;
         self.lost_at = None;
-        self.request(epoch);
+        self.accepted = false;
+        self.unsent_retries = 0;
+        self.resume_streak = (String::new(), 0);
+        self.delivered = 0;
+        self.rejection = None;
+        self.send_request(epoch);
     }
 
     /// The application no longer wants the stream: aborts the request, cancels any pending
@@ -328,6 +484,7 @@ impl SseSession {
         if let Some(epoch) = self.live.take() {
             self.transmits.push_back(Transmit::Close { epoch });
         }
+        self.rejection = None;
         self.link.disconnect();
         self.parser.finish();
         self.events.push_back(Event::Closed {
@@ -356,11 +513,16 @@ impl SseSession {
         if !self.is_live(epoch)? {
             return Ok(());
         }
-        if self.link.is_open() {
+        if self.link.is_open() || self.rejection.is_some() {
             return Err(SocketError::AlreadyOpen(epoch));
         }
         match classify(status, content_type) {
-            Verdict::Open => self.stream_opened(now),
+            Verdict::Open => {
+                if self.attempt == Attempt::Original {
+                    self.accepted = true;
+                }
+                self.stream_opened(now);
+            }
             Verdict::Retry => {
                 self.transmits.push_back(Transmit::Close { epoch });
                 let min = retry_after
@@ -372,6 +534,21 @@ impl SseSession {
                 self.stop(epoch);
                 self.events.push_back(Event::Closed {
                     why: CloseReason::NoContent,
+                });
+            }
+            Verdict::Fail(FailReason::Status(404)) if self.attempt == Attempt::Resume => {
+                self.stop(epoch);
+                let progress = self.progress();
+                self.events.push_back(Event::Failed {
+                    why: FailReason::SessionGone { progress },
+                });
+            }
+            // The server's explanation is worth the wait for a request the application cannot
+            // simply repeat; a GET keeps failing at once, as it always did.
+            Verdict::Fail(FailReason::Status(status)) if !self.request().repeatable => {
+                self.rejection = Some(Rejection {
+                    status,
+                    body: Vec::new(),
                 });
             }
             Verdict::Fail(why) => {
@@ -400,6 +577,10 @@ impl SseSession {
         if !self.is_live(epoch)? {
             return Ok(bytes.len());
         }
+        if self.rejection.is_some() {
+            self.read_rejection(bytes);
+            return Ok(bytes.len());
+        }
         if !self.link.is_open() {
             return Err(SocketError::NotOpen(epoch));
         }
@@ -411,7 +592,11 @@ impl SseSession {
         while consumed < bytes.len() && self.events.len() < self.config.max_queued_events {
             let room = self.config.max_queued_events - self.events.len();
             consumed += self.parser.feed_limited(&bytes[consumed..], room);
-            self.drain_parser();
+            if self.drain_parser() {
+                // The stream ended on a message: the rest of the body is not read.
+                self.stats.bytes += consumed as u64;
+                return Ok(bytes.len());
+            }
         }
         self.stats.bytes += consumed as u64;
         Ok(consumed)
@@ -470,7 +655,7 @@ impl SseSession {
         if !self.is_live(epoch)? {
             return Ok(());
         }
-        if self.link.is_open() {
+        if self.link.is_open() || self.rejection.is_some() {
             return Err(SocketError::AlreadyOpen(epoch));
         }
         self.stop(epoch);
@@ -488,7 +673,7 @@ impl SseSession {
             return;
         };
         match action {
-            LinkAction::Open(epoch) => self.request(epoch),
+            LinkAction::Open(epoch) => self.send_request(epoch),
             // Not produced with `Liveness::Idle`; SSE has no way to ping.
             LinkAction::Ping => {}
             LinkAction::Dead { reconnect_at } => {
@@ -500,7 +685,17 @@ impl SseSession {
                 if let Some(epoch) = self.live.take() {
                     self.transmits.push_back(Transmit::Close { epoch });
                 }
-                self.after_loss(now, was_open, why, reconnect_at);
+                if self.rejection.is_some() {
+                    // A refusal's body is read no longer than a response head is waited for.
+                    self.finish_rejection();
+                    return;
+                }
+                // The link already scheduled the reconnect; a stop cancels it. (The same-id
+                // minimum of `after_drop` only adds to drops the session reports itself.)
+                match self.after_drop(why) {
+                    AfterDrop::Retry(_) => self.after_loss(now, was_open, why, reconnect_at),
+                    AfterDrop::Stop(event) => self.end_with(event),
+                }
             }
         }
     }
@@ -596,6 +791,21 @@ fn classify(status: u16, content_type: Option<&str>) -> Verdict {
     }
 }
 
+fn failed(why: FailReason) -> Event {
+    Event::Failed { why }
+}
+
+/// Whether a loss before the response head proves the request never reached the server: the
+/// connection was never made (refused, TLS), or the server answered with a status saying it
+/// did not act on it (408, 429, 5xx).
+fn never_reached_server(why: DropReason) -> bool {
+    matches!(
+        why,
+        DropReason::Status(_)
+            | DropReason::NetworkError(SocketLoss::ConnectionRefused | SocketLoss::TlsRejected)
+    )
+}
+
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 fn truncate(s: &str, max: usize) -> &str {
     let mut end = s.len().min(max);
@@ -616,13 +826,20 @@ impl SseSession {
         Ok(live)
     }
 
-    fn request(&mut self, epoch: Epoch) {
+    fn send_request(&mut self, epoch: Epoch) {
         self.live = Some(epoch);
         self.stats.requests += 1;
         let id = self.parser.resume_id();
+        let (attempt, request) = match &self.requests.resume {
+            Some(resume) if self.accepted => (Attempt::Resume, Arc::clone(resume)),
+            _ => (Attempt::Original, Arc::clone(&self.requests.original)),
+        };
+        self.attempt = attempt;
         self.transmits.push_back(Transmit::Open {
             epoch,
             last_event_id: (!id.is_empty()).then(|| id.to_owned()),
+            request,
+            attempt,
         });
     }
 
@@ -653,16 +870,131 @@ impl SseSession {
         if !self.is_live(epoch)? {
             return Ok(());
         }
+        if self.rejection.is_some() {
+            self.live = None;
+            self.finish_rejection();
+            return Ok(());
+        }
         self.lose(now, why, Duration::ZERO);
         Ok(())
     }
 
-    /// The live request is gone for a retryable reason: schedule the next one.
+    /// The live request is gone for a retryable reason: schedule the next one, if the request
+    /// and the resume policy allow one.
     fn lose(&mut self, now: Instant, why: DropReason, min_delay: Duration) {
         let was_open = self.link.is_open();
         self.live = None;
-        let reconnect_at = self.link.on_close(now, min_delay, &mut self.rng);
-        self.after_loss(now, was_open, why, reconnect_at);
+        match self.after_drop(why) {
+            AfterDrop::Retry(at_least) => {
+                let min_delay = min_delay.max(at_least);
+                let reconnect_at = self.link.on_close(now, min_delay, &mut self.rng);
+                self.after_loss(now, was_open, why, reconnect_at);
+            }
+            AfterDrop::Stop(event) => self.end_with(event),
+        }
+    }
+
+    /// Whether anything may be sent again after `why`, by the rules in the module docs.
+    /// Counts the attempt against its limit when it may.
+    fn after_drop(&mut self, why: DropReason) -> AfterDrop {
+        let request = &self.requests.original;
+        if !self.accepted {
+            if request.repeatable || request.resume == Resume::SameRequest {
+                return AfterDrop::Retry(Duration::ZERO);
+            }
+            if !never_reached_server(why) {
+                let progress = self.progress();
+                return AfterDrop::Stop(failed(FailReason::Interrupted { why, progress }));
+            }
+            self.unsent_retries = self.unsent_retries.saturating_add(1);
+            if self.unsent_retries > self.config.max_unsent_retries {
+                return AfterDrop::Stop(failed(FailReason::Exhausted(why)));
+            }
+            return AfterDrop::Retry(Duration::ZERO);
+        }
+        match &request.resume {
+            Resume::SameRequest => AfterDrop::Retry(Duration::ZERO),
+            Resume::Never => {
+                let progress = self.progress();
+                AfterDrop::Stop(if why == DropReason::Eof && !request.end.defines_end() {
+                    Event::Ended {
+                        why: EndReason::Eof,
+                        progress,
+                    }
+                } else {
+                    failed(FailReason::Interrupted { why, progress })
+                })
+            }
+            Resume::LastEventId { .. } => {
+                let id = self.parser.resume_id();
+                if id.is_empty() {
+                    // Nothing to resume from, and the request itself may not go again.
+                    let progress = self.progress();
+                    return AfterDrop::Stop(failed(FailReason::Interrupted { why, progress }));
+                }
+                if self.resume_streak.0 == id {
+                    self.resume_streak.1 = self.resume_streak.1.saturating_add(1);
+                } else {
+                    self.resume_streak = (id.to_owned(), 0);
+                }
+                let failures = self.resume_streak.1;
+                if failures >= self.config.max_same_id_resumes {
+                    let progress = self.progress();
+                    return AfterDrop::Stop(failed(FailReason::ResumeExhausted { why, progress }));
+                }
+                // A resume that opens and drops at once never looks unstable to the link if
+                // the server keeps it up past `stable_after`; the streak keeps the delays
+                // growing anyway (rmcp's 1 Hz loop on one Last-Event-ID).
+                let floor = match failures {
+                    0 => Duration::ZERO,
+                    n => self.config.reconnect.min_delay(n.saturating_add(1)),
+                };
+                AfterDrop::Retry(floor)
+            }
+        }
+    }
+
+    /// Stop after a loss with `event` as the last word (the request is already gone).
+    fn end_with(&mut self, event: Event) {
+        self.live = None;
+        self.link.disconnect();
+        self.parser.finish();
+        self.events.push_back(event);
+    }
+
+    /// Keep up to `max_error_body` bytes of a refusal's body; once that much is in, stop.
+    fn read_rejection(&mut self, bytes: &[u8]) {
+        let Some(rejection) = self.rejection.as_mut() else {
+            return;
+        };
+        let room = self
+            .config
+            .max_error_body
+            .saturating_sub(rejection.body.len());
+        rejection
+            .body
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+        if rejection.body.len() >= self.config.max_error_body {
+            if let Some(epoch) = self.live.take() {
+                self.transmits.push_back(Transmit::Close { epoch });
+            }
+            self.finish_rejection();
+        }
+    }
+
+    /// The refusal's body is in (or cut off): fail with it.
+    fn finish_rejection(&mut self) {
+        let Some(rejection) = self.rejection.take() else {
+            return;
+        };
+        let text = String::from_utf8_lossy(&rejection.body);
+        let body = truncate(&text, self.config.max_error_body).to_owned();
+        let progress = self.progress();
+        self.end_with(failed(FailReason::Rejected {
+            status: rejection.status,
+            body,
+            progress,
+        }));
     }
 
     fn after_loss(
@@ -697,11 +1029,22 @@ impl SseSession {
         self.parser.finish();
     }
 
-    fn drain_parser(&mut self) {
+    /// Turn parsed items into events; `true` when a message ended the stream (the items
+    /// behind it are dropped).
+    fn drain_parser(&mut self) -> bool {
         while let Some(item) = self.parser.next_item() {
             match item {
                 Item::Message(message) => {
+                    if let Some(last) = self.end_event(&message) {
+                        while self.parser.next_item().is_some() {}
+                        if let Some(epoch) = self.live {
+                            self.stop(epoch);
+                        }
+                        self.events.push_back(last);
+                        return true;
+                    }
                     self.stats.messages += 1;
+                    self.delivered += 1;
                     self.events.push_back(Event::Message(message));
                 }
                 Item::Heartbeat => self.stats.heartbeats += 1,
@@ -716,6 +1059,29 @@ impl SseSession {
                 }
             }
         }
+        false
+    }
+
+    /// The last event when `message` ends the stream by the request's [`EndRules`].
+    ///
+    /// [`EndRules`]: super::request::EndRules
+    fn end_event(&self, message: &Message) -> Option<Event> {
+        let end = &self.requests.original.end;
+        let why = if end.data.as_deref() == Some(message.data.as_str()) {
+            EndReason::Data
+        } else if end.event.as_deref() == Some(message.event.as_str()) {
+            EndReason::Event(message.event.clone())
+        } else if end.error_event.as_deref() == Some(message.event.as_str()) {
+            let data = truncate(&message.data, self.config.max_error_body).to_owned();
+            let progress = self.progress();
+            return Some(failed(FailReason::ErrorEvent { data, progress }));
+        } else {
+            return None;
+        };
+        Some(Event::Ended {
+            why,
+            progress: Progress::new(self.delivered, &message.id),
+        })
     }
 
     fn set_retry(&mut self, delay: Duration) {

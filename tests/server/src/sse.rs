@@ -1,7 +1,7 @@
 //! [`ScriptedSse`]: an SSE server on 127.0.0.1 that answers its n-th request with the n-th
-//! [`Reply`] of a script (the last one repeats) and logs every request's headers, so a test
-//! can drive a client through ended bodies, reconnects with `Last-Event-ID`, 503 with
-//! `Retry-After`, 204 and wrong content types.
+//! [`Reply`] of a script (the last one repeats) and logs every request's method, headers and
+//! body, so a test can drive a client through ended bodies, reconnects with `Last-Event-ID`,
+//! 503 with `Retry-After`, 204, wrong content types, POSTs and refusals with a body.
 //!
 //! Time: requests are stamped with tokio's clock, so under a paused clock the gaps between
 //! them are the client's delays exactly.
@@ -11,8 +11,9 @@ use std::io;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -61,6 +62,8 @@ pub enum Reply {
     Status(u16, Option<&'static str>),
     /// 200 `text/plain`: not a stream.
     Plain,
+    /// This status with this `application/json` body (an API's error).
+    StatusBody(u16, &'static str),
 }
 
 impl Reply {
@@ -84,6 +87,10 @@ pub struct Request {
     pub at: std::time::Instant,
     /// Its headers, names in lower case, in the order they came.
     pub headers: Vec<(String, String)>,
+    /// Its method.
+    pub method: String,
+    /// Its body.
+    pub body: Vec<u8>,
 }
 
 impl Request {
@@ -125,7 +132,7 @@ impl ScriptedSse {
             requests: Vec::new(),
         }));
         let app = Router::new()
-            .route("/events", get(handler))
+            .route("/events", get(handler).post(handler))
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}/events", listener.local_addr()?);
@@ -157,8 +164,15 @@ fn lock(shared: &Mutex<Script>) -> MutexGuard<'_, Script> {
     shared.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-async fn handler(State(shared): State<Arc<Mutex<Script>>>, headers: HeaderMap) -> Response {
+async fn handler(
+    State(shared): State<Arc<Mutex<Script>>>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let request = Request {
+        method: method.as_str().to_owned(),
+        body: body.to_vec(),
         at: tokio::time::Instant::now().into_std(),
         headers: headers
             .iter()
@@ -209,5 +223,9 @@ async fn handler(State(shared): State<Arc<Mutex<Script>>>, headers: HeaderMap) -
             }
         }
         Reply::Plain => "not a stream".into_response(),
+        Reply::StatusBody(code, body) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, [("content-type", "application/json")], body).into_response()
+        }
     }
 }

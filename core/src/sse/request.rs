@@ -1,0 +1,308 @@
+//! What an SSE stream asks for and how far it may be repeated: the [`Request`] (method,
+//! headers, body), its [`Resume`] policy and the [`EndRules`] of the application's protocol.
+//!
+//! Most SSE traffic is not a GET: LLM streaming APIs and MCP's Streamable HTTP answer a POST
+//! with an event stream. Re-sending such a POST starts a second generation (and bills it), so
+//! whether a request may go out again is decided here, in the core, from the request and from
+//! how far its response got, never by a driver's loop:
+//!
+//! | the original request | before its response opened | after it opened (the server accepted it) |
+//! | --- | --- | --- |
+//! | repeatable (GET, or marked) | retried as today | as the [`Resume`] policy says |
+//! | not repeatable (POST, or marked) | retried only after a refused connection or a 408 / 429 / 5xx, at most [`SseConfig::max_unsent_retries`](crate::sse::SseConfig::max_unsent_retries) times | as the [`Resume`] policy says |
+//!
+//! "Opened" is the 200 `text/event-stream` head, not the first event: from then on the server
+//! has the request and may be generating, so a re-send would repeat the work even if no byte
+//! of the body arrived yet. A connection that broke after the request may have left (a reset,
+//! a connect timeout) is treated the same way for a request that is not repeatable: it is not
+//! known whether the server has it.
+
+use std::sync::Arc;
+
+/// One HTTP request whose response is an event stream, as the application describes it.
+///
+/// The adapters send `method`, `headers` and `body` as given, adding only
+/// `Accept: text/event-stream` and `Cache-Control: no-cache` when the application did not set
+/// those headers itself, and `Last-Event-ID` when the session resumes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Request {
+    /// The HTTP method, e.g. `GET` or `POST`.
+    pub method: String,
+    /// Headers in order, as `(name, value)`; sent as given.
+    pub headers: Vec<(String, String)>,
+    /// The request body (empty: none).
+    pub body: Vec<u8>,
+    /// Whether the same request may be sent again once the server has accepted it once. By
+    /// default true for the methods RFC 9110 calls idempotent (GET, HEAD, OPTIONS, TRACE, PUT,
+    /// DELETE) and false otherwise.
+    pub repeatable: bool,
+    /// What to do when an accepted stream is lost.
+    pub resume: Resume,
+    /// The application protocol's own end of stream and error events.
+    pub end: EndRules,
+}
+
+/// How a stream the server accepted is picked up again after it was lost.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Resume {
+    /// Never: the loss is the end, reported once ([`Event::Ended`](crate::sse::Event::Ended)
+    /// when the body simply ended and no end rule was configured, else
+    /// [`FailReason::Interrupted`](crate::sse::FailReason::Interrupted)).
+    Never,
+    /// Send the same request again, with `Last-Event-ID` (the EventSource behaviour, and the
+    /// default for a GET). For a request that is not repeatable this is the application
+    /// saying that repeating it is safe after all.
+    SameRequest,
+    /// Send `method` to the same URL with the same headers, no body and `Last-Event-ID`: what
+    /// MCP's Streamable HTTP specifies (a GET; the `Mcp-Session-Id` header the application
+    /// configured goes along). A stream lost before it carried any id cannot be resumed and
+    /// fails. The same id failing again and again backs off and gives up after
+    /// [`SseConfig::max_same_id_resumes`](crate::sse::SseConfig::max_same_id_resumes).
+    LastEventId {
+        /// The resume request's method, normally `GET`.
+        method: String,
+    },
+}
+
+/// Messages the application's protocol gives a meaning beyond "an event".
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EndRules {
+    /// A message whose data is exactly this (OpenAI's `[DONE]`) ends the stream cleanly: the
+    /// application hears [`Event::Ended`](crate::sse::Event::Ended), not the message, and
+    /// nothing reconnects.
+    pub data: Option<String>,
+    /// A message of this event type ends the stream cleanly, like [`EndRules::data`].
+    pub event: Option<String>,
+    /// A message of this event type (e.g. `error`) ends the stream as
+    /// [`FailReason::ErrorEvent`](crate::sse::FailReason::ErrorEvent), carrying its data.
+    pub error_event: Option<String>,
+}
+
+impl EndRules {
+    /// Whether any clean end is defined: then a body that simply ends is a cut, not an end.
+    pub fn defines_end(&self) -> bool {
+        self.data.is_some() || self.event.is_some()
+    }
+}
+
+impl Default for Request {
+    fn default() -> Self {
+        Request::get()
+    }
+}
+
+impl Request {
+    /// A GET with no extra headers: the classic EventSource request (repeatable, resumed with
+    /// the same request).
+    #[must_use]
+    pub fn get() -> Self {
+        Request::new("GET")
+    }
+
+    /// A POST carrying `body` (not repeatable, never resumed unless the policy is changed).
+    #[must_use]
+    pub fn post(body: impl Into<Vec<u8>>) -> Self {
+        Request::new("POST").body(body)
+    }
+
+    /// A request with `method`, no headers and no body. Repeatable when the method is
+    /// idempotent; resumed with the same request when repeatable, never otherwise.
+    #[must_use]
+    pub fn new(method: &str) -> Self {
+        let repeatable = is_idempotent(method);
+        Request {
+            method: method.to_owned(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            repeatable,
+            resume: if repeatable {
+                Resume::SameRequest
+            } else {
+                Resume::Never
+            },
+            end: EndRules::default(),
+        }
+    }
+
+    /// Add a header (sent in the order added).
+    #[must_use]
+    pub fn header(mut self, name: &str, value: &str) -> Self {
+        self.headers.push((name.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// Replace the body.
+    #[must_use]
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = body.into();
+        self
+    }
+
+    /// Mark whether the request may be sent again once accepted (see [`Request::repeatable`]).
+    #[must_use]
+    pub fn repeatable(mut self, repeatable: bool) -> Self {
+        self.repeatable = repeatable;
+        self
+    }
+
+    /// Set the resume policy.
+    #[must_use]
+    pub fn resume(mut self, resume: Resume) -> Self {
+        self.resume = resume;
+        self
+    }
+
+    /// End cleanly on a message whose data is exactly `data` (e.g. `[DONE]`).
+    #[must_use]
+    pub fn end_on_data(mut self, data: &str) -> Self {
+        self.end.data = Some(data.to_owned());
+        self
+    }
+
+    /// End cleanly on a message of event type `event`.
+    #[must_use]
+    pub fn end_on_event(mut self, event: &str) -> Self {
+        self.end.event = Some(event.to_owned());
+        self
+    }
+
+    /// Fail on a message of event type `event` (e.g. `error`).
+    #[must_use]
+    pub fn fail_on_event(mut self, event: &str) -> Self {
+        self.end.error_event = Some(event.to_owned());
+        self
+    }
+
+    /// Whether this is the plain GET the session sent before requests existed (the
+    /// transcripts show only what differs from it).
+    pub fn is_plain_get(&self) -> bool {
+        self.method == "GET" && self.headers.is_empty() && self.body.is_empty()
+    }
+
+    /// The request a [`Resume::LastEventId`] reconnect sends: `method`, the same headers but
+    /// `Content-Type` and `Content-Length` (there is no body), no body, and repeatable (it
+    /// only asks for events already produced).
+    #[must_use]
+    pub fn resumed_with(&self, method: &str) -> Self {
+        Request {
+            method: method.to_owned(),
+            headers: self
+                .headers
+                .iter()
+                .filter(|(name, _)| {
+                    !name.eq_ignore_ascii_case("content-type")
+                        && !name.eq_ignore_ascii_case("content-length")
+                })
+                .cloned()
+                .collect(),
+            body: Vec::new(),
+            repeatable: true,
+            resume: self.resume.clone(),
+            end: self.end.clone(),
+        }
+    }
+}
+
+/// How far a stream got before it ended: what the application can tell the user, or resume
+/// from by other means.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Progress {
+    /// Messages delivered to the application since `connect`.
+    pub events: u64,
+    /// The last event ID in force (what the last message carried; empty: none).
+    pub last_event_id: String,
+}
+
+impl Progress {
+    /// Progress of `events` messages up to `last_event_id`.
+    #[must_use]
+    pub fn new(events: u64, last_event_id: &str) -> Self {
+        Progress {
+            events,
+            last_event_id: last_event_id.to_owned(),
+        }
+    }
+}
+
+/// Which request a [`Transmit::Open`](crate::sse::Transmit::Open) sends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Attempt {
+    /// The application's request (the first time, or again where that is allowed).
+    Original,
+    /// The [`Resume::LastEventId`] request.
+    Resume,
+}
+
+/// RFC 9110 section 9.2.2's idempotent methods (case-sensitive, as methods are).
+fn is_idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
+}
+
+/// The original request and, for [`Resume::LastEventId`], the resume request, built once.
+#[derive(Clone, Debug)]
+pub(crate) struct Requests {
+    pub(crate) original: Arc<Request>,
+    pub(crate) resume: Option<Arc<Request>>,
+}
+
+impl Requests {
+    pub(crate) fn new(request: Request) -> Self {
+        let resume = match &request.resume {
+            Resume::LastEventId { method } => Some(Arc::new(request.resumed_with(method))),
+            Resume::Never | Resume::SameRequest => None,
+        };
+        Requests {
+            original: Arc::new(request),
+            resume,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn methods_pick_their_defaults() {
+        let get = Request::get();
+        assert!(get.repeatable && get.is_plain_get());
+        assert_eq!(get.resume, Resume::SameRequest);
+        let post = Request::post("{}");
+        assert!(!post.repeatable);
+        assert_eq!(post.resume, Resume::Never);
+        assert_eq!(post.body, b"{}");
+        assert!(Request::new("PUT").repeatable);
+        assert!(!Request::new("PATCH").repeatable);
+        assert!(
+            !Request::new("get").repeatable,
+            "methods are case-sensitive"
+        );
+    }
+
+    #[test]
+    fn a_resume_request_keeps_headers_but_not_the_body() {
+        let post = Request::post("{}")
+            .header("Content-Type", "application/json")
+            .header("Mcp-Session-Id", "abc")
+            .resume(Resume::LastEventId {
+                method: "GET".into(),
+            });
+        let resumed = post.resumed_with("GET");
+        assert_eq!(resumed.method, "GET");
+        assert_eq!(
+            resumed.headers,
+            [("Mcp-Session-Id".to_owned(), "abc".to_owned())]
+        );
+        assert!(resumed.body.is_empty() && resumed.repeatable);
+        let both = Requests::new(post);
+        assert_eq!(both.resume.as_deref(), Some(&resumed));
+    }
+}
