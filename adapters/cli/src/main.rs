@@ -13,6 +13,7 @@ mod demo;
 mod output;
 mod rate_limit;
 mod req;
+mod req_pool;
 mod signer;
 mod sse;
 

@@ -44,14 +44,27 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
     signer_failed, peer_error (kind: too_large, json, not_array, missing_verb, unknown_verb, \
     arity, wrong_type, sub_id, event; excerpt: the first 64 characters of what was wrong; \
     at most 10 per second, the next one carrying `suppressed`: how many were left out). `sub` is the filter argument's index, from 0. Diagnostics go to stderr.\n\
+    With several relays (`tether req wss://a wss://b FILTER...`) every line about one relay \
+    carries `relay` (the URL as given); `event` lines appear once per event id per \
+    subscription, `relay` being the first relay that delivered it; each subscription gets \
+    one `complete` line (sub, outcome: complete or partial, missing: URLs of the relays \
+    that did not answer EOSE by --eose-timeout), and `ended` (sub) once if no relay serves \
+    it any more; --until-eose exits 0 after every subscription's `complete`.\n\
     Exit codes: 0 done (--until-eose, --duration, Ctrl-C), 1 failure, 2 bad arguments."
 )]
 pub(crate) struct Args {
-    /// The relay, ws:// or wss://.
+    /// The relay, ws:// or wss://. More relays may follow (as in `nak req`): then the
+    /// subscriptions span all of them through one pool, each event is written once, and
+    /// every line about one relay carries `relay`.
     url: String,
     /// One subscription per filter: a NIP-01 filter object as JSON [default: {"limit":10}].
+    /// Leading ws:// or wss:// arguments are further relays.
     #[arg(value_name = "FILTER_JSON")]
     filters: Vec<String>,
+    /// With several relays: report each subscription's `complete` line at the latest this
+    /// long after it was made, naming the relays that had not answered EOSE [default: 10].
+    #[arg(long, value_name = "SECS", value_parser = parse_secs)]
+    eose_timeout: Option<Duration>,
     /// Exit 0 once every subscription has had EOSE or was closed by the relay.
     #[arg(long)]
     until_eose: bool,
@@ -145,7 +158,12 @@ fn is_zero(n: &u64) -> bool {
 /// [`Failure::Usage`] for a bad URL, filter or key; [`Failure::Failed`] when the driver
 /// stops on its own.
 pub(crate) async fn run(args: Args) -> Result<(), Failure> {
-    let filters = parse_filters(&args.filters)?;
+    let extra = args
+        .filters
+        .iter()
+        .take_while(|a| a.starts_with("ws://") || a.starts_with("wss://"))
+        .count();
+    let filters = parse_filters(&args.filters[extra..])?;
     let signer = match &args.secret_key {
         Some(key) => {
             Some(Arc::new(KeySigner::parse(key).map_err(Failure::Usage)?) as Arc<dyn Signer>)
@@ -162,6 +180,19 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         signer,
         ..Config::default()
     };
+    if extra > 0 {
+        let mut relays = vec![args.url.clone()];
+        relays.extend(args.filters[..extra].iter().cloned());
+        return crate::req_pool::run(crate::req_pool::PoolArgs {
+            relays,
+            filters,
+            config,
+            until_eose: args.until_eose,
+            duration: args.duration,
+            eose_timeout: args.eose_timeout,
+        })
+        .await;
+    }
     let stop = stop_requested()?;
     let client =
         RelayClient::connect(&args.url, config).map_err(|e| Failure::Usage(e.to_string()))?;
@@ -345,7 +376,7 @@ impl Run {
 }
 
 /// The `why` (and `close_code`) of a `disconnected` line.
-fn disconnect_why(why: Disconnect) -> (&'static str, Option<u16>) {
+pub(crate) fn disconnect_why(why: Disconnect) -> (&'static str, Option<u16>) {
     match why {
         Disconnect::Lost(loss @ SocketLoss::ClosedByPeer { code }) => (loss.as_str(), code),
         Disconnect::Lost(loss) => (loss.as_str(), None),

@@ -31,6 +31,8 @@ const REQ_TYPES: &[&str] = &[
     "auth_failed",
     "signer_failed",
     "peer_error",
+    "complete",
+    "ended",
 ];
 
 /// Every `type` `tether sse` may write.
@@ -267,6 +269,61 @@ async fn req_peer_errors_are_typed_lines_and_a_flood_is_rate_limited() {
     assert_eq!(errors[10]["kind"], "arity");
     assert_eq!(errors[10]["suppressed"], 15);
     assert_eq!(of_type(&lines, "eose").len(), 1, "the subscription is fine");
+}
+
+#[tokio::test]
+async fn req_with_several_relays_writes_each_event_once_and_one_honest_outcome() {
+    let a = TestRelay::start(RelayModel::with_events(3)).await.unwrap();
+    let mut model = RelayModel::with_events(3);
+    model.events.push(StoredEvent::new(4, 1_000_004, 1));
+    let b = TestRelay::start(model).await.unwrap();
+    let dead = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        format!("ws://{}", listener.local_addr().unwrap())
+    };
+    let (a_url, b_url) = (a.url(), b.url());
+    let output = run(&[
+        "req",
+        &a_url,
+        &b_url,
+        &dead,
+        r#"{"kinds":[1]}"#,
+        "--until-eose",
+        "--eose-timeout",
+        "2",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    let events = of_type(&lines, "event");
+    let mut ids: Vec<&str> = events
+        .iter()
+        .map(|l| l["event"]["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!((events.len(), ids.len()), (4, 4), "{}", explain(&output));
+    assert!(events
+        .iter()
+        .all(|l| l["relay"] == a_url || l["relay"] == b_url));
+    let eose: Vec<&str> = of_type(&lines, "eose")
+        .iter()
+        .map(|l| l["relay"].as_str().unwrap())
+        .collect();
+    assert_eq!(eose.len(), 2, "{}", explain(&output));
+    let complete = of_type(&lines, "complete");
+    assert_eq!(complete.len(), 1, "{}", explain(&output));
+    assert_eq!(
+        *complete[0],
+        serde_json::json!({"type": "complete", "sub": "0", "outcome": "partial", "missing": [dead]})
+    );
+    assert!(
+        of_type(&lines, "connected")
+            .iter()
+            .all(|l| l["relay"] == a_url || l["relay"] == b_url),
+        "{}",
+        explain(&output)
+    );
 }
 
 #[tokio::test]

@@ -21,6 +21,7 @@ use tracing::{debug, info, warn};
 
 use super::handle::{PoolCommand, PoolHandle, PoolItem};
 use crate::config::{seed_or_random, Config};
+use crate::relay::{route, Route, SessionEvent};
 use crate::runtime::{Alarm, BoxFuture, Runtime, WsConnect};
 use crate::signer::{Signer, SignerError};
 use crate::wire::{Wire, WireInput};
@@ -37,16 +38,23 @@ pub struct PoolDriver<R: Runtime> {
     commands: mpsc::Receiver<PoolCommand>,
     relays: BTreeMap<RelayId, Relay>,
     subs: BTreeMap<SubId, mpsc::Sender<PoolItem>>,
-    relay_events: mpsc::Sender<(RelayId, Event)>,
+    relay_events: mpsc::Sender<(RelayId, SessionEvent)>,
     /// Still holds the receiver until the application takes it: until then relay events
     /// are dropped, never waited on.
     relay_events_slot: Arc<std::sync::Mutex<Option<super::handle::PoolEvents>>>,
     /// Items the application's channels had no room for, in order; while any wait, no
     /// socket is read (backpressure through TCP, not a growing buffer).
-    backlog: VecDeque<(Dest, PoolItem)>,
+    backlog: VecDeque<(Dest, Relayed)>,
     publishes: BTreeMap<EventId, oneshot::Sender<Result<PublishOutcome, PoolError>>>,
     alarm: Alarm<R>,
     reading_paused: bool,
+}
+
+/// A backlogged item: for a subscription, or a relay-wide event.
+#[derive(Debug)]
+enum Relayed {
+    Item(PoolItem),
+    Session(RelayId, SessionEvent),
 }
 
 /// Where a backlogged item goes.
@@ -163,7 +171,7 @@ impl<R: Runtime> PoolDriver<R> {
         }
     }
 
-    fn route(&mut self, _now: Instant, event: PoolEvent) {
+    fn route(&mut self, now: Instant, event: PoolEvent) {
         let (sub, item) = match event {
             PoolEvent::Received {
                 sub,
@@ -197,15 +205,23 @@ impl<R: Runtime> PoolDriver<R> {
                 relay,
                 sub: Some(sub),
                 event,
-            } => (sub, PoolItem::Relay { relay, event }),
+            } => {
+                // The session's instants, made relative to now, as the relay driver does.
+                let Some(Route::Sub(_, event)) = route(now, event) else {
+                    return;
+                };
+                (sub, PoolItem::Relay { relay, event })
+            }
             PoolEvent::Relay {
                 relay,
                 sub: None,
                 event,
             } => {
                 self.relay_event(relay, &event);
-                self.backlog
-                    .push_back((Dest::Relays, PoolItem::Relay { relay, event }));
+                if let Some(Route::Session(event)) = route(now, event) {
+                    self.backlog
+                        .push_back((Dest::Relays, Relayed::Session(relay, event)));
+                }
                 return;
             }
             other => {
@@ -213,7 +229,8 @@ impl<R: Runtime> PoolDriver<R> {
                 return;
             }
         };
-        self.backlog.push_back((Dest::Sub(sub), item));
+        self.backlog
+            .push_back((Dest::Sub(sub), Relayed::Item(item)));
     }
 
     /// A relay-wide event: logged, and an AUTH challenge signed when a signer is set.
@@ -235,11 +252,18 @@ impl<R: Runtime> PoolDriver<R> {
 
     /// Deliver the backlog as far as the channels allow; `true` once it is empty.
     fn flush(&mut self, cx: &mut Context<'_>) -> bool {
-        while let Some((dest, item)) = self.backlog.pop_front() {
-            let Dest::Sub(sub) = dest else {
-                if !self.flush_relay_event(cx, item) {
-                    return false;
+        while let Some((dest, relayed)) = self.backlog.pop_front() {
+            let item = match (dest, relayed) {
+                (Dest::Sub(_), Relayed::Item(item)) => item,
+                (_, Relayed::Session(relay, event)) => {
+                    if !self.flush_relay_event(cx, relay, event) {
+                        return false;
+                    }
+                    continue;
                 }
+                (Dest::Relays, Relayed::Item(_)) => continue,
+            };
+            let Dest::Sub(sub) = dest else {
                 continue;
             };
             let Some(tx) = self.subs.get_mut(&sub) else {
@@ -259,7 +283,8 @@ impl<R: Runtime> PoolDriver<R> {
                     let _ = self.pool.unsubscribe(now, sub);
                 }
                 Poll::Pending => {
-                    self.backlog.push_front((Dest::Sub(sub), item));
+                    self.backlog
+                        .push_front((Dest::Sub(sub), Relayed::Item(item)));
                     return false;
                 }
             }
@@ -269,10 +294,12 @@ impl<R: Runtime> PoolDriver<R> {
 
     /// One relay-wide event to its channel; `false` (kept) when the channel is full. Once
     /// the application dropped the stream, relay events are no one's and are dropped.
-    fn flush_relay_event(&mut self, cx: &mut Context<'_>, item: PoolItem) -> bool {
-        let PoolItem::Relay { relay, event } = item else {
-            return true;
-        };
+    fn flush_relay_event(
+        &mut self,
+        cx: &mut Context<'_>,
+        relay: RelayId,
+        event: SessionEvent,
+    ) -> bool {
         let taken = self
             .relay_events_slot
             .lock()
@@ -288,7 +315,7 @@ impl<R: Runtime> PoolDriver<R> {
             Poll::Ready(Err(_)) => true,
             Poll::Pending => {
                 self.backlog
-                    .push_front((Dest::Relays, PoolItem::Relay { relay, event }));
+                    .push_front((Dest::Relays, Relayed::Session(relay, event)));
                 false
             }
         }

@@ -7,8 +7,10 @@ use futures_channel::{mpsc, oneshot};
 use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::EventId;
-use tether_core::nostr::{Event, Filter};
+use tether_core::nostr::Filter;
 use tether_core::pool::{Outcome, PoolError, PublishOutcome, RelayId, SubId};
+
+use crate::relay::{SessionEvent, SubscriptionEvent};
 
 /// What a pool subscription yields: each event once, whichever relay sent it first, and
 /// how the query went.
@@ -45,12 +47,13 @@ pub enum PoolItem {
         /// Each relay's reason.
         reasons: Vec<(RelayId, String)>,
     },
-    /// What one relay's session reports about this subscription (retrying, queued, ...).
+    /// What one relay's session reports about this subscription: retrying (with the
+    /// delay), queued for a slot, no answer to its REQ.
     Relay {
         /// The relay.
         relay: RelayId,
-        /// The session's event.
-        event: Event,
+        /// What it said.
+        event: SubscriptionEvent,
     },
 }
 
@@ -91,11 +94,11 @@ pub struct PoolHandle {
 /// application does not read it, the driver stops reading sockets, as for subscriptions.
 #[derive(Debug)]
 pub struct PoolEvents {
-    pub(crate) rx: mpsc::Receiver<(RelayId, Event)>,
+    pub(crate) rx: mpsc::Receiver<(RelayId, SessionEvent)>,
 }
 
 impl Stream for PoolEvents {
-    type Item = (RelayId, Event);
+    type Item = (RelayId, SessionEvent);
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         Pin::new(&mut self.rx).poll_next(cx)

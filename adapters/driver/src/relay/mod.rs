@@ -8,6 +8,7 @@ mod driver;
 mod handle;
 
 pub use client::{check_ws_url, connect_relay};
+pub(crate) use dispatch::{route, Route};
 pub(crate) use driver::unix_now;
 pub use driver::{relay_driver, RelayDriver};
 pub use handle::{
