@@ -688,3 +688,40 @@ fn failure(e: &Error) -> Failure {
     };
     Failure::new(code, e.to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{TETHER_ERR_PANIC, TETHER_ERR_POISONED};
+
+    #[test]
+    fn a_panic_poisons_the_handle_and_only_free_still_works() {
+        let mut config = TetherRelayConfig::defaults();
+        let mut relay: *mut TetherRelay = std::ptr::null_mut();
+        let mut buf = [0u8; 64];
+        let mut len = buf.len();
+        let mut at = 0u64;
+        // SAFETY: valid pointers to locals; the handle is freed once at the end.
+        unsafe {
+            assert_eq!(tether_relay_config_default(&mut config), TETHER_OK);
+            assert_eq!(tether_relay_new(&config, &mut relay), TETHER_OK);
+            assert_eq!(tether_relay_connect(relay, 0), TETHER_OK);
+            let code = ptr::guard(relay, |_| -> Result<i32, Failure> {
+                panic!("a bug inside the library")
+            });
+            assert_eq!(code, TETHER_ERR_PANIC);
+            assert_eq!(tether_relay_connect(relay, 1), TETHER_ERR_POISONED);
+            assert_eq!(
+                tether_relay_poll_transmit(relay, buf.as_mut_ptr(), &mut len),
+                TETHER_ERR_POISONED
+            );
+            assert_eq!(tether_relay_poll_timeout(relay, &mut at), TETHER_ERR_POISONED);
+            assert_eq!(
+                tether_relay_last_error(relay, buf.as_mut_ptr(), &mut len),
+                TETHER_OK
+            );
+            assert_eq!(&buf[..len], b"a call panicked; the handle is poisoned");
+            tether_relay_free(relay);
+        }
+    }
+}
