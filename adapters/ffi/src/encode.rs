@@ -7,6 +7,7 @@
 //! A variant this library does not know yet (the core's enums grow) is `{"type":"unknown"}`.
 
 use std::fmt::Display;
+use std::io::Write as _;
 
 use tether_core::nostr::{Carries, Disconnect, Event, Rejection, Transmit};
 use tether_core::sse::session::{CloseReason, DropReason, FailReason};
@@ -292,7 +293,8 @@ impl<'a> Obj<'a> {
 
     fn num(&mut self, key: &str, value: u64) -> &mut Self {
         self.key(key);
-        self.out.extend_from_slice(value.to_string().as_bytes());
+        // Formatting into a `Vec` cannot fail, and needs no intermediate `String`.
+        let _ = write!(self.out, "{value}");
         self
     }
 

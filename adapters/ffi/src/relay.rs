@@ -715,7 +715,10 @@ mod tests {
                 tether_relay_poll_transmit(relay, buf.as_mut_ptr(), &mut len),
                 TETHER_ERR_POISONED
             );
-            assert_eq!(tether_relay_poll_timeout(relay, &mut at), TETHER_ERR_POISONED);
+            assert_eq!(
+                tether_relay_poll_timeout(relay, &mut at),
+                TETHER_ERR_POISONED
+            );
             assert_eq!(
                 tether_relay_last_error(relay, buf.as_mut_ptr(), &mut len),
                 TETHER_OK

@@ -11,7 +11,10 @@ use std::process::Command;
 /// Where cargo put `libtether_ffi.a`: the profile directory above this test's `deps/`.
 fn library_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("the test's path");
-    let dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>");
     assert!(
         dir.join("libtether_ffi.a").exists(),
         "no libtether_ffi.a in {}",
@@ -30,7 +33,15 @@ fn compile(name: &str, suffix: &str, extra: &[&str]) -> PathBuf {
     let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}{suffix}"));
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_owned());
     let status = Command::new(&cc)
-        .args(["-std=c11", "-g", "-O1", "-Wall", "-Wextra", "-Werror", "-pedantic"])
+        .args([
+            "-std=c11",
+            "-g",
+            "-O1",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+        ])
         .args(extra)
         .arg("-I")
         .arg(crate_dir.join("include"))
@@ -45,7 +56,9 @@ fn compile(name: &str, suffix: &str, extra: &[&str]) -> PathBuf {
 }
 
 fn run(mut command: Command, what: &str) {
-    let output = command.output().unwrap_or_else(|e| panic!("{what} runs: {e}"));
+    let output = command
+        .output()
+        .unwrap_or_else(|e| panic!("{what} runs: {e}"));
     assert!(
         output.status.success(),
         "{what}: {:?}\nstdout:\n{}\nstderr:\n{}",
@@ -98,7 +111,11 @@ fn c_relay_session_is_clean_under_asan_and_ubsan() {
         .spawn()
         .and_then(|mut child| {
             use std::io::Write;
-            child.stdin.take().expect("stdin").write_all(b"int main(void){return 0;}\n")?;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(b"int main(void){return 0;}\n")?;
             child.wait()
         });
     if !probe.is_ok_and(|s| s.success()) {
@@ -109,7 +126,10 @@ fn c_relay_session_is_clean_under_asan_and_ubsan() {
     let exe = compile("relay_session", "-asan", &flags);
     let mut command = Command::new(&exe);
     command
-        .env("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0:exitcode=99")
+        .env(
+            "ASAN_OPTIONS",
+            "detect_leaks=1:abort_on_error=0:exitcode=99",
+        )
         .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1");
     run(command, "relay_session with ASan/UBSan");
 }
