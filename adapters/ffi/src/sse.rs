@@ -196,6 +196,32 @@ pub unsafe extern "C" fn tether_sse_last_error(
     unsafe { ptr::last_error(sse, buf, len) }
 }
 
+/// Copy the last event ID the next request will carry (empty: none) into `buf` (capacity
+/// `*len`): the newest one that can be sent as a header.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_BUFFER_TOO_SMALL` (the length needed in `*len`).
+///
+/// # Safety
+/// `sse` is null or live; `len` null or valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_last_event_id(
+    sse: *mut TetherSse,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        // SAFETY: the contract is the caller's.
+        let code = unsafe { ptr::copy_out(s.session.last_event_id().as_bytes(), buf, len) };
+        match code {
+            TETHER_ERR_NULL => Err(Failure::arg(TETHER_ERR_NULL, "buf or len")),
+            code => Ok(code),
+        }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
 /// The wall clock read `unix_secs` at `now_ms`: used only to turn an HTTP-date
 /// `Retry-After` into a delay.
 ///
