@@ -13,8 +13,8 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, List
 
 import pytest
 
@@ -32,7 +32,7 @@ def testpeer_path() -> Path:
 class Peer:
     """A running testpeer relay."""
 
-    def __init__(self, args: List[str]) -> None:
+    def __init__(self, args: list[str]) -> None:
         self.process = subprocess.Popen(
             [str(testpeer_path()), *args],
             stdin=subprocess.PIPE,
@@ -54,7 +54,7 @@ class Peer:
 
 @pytest.fixture
 def peer() -> Iterator:
-    started: List[Peer] = []
+    started: list[Peer] = []
 
     def start(*args: str) -> Peer:
         p = Peer(list(args))
@@ -68,7 +68,7 @@ def peer() -> Iterator:
             p.process.wait()
 
 
-def tether_py(*args: str) -> List[str]:
+def tether_py(*args: str) -> list[str]:
     """The command line of `tether-py` from this interpreter."""
     return [sys.executable, "-m", "tether.cli", *args]
 
@@ -79,7 +79,7 @@ class ScriptedSse:
 
     def __init__(self, script: list) -> None:
         self.script = list(script)
-        self.requests: List[dict] = []
+        self.requests: list[dict] = []
         self._ready = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._serve, daemon=True)

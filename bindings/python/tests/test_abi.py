@@ -29,7 +29,7 @@ def test_a_session_opens_replays_and_delivers_the_relays_bytes():
     assert relay.poll_event() == {"type": "connected"}
     assert relay.poll_event() is None
     # An event larger than the 64 KiB default buffer: the buffer grows, the item is kept.
-    raw = '{"id":"%s", "created_at":1,\n"content":"%s"}' % ("ab" * 32, "x" * 100_000)
+    raw = '{{"id":"{}", "created_at":1,\n"content":"{}"}}'.format("ab" * 32, "x" * 100_000)
     relay.handle_frame(30, 1, '["EVENT","0:1",' + raw + "]")
     event = relay.poll_event()
     assert event is not None

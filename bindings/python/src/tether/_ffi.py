@@ -6,12 +6,13 @@ Every method mirrors one ``tether_*`` function. Error codes become :class:`Tethe
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 ABI_VERSION = 1
 
@@ -167,7 +168,7 @@ _SIGNATURES = {
     "tether_sse_poll_timeout": (_I32, [_P, _U64P]),
 }
 
-_lib: Optional[ctypes.CDLL] = None
+_lib: ctypes.CDLL | None = None
 
 
 def lib() -> ctypes.CDLL:
@@ -225,7 +226,7 @@ class _Handle:
                 raise TetherError(code, "")
             return bytes(memoryview(self._buf)[: self._len.value])
 
-    def _poll(self, name: str) -> Optional[bytes]:
+    def _poll(self, name: str) -> bytes | None:
         while True:
             self._len.value = len(self._buf)
             code = self._fn(name)(self._ptr, self._buf, ctypes.byref(self._len))
@@ -238,20 +239,20 @@ class _Handle:
             self._check(code)
             return bytes(memoryview(self._buf)[: self._len.value])
 
-    def poll_transmit_raw(self) -> Optional[bytes]:
+    def poll_transmit_raw(self) -> bytes | None:
         """The next transmit's JSON object as the library wrote it, or ``None``."""
         return self._poll("poll_transmit")
 
-    def poll_event_raw(self) -> Optional[bytes]:
+    def poll_event_raw(self) -> bytes | None:
         """The next event's JSON object as the library wrote it, or ``None``."""
         return self._poll("poll_event")
 
-    def poll_transmit(self) -> Optional[dict]:
+    def poll_transmit(self) -> dict | None:
         """The next transmit, decoded, or ``None``."""
         raw = self.poll_transmit_raw()
         return None if raw is None else json.loads(raw)
 
-    def poll_event(self) -> Optional[dict]:
+    def poll_event(self) -> dict | None:
         """The next event, decoded, or ``None``. A ``received`` event also carries
         ``"raw"``: the relay's event JSON exactly as it sent it."""
         raw = self.poll_event_raw()
@@ -262,7 +263,7 @@ class _Handle:
             event["raw"] = received_raw(raw)
         return event
 
-    def poll_timeout(self) -> Optional[int]:
+    def poll_timeout(self) -> int | None:
         """When to call ``handle_timeout`` next (``now_ms`` scale), or ``None``."""
         at = ctypes.c_uint64(0)
         code = self._call("poll_timeout", ctypes.byref(at))
@@ -295,10 +296,9 @@ class _Handle:
             self._ptr = ctypes.c_void_p()
 
     def __del__(self) -> None:
-        try:
+        # Never raise from a finaliser (at interpreter exit the library may be gone).
+        with contextlib.suppress(Exception):
             self.close()
-        except Exception:  # noqa: BLE001 - never raise from a finaliser
-            pass
 
     def __enter__(self):
         return self
@@ -317,7 +317,7 @@ def received_raw(encoded: bytes) -> str:
     return encoded[start:-1].decode("utf-8")
 
 
-def _text(value: "str | bytes") -> bytes:
+def _text(value: str | bytes) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
@@ -345,7 +345,7 @@ class Relay(_Handle):
             raise TetherError(code, "tether_relay_new")
         super().__init__(pointer)
 
-    def subscribe(self, now_ms: int, filters: "str | bytes", priority: int = 0) -> int:
+    def subscribe(self, now_ms: int, filters: str | bytes, priority: int = 0) -> int:
         """Register a subscription; ``filters`` is a JSON array of filter objects."""
         data = _text(filters)
         sub = ctypes.c_uint64(0)
@@ -356,14 +356,14 @@ class Relay(_Handle):
         """Drop a subscription (a CLOSE goes out if its REQ is open)."""
         self._call("unsubscribe", now_ms, sub)
 
-    def publish(self, now_ms: int, event: "str | bytes") -> str:
+    def publish(self, now_ms: int, event: str | bytes) -> str:
         """Publish a signed event; its id in hex."""
         data = _text(event)
         out = (ctypes.c_uint8 * 32)()
         self._call("publish", now_ms, data, len(data), out)
         return bytes(out).hex()
 
-    def authenticate(self, now_ms: int, challenge: int, event: "str | bytes") -> str:
+    def authenticate(self, now_ms: int, challenge: int, event: str | bytes) -> str:
         """Answer challenge ``challenge`` with a signed kind 22242 event; its id in hex."""
         data = _text(event)
         out = (ctypes.c_uint8 * 32)()
@@ -378,7 +378,7 @@ class Relay(_Handle):
         """The socket of ``epoch`` was lost (``LOSS_*``)."""
         self._call("handle_close", now_ms, epoch, loss, close_code)
 
-    def handle_frame(self, now_ms: int, epoch: int, text: "str | bytes") -> None:
+    def handle_frame(self, now_ms: int, epoch: int, text: str | bytes) -> None:
         """A text frame arrived on ``epoch``."""
         data = _text(text)
         self._call("handle_frame", now_ms, epoch, data, len(data))
@@ -398,7 +398,7 @@ class Sse(_Handle):
     _prefix = "sse"
 
     def __init__(
-        self, seed: int = 0, idle_timeout_ms: Optional[int] = None, connect_timeout_ms: int = 0
+        self, seed: int = 0, idle_timeout_ms: int | None = None, connect_timeout_ms: int = 0
     ) -> None:
         config = SseConfig()
         config.struct_size = ctypes.sizeof(SseConfig)
@@ -424,8 +424,8 @@ class Sse(_Handle):
         now_ms: int,
         epoch: int,
         status: int,
-        content_type: Optional[str],
-        retry_after: Optional[str],
+        content_type: str | None,
+        retry_after: str | None,
     ) -> None:
         """The response head of ``epoch`` arrived."""
         ct = None if content_type is None else content_type.encode("utf-8")

@@ -1,4 +1,5 @@
-"""``tether-py``: ``req`` and ``sse`` with the JSON lines contract of ``tether req`` / ``tether sse``.
+"""``tether-py``: ``req`` and ``sse``, with the JSON lines contract of ``tether req`` and
+``tether sse``.
 
 One JSON object per line on stdout, diagnostics on stderr. Exit codes: 0 done (``--until-eose``,
 ``--duration``, SIGINT/SIGTERM, the server's 204), 1 failure, 2 bad arguments (one
@@ -15,7 +16,7 @@ import re
 import signal
 import sys
 import time
-from typing import Any, List, Optional, Tuple
+from typing import Any
 from urllib.parse import urlsplit
 
 from ._ffi import Relay, Sse
@@ -98,7 +99,7 @@ class _Lines:
             self.closed = True
 
 
-def _seed(seed: Optional[int]) -> int:
+def _seed(seed: int | None) -> int:
     if seed is not None:
         return seed
     import os
@@ -137,17 +138,17 @@ def _embedded(raw: str) -> str:
 
 
 class _Req:
-    def __init__(self, args: argparse.Namespace, filters: List[str]) -> None:
+    def __init__(self, args: argparse.Namespace, filters: list[str]) -> None:
         self.args = args
         self.out = _Lines()
         self.labels: dict = {}
         self.done: dict = {}
         self.ended: dict = {}
-        self.driver: Optional[RelayDriver] = None
+        self.driver: RelayDriver | None = None
 
     def on_event(self, event: dict, now: int) -> None:
         kind = event["type"]
-        line: Optional[dict] = None
+        line: dict | None = None
         sub = self.labels.get(event.get("sub"))
         if kind == "connected":
             line = {"type": "connected"}
@@ -162,8 +163,11 @@ class _Req:
                 line["close_code"] = event["close_code"]
         elif kind == "received" and sub is not None:
             self.out.write_raw(
-                '{"type":"event","sub":' + json.dumps(sub) + ',"event":'
-                + _embedded(event["raw"]) + "}"
+                '{"type":"event","sub":'
+                + json.dumps(sub)
+                + ',"event":'
+                + _embedded(event["raw"])
+                + "}"
             )
         elif kind == "eose" and sub is not None:
             self.done[event["sub"]] = True
@@ -201,8 +205,10 @@ class _Req:
         elif kind == "subscription_limit":
             line = {"type": "subscription_limit", "max": event["max"]}
         elif kind == "peer_error":
-            print(f"tether: the relay sent a malformed frame; dropped: {event['error']}",
-                  file=sys.stderr)
+            print(
+                f"tether: the relay sent a malformed frame; dropped: {event['error']}",
+                file=sys.stderr,
+            )
         if line is not None:
             self.out.write(line)
         if self.out.closed and self.driver is not None:
@@ -259,7 +265,7 @@ async def _run_req(args: argparse.Namespace) -> None:
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 
 
-def _headers(args: List[str]) -> List[Tuple[str, str]]:
+def _headers(args: list[str]) -> list[tuple[str, str]]:
     headers = []
     for arg in args:
         name, colon, value = arg.partition(":")
@@ -301,7 +307,7 @@ def _drop_reason(event: dict) -> str:
     }.get(drop, drop)
 
 
-def _failure(event: dict) -> Tuple[Optional[int], str]:
+def _failure(event: dict) -> tuple[int | None, str]:
     why = event["why"]
     if why == "status":
         return event["status"], f"HTTP status {event['status']}"
@@ -321,11 +327,11 @@ class _RateLimit:
 
     def __init__(self, limit: int, window: float) -> None:
         self.limit, self.window = limit, window
-        self.started: Optional[float] = None
+        self.started: float | None = None
         self.admitted = 0
         self.suppressed = 0
 
-    def admit(self, now: float) -> Optional[int]:
+    def admit(self, now: float) -> int | None:
         if self.started is None or now - self.started >= self.window:
             self.started, self.admitted = now, 0
         if self.admitted >= self.limit:
@@ -341,8 +347,8 @@ class _SseRun:
         self.sse = sse
         self.out = _Lines()
         self.peer_errors = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
-        self.driver: Optional[SseDriver] = None
-        self.failed: Optional[str] = None
+        self.driver: SseDriver | None = None
+        self.failed: str | None = None
 
     def on_event(self, event: dict, now: int) -> None:
         kind = event["type"]
@@ -351,8 +357,12 @@ class _SseRun:
             self.out.write({"type": "open"})
         elif kind == "message":
             self.out.write(
-                {"type": "message", "event": event["event"], "data": event["data"],
-                 "id": event["id"]}
+                {
+                    "type": "message",
+                    "event": event["event"],
+                    "data": event["data"],
+                    "id": event["id"],
+                }
             )
         elif kind == "reconnecting":
             line: dict = {
@@ -414,7 +424,7 @@ async def _run_sse(args: argparse.Namespace) -> None:
         raise Failed(f"{args.url}: the server refused")
 
 
-def main(argv: Optional[List[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     """The console script."""
     try:
         args = _parser().parse_args(argv)

@@ -9,10 +9,11 @@ into one inbox; the loop alone touches the session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
 import sys
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable
 
 from . import _ffi
 from ._ffi import Relay, Sse, TetherError
@@ -39,7 +40,7 @@ class _Loop:
         self.stopping = True
         self.inbox.put_nowait(("stop",))
 
-    async def next_input(self) -> Optional[tuple]:
+    async def next_input(self) -> tuple | None:
         """The next input, or ``None`` when the session's deadline came first."""
         deadline = self.session.poll_timeout()
         if deadline is not None and self.now() >= deadline:
@@ -67,16 +68,16 @@ class RelayDriver(_Loop):
         url: str,
         relay: Relay,
         on_event: EventSink,
-        sign: Optional[Callable[[str, str], str]] = None,
+        sign: Callable[[str, str], str] | None = None,
     ) -> None:
         super().__init__(relay)
         self.url = url
         self.relay = relay
         self.on_event = on_event
         self.sign = sign
-        self._sockets: Dict[int, Any] = {}
-        self._tasks: Dict[int, asyncio.Task] = {}
-        self._open: Optional[int] = None
+        self._sockets: dict[int, Any] = {}
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._open: int | None = None
 
     async def run(self) -> None:
         """Connect and drive until :meth:`stop`; then return, sockets left as they are."""
@@ -100,15 +101,11 @@ class RelayDriver(_Loop):
             except TetherError as error:
                 _warn(f"unsubscribe at shutdown: {error}")
         # The CLOSEs go out before the disconnect drops whatever transmit is still queued.
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.drain(), wait)
-        except asyncio.TimeoutError:
-            pass
         self.relay.disconnect(self.now())
-        try:
+        with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.drain(), wait)
-        except asyncio.TimeoutError:
-            pass
         for task in self._tasks.values():
             task.cancel()
 
@@ -148,7 +145,7 @@ class RelayDriver(_Loop):
     def _answer(self, event: dict) -> None:
         try:
             signed = self.sign(self.url, event["challenge"])
-        except Exception as error:  # noqa: BLE001 - the signer's failure is reported
+        except Exception as error:  # the signer's failure is reported
             self.on_event({"type": "signer_failed", "error": str(error)}, self.now())
             return
         try:
@@ -164,10 +161,9 @@ class RelayDriver(_Loop):
         elif kind == "send":
             ws = self._sockets.get(self._open) if self._open is not None else None
             if ws is not None:
-                try:
+                # A failed send is the reader task's to report, as a loss.
+                with contextlib.suppress(Exception):
                     await ws.send(transmit["text"])
-                except Exception:  # noqa: BLE001 - the reader task reports the loss
-                    pass
         elif kind == "ping":
             epoch = self._open
             ws = self._sockets.get(epoch) if epoch is not None else None
@@ -178,10 +174,9 @@ class RelayDriver(_Loop):
             ws = self._sockets.pop(epoch, None)
             task = self._tasks.pop(epoch, None)
             if ws is not None:
-                try:
+                # Closing a socket that is already dead.
+                with contextlib.suppress(Exception):
                     await asyncio.wait_for(ws.close(), 2.0)
-                except Exception:  # noqa: BLE001 - closing a dead socket
-                    pass
             if task is not None:
                 task.cancel()
 
@@ -189,7 +184,7 @@ class RelayDriver(_Loop):
         try:
             await (await ws.ping())
             self.inbox.put_nowait(("pong", epoch))
-        except Exception:  # noqa: BLE001 - no pong: the session's timeout decides
+        except Exception:  # no pong: the session's timeout decides
             pass
 
     def _forget(self, epoch: int) -> None:
@@ -218,7 +213,7 @@ class RelayDriver(_Loop):
         except OSError:
             put(("lost", epoch, _ffi.LOSS_CONNECTION_REFUSED, -1))
             return
-        except Exception:  # noqa: BLE001 - anything else on the way up
+        except Exception:  # anything else on the way up
             put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
             return
         self._sockets[epoch] = ws
@@ -238,7 +233,7 @@ class RelayDriver(_Loop):
                 put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
         except asyncio.CancelledError:
             raise
-        except Exception:  # noqa: BLE001 - a reset or broken pipe
+        except Exception:  # a reset or broken pipe
             put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
 
 
@@ -252,7 +247,7 @@ class SseDriver(_Loop):
         self.sse = sse
         self.on_event = on_event
         self.headers = headers
-        self._tasks: Dict[int, asyncio.Task] = {}
+        self._tasks: dict[int, asyncio.Task] = {}
         self._http: Any = None
 
     async def run(self) -> None:
@@ -355,7 +350,7 @@ class SseDriver(_Loop):
             put(("error", epoch, _ffi.LOSS_TLS_REJECTED))
         except aiohttp.ClientConnectorError:
             put(("error", epoch, _ffi.LOSS_CONNECTION_REFUSED))
-        except Exception:  # noqa: BLE001 - a reset, a broken body
+        except Exception:  # a reset, a broken body
             put(("error", epoch, _ffi.LOSS_NETWORK_ERROR))
         finally:
             self._tasks.pop(epoch, None)

@@ -10,7 +10,7 @@ import hashlib
 import json
 import os
 import time
-from typing import Optional, Tuple
+from typing import Optional
 
 _P = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEFFFFFC2F
 _N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
@@ -19,7 +19,7 @@ _G = (
     0x483ADA7726A3C4655DA4FBFC0E1108A8FD17B448A68554199C47D08FFB10D4B8,
 )
 
-Point = Optional[Tuple[int, int]]
+Point = Optional[tuple[int, int]]
 
 
 def _add(a: Point, b: Point) -> Point:
@@ -108,7 +108,7 @@ class SecretKey:
         self._point = point
         self.public_hex = _bytes(point[0]).hex()
 
-    def sign_schnorr(self, message: bytes, aux: Optional[bytes] = None) -> bytes:
+    def sign_schnorr(self, message: bytes, aux: bytes | None = None) -> bytes:
         """BIP-340 signature of a 32-byte message."""
         d = self._d if self._point[1] % 2 == 0 else _N - self._d
         aux = os.urandom(32) if aux is None else aux
