@@ -82,11 +82,11 @@ fn abi_session() -> *mut TetherRelay {
 }
 
 fn event_in_event_out(c: &mut Criterion) {
-    let mut group = c.benchmark_group("one EVENT frame in, its event out");
+    let mut group = c.benchmark_group("event_frame");
 
     let mut session = rust_session();
     let mut n = 0;
-    group.bench_function("rust api", |b| {
+    group.bench_function("rust_api", |b| {
         b.iter_batched(
             || {
                 n += 1;
@@ -111,7 +111,7 @@ fn event_in_event_out(c: &mut Criterion) {
     let relay = abi_session();
     let mut buf = vec![0u8; 4096];
     let mut n = 0;
-    group.bench_function("c abi", |b| {
+    group.bench_function("c_abi", |b| {
         b.iter_batched(
             || {
                 n += 1;

@@ -371,6 +371,16 @@ void tether_sse_free(struct TetherSse *sse);
 // `sse` is null or live; `len` null or valid; `buf` valid for `*len` bytes.
 int32_t tether_sse_last_error(const struct TetherSse *sse, uint8_t *buf, size_t *len);
 
+// Copy the last event ID the next request will carry (empty: none) into `buf` (capacity
+// `*len`): the newest one that can be sent as a header.
+//
+// # Errors
+// `TETHER_ERR_NULL`, `TETHER_ERR_BUFFER_TOO_SMALL` (the length needed in `*len`).
+//
+// # Safety
+// `sse` is null or live; `len` null or valid; `buf` valid for `*len` bytes.
+int32_t tether_sse_last_event_id(struct TetherSse *sse, uint8_t *buf, size_t *len);
+
 // The wall clock read `unix_secs` at `now_ms`: used only to turn an HTTP-date
 // `Retry-After` into a delay.
 //

@@ -7,7 +7,6 @@
 //! A variant this library does not know yet (the core's enums grow) is `{"type":"unknown"}`.
 
 use std::fmt::Display;
-use std::io::Write as _;
 
 use tether_core::nostr::{Carries, Disconnect, Event, Rejection, Transmit};
 use tether_core::sse::session::{CloseReason, DropReason, FailReason};
@@ -293,8 +292,19 @@ impl<'a> Obj<'a> {
 
     fn num(&mut self, key: &str, value: u64) -> &mut Self {
         self.key(key);
-        // Formatting into a `Vec` cannot fail, and needs no intermediate `String`.
-        let _ = write!(self.out, "{value}");
+        // By hand rather than through `fmt`: every event carries a few numbers.
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = value;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.out.extend_from_slice(&digits[at..]);
         self
     }
 
@@ -397,5 +407,10 @@ mod tests {
             String::from_utf8(out).unwrap(),
             r#"{"type":"send","text":"[\"CLOSE\",\"1:0\"]","carries":{"close":1}}"#
         );
+        for n in [0, 7, 10, 1_234_567_890, u64::MAX] {
+            let mut out = Vec::new();
+            Obj::new(&mut out).num("n", n).end();
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{{\"n\":{n}}}"));
+        }
     }
 }

@@ -3,7 +3,7 @@
 //! Every function takes the handle first and returns a `TETHER_*` code. Socket inputs carry
 //! the `epoch` of the `open` transmit they belong to; input for an epoch the session already
 //! let go is ignored (and counted), input for one never handed out is
-//! [`TETHER_ERR_UNKNOWN_ID`](crate::TETHER_ERR_UNKNOWN_ID).
+//! [`TETHER_ERR_UNKNOWN_ID`].
 
 use std::mem::size_of;
 use std::time::Duration;
