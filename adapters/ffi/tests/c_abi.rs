@@ -7,20 +7,40 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
-/// Where cargo put `libtether_ffi.a`: the profile directory above this test's `deps/`.
+/// `libtether_ffi.a` for the current sources. `cargo test` builds the library only as an
+/// rlib for its tests, so this builds the static library itself, once per test binary, into
+/// a target directory of its own (the outer cargo holds the lock on the main one).
 fn library_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test's path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>");
-    assert!(
-        dir.join("libtether_ffi.a").exists(),
-        "no libtether_ffi.a in {}",
-        dir.display()
-    );
-    dir.to_owned()
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("ffi-staticlib");
+            let status = Command::new(env!("CARGO"))
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "tether-ffi",
+                    "--lib",
+                    "--target-dir",
+                ])
+                .arg(&target)
+                .arg("--manifest-path")
+                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "cargo build -p tether-ffi failed");
+            let dir = target.join("debug");
+            assert!(
+                dir.join("libtether_ffi.a").exists(),
+                "no libtether_ffi.a in {}",
+                dir.display()
+            );
+            dir
+        })
+        .clone()
 }
 
 fn require_tools() -> bool {
@@ -68,35 +88,42 @@ fn run(mut command: Command, what: &str) {
     );
 }
 
+/// The C programs in `tests/c/`.
+const PROGRAMS: [&str; 2] = ["relay_session", "sse_session"];
+
 #[test]
-fn c_relay_session_passes_every_check() {
-    let exe = compile("relay_session", "", &[]);
-    run(Command::new(&exe), "relay_session");
+fn c_programs_pass_every_check() {
+    for name in PROGRAMS {
+        let exe = compile(name, "", &[]);
+        run(Command::new(&exe), name);
+    }
 }
 
 #[test]
-fn c_relay_session_is_clean_under_valgrind() {
-    let exe = compile("relay_session", "", &[]);
+fn c_programs_are_clean_under_valgrind() {
     if Command::new("valgrind").arg("--version").output().is_err() {
         assert!(!require_tools(), "valgrind is not installed");
         eprintln!("valgrind is not installed: skipped");
         return;
     }
-    let mut command = Command::new("valgrind");
-    command
-        .args([
-            "--quiet",
-            "--error-exitcode=99",
-            "--leak-check=full",
-            "--show-leak-kinds=definite,indirect,possible",
-            "--errors-for-leak-kinds=definite,indirect,possible",
-        ])
-        .arg(&exe);
-    run(command, "relay_session under valgrind");
+    for name in PROGRAMS {
+        let exe = compile(name, "", &[]);
+        let mut command = Command::new("valgrind");
+        command
+            .args([
+                "--quiet",
+                "--error-exitcode=99",
+                "--leak-check=full",
+                "--show-leak-kinds=definite,indirect,possible",
+                "--errors-for-leak-kinds=definite,indirect,possible",
+            ])
+            .arg(&exe);
+        run(command, &format!("{name} under valgrind"));
+    }
 }
 
 #[test]
-fn c_relay_session_is_clean_under_asan_and_ubsan() {
+fn c_programs_are_clean_under_asan_and_ubsan() {
     let flags = [
         "-fsanitize=address,undefined",
         "-fno-sanitize-recover=all",
