@@ -324,12 +324,13 @@ impl<'a> Obj<'a> {
     fn hex(&mut self, key: &str, bytes: &[u8; 32]) -> &mut Self {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         self.key(key);
-        self.out.push(b'"');
-        for b in bytes {
-            self.out.push(DIGITS[usize::from(b >> 4)]);
-            self.out.push(DIGITS[usize::from(b & 0xf)]);
+        // Into a stack buffer, then one copy: a push per digit costs a capacity check each.
+        let mut text = [b'"'; 66];
+        for (pair, b) in text[1..65].chunks_exact_mut(2).zip(bytes) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0xf)];
         }
-        self.out.push(b'"');
+        self.out.extend_from_slice(&text);
         self
     }
 
