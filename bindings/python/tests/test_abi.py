@@ -79,3 +79,14 @@ def test_sse_session_parses_and_reports_the_resume_id():
         1,
     )
     assert 500 <= event["at_ms"] - 7 <= 1500
+
+
+def test_the_library_is_found_by_env_then_target_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("TETHER_LIBRARY", "/somewhere/libtether_ffi.so")
+    assert str(tether.library_path()) == "/somewhere/libtether_ffi.so"
+    monkeypatch.delenv("TETHER_LIBRARY")
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / _ffi._library_name()).write_bytes(b"")
+    monkeypatch.setenv("CARGO_TARGET_DIR", str(tmp_path))
+    assert tether.library_path() == release / _ffi._library_name()
