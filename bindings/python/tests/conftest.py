@@ -119,4 +119,11 @@ class ScriptedSse:
         self._loop.run_forever()
 
     def stop(self) -> None:
+        async def cancel_handlers() -> None:
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+        asyncio.run_coroutine_threadsafe(cancel_handlers(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
