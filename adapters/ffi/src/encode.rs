@@ -1,0 +1,417 @@
+//! The JSON object each transmit and event is polled as. Public so a Rust test can encode
+//! what the Rust API returns and compare it with what the ABI hands a host.
+//!
+//! Every object has a `"type"`; ids, epochs and counts are numbers; times are `*_ms` numbers
+//! on the host's `now_ms` scale, rounded up; an absent value is `null`. A relay event's JSON
+//! is copied verbatim as the value of `"event"` (the core checked it is a JSON object).
+//! A variant this library does not know yet (the core's enums grow) is `{"type":"unknown"}`.
+
+use std::fmt::Display;
+
+use tether_core::nostr::{Carries, Disconnect, Event, Rejection, Transmit};
+use tether_core::sse::session::{CloseReason, DropReason, FailReason};
+use tether_core::sse::{self, parser::ParseError};
+
+use crate::{duration_ms_ceil, millis_ceil};
+
+/// Append the JSON object for a relay transmit:
+///
+/// - `{"type":"open","epoch":N}`: open a WebSocket; tag its inputs with `epoch`.
+/// - `{"type":"send","text":"...","carries":{"req":SUB}|{"close":SUB}|{"event":"hex"}|{"auth":"hex"}}`
+/// - `{"type":"ping"}`
+/// - `{"type":"close","epoch":N}`
+pub fn encode_relay_transmit(transmit: &Transmit, out: &mut Vec<u8>) {
+    let mut o = Obj::new(out);
+    match transmit {
+        Transmit::Open { epoch } => o.kind("open").num("epoch", epoch.0),
+        Transmit::Send { text, carries } => {
+            o.kind("send").str("text", text).key("carries");
+            let mut inner = Obj::new(&mut *o.out);
+            match carries {
+                Carries::Req(sub) => inner.num("req", sub.0),
+                Carries::Close(sub) => inner.num("close", sub.0),
+                Carries::Event(id) => inner.hex("event", &id.0),
+                Carries::Auth(id) => inner.hex("auth", &id.0),
+                _ => inner.null("unknown"),
+            };
+            inner.end();
+            &mut o
+        }
+        Transmit::Ping => o.kind("ping"),
+        Transmit::Close { epoch } => o.kind("close").num("epoch", epoch.0),
+    };
+    o.end();
+}
+
+/// Append the JSON object for a relay event:
+///
+/// - `{"type":"connected"}`
+/// - `{"type":"disconnected","reconnect_at_ms":N|null,"why":W,"close_code":N|null}`, `W`
+///   `requested` or a socket loss (`connection_refused`, `tls_rejected`, `handshake_failed`,
+///   `connect_timeout`, `closed_by_peer`, `frame_too_large`, `pong_timeout`, `idle_timeout`,
+///   `network_error`)
+/// - `{"type":"received","sub":N,"id":"hex","event":{...the relay's bytes...}}`
+/// - `{"type":"eose","sub":N}`, `{"type":"queued","sub":N}`, `{"type":"eose_timeout","sub":N}`
+/// - `{"type":"closed","sub":N,"reason":"...","attempts":N}`
+/// - `{"type":"retrying","sub":N,"at_ms":N,"attempt":N}`
+/// - `{"type":"rate_limited","until_ms":N}`, `{"type":"subscription_limit","max":N}`
+/// - `{"type":"notice","message":"..."}`
+/// - `{"type":"auth_challenge","challenge":"...","id":N}` (pass `id` to `authenticate`)
+/// - `{"type":"authenticated"}`, `{"type":"auth_failed","reason":"..."}`
+/// - `{"type":"published","id":"hex"}`
+/// - `{"type":"rejected","id":"hex","why":"refused"|"timed_out","message":"..."|null}`
+/// - `{"type":"peer_error","error":"..."}`
+pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
+    let mut o = Obj::new(out);
+    match event {
+        Event::Connected => o.kind("connected"),
+        Event::Disconnected { reconnect_at, why } => {
+            o.kind("disconnected")
+                .opt_num("reconnect_at_ms", reconnect_at.map(millis_ceil));
+            let (why, code) = match why {
+                Disconnect::Requested => ("requested", None),
+                Disconnect::Lost(loss) => (
+                    loss.as_str(),
+                    match loss {
+                        tether_core::SocketLoss::ClosedByPeer { code } => code.map(u64::from),
+                        _ => None,
+                    },
+                ),
+                _ => ("unknown", None),
+            };
+            o.str("why", why).opt_num("close_code", code)
+        }
+        Event::Received { sub, id, raw } => o
+            .kind("received")
+            .num("sub", sub.0)
+            .hex("id", &id.0)
+            .raw("event", raw),
+        Event::Eose { sub } => o.kind("eose").num("sub", sub.0),
+        Event::Closed {
+            sub,
+            reason,
+            attempts,
+        } => o
+            .kind("closed")
+            .num("sub", sub.0)
+            .str("reason", reason)
+            .num("attempts", u64::from(*attempts)),
+        Event::Retrying { sub, at, attempt } => o
+            .kind("retrying")
+            .num("sub", sub.0)
+            .num("at_ms", millis_ceil(*at))
+            .num("attempt", u64::from(*attempt)),
+        Event::Queued { sub } => o.kind("queued").num("sub", sub.0),
+        Event::EoseTimeout { sub } => o.kind("eose_timeout").num("sub", sub.0),
+        Event::RateLimited { until } => o.kind("rate_limited").num("until_ms", millis_ceil(*until)),
+        Event::SubscriptionLimit { max } => o.kind("subscription_limit").num("max", *max as u64),
+        Event::Notice { message } => o.kind("notice").str("message", message),
+        Event::AuthChallenge { challenge, id } => o
+            .kind("auth_challenge")
+            .str("challenge", challenge)
+            .num("id", id.0),
+        Event::Authenticated => o.kind("authenticated"),
+        Event::AuthFailed { reason } => o.kind("auth_failed").str("reason", reason),
+        Event::Published { id } => o.kind("published").hex("id", &id.0),
+        Event::Rejected { id, reason } => {
+            o.kind("rejected").hex("id", &id.0);
+            match reason {
+                Rejection::Refused { message } => o.str("why", "refused").str("message", message),
+                Rejection::TimedOut => o.str("why", "timed_out").null("message"),
+                _ => o.str("why", "unknown").null("message"),
+            }
+        }
+        Event::PeerError { error } => o.kind("peer_error").display("error", error),
+        _ => o.kind("unknown"),
+    };
+    o.end();
+}
+
+/// Append the JSON object for an SSE transmit:
+///
+/// - `{"type":"open","epoch":N,"last_event_id":"..."|null}`: start a GET with
+///   `Accept: text/event-stream` (and `Last-Event-ID` when not null)
+/// - `{"type":"close","epoch":N}`: abort that request
+pub fn encode_sse_transmit(transmit: &sse::session::Transmit, out: &mut Vec<u8>) {
+    use sse::session::Transmit;
+    let mut o = Obj::new(out);
+    match transmit {
+        Transmit::Open {
+            epoch,
+            last_event_id,
+            ..
+        } => o
+            .kind("open")
+            .num("epoch", epoch.0)
+            .opt_str("last_event_id", last_event_id.as_deref()),
+        Transmit::Close { epoch } => o.kind("close").num("epoch", epoch.0),
+        _ => o.kind("unknown"),
+    };
+    o.end();
+}
+
+/// Append the JSON object for an SSE event:
+///
+/// - `{"type":"open"}`
+/// - `{"type":"message","event":"...","data":"...","id":"..."}`
+/// - `{"type":"reconnecting",DROP,"attempt":N,"at_ms":N}`
+/// - `{"type":"reconnected","gap_ms":N}`
+/// - `{"type":"parse_error","kind":"line_too_long"|"event_too_large","limit":N,"message":"..."}`
+/// - `{"type":"unsendable_id","id":"...","message":"..."}`
+/// - `{"type":"failed","why":"status","status":N}`,
+///   `{"type":"failed","why":"content_type","content_type":"..."|null}`,
+///   `{"type":"failed","why":"exhausted",DROP}`,
+///   `{"type":"failed","why":"invalid_request","detail":"..."}`
+/// - `{"type":"closed","why":"no_content"|"local"}`
+///
+/// where `DROP` is `"drop":"status"|"network_error"|"eof"|"connect_timeout"|"idle_timeout",
+/// "status":N|null,"loss":"..."|null` (`loss` names the network error).
+pub fn encode_sse_event(event: &sse::Event, out: &mut Vec<u8>) {
+    use sse::Event;
+    let mut o = Obj::new(out);
+    match event {
+        Event::Open => o.kind("open"),
+        Event::Message(m) => o
+            .kind("message")
+            .str("event", &m.event)
+            .str("data", &m.data)
+            .str("id", &m.id),
+        Event::Reconnecting { why, attempt, at } => {
+            o.kind("reconnecting");
+            drop_fields(&mut o, *why);
+            o.num("attempt", u64::from(*attempt))
+                .num("at_ms", millis_ceil(*at))
+        }
+        Event::Reconnected { gap } => o.kind("reconnected").num("gap_ms", duration_ms_ceil(*gap)),
+        Event::ParseError(error) => {
+            let (kind, limit) = match error {
+                ParseError::LineTooLong { limit } => ("line_too_long", *limit),
+                ParseError::EventTooLarge { limit } => ("event_too_large", *limit),
+                _ => ("unknown", 0),
+            };
+            o.kind("parse_error")
+                .str("kind", kind)
+                .num("limit", limit as u64)
+                .display("message", error)
+        }
+        Event::UnsendableId { id, why } => o
+            .kind("unsendable_id")
+            .str("id", id)
+            .display("message", why),
+        Event::Failed { why } => {
+            o.kind("failed");
+            match why {
+                FailReason::Status(status) => {
+                    o.str("why", "status").num("status", u64::from(*status))
+                }
+                FailReason::ContentType(kind) => o
+                    .str("why", "content_type")
+                    .opt_str("content_type", kind.as_deref()),
+                FailReason::Exhausted(last) => {
+                    o.str("why", "exhausted");
+                    drop_fields(&mut o, *last);
+                    &mut o
+                }
+                FailReason::InvalidRequest(detail) => {
+                    o.str("why", "invalid_request").str("detail", detail)
+                }
+                _ => o.str("why", "unknown"),
+            }
+        }
+        Event::Closed { why } => o.kind("closed").str(
+            "why",
+            match why {
+                CloseReason::NoContent => "no_content",
+                CloseReason::Local => "local",
+                _ => "unknown",
+            },
+        ),
+        _ => o.kind("unknown"),
+    };
+    o.end();
+}
+
+fn drop_fields(o: &mut Obj<'_>, why: DropReason) {
+    let (kind, status, loss) = match why {
+        DropReason::Status(status) => ("status", Some(u64::from(status)), None),
+        DropReason::NetworkError(loss) => ("network_error", None, Some(loss.as_str())),
+        DropReason::Eof => ("eof", None, None),
+        DropReason::ConnectTimeout => ("connect_timeout", None, None),
+        DropReason::IdleTimeout => ("idle_timeout", None, None),
+        _ => ("unknown", None, None),
+    };
+    o.str("drop", kind)
+        .opt_num("status", status)
+        .opt_str("loss", loss);
+}
+
+/// A JSON object being appended to a buffer.
+struct Obj<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'a> Obj<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        Obj { out, first: true }
+    }
+
+    fn key(&mut self, key: &str) -> &mut Self {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        self.out.push(b'"');
+        // Keys are this module's own literals: plain ASCII, nothing to escape.
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+        self
+    }
+
+    fn kind(&mut self, kind: &str) -> &mut Self {
+        self.str("type", kind)
+    }
+
+    fn str(&mut self, key: &str, value: &str) -> &mut Self {
+        self.key(key);
+        string(self.out, value);
+        self
+    }
+
+    fn opt_str(&mut self, key: &str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(value) => self.str(key, value),
+            None => self.null(key),
+        }
+    }
+
+    fn display(&mut self, key: &str, value: &impl Display) -> &mut Self {
+        self.str(key, &value.to_string())
+    }
+
+    fn num(&mut self, key: &str, value: u64) -> &mut Self {
+        self.key(key);
+        // By hand rather than through `fmt`: every event carries a few numbers.
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut rest = value;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.out.extend_from_slice(&digits[at..]);
+        self
+    }
+
+    fn opt_num(&mut self, key: &str, value: Option<u64>) -> &mut Self {
+        match value {
+            Some(value) => self.num(key, value),
+            None => self.null(key),
+        }
+    }
+
+    fn null(&mut self, key: &str) -> &mut Self {
+        self.key(key);
+        self.out.extend_from_slice(b"null");
+        self
+    }
+
+    fn hex(&mut self, key: &str, bytes: &[u8; 32]) -> &mut Self {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        self.key(key);
+        // Into a stack buffer, then one copy: a push per digit costs a capacity check each.
+        let mut text = [b'"'; 66];
+        for (pair, b) in text[1..65].chunks_exact_mut(2).zip(bytes) {
+            pair[0] = DIGITS[usize::from(b >> 4)];
+            pair[1] = DIGITS[usize::from(b & 0xf)];
+        }
+        self.out.extend_from_slice(&text);
+        self
+    }
+
+    /// `value` is JSON already (the relay's event, checked by the core): copied verbatim.
+    fn raw(&mut self, key: &str, value: &str) -> &mut Self {
+        self.key(key);
+        self.out.extend_from_slice(value.as_bytes());
+        self
+    }
+
+    fn end(&mut self) {
+        self.out.push(b'}');
+    }
+}
+
+/// Append `value` as a JSON string.
+fn string(out: &mut Vec<u8>, value: &str) {
+    // Writing a `str` into a `Vec` cannot fail.
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tether_core::nostr::SubscriptionId;
+    use tether_core::Instant;
+
+    fn relay_event(event: &Event) -> String {
+        let mut out = Vec::new();
+        encode_relay_event(event, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn objects_are_json_with_escaped_strings_and_verbatim_events() {
+        let raw = "{\"id\": \"x\",\n \"content\":\"\\u00e9\"}";
+        let text = relay_event(&Event::Received {
+            sub: SubscriptionId(3),
+            id: tether_core::nostr::message::EventId([0xab; 32]),
+            raw: raw.to_owned(),
+        });
+        assert_eq!(
+            text,
+            format!(
+                "{{\"type\":\"received\",\"sub\":3,\"id\":\"{}\",\"event\":{raw}}}",
+                "ab".repeat(32)
+            )
+        );
+        let text = relay_event(&Event::Closed {
+            sub: SubscriptionId(1),
+            reason: "say \"no\"\n".into(),
+            attempts: 2,
+        });
+        assert_eq!(
+            text,
+            r#"{"type":"closed","sub":1,"reason":"say \"no\"\n","attempts":2}"#
+        );
+        let text = relay_event(&Event::Disconnected {
+            reconnect_at: Some(Instant::from_origin(std::time::Duration::from_micros(1500))),
+            why: Disconnect::Lost(tether_core::SocketLoss::ClosedByPeer { code: Some(1006) }),
+        });
+        assert_eq!(
+            text,
+            r#"{"type":"disconnected","reconnect_at_ms":2,"why":"closed_by_peer","close_code":1006}"#
+        );
+        let mut out = Vec::new();
+        encode_relay_transmit(
+            &Transmit::Send {
+                text: "[\"CLOSE\",\"1:0\"]".into(),
+                carries: Carries::Close(SubscriptionId(1)),
+            },
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"type":"send","text":"[\"CLOSE\",\"1:0\"]","carries":{"close":1}}"#
+        );
+        for n in [0, 7, 10, 1_234_567_890, u64::MAX] {
+            let mut out = Vec::new();
+            Obj::new(&mut out).num("n", n).end();
+            assert_eq!(String::from_utf8(out).unwrap(), format!("{{\"n\":{n}}}"));
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! tether-ffi: a C ABI over tether-core's relay and SSE sessions.
+//!
+//! The ABI mirrors the sans-IO driving contract and nothing more (quiche's `quiche.h` is the
+//! model): an opaque handle per session, inputs that take the host's monotonic `now_ms`,
+//! and outputs the host polls into buffers it owns. There are no threads, no callbacks and
+//! no global state: the host's event loop drives a handle exactly as the Rust drivers do.
+//!
+//! # The drain loop
+//!
+//! After every input call, poll `*_poll_transmit` and `*_poll_event` until both return
+//! [`TETHER_DONE`], then sleep until `*_poll_timeout` (or the next socket input) and call
+//! `*_handle_timeout` with a fresh `now_ms`.
+//!
+//! # Outputs
+//!
+//! Each transmit and event is one JSON object (UTF-8, no terminating NUL) with a `"type"`
+//! field; the fields of each type are listed in `include/tether.h` and the README. A relay
+//! event's JSON is embedded byte for byte as the `"event"` member of a `received` object.
+//! Times are milliseconds on the host's `now_ms` scale, rounded up.
+//!
+//! Polling takes `buf` and `*len` (its capacity). On [`TETHER_OK`] `*len` is the length
+//! written; on [`TETHER_ERR_BUFFER_TOO_SMALL`] `*len` is the length needed and the item stays
+//! queued for the next poll; on [`TETHER_DONE`] nothing is queued.
+//!
+//! # Errors and misuse
+//!
+//! Every function returns an `int32_t` code: [`TETHER_OK`] (0), [`TETHER_DONE`] (1) or a
+//! negative `TETHER_ERR_*`. Null pointers, invalid UTF-8, unknown ids and calls in the wrong
+//! state return codes, never undefined behaviour; `*_last_error` describes the last error
+//! of a handle. A Rust panic is caught at every entry point: that call returns
+//! [`TETHER_ERR_PANIC`] and the handle is poisoned, so every later call but `*_free` returns
+//! [`TETHER_ERR_POISONED`].
+//!
+//! # Threads
+//!
+//! A handle is not synchronised: use it from one thread at a time (moving it between
+//! threads is fine). Different handles are independent.
+//!
+//! # Safety
+//!
+//! Pointers passed in must be null or valid for the stated length for the duration of the
+//! call; nothing is retained after a call returns. A handle must come from its `*_new` and
+//! be freed once with its `*_free`.
+
+mod encode;
+mod outbuf;
+#[allow(unsafe_code)]
+mod ptr;
+#[allow(unsafe_code)]
+pub mod relay;
+#[allow(unsafe_code)]
+pub mod sse;
+
+pub use encode::{
+    encode_relay_event, encode_relay_transmit, encode_sse_event, encode_sse_transmit,
+};
+
+/// The version of this ABI, returned by [`tether_abi_version`]: bumped on any incompatible
+/// change (a removed or retyped function, a changed output field). Additions keep it.
+pub const TETHER_ABI_VERSION: u32 = 1;
+
+/// Success.
+pub const TETHER_OK: i32 = 0;
+/// Nothing to poll: no transmit, event or deadline is pending.
+pub const TETHER_DONE: i32 = 1;
+/// The output buffer is too small: `*len` now holds the length needed; the item is kept.
+pub const TETHER_ERR_BUFFER_TOO_SMALL: i32 = -1;
+/// A required pointer was null.
+pub const TETHER_ERR_NULL: i32 = -2;
+/// A text argument is not valid UTF-8.
+pub const TETHER_ERR_UTF8: i32 = -3;
+/// An argument is malformed: filters that are not a JSON array of objects, an event that is
+/// not an event object, an unknown socket-loss code, a config of the wrong size.
+pub const TETHER_ERR_INVALID_ARGUMENT: i32 = -4;
+/// An unknown subscription id, or an epoch never handed out in an `open` transmit.
+pub const TETHER_ERR_UNKNOWN_ID: i32 = -5;
+/// The call does not fit the session's state: input before a socket's open, a second open,
+/// authenticating while disconnected or for a superseded challenge.
+pub const TETHER_ERR_WRONG_STATE: i32 = -6;
+/// A configured bound is reached: too many subscriptions, a full outbox, an event already
+/// being published.
+pub const TETHER_ERR_LIMIT: i32 = -7;
+/// This call panicked inside the library; the handle is now poisoned.
+pub const TETHER_ERR_PANIC: i32 = -8;
+/// An earlier call panicked; the handle accepts nothing but `*_free`.
+pub const TETHER_ERR_POISONED: i32 = -9;
+
+/// `loss` code: the connection was refused, the host unreachable or its name unresolved.
+pub const TETHER_LOSS_CONNECTION_REFUSED: u32 = 1;
+/// `loss` code: the TLS handshake failed.
+pub const TETHER_LOSS_TLS_REJECTED: u32 = 2;
+/// `loss` code: the WebSocket or HTTP handshake failed.
+pub const TETHER_LOSS_HANDSHAKE_FAILED: u32 = 3;
+/// `loss` code: the peer closed the socket (pass its close code, or -1).
+pub const TETHER_LOSS_CLOSED_BY_PEER: u32 = 4;
+/// `loss` code: the peer sent a frame over the size limit.
+pub const TETHER_LOSS_FRAME_TOO_LARGE: u32 = 5;
+/// `loss` code: a reset, broken pipe or other network error.
+pub const TETHER_LOSS_NETWORK_ERROR: u32 = 6;
+
+/// The ABI version this library implements ([`TETHER_ABI_VERSION`]); a host checks it
+/// against the header it was compiled with.
+#[no_mangle]
+#[allow(unsafe_code)] // `#[no_mangle]` is an unsafe attribute: the symbol name is global.
+pub extern "C" fn tether_abi_version() -> u32 {
+    TETHER_ABI_VERSION
+}
+
+/// A failed call: its code, and the message `*_last_error` returns for it.
+#[derive(Debug)]
+struct Failure {
+    code: i32,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: i32, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+
+    /// A code from a pointer helper (null, UTF-8, too small), with a message naming `what`.
+    fn arg(code: i32, what: &str) -> Self {
+        let why = match code {
+            TETHER_ERR_NULL => "is a null pointer",
+            TETHER_ERR_UTF8 => "is not valid UTF-8",
+            _ => "is invalid",
+        };
+        Failure::new(code, format!("{what} {why}"))
+    }
+}
+
+/// What every handle keeps for [`ptr::guard`]: poisoning and the last error.
+trait Guarded {
+    fn poisoned(&self) -> bool;
+    fn poison(&mut self);
+    fn error(&self) -> &str;
+    fn set_error(&mut self, message: String);
+}
+
+/// The socket loss a host's `loss` code names; `None` for an unknown code.
+fn socket_loss(loss: u32, close_code: i32) -> Option<tether_core::SocketLoss> {
+    use tether_core::SocketLoss;
+    Some(match loss {
+        TETHER_LOSS_CONNECTION_REFUSED => SocketLoss::ConnectionRefused,
+        TETHER_LOSS_TLS_REJECTED => SocketLoss::TlsRejected,
+        TETHER_LOSS_HANDSHAKE_FAILED => SocketLoss::HandshakeFailed,
+        TETHER_LOSS_CLOSED_BY_PEER => SocketLoss::ClosedByPeer {
+            code: u16::try_from(close_code).ok(),
+        },
+        TETHER_LOSS_FRAME_TOO_LARGE => SocketLoss::FrameTooLarge,
+        TETHER_LOSS_NETWORK_ERROR => SocketLoss::NetworkError,
+        _ => return None,
+    })
+}
+
+/// The core's time for the host's milliseconds.
+fn instant(now_ms: u64) -> tether_core::Instant {
+    tether_core::Instant::from_millis(now_ms)
+}
+
+/// Milliseconds on the host's scale, rounded up so a host that sleeps to a deadline never
+/// wakes before it.
+fn millis_ceil(at: tether_core::Instant) -> u64 {
+    duration_ms_ceil(at.since_origin())
+}
+
+/// A duration in milliseconds, rounded up.
+fn duration_ms_ceil(d: std::time::Duration) -> u64 {
+    let ms = d.as_millis() + u128::from(d.subsec_nanos() % 1_000_000 != 0);
+    u64::try_from(ms).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn millis_round_up_and_saturate() {
+        assert_eq!(duration_ms_ceil(Duration::from_millis(5)), 5);
+        assert_eq!(duration_ms_ceil(Duration::from_micros(5_001)), 6);
+        assert_eq!(duration_ms_ceil(Duration::MAX), u64::MAX);
+    }
+
+    #[test]
+    fn loss_codes_map_and_unknown_ones_do_not() {
+        use tether_core::SocketLoss;
+        assert_eq!(
+            socket_loss(TETHER_LOSS_CLOSED_BY_PEER, 1001),
+            Some(SocketLoss::ClosedByPeer { code: Some(1001) })
+        );
+        assert_eq!(
+            socket_loss(TETHER_LOSS_CLOSED_BY_PEER, -1),
+            Some(SocketLoss::ClosedByPeer { code: None })
+        );
+        assert_eq!(socket_loss(0, 0), None);
+        assert_eq!(socket_loss(7, 0), None);
+    }
+}

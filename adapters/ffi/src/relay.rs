@@ -1,0 +1,730 @@
+//! The relay session (NIP-01 over a WebSocket the host owns): `tether_relay_*`.
+//!
+//! Every function takes the handle first and returns a `TETHER_*` code. Socket inputs carry
+//! the `epoch` of the `open` transmit they belong to; input for an epoch the session already
+//! let go is ignored (and counted), input for one never handed out is
+//! [`TETHER_ERR_UNKNOWN_ID`].
+
+use std::mem::size_of;
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use tether_core::nostr::RelaySession;
+use tether_core::nostr::{ChallengeId, Error, Filter, Priority, RelayConfig, SubscriptionId};
+use tether_core::{Epoch, GateScope, SocketError};
+
+use crate::encode::{encode_relay_event, encode_relay_transmit};
+use crate::outbuf::Pending;
+use crate::{
+    instant, ptr, socket_loss, Failure, Guarded, TETHER_DONE, TETHER_ERR_INVALID_ARGUMENT,
+    TETHER_ERR_LIMIT, TETHER_ERR_NULL, TETHER_ERR_UNKNOWN_ID, TETHER_ERR_WRONG_STATE, TETHER_OK,
+};
+
+/// Configuration of a relay session. Size-versioned: set `struct_size` to
+/// `sizeof(TetherRelayConfig)`, call [`tether_relay_config_default`], change what you need,
+/// pass it to [`tether_relay_new`]. Fields added in later versions go at the end; a library
+/// given an older (smaller) struct uses its defaults for the fields the caller does not know.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TetherRelayConfig {
+    /// `sizeof(TetherRelayConfig)` as the caller was compiled.
+    pub struct_size: u32,
+    /// 1: a rate-limit window survives reconnects (relays that limit per IP or pubkey);
+    /// 0 (default): it belongs to the connection.
+    pub gate_per_session: u32,
+    /// Seed for every jittered delay: same seed and inputs, same outputs.
+    pub seed: u64,
+    /// Most REQs open at once (NIP-11 `max_subscriptions`); 0 (default): none until learned.
+    pub max_subscriptions: u64,
+    /// Largest inbound frame decoded, in bytes (default 4 MiB; at least 1).
+    pub max_frame: u64,
+    /// A REQ with no EOSE, CLOSED or event after this long is retried (default 30 000 ms;
+    /// at least 1).
+    pub eose_timeout_ms: u64,
+    /// A published event with no OK after this long is re-sent (default 10 000 ms; at
+    /// least 1).
+    pub publish_timeout_ms: u64,
+}
+
+/// Size of the first version of [`TetherRelayConfig`].
+const CONFIG_V1: usize = size_of::<TetherRelayConfig>();
+
+impl TetherRelayConfig {
+    fn defaults() -> Self {
+        let core = RelayConfig::default();
+        TetherRelayConfig {
+            struct_size: CONFIG_V1 as u32,
+            gate_per_session: 0,
+            seed: 0,
+            max_subscriptions: 0,
+            max_frame: core.max_frame as u64,
+            eose_timeout_ms: core.eose_timeout.as_millis() as u64,
+            publish_timeout_ms: core.publish_timeout.as_millis() as u64,
+        }
+    }
+
+    fn to_core(self) -> Result<RelayConfig, Failure> {
+        let bad = |what: &str| Failure::new(TETHER_ERR_INVALID_ARGUMENT, what.to_owned());
+        let mut config = RelayConfig::default();
+        config.gate_scope = match self.gate_per_session {
+            0 => GateScope::Connection,
+            1 => GateScope::Session,
+            _ => return Err(bad("gate_per_session must be 0 or 1")),
+        };
+        config.max_subscriptions = match self.max_subscriptions {
+            0 => None,
+            n => Some(usize::try_from(n).map_err(|_| bad("max_subscriptions is too large"))?),
+        };
+        if self.max_frame == 0 || self.eose_timeout_ms == 0 || self.publish_timeout_ms == 0 {
+            return Err(bad("max_frame and the timeouts must be at least 1"));
+        }
+        config.max_frame = usize::try_from(self.max_frame).unwrap_or(usize::MAX);
+        config.eose_timeout = Duration::from_millis(self.eose_timeout_ms);
+        config.publish_timeout = Duration::from_millis(self.publish_timeout_ms);
+        Ok(config)
+    }
+}
+
+/// An opaque relay session; create with [`tether_relay_new`], free with
+/// [`tether_relay_free`].
+#[derive(Debug)]
+pub struct TetherRelay {
+    session: RelaySession,
+    transmit: Pending,
+    event: Pending,
+    /// The latest `now_ms` seen: what `poll_timeout` says while output is held.
+    now: u64,
+    poisoned: bool,
+    error: String,
+}
+
+impl Guarded for TetherRelay {
+    fn poisoned(&self) -> bool {
+        self.poisoned
+    }
+    fn poison(&mut self) {
+        self.poisoned = true;
+        self.error = "a call panicked; the handle is poisoned".to_owned();
+    }
+    fn error(&self) -> &str {
+        &self.error
+    }
+    fn set_error(&mut self, message: String) {
+        self.error = message;
+    }
+}
+
+impl TetherRelay {
+    fn at(&mut self, now_ms: u64) -> tether_core::Instant {
+        self.now = self.now.max(now_ms);
+        instant(now_ms)
+    }
+}
+
+/// Fill `config` with the defaults for its `struct_size` (set that first).
+///
+/// # Errors
+/// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for a `struct_size` smaller than the
+/// first version.
+///
+/// # Safety
+/// `config` is null or valid for `config->struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_config_default(config: *mut TetherRelayConfig) -> i32 {
+    // SAFETY: the contract is the caller's.
+    match unsafe { ptr::write_versioned(config, TetherRelayConfig::defaults(), CONFIG_V1) } {
+        Ok(()) => TETHER_OK,
+        Err(code) => code,
+    }
+}
+
+/// Create a disconnected relay session and store its handle at `out`.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for a bad size or field value, or
+/// non-zero bytes past the fields this library knows.
+///
+/// # Safety
+/// `config` is null or valid for `config->struct_size` bytes; `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_new(
+    config: *const TetherRelayConfig,
+    out: *mut *mut TetherRelay,
+) -> i32 {
+    if out.is_null() {
+        return TETHER_ERR_NULL;
+    }
+    let made = std::panic::catch_unwind(|| {
+        // SAFETY: the contract is the caller's.
+        let host = unsafe { ptr::versioned(config, TetherRelayConfig::defaults(), CONFIG_V1) }?;
+        let core = host.to_core().map_err(|f| f.code)?;
+        Ok::<_, i32>(TetherRelay {
+            session: RelaySession::new(core, host.seed),
+            transmit: Pending::default(),
+            event: Pending::default(),
+            now: 0,
+            poisoned: false,
+            error: String::new(),
+        })
+    });
+    match made {
+        // SAFETY: `out` is non-null and writable by the contract.
+        Ok(Ok(relay)) => unsafe { ptr::hand_out(out, relay) },
+        Ok(Err(code)) => code,
+        Err(_) => crate::TETHER_ERR_PANIC,
+    }
+}
+
+/// Free a session; null is a no-op. Poisoned handles are freed too.
+///
+/// # Safety
+/// `relay` is null or a live handle from [`tether_relay_new`], not used again.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_free(relay: *mut TetherRelay) {
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::free(relay) }
+}
+
+/// Copy the message of the last failed call on `relay` into `buf` (capacity `*len`); `*len`
+/// becomes its length. Empty when nothing failed yet.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_BUFFER_TOO_SMALL` (with the length needed in `*len`).
+///
+/// # Safety
+/// `relay` is null or live; `len` is null or valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_last_error(
+    relay: *const TetherRelay,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::last_error(relay, buf, len) }
+}
+
+/// The wall clock read `unix_secs` at `now_ms` (it bounds catch-up `since`).
+///
+/// # Safety
+/// `relay` is null or a live handle used by no other thread during the call.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_set_wall_clock(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    unix_secs: u64,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        r.session.set_wall_clock(now, unix_secs);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Start connecting, and keep reconnecting until [`tether_relay_disconnect`].
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_connect(relay: *mut TetherRelay, now_ms: u64) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        r.session.connect(now);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Stop: close the socket, cancel the reconnect and every retry (queued transmits are
+/// dropped). Subscriptions stay registered for a later connect.
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_disconnect(relay: *mut TetherRelay, now_ms: u64) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        // The core drops its queued transmits; one held for a larger buffer goes too.
+        r.transmit.clear();
+        r.session.disconnect(now);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Register a subscription: `filters` is a JSON array of NIP-01 filter objects (`len`
+/// bytes of UTF-8); its id is stored at `out_sub`. Higher `priority` replays first.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_UTF8`, `TETHER_ERR_INVALID_ARGUMENT` (not an array of
+/// objects, or empty), `TETHER_ERR_LIMIT` (too many subscriptions).
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`]; `filters` valid for `len` bytes; `out_sub` writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_subscribe(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    filters: *const u8,
+    len: usize,
+    priority: i32,
+    out_sub: *mut u64,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        if out_sub.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_sub"));
+        }
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(filters, len) }.map_err(|c| Failure::arg(c, "filters"))?;
+        let list: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
+            Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("filters are not a JSON array: {e}"),
+            )
+        })?;
+        let filters = list
+            .iter()
+            .map(|raw| Filter::new(raw.get()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| failure(&Error::InvalidFilter(e)))?;
+        let now = r.at(now_ms);
+        let id = r
+            .session
+            .subscribe(now, filters, Priority(priority))
+            .map_err(|e| failure(&e))?;
+        // SAFETY: non-null (checked above) and writable by the contract.
+        let _ = unsafe { ptr::write(out_sub, id.0) };
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Drop subscription `sub`; a CLOSE goes out if its REQ is open.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID` when it is not registered (never was, or already `closed`).
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_unsubscribe(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    sub: u64,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        r.session
+            .unsubscribe(now, SubscriptionId(sub))
+            .map_err(|e| failure(&e))?;
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Publish a signed event (a JSON object, `len` bytes); its 32-byte id is written to
+/// `out_id` unless that is null. Sent now when connected, else after the next connect.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_UTF8`, `TETHER_ERR_INVALID_ARGUMENT` (not an event),
+/// `TETHER_ERR_LIMIT` (outbox full, or already publishing it).
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`]; `event` valid for `len` bytes; `out_id` null or
+/// writable for 32 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_publish(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    event: *const u8,
+    len: usize,
+    out_id: *mut u8,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
+        let now = r.at(now_ms);
+        let id = r.session.publish(now, text).map_err(|e| failure(&e))?;
+        // SAFETY: null or writable by the contract.
+        unsafe { ptr::write_opt(out_id.cast::<[u8; 32]>(), id.0) };
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Answer the NIP-42 challenge `challenge` (the `id` of an `auth_challenge` event) with a
+/// signed kind 22242 event (`len` bytes of JSON); its id goes to `out_id` unless null.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` (not an event), `TETHER_ERR_WRONG_STATE` (no socket open,
+/// or the challenge was superseded), and the pointer errors.
+///
+/// # Safety
+/// As [`tether_relay_publish`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_authenticate(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    challenge: u64,
+    event: *const u8,
+    len: usize,
+    out_id: *mut u8,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
+        let now = r.at(now_ms);
+        let id = r
+            .session
+            .authenticate(now, ChallengeId(challenge), text)
+            .map_err(|e| failure(&e))?;
+        // SAFETY: null or writable by the contract.
+        unsafe { ptr::write_opt(out_id.cast::<[u8; 32]>(), id.0) };
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// The socket of `epoch` opened.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID` (epoch never handed out), `TETHER_ERR_WRONG_STATE` (second open).
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_handle_open(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    epoch: u64,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        socket(r.session.handle_open(now, Epoch(epoch)))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// The socket of `epoch` closed or failed without the application asking: `loss` is a
+/// `TETHER_LOSS_*` code, `close_code` the peer's WebSocket close code or -1. A reconnect is
+/// scheduled.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` (unknown `loss`), `TETHER_ERR_UNKNOWN_ID`.
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_handle_close(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    epoch: u64,
+    loss: u32,
+    close_code: i32,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let Some(loss) = socket_loss(loss, close_code) else {
+            return Err(Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("{loss} is not a TETHER_LOSS_* code"),
+            ));
+        };
+        let now = r.at(now_ms);
+        socket(r.session.handle_close(now, Epoch(epoch), loss))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// A text frame (`len` bytes of UTF-8) arrived on `epoch`. Malformed frames are the peer's
+/// doing: they become `peer_error` events, not error codes.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_UTF8` (a WebSocket text frame is always UTF-8),
+/// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_WRONG_STATE` (before the open).
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`]; `text` valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_handle_frame(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    epoch: u64,
+    text: *const u8,
+    len: usize,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(text, len) }.map_err(|c| Failure::arg(c, "frame"))?;
+        let now = r.at(now_ms);
+        socket(r.session.handle_frame(now, Epoch(epoch), text))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// A binary frame of `len` bytes arrived on `epoch` (counted and ignored: NIP-01 is text).
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_handle_binary(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    epoch: u64,
+    len: usize,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        socket(r.session.handle_binary(now, Epoch(epoch), len))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// A pong (or ping) arrived on `epoch`.
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_handle_pong(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    epoch: u64,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        socket(r.session.handle_pong(now, Epoch(epoch)))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// The host stopped (`paused` non-zero) or resumed reading the socket, for backpressure;
+/// the liveness watchdog is suspended meanwhile.
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_handle_read_paused(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    paused: u32,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        r.session.handle_read_paused(now, paused != 0);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Time passed: fire what is due at `now_ms` (a fresh reading, not the deadline slept to).
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_handle_timeout(relay: *mut TetherRelay, now_ms: u64) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        r.session.handle_timeout(now);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Take the next transmit (a JSON object, see the crate docs) into `buf` of capacity `*len`.
+///
+/// # Errors
+/// `TETHER_DONE` when none is queued; `TETHER_ERR_BUFFER_TOO_SMALL` with the length needed
+/// in `*len` (the transmit stays queued); `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`]; `len` valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_poll_transmit(
+    relay: *mut TetherRelay,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let TetherRelay {
+            session, transmit, ..
+        } = r;
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            deliver(transmit, buf, len, |out| {
+                session
+                    .poll_transmit()
+                    .map(|t| encode_relay_transmit(&t, out))
+                    .is_some()
+            })
+        }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Take the next event (a JSON object, see the crate docs) into `buf` of capacity `*len`.
+///
+/// # Errors
+/// As [`tether_relay_poll_transmit`].
+///
+/// # Safety
+/// As [`tether_relay_poll_transmit`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_poll_event(
+    relay: *mut TetherRelay,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        let TetherRelay { session, event, .. } = r;
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            deliver(event, buf, len, |out| {
+                session
+                    .poll_event()
+                    .map(|e| encode_relay_event(&e, out))
+                    .is_some()
+            })
+        }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// When to call [`tether_relay_handle_timeout`] next, in `now_ms` milliseconds, stored at
+/// `out_ms`: the latest `now_ms` while output is queued.
+///
+/// # Errors
+/// `TETHER_DONE` when nothing will happen without an input (`out_ms` untouched).
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`]; `out_ms` writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_poll_timeout(
+    relay: *mut TetherRelay,
+    out_ms: *mut u64,
+) -> i32 {
+    let call = |r: &mut TetherRelay| {
+        if out_ms.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_ms"));
+        }
+        let deadline = if r.transmit.is_ready() || r.event.is_ready() {
+            Some(r.now)
+        } else {
+            r.session.poll_timeout().map(crate::millis_ceil)
+        };
+        let Some(deadline) = deadline else {
+            return Ok(TETHER_DONE);
+        };
+        // SAFETY: non-null and writable by the contract.
+        let _ = unsafe { ptr::write(out_ms, deadline) };
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(relay, call) }
+}
+
+/// Hand the held or next item to the host, keeping it when the buffer is too small.
+///
+/// # Safety
+/// As [`ptr::copy_out`].
+pub(crate) unsafe fn deliver(
+    pending: &mut Pending,
+    buf: *mut u8,
+    len: *mut usize,
+    next: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> Result<i32, Failure> {
+    if len.is_null() {
+        return Err(Failure::arg(TETHER_ERR_NULL, "len"));
+    }
+    let Some(item) = pending.get(next) else {
+        return Ok(TETHER_DONE);
+    };
+    // SAFETY: the contract is passed on.
+    let code = unsafe { ptr::copy_out(item, buf, len) };
+    match code {
+        TETHER_OK => {
+            pending.consume();
+            Ok(TETHER_OK)
+        }
+        TETHER_ERR_NULL => Err(Failure::arg(TETHER_ERR_NULL, "buf")),
+        other => Ok(other),
+    }
+}
+
+/// The code for a socket input's outcome.
+fn socket(result: Result<(), SocketError>) -> Result<i32, Failure> {
+    result.map(|()| TETHER_OK).map_err(|e| {
+        let code = match e {
+            SocketError::UnknownEpoch(_) => TETHER_ERR_UNKNOWN_ID,
+            _ => TETHER_ERR_WRONG_STATE,
+        };
+        Failure::new(code, e.to_string())
+    })
+}
+
+/// The code for the application's mistake `e`.
+fn failure(e: &Error) -> Failure {
+    let code = match e {
+        Error::UnknownSubscription(_) => TETHER_ERR_UNKNOWN_ID,
+        Error::TooManySubscriptions { .. }
+        | Error::OutboxFull { .. }
+        | Error::AlreadyPublishing(_) => TETHER_ERR_LIMIT,
+        Error::NotConnected | Error::StaleChallenge(_) => TETHER_ERR_WRONG_STATE,
+        _ => TETHER_ERR_INVALID_ARGUMENT,
+    };
+    Failure::new(code, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{TETHER_ERR_PANIC, TETHER_ERR_POISONED};
+
+    #[test]
+    fn a_panic_poisons_the_handle_and_only_free_still_works() {
+        let mut config = TetherRelayConfig::defaults();
+        let mut relay: *mut TetherRelay = std::ptr::null_mut();
+        let mut buf = [0u8; 64];
+        let mut len = buf.len();
+        let mut at = 0u64;
+        // SAFETY: valid pointers to locals; the handle is freed once at the end.
+        unsafe {
+            assert_eq!(tether_relay_config_default(&mut config), TETHER_OK);
+            assert_eq!(tether_relay_new(&config, &mut relay), TETHER_OK);
+            assert_eq!(tether_relay_connect(relay, 0), TETHER_OK);
+            let code = ptr::guard(relay, |_| -> Result<i32, Failure> {
+                panic!("a bug inside the library")
+            });
+            assert_eq!(code, TETHER_ERR_PANIC);
+            assert_eq!(tether_relay_connect(relay, 1), TETHER_ERR_POISONED);
+            assert_eq!(
+                tether_relay_poll_transmit(relay, buf.as_mut_ptr(), &mut len),
+                TETHER_ERR_POISONED
+            );
+            assert_eq!(
+                tether_relay_poll_timeout(relay, &mut at),
+                TETHER_ERR_POISONED
+            );
+            assert_eq!(
+                tether_relay_last_error(relay, buf.as_mut_ptr(), &mut len),
+                TETHER_OK
+            );
+            assert_eq!(&buf[..len], b"a call panicked; the handle is poisoned");
+            tether_relay_free(relay);
+        }
+    }
+}

@@ -1,0 +1,547 @@
+//! The SSE session (one GET `text/event-stream` the host performs): `tether_sse_*`.
+//!
+//! An `open` transmit asks for a request tagged with its `epoch`; the host reports the
+//! response head with [`tether_sse_handle_response`], body chunks with
+//! [`tether_sse_handle_bytes`] and the end with [`tether_sse_handle_eof`] or
+//! [`tether_sse_handle_error`].
+
+use std::mem::size_of;
+use std::time::{Duration, UNIX_EPOCH};
+
+use tether_core::sse::{parse_retry_after, SseConfig, SseSession};
+use tether_core::{Epoch, SocketError};
+
+use crate::encode::{encode_sse_event, encode_sse_transmit};
+use crate::outbuf::Pending;
+use crate::relay::deliver;
+use crate::{
+    instant, ptr, socket_loss, Failure, Guarded, TETHER_DONE, TETHER_ERR_INVALID_ARGUMENT,
+    TETHER_ERR_NULL, TETHER_ERR_UNKNOWN_ID, TETHER_ERR_WRONG_STATE, TETHER_OK,
+};
+
+/// Configuration of an SSE session; size-versioned like
+/// [`TetherRelayConfig`](crate::relay::TetherRelayConfig): set `struct_size`, call
+/// [`tether_sse_config_default`], adjust, pass to [`tether_sse_new`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TetherSseConfig {
+    /// `sizeof(TetherSseConfig)` as the caller was compiled.
+    pub struct_size: u32,
+    /// Reserved, must be 0.
+    pub reserved: u32,
+    /// Seed for the reconnect jitter.
+    pub seed: u64,
+    /// Silence tolerated on an open stream before reconnecting (default 90 000 ms); 0 turns
+    /// the watchdog off.
+    pub idle_timeout_ms: u64,
+    /// A request without a response head after this long counts as failed (default
+    /// 30 000 ms; at least 1).
+    pub connect_timeout_ms: u64,
+}
+
+/// Size of the first version of [`TetherSseConfig`].
+const CONFIG_V1: usize = size_of::<TetherSseConfig>();
+
+impl TetherSseConfig {
+    fn defaults() -> Self {
+        let core = SseConfig::default();
+        TetherSseConfig {
+            struct_size: CONFIG_V1 as u32,
+            reserved: 0,
+            seed: 0,
+            idle_timeout_ms: core.idle_timeout.map_or(0, |d| d.as_millis() as u64),
+            connect_timeout_ms: core.connect_timeout.as_millis() as u64,
+        }
+    }
+
+    fn to_core(self) -> Result<SseConfig, i32> {
+        if self.reserved != 0 || self.connect_timeout_ms == 0 {
+            return Err(TETHER_ERR_INVALID_ARGUMENT);
+        }
+        let mut config = SseConfig::default();
+        config.idle_timeout =
+            (self.idle_timeout_ms != 0).then(|| Duration::from_millis(self.idle_timeout_ms));
+        config.connect_timeout = Duration::from_millis(self.connect_timeout_ms);
+        Ok(config)
+    }
+}
+
+/// An opaque SSE session; create with [`tether_sse_new`], free with [`tether_sse_free`].
+#[derive(Debug)]
+pub struct TetherSse {
+    session: SseSession,
+    transmit: Pending,
+    event: Pending,
+    now: u64,
+    /// `(now_ms, unix_secs)` from [`tether_sse_set_wall_clock`]: turns an HTTP-date
+    /// `Retry-After` into a delay.
+    wall: Option<(u64, u64)>,
+    poisoned: bool,
+    error: String,
+}
+
+impl Guarded for TetherSse {
+    fn poisoned(&self) -> bool {
+        self.poisoned
+    }
+    fn poison(&mut self) {
+        self.poisoned = true;
+        self.error = "a call panicked; the handle is poisoned".to_owned();
+    }
+    fn error(&self) -> &str {
+        &self.error
+    }
+    fn set_error(&mut self, message: String) {
+        self.error = message;
+    }
+}
+
+impl TetherSse {
+    fn at(&mut self, now_ms: u64) -> tether_core::Instant {
+        self.now = self.now.max(now_ms);
+        instant(now_ms)
+    }
+
+    /// The delay a `Retry-After` value asks for: delta-seconds, or an HTTP-date against the
+    /// wall clock (none set: the date is ignored).
+    fn retry_after(&self, value: &str) -> Option<Duration> {
+        if let Some(delay) = parse_retry_after(value) {
+            return Some(delay);
+        }
+        let at = httpdate::parse_http_date(value.trim()).ok()?;
+        let at_secs = at.duration_since(UNIX_EPOCH).ok()?.as_secs();
+        let (set_ms, set_secs) = self.wall?;
+        let now_secs = set_secs.saturating_add(self.now.saturating_sub(set_ms) / 1000);
+        Some(Duration::from_secs(at_secs.saturating_sub(now_secs)))
+    }
+}
+
+/// Fill `config` with the defaults for its `struct_size` (set that first).
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_INVALID_ARGUMENT` (size smaller than the first version).
+///
+/// # Safety
+/// `config` is null or valid for `config->struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_config_default(config: *mut TetherSseConfig) -> i32 {
+    // SAFETY: the contract is the caller's.
+    match unsafe { ptr::write_versioned(config, TetherSseConfig::defaults(), CONFIG_V1) } {
+        Ok(()) => TETHER_OK,
+        Err(code) => code,
+    }
+}
+
+/// Create an idle SSE session and store its handle at `out`.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_INVALID_ARGUMENT`.
+///
+/// # Safety
+/// `config` is null or valid for `config->struct_size` bytes; `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_new(
+    config: *const TetherSseConfig,
+    out: *mut *mut TetherSse,
+) -> i32 {
+    if out.is_null() {
+        return TETHER_ERR_NULL;
+    }
+    let made = std::panic::catch_unwind(|| {
+        // SAFETY: the contract is the caller's.
+        let host = unsafe { ptr::versioned(config, TetherSseConfig::defaults(), CONFIG_V1) }?;
+        let core = host.to_core()?;
+        Ok::<_, i32>(TetherSse {
+            session: SseSession::new(core, host.seed),
+            transmit: Pending::default(),
+            event: Pending::default(),
+            now: 0,
+            wall: None,
+            poisoned: false,
+            error: String::new(),
+        })
+    });
+    match made {
+        // SAFETY: `out` is non-null and writable by the contract.
+        Ok(Ok(sse)) => unsafe { ptr::hand_out(out, sse) },
+        Ok(Err(code)) => code,
+        Err(_) => crate::TETHER_ERR_PANIC,
+    }
+}
+
+/// Free a session; null is a no-op.
+///
+/// # Safety
+/// `sse` is null or a live handle from [`tether_sse_new`], not used again.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_free(sse: *mut TetherSse) {
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::free(sse) }
+}
+
+/// Copy the message of the last failed call on `sse` into `buf` (capacity `*len`).
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_BUFFER_TOO_SMALL`.
+///
+/// # Safety
+/// `sse` is null or live; `len` null or valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_last_error(
+    sse: *const TetherSse,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::last_error(sse, buf, len) }
+}
+
+/// Copy the last event ID the next request will carry (empty: none) into `buf` (capacity
+/// `*len`): the newest one that can be sent as a header.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_BUFFER_TOO_SMALL` (the length needed in `*len`).
+///
+/// # Safety
+/// `sse` is null or live; `len` null or valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_last_event_id(
+    sse: *mut TetherSse,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        // SAFETY: the contract is the caller's.
+        let code = unsafe { ptr::copy_out(s.session.last_event_id().as_bytes(), buf, len) };
+        match code {
+            TETHER_ERR_NULL => Err(Failure::arg(TETHER_ERR_NULL, "buf or len")),
+            code => Ok(code),
+        }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// The wall clock read `unix_secs` at `now_ms`: used only to turn an HTTP-date
+/// `Retry-After` into a delay.
+///
+/// # Safety
+/// `sse` is null or a live handle used by no other thread during the call.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_set_wall_clock(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    unix_secs: u64,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        s.at(now_ms);
+        s.wall = Some((now_ms, unix_secs));
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// The application wants the stream: asks for a request unless one is open or pending.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_connect(sse: *mut TetherSse, now_ms: u64) -> i32 {
+    let call = |s: &mut TetherSse| {
+        let now = s.at(now_ms);
+        s.session.connect(now);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// The application no longer wants the stream: aborts the request, ends with `closed`.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_disconnect(sse: *mut TetherSse, now_ms: u64) -> i32 {
+    let call = |s: &mut TetherSse| {
+        let now = s.at(now_ms);
+        s.session.disconnect(now);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// The response head of `epoch` arrived: HTTP `status`, the `Content-Type` header
+/// (`content_type`, `content_type_len` bytes; null when absent) and the `Retry-After` header
+/// (null when absent; delta-seconds, or an HTTP-date once the wall clock is set).
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_WRONG_STATE` (a second head), `TETHER_ERR_UTF8`.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`]; each text null or valid for its length.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_handle_response(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    epoch: u64,
+    status: u16,
+    content_type: *const u8,
+    content_type_len: usize,
+    retry_after: *const u8,
+    retry_after_len: usize,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        // SAFETY: the contract is the caller's.
+        let content_type = unsafe { ptr::opt_text(content_type, content_type_len) }
+            .map_err(|c| Failure::arg(c, "content_type"))?;
+        // SAFETY: the contract is the caller's.
+        let retry_after = unsafe { ptr::opt_text(retry_after, retry_after_len) }
+            .map_err(|c| Failure::arg(c, "retry_after"))?;
+        let now = s.at(now_ms);
+        let retry_after = retry_after.and_then(|v| s.retry_after(v));
+        socket(
+            s.session
+                .handle_response(now, Epoch(epoch), status, content_type, retry_after),
+        )
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// Body bytes of `epoch` arrived; how many were consumed goes to `out_consumed`: all unless
+/// the event queue filled up — then drain events and offer the rest again.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_WRONG_STATE` (before the response head),
+/// `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`]; `bytes` valid for `len`; `out_consumed` writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_handle_bytes(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    epoch: u64,
+    bytes: *const u8,
+    len: usize,
+    out_consumed: *mut usize,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        if out_consumed.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_consumed"));
+        }
+        // SAFETY: the contract is the caller's.
+        let bytes = unsafe { ptr::bytes(bytes, len) }.map_err(|c| Failure::arg(c, "bytes"))?;
+        let now = s.at(now_ms);
+        let consumed = s
+            .session
+            .handle_bytes(now, Epoch(epoch), bytes)
+            .map_err(socket_failure)?;
+        // SAFETY: non-null and writable by the contract.
+        let _ = unsafe { ptr::write(out_consumed, consumed) };
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// The body of `epoch` ended cleanly; the session reconnects after backoff.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_handle_eof(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    epoch: u64,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        let now = s.at(now_ms);
+        socket(s.session.handle_eof(now, Epoch(epoch)))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// The request or body of `epoch` failed on the network (`loss`, a `TETHER_LOSS_*` code).
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` (unknown `loss`), `TETHER_ERR_UNKNOWN_ID`.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_handle_error(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    epoch: u64,
+    loss: u32,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        let Some(loss) = socket_loss(loss, -1) else {
+            return Err(Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("{loss} is not a TETHER_LOSS_* code"),
+            ));
+        };
+        let now = s.at(now_ms);
+        socket(s.session.handle_error(now, Epoch(epoch), loss))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// The host could not build the request of `epoch` (`detail`, UTF-8, says why): the
+/// session fails for good instead of retrying the same request.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`]; `detail` valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_handle_request_invalid(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    epoch: u64,
+    detail: *const u8,
+    len: usize,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        // SAFETY: the contract is the caller's.
+        let detail = unsafe { ptr::text(detail, len) }.map_err(|c| Failure::arg(c, "detail"))?;
+        let now = s.at(now_ms);
+        socket(s.session.handle_request_invalid(now, Epoch(epoch), detail))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// The host stopped (`paused` non-zero) or resumed reading the body.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_handle_read_paused(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    paused: u32,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        let now = s.at(now_ms);
+        s.session.handle_read_paused(now, paused != 0);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// Act on any deadline passed at `now_ms`.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_handle_timeout(sse: *mut TetherSse, now_ms: u64) -> i32 {
+    let call = |s: &mut TetherSse| {
+        let now = s.at(now_ms);
+        s.session.handle_timeout(now);
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// Take the next transmit into `buf` (capacity `*len`), as
+/// [`tether_relay_poll_transmit`](crate::relay::tether_relay_poll_transmit) does.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`]; `len` valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_poll_transmit(
+    sse: *mut TetherSse,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        let TetherSse {
+            session, transmit, ..
+        } = s;
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            deliver(transmit, buf, len, |out| {
+                session
+                    .poll_transmit()
+                    .map(|t| encode_sse_transmit(&t, out))
+                    .is_some()
+            })
+        }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// Take the next event into `buf` (capacity `*len`).
+///
+/// # Safety
+/// As [`tether_sse_poll_transmit`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_poll_event(
+    sse: *mut TetherSse,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    let call = |s: &mut TetherSse| {
+        let TetherSse { session, event, .. } = s;
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            deliver(event, buf, len, |out| {
+                session
+                    .poll_event()
+                    .map(|e| encode_sse_event(&e, out))
+                    .is_some()
+            })
+        }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+/// When to call [`tether_sse_handle_timeout`] next, stored at `out_ms`.
+///
+/// # Errors
+/// `TETHER_DONE` when idle.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`]; `out_ms` writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_poll_timeout(sse: *mut TetherSse, out_ms: *mut u64) -> i32 {
+    let call = |s: &mut TetherSse| {
+        if out_ms.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_ms"));
+        }
+        let deadline = if s.transmit.is_ready() || s.event.is_ready() {
+            Some(s.now)
+        } else {
+            s.session.poll_timeout().map(crate::millis_ceil)
+        };
+        let Some(deadline) = deadline else {
+            return Ok(TETHER_DONE);
+        };
+        // SAFETY: non-null and writable by the contract.
+        let _ = unsafe { ptr::write(out_ms, deadline) };
+        Ok(TETHER_OK)
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::guard(sse, call) }
+}
+
+fn socket(result: Result<(), SocketError>) -> Result<i32, Failure> {
+    result.map(|()| TETHER_OK).map_err(socket_failure)
+}
+
+fn socket_failure(e: SocketError) -> Failure {
+    let code = match e {
+        SocketError::UnknownEpoch(_) => TETHER_ERR_UNKNOWN_ID,
+        _ => TETHER_ERR_WRONG_STATE,
+    };
+    Failure::new(code, e.to_string())
+}

@@ -1,0 +1,156 @@
+/*
+ * Drives a tether SSE session through the C ABI: a stream opens, a message split across
+ * chunks, the end of the body and a reconnect carrying Last-Event-ID, a 503 with
+ * Retry-After (delta-seconds, then an HTTP-date against the wall clock), misuse codes, and
+ * a local close. Every output is checked exactly. Built and run like relay_session.c.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tether.h"
+
+static int failures = 0;
+static uint8_t buf[4096];
+
+#define CODE(call, want)                                                          \
+    do {                                                                          \
+        int32_t got_ = (call);                                                    \
+        if (got_ != (want)) {                                                     \
+            fprintf(stderr, "%s:%d: %s returned %d, want %d\n", __FILE__, __LINE__, \
+                    #call, (int)got_, (int)(want));                               \
+            failures++;                                                           \
+        }                                                                         \
+    } while (0)
+
+typedef int32_t (*poll_fn)(TetherSse *, uint8_t *, size_t *);
+
+static void expect(int line, TetherSse *sse, poll_fn poll, const char *want) {
+    size_t len = sizeof buf;
+    int32_t code = poll(sse, buf, &len);
+    if (want == NULL) {
+        if (code != TETHER_DONE) {
+            fprintf(stderr, "sse_session.c:%d: extra output (%d): %.*s\n", line, (int)code,
+                    (int)len, (const char *)buf);
+            failures++;
+        }
+        return;
+    }
+    if (code != TETHER_OK || len != strlen(want) || memcmp(buf, want, len) != 0) {
+        fprintf(stderr, "sse_session.c:%d: code %d\n  got  %.*s\n  want %s\n", line, (int)code,
+                code == TETHER_OK ? (int)len : 0, (const char *)buf, want);
+        failures++;
+    }
+}
+
+#define TRANSMIT(sse, want) expect(__LINE__, sse, tether_sse_poll_transmit, want)
+#define EVENT(sse, want) expect(__LINE__, sse, tether_sse_poll_event, want)
+#define DRAINED(sse)                                         \
+    do {                                                     \
+        expect(__LINE__, sse, tether_sse_poll_transmit, NULL); \
+        expect(__LINE__, sse, tether_sse_poll_event, NULL);    \
+    } while (0)
+
+static const uint8_t *text(const char *s) { return (const uint8_t *)s; }
+
+static int32_t response(TetherSse *sse, uint64_t now, uint64_t epoch, uint16_t status,
+                        const char *content_type, const char *retry_after) {
+    return tether_sse_handle_response(sse, now, epoch, status, text(content_type),
+                                      content_type ? strlen(content_type) : 0, text(retry_after),
+                                      retry_after ? strlen(retry_after) : 0);
+}
+
+static uint64_t deadline(TetherSse *sse) {
+    uint64_t at = 0;
+    CODE(tether_sse_poll_timeout(sse, &at), TETHER_OK);
+    return at;
+}
+
+int main(void) {
+    TetherSseConfig config;
+    config.struct_size = sizeof config;
+    CODE(tether_sse_config_default(&config), TETHER_OK);
+    if (config.idle_timeout_ms != 90000 || config.connect_timeout_ms != 30000) {
+        fprintf(stderr, "unexpected SSE defaults\n");
+        failures++;
+    }
+    config.seed = 5;
+    TetherSse *sse = NULL;
+    CODE(tether_sse_new(&config, &sse), TETHER_OK);
+    CODE(tether_sse_set_wall_clock(sse, 0, 1445412480), TETHER_OK); /* 2015-10-21 07:28:00 */
+
+    CODE(tether_sse_connect(sse, 0), TETHER_OK);
+    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":1,\"last_event_id\":null}");
+    DRAINED(sse);
+    size_t consumed = 0;
+    CODE(tether_sse_handle_bytes(sse, 5, 1, text("data: x\n\n"), 9, &consumed),
+         TETHER_ERR_WRONG_STATE);
+    CODE(tether_sse_handle_bytes(sse, 5, 9, text("data: x\n\n"), 9, &consumed),
+         TETHER_ERR_UNKNOWN_ID);
+    CODE(tether_sse_handle_error(sse, 5, 1, 0), TETHER_ERR_INVALID_ARGUMENT);
+    CODE(response(sse, 10, 1, 200, "text/event-stream; charset=utf-8", NULL), TETHER_OK);
+    EVENT(sse, "{\"type\":\"open\"}");
+    DRAINED(sse);
+    CODE(response(sse, 10, 1, 200, "text/event-stream", NULL), TETHER_ERR_WRONG_STATE);
+
+    /* One message split across chunks, with an id and a retry field. */
+    CODE(tether_sse_handle_bytes(sse, 20, 1, text("retry: 2000\nid: 1\nda"), 20, &consumed),
+         TETHER_OK);
+    if (consumed != 20) failures++;
+    DRAINED(sse);
+    CODE(tether_sse_handle_bytes(sse, 30, 1, text("ta: caf\xc3\xa9 \"hi\"\n\n"), 19, &consumed),
+         TETHER_OK);
+    if (consumed != 19) failures++;
+    size_t len = 8;
+    CODE(tether_sse_poll_event(sse, buf, &len), TETHER_ERR_BUFFER_TOO_SMALL);
+    EVENT(sse, "{\"type\":\"message\",\"event\":\"message\",\"data\":\"caf\xc3\xa9 \\\"hi\\\"\","
+               "\"id\":\"1\"}");
+    DRAINED(sse);
+    len = sizeof buf;
+    CODE(tether_sse_last_event_id(sse, buf, &len), TETHER_OK);
+    if (len != 1 || buf[0] != '1') failures++;
+    if (deadline(sse) != 90030) failures++; /* the idle watchdog */
+
+    /* The body ends: a reconnect after the retry field's base, carrying Last-Event-ID. */
+    CODE(tether_sse_handle_eof(sse, 1000, 1), TETHER_OK);
+    EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"eof\",\"status\":null,\"loss\":null,"
+               "\"attempt\":1,\"at_ms\":2577}");
+    DRAINED(sse);
+    if (deadline(sse) != 2577) failures++;
+    CODE(tether_sse_handle_eof(sse, 1000, 1), TETHER_OK); /* stale: ignored */
+    DRAINED(sse);
+    CODE(tether_sse_handle_timeout(sse, 2577), TETHER_OK);
+    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":2,\"last_event_id\":\"1\"}");
+    DRAINED(sse);
+
+    /* 503 with Retry-After: 60 s: no sooner than that. */
+    CODE(response(sse, 2600, 2, 503, "text/plain", "60"), TETHER_OK);
+    TRANSMIT(sse, "{\"type\":\"close\",\"epoch\":2}");
+    EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"status\",\"status\":503,\"loss\":null,"
+               "\"attempt\":2,\"at_ms\":62600}");
+    DRAINED(sse);
+    CODE(tether_sse_handle_timeout(sse, 62600), TETHER_OK);
+    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":3,\"last_event_id\":\"1\"}");
+    DRAINED(sse);
+    /* 429 with an HTTP-date 120 s after the wall clock's now (62 s after it was set). */
+    CODE(response(sse, 62600, 3, 429, NULL, "Wed, 21 Oct 2015 07:31:02 GMT"), TETHER_OK);
+    TRANSMIT(sse, "{\"type\":\"close\",\"epoch\":3}");
+    EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"status\",\"status\":429,\"loss\":null,"
+               "\"attempt\":3,\"at_ms\":182600}");
+    DRAINED(sse);
+
+    /* A local close ends it, once. */
+    CODE(tether_sse_disconnect(sse, 70000), TETHER_OK);
+    EVENT(sse, "{\"type\":\"closed\",\"why\":\"local\"}");
+    DRAINED(sse);
+    uint64_t at = 0;
+    CODE(tether_sse_poll_timeout(sse, &at), TETHER_DONE);
+    tether_sse_free(sse);
+
+    if (failures != 0) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("sse_session: all checks passed\n");
+    return 0;
+}

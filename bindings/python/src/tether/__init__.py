@@ -1,0 +1,33 @@
+"""tether over its C ABI: sans-IO Nostr relay and SSE sessions, and an asyncio driver.
+
+The sessions (:class:`Relay`, :class:`Sse`) make every protocol decision inside the Rust
+core; this package only moves bytes and time in and out of them.
+"""
+
+from ._ffi import (
+    ABI_VERSION,
+    LOSS_CLOSED_BY_PEER,
+    LOSS_CONNECTION_REFUSED,
+    LOSS_FRAME_TOO_LARGE,
+    LOSS_HANDSHAKE_FAILED,
+    LOSS_NETWORK_ERROR,
+    LOSS_TLS_REJECTED,
+    Relay,
+    Sse,
+    TetherError,
+    library_path,
+)
+
+__all__ = [
+    "ABI_VERSION",
+    "LOSS_CLOSED_BY_PEER",
+    "LOSS_CONNECTION_REFUSED",
+    "LOSS_FRAME_TOO_LARGE",
+    "LOSS_HANDSHAKE_FAILED",
+    "LOSS_NETWORK_ERROR",
+    "LOSS_TLS_REJECTED",
+    "Relay",
+    "Sse",
+    "TetherError",
+    "library_path",
+]

@@ -1,0 +1,461 @@
+"""The C ABI of tether-ffi through ctypes: loading the library and one class per handle.
+
+Every method mirrors one ``tether_*`` function. Error codes become :class:`TetherError`
+(with the handle's last error message); ``TETHER_DONE`` becomes ``None``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+ABI_VERSION = 1
+
+OK = 0
+DONE = 1
+ERR_BUFFER_TOO_SMALL = -1
+ERR_NULL = -2
+ERR_UTF8 = -3
+ERR_INVALID_ARGUMENT = -4
+ERR_UNKNOWN_ID = -5
+ERR_WRONG_STATE = -6
+ERR_LIMIT = -7
+ERR_PANIC = -8
+ERR_POISONED = -9
+
+LOSS_CONNECTION_REFUSED = 1
+LOSS_TLS_REJECTED = 2
+LOSS_HANDSHAKE_FAILED = 3
+LOSS_CLOSED_BY_PEER = 4
+LOSS_FRAME_TOO_LARGE = 5
+LOSS_NETWORK_ERROR = 6
+
+_CODE_NAMES = {
+    ERR_BUFFER_TOO_SMALL: "buffer too small",
+    ERR_NULL: "null pointer",
+    ERR_UTF8: "invalid UTF-8",
+    ERR_INVALID_ARGUMENT: "invalid argument",
+    ERR_UNKNOWN_ID: "unknown id",
+    ERR_WRONG_STATE: "wrong state",
+    ERR_LIMIT: "limit reached",
+    ERR_PANIC: "panic inside the library (handle poisoned)",
+    ERR_POISONED: "handle poisoned",
+}
+
+
+class TetherError(Exception):
+    """A call returned an error code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(f"{_CODE_NAMES.get(code, code)}: {message}" if message else str(code))
+        self.code = code
+        self.message = message
+
+
+def _library_name() -> str:
+    if sys.platform == "darwin":
+        return "libtether_ffi.dylib"
+    if sys.platform == "win32":
+        return "tether_ffi.dll"
+    return "libtether_ffi.so"
+
+
+def library_path() -> Path:
+    """Where the library is: ``$TETHER_LIBRARY``, else ``release/`` under
+    ``$CARGO_TARGET_DIR``, else the ``target/release`` of the workspace above the current
+    directory or this file."""
+    named = os.environ.get("TETHER_LIBRARY")
+    if named:
+        return Path(named)
+    name = _library_name()
+    target = os.environ.get("CARGO_TARGET_DIR")
+    if target and (Path(target) / "release" / name).exists():
+        return Path(target) / "release" / name
+    for start in (Path.cwd(), Path(__file__).resolve().parent):
+        for directory in (start, *start.parents):
+            candidate = directory / "target" / "release" / name
+            if candidate.exists():
+                return candidate
+    raise OSError(
+        f"{name} not found: build it with `cargo build --release -p tether-ffi` "
+        "and set TETHER_LIBRARY to its path"
+    )
+
+
+class RelayConfig(ctypes.Structure):
+    """``TetherRelayConfig``, version 1."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("gate_per_session", ctypes.c_uint32),
+        ("seed", ctypes.c_uint64),
+        ("max_subscriptions", ctypes.c_uint64),
+        ("max_frame", ctypes.c_uint64),
+        ("eose_timeout_ms", ctypes.c_uint64),
+        ("publish_timeout_ms", ctypes.c_uint64),
+    ]
+
+
+class SseConfig(ctypes.Structure):
+    """``TetherSseConfig``, version 1."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("seed", ctypes.c_uint64),
+        ("idle_timeout_ms", ctypes.c_uint64),
+        ("connect_timeout_ms", ctypes.c_uint64),
+    ]
+
+
+_U8P = ctypes.POINTER(ctypes.c_uint8)
+_SIZEP = ctypes.POINTER(ctypes.c_size_t)
+_U64P = ctypes.POINTER(ctypes.c_uint64)
+_I32 = ctypes.c_int32
+_U64 = ctypes.c_uint64
+_U32 = ctypes.c_uint32
+_SIZE = ctypes.c_size_t
+_P = ctypes.c_void_p
+
+_SIGNATURES = {
+    "tether_abi_version": (ctypes.c_uint32, []),
+    "tether_relay_config_default": (_I32, [ctypes.POINTER(RelayConfig)]),
+    "tether_relay_new": (_I32, [ctypes.POINTER(RelayConfig), ctypes.POINTER(_P)]),
+    "tether_relay_free": (None, [_P]),
+    "tether_relay_last_error": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_relay_set_wall_clock": (_I32, [_P, _U64, _U64]),
+    "tether_relay_connect": (_I32, [_P, _U64]),
+    "tether_relay_disconnect": (_I32, [_P, _U64]),
+    "tether_relay_subscribe": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, ctypes.c_int32, _U64P]),
+    "tether_relay_unsubscribe": (_I32, [_P, _U64, _U64]),
+    "tether_relay_publish": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U8P]),
+    "tether_relay_authenticate": (_I32, [_P, _U64, _U64, ctypes.c_char_p, _SIZE, _U8P]),
+    "tether_relay_handle_open": (_I32, [_P, _U64, _U64]),
+    "tether_relay_handle_close": (_I32, [_P, _U64, _U64, _U32, ctypes.c_int32]),
+    "tether_relay_handle_frame": (_I32, [_P, _U64, _U64, ctypes.c_char_p, _SIZE]),
+    "tether_relay_handle_binary": (_I32, [_P, _U64, _U64, _SIZE]),
+    "tether_relay_handle_pong": (_I32, [_P, _U64, _U64]),
+    "tether_relay_handle_read_paused": (_I32, [_P, _U64, _U32]),
+    "tether_relay_handle_timeout": (_I32, [_P, _U64]),
+    "tether_relay_poll_transmit": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_relay_poll_event": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_relay_poll_timeout": (_I32, [_P, _U64P]),
+    "tether_sse_config_default": (_I32, [ctypes.POINTER(SseConfig)]),
+    "tether_sse_new": (_I32, [ctypes.POINTER(SseConfig), ctypes.POINTER(_P)]),
+    "tether_sse_free": (None, [_P]),
+    "tether_sse_last_error": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_sse_last_event_id": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_sse_set_wall_clock": (_I32, [_P, _U64, _U64]),
+    "tether_sse_connect": (_I32, [_P, _U64]),
+    "tether_sse_disconnect": (_I32, [_P, _U64]),
+    "tether_sse_handle_response": (
+        _I32,
+        [_P, _U64, _U64, ctypes.c_uint16, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE],
+    ),
+    "tether_sse_handle_bytes": (_I32, [_P, _U64, _U64, ctypes.c_char_p, _SIZE, _SIZEP]),
+    "tether_sse_handle_eof": (_I32, [_P, _U64, _U64]),
+    "tether_sse_handle_error": (_I32, [_P, _U64, _U64, _U32]),
+    "tether_sse_handle_request_invalid": (_I32, [_P, _U64, _U64, ctypes.c_char_p, _SIZE]),
+    "tether_sse_handle_read_paused": (_I32, [_P, _U64, _U32]),
+    "tether_sse_handle_timeout": (_I32, [_P, _U64]),
+    "tether_sse_poll_transmit": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_sse_poll_event": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_sse_poll_timeout": (_I32, [_P, _U64P]),
+}
+
+_lib: ctypes.CDLL | None = None
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded library, its prototypes declared and its ABI version checked."""
+    global _lib
+    if _lib is None:
+        loaded = ctypes.CDLL(str(library_path()))
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            function = getattr(loaded, name)
+            function.restype = restype
+            function.argtypes = argtypes
+        version = loaded.tether_abi_version()
+        if version != ABI_VERSION:
+            raise OSError(f"the library speaks ABI {version}, this package {ABI_VERSION}")
+        _lib = loaded
+    return _lib
+
+
+class _Handle:
+    """What both handles share: the pointer, error reporting and polling into a buffer."""
+
+    _prefix = ""
+
+    def __init__(self, pointer: ctypes.c_void_p) -> None:
+        self._ptr = pointer
+        self._buf = (ctypes.c_uint8 * 65536)()
+        self._len = ctypes.c_size_t(0)
+
+    def _fn(self, name: str):
+        return getattr(lib(), f"tether_{self._prefix}_{name}")
+
+    def _check(self, code: int) -> int:
+        if code < 0:
+            raise TetherError(code, self.last_error())
+        return code
+
+    def _call(self, name: str, *args: Any) -> int:
+        return self._check(self._fn(name)(self._ptr, *args))
+
+    def last_error(self) -> str:
+        """The message of the last failed call."""
+        return self._copy("last_error").decode("utf-8", "replace")
+
+    def _copy(self, name: str) -> bytes:
+        """Call a function that copies bytes out, growing the buffer when asked to."""
+        while True:
+            self._len.value = len(self._buf)
+            code = self._fn(name)(self._ptr, self._buf, ctypes.byref(self._len))
+            if code == ERR_BUFFER_TOO_SMALL:
+                self._buf = (ctypes.c_uint8 * self._len.value)()
+                continue
+            if code == DONE:
+                return b""
+            if code < 0:
+                raise TetherError(code, "")
+            return bytes(memoryview(self._buf)[: self._len.value])
+
+    def _poll(self, name: str) -> bytes | None:
+        while True:
+            self._len.value = len(self._buf)
+            code = self._fn(name)(self._ptr, self._buf, ctypes.byref(self._len))
+            if code == DONE:
+                return None
+            if code == ERR_BUFFER_TOO_SMALL:
+                # The item is kept: poll again with room for it.
+                self._buf = (ctypes.c_uint8 * self._len.value)()
+                continue
+            self._check(code)
+            return bytes(memoryview(self._buf)[: self._len.value])
+
+    def poll_transmit_raw(self) -> bytes | None:
+        """The next transmit's JSON object as the library wrote it, or ``None``."""
+        return self._poll("poll_transmit")
+
+    def poll_event_raw(self) -> bytes | None:
+        """The next event's JSON object as the library wrote it, or ``None``."""
+        return self._poll("poll_event")
+
+    def poll_transmit(self) -> dict | None:
+        """The next transmit, decoded, or ``None``."""
+        raw = self.poll_transmit_raw()
+        return None if raw is None else json.loads(raw)
+
+    def poll_event(self) -> dict | None:
+        """The next event, decoded, or ``None``. A ``received`` event also carries
+        ``"raw"``: the relay's event JSON exactly as it sent it."""
+        raw = self.poll_event_raw()
+        if raw is None:
+            return None
+        event = json.loads(raw)
+        if event.get("type") == "received":
+            event["raw"] = received_raw(raw)
+        return event
+
+    def poll_timeout(self) -> int | None:
+        """When to call ``handle_timeout`` next (``now_ms`` scale), or ``None``."""
+        at = ctypes.c_uint64(0)
+        code = self._call("poll_timeout", ctypes.byref(at))
+        return None if code == DONE else at.value
+
+    def handle_timeout(self, now_ms: int) -> None:
+        """Fire whatever is due at ``now_ms``."""
+        self._call("handle_timeout", now_ms)
+
+    def handle_read_paused(self, now_ms: int, paused: bool) -> None:
+        """The driver stopped or resumed reading."""
+        self._call("handle_read_paused", now_ms, 1 if paused else 0)
+
+    def set_wall_clock(self, now_ms: int, unix_secs: int) -> None:
+        """The wall clock read ``unix_secs`` at ``now_ms``."""
+        self._call("set_wall_clock", now_ms, unix_secs)
+
+    def connect(self, now_ms: int) -> None:
+        """Start connecting (and keep reconnecting)."""
+        self._call("connect", now_ms)
+
+    def disconnect(self, now_ms: int) -> None:
+        """Stop for good (until the next ``connect``)."""
+        self._call("disconnect", now_ms)
+
+    def close(self) -> None:
+        """Free the handle (also done when it is garbage collected)."""
+        if self._ptr:
+            self._fn("free")(self._ptr)
+            self._ptr = ctypes.c_void_p()
+
+    def __del__(self) -> None:
+        # Never raise from a finaliser (at interpreter exit the library may be gone).
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_RECEIVED_MARK = b',"event":'
+
+
+def received_raw(encoded: bytes) -> str:
+    """The relay's event JSON inside a ``received`` object: the ABI writes it last, verbatim,
+    after fields (numbers and hex) that cannot contain the marker."""
+    start = encoded.index(_RECEIVED_MARK) + len(_RECEIVED_MARK)
+    return encoded[start:-1].decode("utf-8")
+
+
+def _text(value: str | bytes) -> bytes:
+    return value.encode("utf-8") if isinstance(value, str) else value
+
+
+class Relay(_Handle):
+    """A relay session (``TetherRelay``)."""
+
+    _prefix = "relay"
+
+    def __init__(
+        self,
+        seed: int = 0,
+        max_subscriptions: int = 0,
+        gate_per_session: bool = False,
+    ) -> None:
+        config = RelayConfig()
+        config.struct_size = ctypes.sizeof(RelayConfig)
+        if lib().tether_relay_config_default(ctypes.byref(config)) != OK:
+            raise TetherError(ERR_INVALID_ARGUMENT, "config")
+        config.seed = seed
+        config.max_subscriptions = max_subscriptions
+        config.gate_per_session = 1 if gate_per_session else 0
+        pointer = ctypes.c_void_p()
+        code = lib().tether_relay_new(ctypes.byref(config), ctypes.byref(pointer))
+        if code != OK:
+            raise TetherError(code, "tether_relay_new")
+        super().__init__(pointer)
+
+    def subscribe(self, now_ms: int, filters: str | bytes, priority: int = 0) -> int:
+        """Register a subscription; ``filters`` is a JSON array of filter objects."""
+        data = _text(filters)
+        sub = ctypes.c_uint64(0)
+        self._call("subscribe", now_ms, data, len(data), priority, ctypes.byref(sub))
+        return sub.value
+
+    def unsubscribe(self, now_ms: int, sub: int) -> None:
+        """Drop a subscription (a CLOSE goes out if its REQ is open)."""
+        self._call("unsubscribe", now_ms, sub)
+
+    def publish(self, now_ms: int, event: str | bytes) -> str:
+        """Publish a signed event; its id in hex."""
+        data = _text(event)
+        out = (ctypes.c_uint8 * 32)()
+        self._call("publish", now_ms, data, len(data), out)
+        return bytes(out).hex()
+
+    def authenticate(self, now_ms: int, challenge: int, event: str | bytes) -> str:
+        """Answer challenge ``challenge`` with a signed kind 22242 event; its id in hex."""
+        data = _text(event)
+        out = (ctypes.c_uint8 * 32)()
+        self._call("authenticate", now_ms, challenge, data, len(data), out)
+        return bytes(out).hex()
+
+    def handle_open(self, now_ms: int, epoch: int) -> None:
+        """The socket of ``epoch`` opened."""
+        self._call("handle_open", now_ms, epoch)
+
+    def handle_close(self, now_ms: int, epoch: int, loss: int, close_code: int = -1) -> None:
+        """The socket of ``epoch`` was lost (``LOSS_*``)."""
+        self._call("handle_close", now_ms, epoch, loss, close_code)
+
+    def handle_frame(self, now_ms: int, epoch: int, text: str | bytes) -> None:
+        """A text frame arrived on ``epoch``."""
+        data = _text(text)
+        self._call("handle_frame", now_ms, epoch, data, len(data))
+
+    def handle_binary(self, now_ms: int, epoch: int, length: int) -> None:
+        """A binary frame of ``length`` bytes arrived on ``epoch``."""
+        self._call("handle_binary", now_ms, epoch, length)
+
+    def handle_pong(self, now_ms: int, epoch: int) -> None:
+        """A pong arrived on ``epoch``."""
+        self._call("handle_pong", now_ms, epoch)
+
+
+class Sse(_Handle):
+    """An SSE session (``TetherSse``)."""
+
+    _prefix = "sse"
+
+    def __init__(
+        self, seed: int = 0, idle_timeout_ms: int | None = None, connect_timeout_ms: int = 0
+    ) -> None:
+        config = SseConfig()
+        config.struct_size = ctypes.sizeof(SseConfig)
+        if lib().tether_sse_config_default(ctypes.byref(config)) != OK:
+            raise TetherError(ERR_INVALID_ARGUMENT, "config")
+        config.seed = seed
+        if idle_timeout_ms is not None:
+            config.idle_timeout_ms = idle_timeout_ms
+        if connect_timeout_ms:
+            config.connect_timeout_ms = connect_timeout_ms
+        pointer = ctypes.c_void_p()
+        code = lib().tether_sse_new(ctypes.byref(config), ctypes.byref(pointer))
+        if code != OK:
+            raise TetherError(code, "tether_sse_new")
+        super().__init__(pointer)
+
+    def last_event_id(self) -> str:
+        """The last event ID the next request will carry ("" for none)."""
+        return self._copy("last_event_id").decode("utf-8")
+
+    def handle_response(
+        self,
+        now_ms: int,
+        epoch: int,
+        status: int,
+        content_type: str | None,
+        retry_after: str | None,
+    ) -> None:
+        """The response head of ``epoch`` arrived."""
+        ct = None if content_type is None else content_type.encode("utf-8")
+        ra = None if retry_after is None else retry_after.encode("utf-8")
+        self._call(
+            "handle_response",
+            now_ms,
+            epoch,
+            status,
+            ct,
+            0 if ct is None else len(ct),
+            ra,
+            0 if ra is None else len(ra),
+        )
+
+    def handle_bytes(self, now_ms: int, epoch: int, data: bytes) -> int:
+        """Body bytes of ``epoch``; how many were consumed."""
+        consumed = ctypes.c_size_t(0)
+        self._call("handle_bytes", now_ms, epoch, data, len(data), ctypes.byref(consumed))
+        return consumed.value
+
+    def handle_eof(self, now_ms: int, epoch: int) -> None:
+        """The body of ``epoch`` ended."""
+        self._call("handle_eof", now_ms, epoch)
+
+    def handle_error(self, now_ms: int, epoch: int, loss: int) -> None:
+        """The request or body of ``epoch`` failed (``LOSS_*``)."""
+        self._call("handle_error", now_ms, epoch, loss)
+
+    def handle_request_invalid(self, now_ms: int, epoch: int, detail: str) -> None:
+        """The request of ``epoch`` could not be built."""
+        data = detail.encode("utf-8")
+        self._call("handle_request_invalid", now_ms, epoch, data, len(data))

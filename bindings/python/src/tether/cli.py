@@ -1,0 +1,446 @@
+"""``tether-py``: ``req`` and ``sse``, with the JSON lines contract of ``tether req`` and
+``tether sse``.
+
+One JSON object per line on stdout, diagnostics on stderr. Exit codes: 0 done (``--until-eose``,
+``--duration``, SIGINT/SIGTERM, the server's 204), 1 failure, 2 bad arguments (one
+``tether: ...`` line on stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import re
+import signal
+import sys
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from ._ffi import Relay, Sse
+from .driver import RelayDriver, SseDriver
+
+DEFAULT_FILTER = '{"limit":10}'
+PEER_ERRORS_PER_SECOND = 10
+EXCERPT_CHARS = 64
+
+
+class Usage(Exception):
+    """The command line cannot be used: exit 2."""
+
+
+class Failed(Exception):
+    """It ran and failed: exit 1."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise Usage(message)
+
+
+def _secs(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected 0 or more seconds")
+    return value
+
+
+def _u64(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range")
+    return value
+
+
+def _parser() -> _Parser:
+    parser = _Parser(prog="tether-py", description="tether over its C ABI, from Python")
+    parser.add_argument("-v", "--verbose", action="count", default=0)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    req = commands.add_parser("req", help="keep subscriptions open on a relay")
+    req.add_argument("url")
+    req.add_argument("filters", nargs="*", metavar="FILTER_JSON")
+    req.add_argument("--until-eose", action="store_true")
+    req.add_argument("--seed", type=_u64)
+    req.add_argument("--secret-key", metavar="HEX")
+    req.add_argument("--max-subscriptions", type=_u64)
+    req.add_argument("--duration", type=_secs)
+    sse = commands.add_parser("sse", help="stream a Server-Sent Events endpoint")
+    sse.add_argument("url")
+    sse.add_argument("-H", "--header", action="append", default=[], dest="headers")
+    sse.add_argument("--idle-timeout", type=_secs)
+    sse.add_argument("--seed", type=_u64)
+    sse.add_argument("--duration", type=_secs)
+    return parser
+
+
+class _Lines:
+    """JSON lines on stdout, flushed one by one; a closed pipe ends the run quietly."""
+
+    closed = False
+
+    def write(self, line: dict) -> None:
+        self.write_raw(json.dumps(line, separators=(",", ":"), ensure_ascii=False))
+
+    def write_raw(self, text: str) -> None:
+        if self.closed:
+            return
+        try:
+            sys.stdout.write(text + "\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            self.closed = True
+
+
+def _seed(seed: int | None) -> int:
+    if seed is not None:
+        return seed
+    import os
+
+    return int.from_bytes(os.urandom(8), "little")
+
+
+def _install_stop(loop: asyncio.AbstractEventLoop, stop) -> None:
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop)
+
+
+# ----- req ---------------------------------------------------------------------------------
+
+
+def _relay_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:
+        raise Usage(f"{url!r}: {error}") from None
+    if parts.scheme not in ("ws", "wss") or not parts.hostname:
+        raise Usage(f"{url!r} is not a relay URL: expected ws:// or wss://")
+    return url
+
+
+def _embedded(raw: str) -> str:
+    """The relay's event as embedded in an ``event`` line: verbatim unless it holds a line
+    break (which would split the line), then compact."""
+    if "\n" not in raw and "\r" not in raw:
+        return raw
+    try:
+        value: Any = json.loads(raw)
+    except ValueError:
+        return json.dumps(raw, ensure_ascii=False)
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+class _Req:
+    def __init__(self, args: argparse.Namespace, filters: list[str]) -> None:
+        self.args = args
+        self.out = _Lines()
+        self.labels: dict = {}
+        self.done: dict = {}
+        self.ended: dict = {}
+        self.driver: RelayDriver | None = None
+
+    def on_event(self, event: dict, now: int) -> None:
+        kind = event["type"]
+        line: dict | None = None
+        sub = self.labels.get(event.get("sub"))
+        if kind == "connected":
+            line = {"type": "connected"}
+        elif kind == "disconnected":
+            at = event["reconnect_at_ms"]
+            line = {
+                "type": "disconnected",
+                "reconnect_in_ms": None if at is None else max(0, at - now),
+                "why": event["why"],
+            }
+            if event["close_code"] is not None:
+                line["close_code"] = event["close_code"]
+        elif kind == "received" and sub is not None:
+            self.out.write_raw(
+                '{"type":"event","sub":'
+                + json.dumps(sub)
+                + ',"event":'
+                + _embedded(event["raw"])
+                + "}"
+            )
+        elif kind == "eose" and sub is not None:
+            self.done[event["sub"]] = True
+            line = {"type": "eose", "sub": sub}
+        elif kind == "retrying" and sub is not None:
+            line = {
+                "type": "retrying",
+                "sub": sub,
+                "in_ms": max(0, event["at_ms"] - now),
+                "attempt": event["attempt"],
+            }
+        elif kind in ("queued", "eose_timeout") and sub is not None:
+            line = {"type": kind, "sub": sub}
+        elif kind == "closed" and sub is not None:
+            self.done[event["sub"]] = True
+            self.ended[event["sub"]] = True
+            line = {
+                "type": "closed",
+                "sub": sub,
+                "reason": event["reason"],
+                "attempts": event["attempts"],
+            }
+        elif kind == "notice":
+            line = {"type": "notice", "message": event["message"]}
+        elif kind == "auth_challenge":
+            line = {"type": "auth", "challenge": event["challenge"]}
+        elif kind == "authenticated":
+            line = {"type": "authenticated"}
+        elif kind == "auth_failed":
+            line = {"type": "auth_failed", "reason": event["reason"]}
+        elif kind == "signer_failed":
+            line = {"type": "signer_failed", "error": event["error"]}
+        elif kind == "rate_limited":
+            line = {"type": "rate_limited", "window_ms": max(0, event["until_ms"] - now)}
+        elif kind == "subscription_limit":
+            line = {"type": "subscription_limit", "max": event["max"]}
+        elif kind == "peer_error":
+            print(
+                f"tether: the relay sent a malformed frame; dropped: {event['error']}",
+                file=sys.stderr,
+            )
+        if line is not None:
+            self.out.write(line)
+        if self.out.closed and self.driver is not None:
+            self.driver.stop()
+        elif kind in ("eose", "closed") and sub is not None and self.driver is not None:
+            if all(self.ended.values()):
+                self.driver.stop()  # every subscription closed by the relay: nothing left
+            elif self.args.until_eose and all(self.done.values()):
+                self.driver.stop()
+
+
+async def _run_req(args: argparse.Namespace) -> None:
+    filters = args.filters or [DEFAULT_FILTER]
+    for index, text in enumerate(filters):
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            raise Usage(f"filter {index} is not a JSON object ({error}): {text}") from None
+        if not isinstance(value, dict):
+            raise Usage(f"filter {index} is not a JSON object (not an object): {text}")
+    sign = None
+    if args.secret_key is not None:
+        from .keys import SecretKey
+
+        try:
+            key = SecretKey(args.secret_key)
+        except ValueError as error:
+            raise Usage(str(error)) from None
+        sign = key.sign_auth
+    url = _relay_url(args.url)
+    relay = Relay(seed=_seed(args.seed), max_subscriptions=args.max_subscriptions or 0)
+    run = _Req(args, filters)
+    driver = RelayDriver(url, relay, run.on_event, sign)
+    run.driver = driver
+    relay.set_wall_clock(driver.now(), int(time.time()))
+    subs = []
+    for index, text in enumerate(filters):
+        sub = relay.subscribe(driver.now(), "[" + text + "]")
+        subs.append(sub)
+        run.labels[sub] = str(index)
+        run.done[sub] = False
+        run.ended[sub] = False
+    loop = asyncio.get_running_loop()
+    _install_stop(loop, driver.stop)
+    if args.duration is not None:
+        loop.call_later(args.duration, driver.stop)
+    await driver.run()
+    driver.stopping = False
+    await driver.shut_down([s for s in subs if not run.ended[s]])
+
+
+# ----- sse ---------------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _headers(args: list[str]) -> list[tuple[str, str]]:
+    headers = []
+    for arg in args:
+        name, colon, value = arg.partition(":")
+        if not colon:
+            raise Usage(f"header {arg!r}: expected 'Name: value'")
+        name, value = name.strip(), value.strip()
+        if not _TOKEN.match(name):
+            raise Usage(f"header {arg!r}: not a valid header name")
+        if any(ord(c) < 0x20 and c != "\t" or ord(c) == 0x7F for c in value):
+            raise Usage(f"header {arg!r}: not a valid header value")
+        headers.append((name, value))
+    return headers
+
+
+def _sse_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:
+        raise Usage(f"{url!r}: {error}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise Usage(f"{url!r} is not an SSE URL: expected http:// or https://")
+    return url
+
+
+def _drop_kind(event: dict) -> str:
+    return event["loss"] if event["drop"] == "network_error" else event["drop"]
+
+
+def _drop_reason(event: dict) -> str:
+    drop = event["drop"]
+    if drop == "status":
+        return f"HTTP status {event['status']}"
+    if drop == "network_error":
+        return f"network error ({event['loss']})"
+    return {
+        "eof": "stream ended",
+        "connect_timeout": "no response in time",
+        "idle_timeout": "idle timeout",
+    }.get(drop, drop)
+
+
+def _failure(event: dict) -> tuple[int | None, str]:
+    why = event["why"]
+    if why == "status":
+        return event["status"], f"HTTP status {event['status']}"
+    if why == "content_type":
+        kind = event["content_type"] or "(none)"
+        return 200, f"content type {kind} is not text/event-stream"
+    if why == "exhausted":
+        status = event["status"] if event["drop"] == "status" else None
+        return status, f"gave up reconnecting; last: {_drop_reason(event)}"
+    if why == "invalid_request":
+        return None, f"the request could not be built: {event['detail']}"
+    return None, why
+
+
+class _RateLimit:
+    """At most ``limit`` lines per ``window`` seconds, counting what it left out."""
+
+    def __init__(self, limit: int, window: float) -> None:
+        self.limit, self.window = limit, window
+        self.started: float | None = None
+        self.admitted = 0
+        self.suppressed = 0
+
+    def admit(self, now: float) -> int | None:
+        if self.started is None or now - self.started >= self.window:
+            self.started, self.admitted = now, 0
+        if self.admitted >= self.limit:
+            self.suppressed += 1
+            return None
+        self.admitted += 1
+        suppressed, self.suppressed = self.suppressed, 0
+        return suppressed
+
+
+class _SseRun:
+    def __init__(self, sse: Sse) -> None:
+        self.sse = sse
+        self.out = _Lines()
+        self.peer_errors = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
+        self.driver: SseDriver | None = None
+        self.failed: str | None = None
+
+    def on_event(self, event: dict, now: int) -> None:
+        kind = event["type"]
+        assert self.driver is not None
+        if kind == "open":
+            self.out.write({"type": "open"})
+        elif kind == "message":
+            self.out.write(
+                {
+                    "type": "message",
+                    "event": event["event"],
+                    "data": event["data"],
+                    "id": event["id"],
+                }
+            )
+        elif kind == "reconnecting":
+            line: dict = {
+                "type": "reconnecting",
+                "in_ms": max(0, event["at_ms"] - now),
+                "last_event_id": self.sse.last_event_id(),
+                "attempt": event["attempt"],
+                "why": _drop_kind(event),
+            }
+            if event["drop"] == "status":
+                line["status"] = event["status"]
+            line["reason"] = _drop_reason(event)
+            self.out.write(line)
+        elif kind == "reconnected":
+            self.out.write({"type": "reconnected", "gap_ms": event["gap_ms"]})
+        elif kind in ("parse_error", "unsendable_id"):
+            print(f"tether: the server sent something wrong: {event}", file=sys.stderr)
+            suppressed = self.peer_errors.admit(time.monotonic())
+            if suppressed is not None:
+                if kind == "parse_error":
+                    name, excerpt = event["kind"], event["message"]
+                else:
+                    name, excerpt = "unsendable_id", event["id"]
+                line = {"type": "peer_error", "kind": name, "excerpt": excerpt[:EXCERPT_CHARS]}
+                if suppressed:
+                    line["suppressed"] = suppressed
+                self.out.write(line)
+        elif kind == "failed":
+            status, reason = _failure(event)
+            self.out.write({"type": "failed", "status": status, "reason": reason})
+            self.failed = reason
+            self.driver.stop()
+        elif kind == "closed":
+            if event["why"] == "no_content":
+                self.out.write(
+                    {"type": "closed", "reason": "204 No Content: the server asked to stop"}
+                )
+            self.driver.stop()
+        if self.out.closed:
+            self.driver.stop()
+
+
+async def _run_sse(args: argparse.Namespace) -> None:
+    headers = _headers(args.headers)
+    url = _sse_url(args.url)
+    idle = None
+    if args.idle_timeout is not None:
+        idle = int(args.idle_timeout * 1000)
+    sse = Sse(seed=_seed(args.seed), idle_timeout_ms=idle)
+    run = _SseRun(sse)
+    driver = SseDriver(url, sse, run.on_event, headers)
+    run.driver = driver
+    loop = asyncio.get_running_loop()
+    _install_stop(loop, driver.stop)
+    if args.duration is not None:
+        loop.call_later(args.duration, driver.stop)
+    await driver.run()
+    if run.failed is not None:
+        raise Failed(f"{args.url}: the server refused")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The console script."""
+    try:
+        args = _parser().parse_args(argv)
+        runner = _run_req if args.command == "req" else _run_sse
+        asyncio.run(runner(args))
+    except Usage as usage:
+        print(f"tether: {usage}", file=sys.stderr)
+        return 2
+    except Failed as failed:
+        print(f"tether: {failed}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"tether: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

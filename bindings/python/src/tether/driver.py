@@ -1,0 +1,356 @@
+"""asyncio drivers: sockets, HTTP and time around a session, and nothing else.
+
+Each driver runs the drain loop of the Rust drivers: feed one input, drain transmits and
+events until both are empty, then wait for the next input or until ``poll_timeout`` and
+call ``handle_timeout`` with a fresh ``now``. Socket and HTTP tasks only put what happened
+into one inbox; the loop alone touches the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import sys
+import time
+from typing import Any, Callable
+
+from . import _ffi
+from ._ffi import Relay, Sse, TetherError
+
+EventSink = Callable[[dict, int], None]
+"""Called with each event and the ``now_ms`` it was drained at."""
+
+
+class _Loop:
+    """The inbox, the clock and the wait-until-deadline shared by both drivers."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.inbox: asyncio.Queue = asyncio.Queue()
+        self._origin = time.monotonic()
+        self.stopping = False
+
+    def now(self) -> int:
+        """Milliseconds since the driver started: the session's ``now_ms``."""
+        return int((time.monotonic() - self._origin) * 1000)
+
+    def stop(self) -> None:
+        """Ask the loop to return after the current step (safe from any callback)."""
+        self.stopping = True
+        self.inbox.put_nowait(("stop",))
+
+    async def next_input(self) -> tuple | None:
+        """The next input, or ``None`` when the session's deadline came first."""
+        deadline = self.session.poll_timeout()
+        if deadline is not None and self.now() >= deadline:
+            return None
+        timeout = None if deadline is None else (deadline - self.now()) / 1000
+        try:
+            return await asyncio.wait_for(self.inbox.get(), timeout)
+        except asyncio.TimeoutError:
+            return None
+
+
+def _warn(message: str) -> None:
+    print(f"tether: {message}", file=sys.stderr)
+
+
+class RelayDriver(_Loop):
+    """Drives a :class:`Relay` over WebSockets to ``url``.
+
+    ``sign(url, challenge)`` answers NIP-42 challenges (a signed kind 22242 event as JSON);
+    without it challenges only reach ``on_event``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        relay: Relay,
+        on_event: EventSink,
+        sign: Callable[[str, str], str] | None = None,
+    ) -> None:
+        super().__init__(relay)
+        self.url = url
+        self.relay = relay
+        self.on_event = on_event
+        self.sign = sign
+        self._sockets: dict[int, Any] = {}
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._open: int | None = None
+
+    async def run(self) -> None:
+        """Connect and drive until :meth:`stop`; then return, sockets left as they are."""
+        self.relay.connect(self.now())
+        while True:
+            await self.drain()
+            if self.stopping:
+                return
+            item = await self.next_input()
+            if item is None:
+                self.relay.handle_timeout(self.now())
+            else:
+                self._feed(item)
+
+    async def shut_down(self, subs: list, wait: float = 2.0) -> None:
+        """Unsubscribe ``subs``, disconnect, and drain until the socket is closed (bounded)."""
+        now = self.now()
+        for sub in subs:
+            try:
+                self.relay.unsubscribe(now, sub)
+            except TetherError as error:
+                _warn(f"unsubscribe at shutdown: {error}")
+        # The CLOSEs go out before the disconnect drops whatever transmit is still queued.
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.drain(), wait)
+        self.relay.disconnect(self.now())
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.drain(), wait)
+        for task in self._tasks.values():
+            task.cancel()
+
+    def _feed(self, item: tuple) -> None:
+        kind, now = item[0], self.now()
+        try:
+            if kind == "open":
+                self._open = item[1]
+                self.relay.handle_open(now, item[1])
+            elif kind == "frame":
+                self.relay.handle_frame(now, item[1], item[2])
+            elif kind == "binary":
+                self.relay.handle_binary(now, item[1], item[2])
+            elif kind == "pong":
+                self.relay.handle_pong(now, item[1])
+            elif kind == "lost":
+                self._forget(item[1])
+                self.relay.handle_close(now, item[1], item[2], item[3])
+        except TetherError as error:
+            # A stale socket's report is ignored by the session; anything else is a bug here.
+            _warn(f"socket input {kind}: {error}")
+
+    async def drain(self) -> None:
+        """Transmits and events until both queues are empty."""
+        while True:
+            transmit = self.relay.poll_transmit()
+            if transmit is not None:
+                await self._transmit(transmit)
+                continue
+            event = self.relay.poll_event()
+            if event is None:
+                return
+            self.on_event(event, self.now())
+            if event["type"] == "auth_challenge" and self.sign is not None:
+                self._answer(event)
+
+    def _answer(self, event: dict) -> None:
+        try:
+            signed = self.sign(self.url, event["challenge"])
+        except Exception as error:  # the signer's failure is reported
+            self.on_event({"type": "signer_failed", "error": str(error)}, self.now())
+            return
+        try:
+            self.relay.authenticate(self.now(), event["id"], signed)
+        except TetherError as error:
+            _warn(f"authenticate: {error}")
+
+    async def _transmit(self, transmit: dict) -> None:
+        kind = transmit["type"]
+        if kind == "open":
+            epoch = transmit["epoch"]
+            self._tasks[epoch] = asyncio.ensure_future(self._socket(epoch))
+        elif kind == "send":
+            ws = self._sockets.get(self._open) if self._open is not None else None
+            if ws is not None:
+                # A failed send is the reader task's to report, as a loss.
+                with contextlib.suppress(Exception):
+                    await ws.send(transmit["text"])
+        elif kind == "ping":
+            epoch = self._open
+            ws = self._sockets.get(epoch) if epoch is not None else None
+            if ws is not None:
+                asyncio.ensure_future(self._ping(ws, epoch))
+        elif kind == "close":
+            epoch = transmit["epoch"]
+            ws = self._sockets.pop(epoch, None)
+            task = self._tasks.pop(epoch, None)
+            if ws is not None:
+                # Closing a socket that is already dead.
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ws.close(), 2.0)
+            if task is not None:
+                task.cancel()
+
+    async def _ping(self, ws: Any, epoch: int) -> None:
+        try:
+            await (await ws.ping())
+            self.inbox.put_nowait(("pong", epoch))
+        except Exception:  # no pong: the session's timeout decides
+            pass
+
+    def _forget(self, epoch: int) -> None:
+        self._sockets.pop(epoch, None)
+        self._tasks.pop(epoch, None)
+        if self._open == epoch:
+            self._open = None
+
+    async def _socket(self, epoch: int) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+        put = self.inbox.put_nowait
+        try:
+            ws = await connect(
+                self.url, ping_interval=None, max_size=None, open_timeout=None, close_timeout=2
+            )
+        except asyncio.CancelledError:
+            raise
+        except ssl.SSLError:
+            put(("lost", epoch, _ffi.LOSS_TLS_REJECTED, -1))
+            return
+        except InvalidHandshake:
+            put(("lost", epoch, _ffi.LOSS_HANDSHAKE_FAILED, -1))
+            return
+        except OSError:
+            put(("lost", epoch, _ffi.LOSS_CONNECTION_REFUSED, -1))
+            return
+        except Exception:  # anything else on the way up
+            put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
+            return
+        self._sockets[epoch] = ws
+        put(("open", epoch))
+        try:
+            async for message in ws:
+                if isinstance(message, str):
+                    put(("frame", epoch, message))
+                else:
+                    put(("binary", epoch, len(message)))
+            code = ws.close_code
+            put(("lost", epoch, _ffi.LOSS_CLOSED_BY_PEER, -1 if code is None else code))
+        except ConnectionClosed as closed:
+            if closed.rcvd is not None:
+                put(("lost", epoch, _ffi.LOSS_CLOSED_BY_PEER, closed.rcvd.code))
+            else:
+                put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a reset or broken pipe
+            put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
+
+
+class SseDriver(_Loop):
+    """Drives an :class:`Sse` session: GET ``url`` with aiohttp, ``headers`` on every
+    request."""
+
+    def __init__(self, url: str, sse: Sse, on_event: EventSink, headers: list) -> None:
+        super().__init__(sse)
+        self.url = url
+        self.sse = sse
+        self.on_event = on_event
+        self.headers = headers
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._http: Any = None
+
+    async def run(self) -> None:
+        """Connect and drive until :meth:`stop`, then abort the request."""
+        import aiohttp
+
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None)
+        async with aiohttp.ClientSession(timeout=timeout, auto_decompress=True) as http:
+            self._http = http
+            self.sse.set_wall_clock(self.now(), int(time.time()))
+            self.sse.connect(self.now())
+            try:
+                while True:
+                    self.drain()
+                    if self.stopping:
+                        return
+                    item = await self.next_input()
+                    if item is None:
+                        self.sse.handle_timeout(self.now())
+                    else:
+                        self._feed(item)
+            finally:
+                for task in self._tasks.values():
+                    task.cancel()
+
+    def _feed(self, item: tuple) -> None:
+        kind, now = item[0], self.now()
+        try:
+            if kind == "response":
+                _, epoch, status, content_type, retry_after = item
+                self.sse.handle_response(now, epoch, status, content_type, retry_after)
+            elif kind == "bytes":
+                _, epoch, data = item
+                while data:
+                    consumed = self.sse.handle_bytes(self.now(), epoch, data)
+                    data = data[consumed:]
+                    if data:
+                        # The event queue is full: hand events over, then offer the rest.
+                        self.drain()
+                        if self.stopping:
+                            return
+            elif kind == "eof":
+                self.sse.handle_eof(now, item[1])
+            elif kind == "error":
+                self.sse.handle_error(now, item[1], item[2])
+            elif kind == "invalid":
+                self.sse.handle_request_invalid(now, item[1], item[2])
+        except TetherError as error:
+            _warn(f"request input {kind}: {error}")
+
+    def drain(self) -> None:
+        """Transmits and events until both queues are empty."""
+        while True:
+            transmit = self.sse.poll_transmit()
+            if transmit is not None:
+                self._transmit(transmit)
+                continue
+            event = self.sse.poll_event()
+            if event is None:
+                return
+            self.on_event(event, self.now())
+            if self.stopping:
+                return
+
+    def _transmit(self, transmit: dict) -> None:
+        epoch = transmit["epoch"]
+        if transmit["type"] == "open":
+            headers = [("Accept", "text/event-stream"), *self.headers]
+            if transmit["last_event_id"] is not None:
+                headers.append(("Last-Event-ID", transmit["last_event_id"]))
+            self._tasks[epoch] = asyncio.ensure_future(self._request(epoch, headers))
+        elif transmit["type"] == "close":
+            task = self._tasks.pop(epoch, None)
+            if task is not None:
+                task.cancel()
+
+    async def _request(self, epoch: int, headers: list) -> None:
+        import aiohttp
+
+        put = self.inbox.put_nowait
+        try:
+            async with self._http.get(self.url, headers=headers) as response:
+                put(
+                    (
+                        "response",
+                        epoch,
+                        response.status,
+                        response.headers.get("Content-Type"),
+                        response.headers.get("Retry-After"),
+                    )
+                )
+                async for chunk in response.content.iter_any():
+                    put(("bytes", epoch, bytes(chunk)))
+            put(("eof", epoch))
+        except asyncio.CancelledError:
+            raise
+        except (ValueError, aiohttp.InvalidURL) as error:
+            put(("invalid", epoch, str(error)))
+        except aiohttp.ClientSSLError:
+            put(("error", epoch, _ffi.LOSS_TLS_REJECTED))
+        except aiohttp.ClientConnectorError:
+            put(("error", epoch, _ffi.LOSS_CONNECTION_REFUSED))
+        except Exception:  # a reset, a broken body
+            put(("error", epoch, _ffi.LOSS_NETWORK_ERROR))
+        finally:
+            self._tasks.pop(epoch, None)

@@ -1,0 +1,92 @@
+"""The ctypes layer over the C ABI: codes, buffers, the drain shape."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tether
+from tether import _ffi
+
+
+def test_abi_version_matches():
+    assert _ffi.lib().tether_abi_version() == tether.ABI_VERSION
+
+
+def test_a_session_opens_replays_and_delivers_the_relays_bytes():
+    relay = tether.Relay(seed=1)
+    assert relay.subscribe(0, '[{"kinds":[1]}]') == 0
+    assert relay.poll_transmit() is None
+    relay.connect(10)
+    assert relay.poll_transmit() == {"type": "open", "epoch": 1}
+    relay.handle_open(20, 1)
+    assert relay.poll_transmit() == {
+        "type": "send",
+        "text": '["REQ","0:1",{"kinds":[1]}]',
+        "carries": {"req": 0},
+    }
+    assert relay.poll_event() == {"type": "connected"}
+    assert relay.poll_event() is None
+    # An event larger than the 64 KiB default buffer: the buffer grows, the item is kept.
+    raw = '{{"id":"{}", "created_at":1,\n"content":"{}"}}'.format("ab" * 32, "x" * 100_000)
+    relay.handle_frame(30, 1, '["EVENT","0:1",' + raw + "]")
+    event = relay.poll_event()
+    assert event is not None
+    assert event["type"] == "received" and event["sub"] == 0 and event["id"] == "ab" * 32
+    assert event["raw"] == raw
+    assert event["event"] == json.loads(raw)
+    assert relay.poll_timeout() == 30_030  # a ping after 30 s without a frame
+    relay.close()
+
+
+def test_misuse_is_an_error_code_with_a_message():
+    relay = tether.Relay()
+    with pytest.raises(tether.TetherError) as error:
+        relay.subscribe(0, '{"kinds":[1]}')
+    assert error.value.code == _ffi.ERR_INVALID_ARGUMENT
+    with pytest.raises(tether.TetherError) as error:
+        relay.unsubscribe(0, 5)
+    assert error.value.code == _ffi.ERR_UNKNOWN_ID
+    assert error.value.message == "unknown subscription s5"
+    with pytest.raises(tether.TetherError) as error:
+        relay.handle_frame(0, 1, b"\xff")
+    assert error.value.code == _ffi.ERR_UTF8
+    with pytest.raises(tether.TetherError) as error:
+        relay.handle_open(0, 3)
+    assert (error.value.code, error.value.message) == (
+        _ffi.ERR_UNKNOWN_ID,
+        "epoch 3 was never opened",
+    )
+
+
+def test_sse_session_parses_and_reports_the_resume_id():
+    sse = tether.Sse(seed=3)
+    sse.connect(0)
+    assert sse.poll_transmit() == {"type": "open", "epoch": 1, "last_event_id": None}
+    sse.handle_response(5, 1, 200, "text/event-stream", None)
+    assert sse.poll_event() == {"type": "open"}
+    assert sse.handle_bytes(6, 1, b"id: 7\ndata: a\n\n") == 15
+    assert sse.poll_event() == {"type": "message", "event": "message", "data": "a", "id": "7"}
+    assert sse.last_event_id() == "7"
+    sse.handle_eof(7, 1)
+    event = sse.poll_event()
+    assert event is not None and event["type"] == "reconnecting"
+    assert (event["drop"], event["status"], event["loss"], event["attempt"]) == (
+        "eof",
+        None,
+        None,
+        1,
+    )
+    assert 500 <= event["at_ms"] - 7 <= 1500
+
+
+def test_the_library_is_found_by_env_then_target_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("TETHER_LIBRARY", "/somewhere/libtether_ffi.so")
+    assert str(tether.library_path()) == "/somewhere/libtether_ffi.so"
+    monkeypatch.delenv("TETHER_LIBRARY")
+    release = tmp_path / "release"
+    release.mkdir()
+    (release / _ffi._library_name()).write_bytes(b"")
+    monkeypatch.setenv("CARGO_TARGET_DIR", str(tmp_path))
+    assert tether.library_path() == release / _ffi._library_name()

@@ -1,0 +1,171 @@
+"""`tether-py req` against tether-testserver's relay over a real WebSocket, and `tether-py
+sse` against a scripted SSE server: the JSON lines contract of `tether req` / `tether sse`.
+(`adapters/cli/tests/cli.rs` also runs the Rust CLI's own tests against `tether-py` when
+`TETHER_CLI_UNDER_TEST` names it.)"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+from .conftest import ScriptedSse, tether_py
+
+LIMIT = 40
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(tether_py(*args), capture_output=True, text=True, timeout=LIMIT)
+
+
+def lines(output: str) -> list:
+    return [json.loads(line) for line in output.splitlines()]
+
+
+def event_id(n: int) -> str:
+    return f"{n:064x}"
+
+
+def test_req_until_eose_writes_each_line_and_closes_each_subscription(peer):
+    relay = peer("--events", "2")
+    done = run("req", relay.url, '{"kinds":[1]}', '{"kinds":[7]}', "--until-eose", "--seed", "7")
+    assert done.returncode == 0, done.stderr
+    out = lines(done.stdout)
+    assert out[0] == {"type": "connected"}
+    events = [line for line in out if line["type"] == "event"]
+    assert [(e["sub"], e["event"]["id"]) for e in events] == [
+        ("0", event_id(1)),
+        ("0", event_id(2)),
+    ]
+    assert events[0]["event"] == {
+        "id": event_id(1),
+        "pubkey": event_id(1),
+        "created_at": 1_000_001,
+        "kind": 1,
+        "tags": [],
+        "content": "event 1",
+        "sig": "0" * 127 + "1",
+    }
+    assert sorted(line["sub"] for line in out if line["type"] == "eose") == ["0", "1"]
+    assert out[-1] == {"type": "disconnected", "reconnect_in_ms": None, "why": "requested"}
+    assert relay.frames() == {"REQ": 2, "CLOSE": 2}
+
+
+def test_req_refused_subscription_is_one_closed_line(peer):
+    relay = peer("--events", "1", "--refuse", "blocked: not here")
+    done = run("req", relay.url, "--until-eose")
+    assert done.returncode == 0, done.stderr
+    out = lines(done.stdout)
+    assert [line for line in out if line["type"] == "closed"] == [
+        {"type": "closed", "sub": "0", "reason": "blocked: not here", "attempts": 0}
+    ]
+    assert [line["type"] for line in out] == ["connected", "closed", "disconnected"]
+
+
+def test_req_answers_auth_with_a_secret_key(peer):
+    relay = peer("--events", "2", "--auth")
+    key = "6b911fd37cdf5c81d4c0adb1ab7fa822ed253ab0ad9aa18d77257c88b29b718e"
+    done = run("req", relay.url, '{"kinds":[1]}', "--until-eose", "--secret-key", key)
+    assert done.returncode == 0, done.stderr
+    out = lines(done.stdout)
+    kinds = [line["type"] for line in out]
+    assert kinds.count("auth") == 1 and kinds.count("event") == 2, done.stdout
+    assert relay.frames()["AUTH"] == 1
+
+
+def test_req_sigint_closes_and_exits_zero(peer):
+    relay = peer("--events", "1")
+    child = subprocess.Popen(
+        tether_py("req", relay.url, '{"kinds":[1]}'), stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    seen = []
+    while not seen or seen[-1]["type"] != "eose":
+        seen.append(json.loads(child.stdout.readline()))
+    child.send_signal(signal.SIGINT)
+    rest = child.stdout.read()
+    assert child.wait(LIMIT) == 0
+    assert rest == '{"type":"disconnected","reconnect_in_ms":null,"why":"requested"}\n'
+    assert relay.frames() == {"REQ": 1, "CLOSE": 1}
+
+
+def test_usage_errors_are_one_line_and_exit_2():
+    for args in (
+        ["req", "http://127.0.0.1:1"],
+        ["req", "ws://127.0.0.1:1", "[1]"],
+        ["req", "ws://127.0.0.1:1", "--secret-key", "nope"],
+        ["sse", "ws://127.0.0.1:1/"],
+        ["sse", "http://127.0.0.1:1/", "-H", "no colon"],
+        ["nope"],
+    ):
+        done = run(*args)
+        assert done.returncode == 2, (args, done)
+        assert done.stdout == ""
+        assert done.stderr.startswith("tether: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def note(n: int, data: str) -> str:
+    return f"retry: 500\nevent: note\nid: {n}\ndata: {data}\n\n"
+
+
+def test_sse_open_messages_reconnect_with_last_event_id():
+    server = ScriptedSse(
+        [
+            (200, "text/event-stream", note(1, "one") + note(2, "two"), True),
+            (200, "text/event-stream", note(3, "three"), False),
+        ]
+    )
+    try:
+        started = time.monotonic()
+        done = run("sse", server.url, "-H", "X-Test: yes", "--seed", "5", "--duration", "2.5")
+        assert time.monotonic() - started >= 2.5
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    out = lines(done.stdout)
+    assert [line["type"] for line in out] == [
+        "open",
+        "message",
+        "message",
+        "reconnecting",
+        "reconnected",
+        "message",
+    ]
+    assert out[1] == {"type": "message", "event": "note", "data": "one", "id": "1"}
+    reconnecting = out[3]
+    assert 250 <= reconnecting.pop("in_ms") <= 750
+    assert reconnecting == {
+        "type": "reconnecting",
+        "last_event_id": "2",
+        "attempt": 1,
+        "why": "eof",
+        "reason": "stream ended",
+    }
+    assert out[5]["data"] == "three"
+    assert [(r.get("X-Test"), r.get("Last-Event-ID")) for r in server.requests] == [
+        ("yes", None),
+        ("yes", "2"),
+    ]
+
+
+def test_sse_refusal_is_a_failed_line_and_exit_1():
+    server = ScriptedSse([(404, "text/plain", "no", True)])
+    try:
+        done = run("sse", server.url)
+    finally:
+        server.stop()
+    assert done.returncode == 1
+    assert lines(done.stdout) == [{"type": "failed", "status": 404, "reason": "HTTP status 404"}]
+
+
+def test_sse_204_is_a_closed_line_and_exit_0():
+    server = ScriptedSse([(204, None, "", True)])
+    try:
+        done = run("sse", server.url)
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert lines(done.stdout) == [
+        {"type": "closed", "reason": "204 No Content: the server asked to stop"}
+    ]
