@@ -331,14 +331,28 @@ fn reference_parse(stream: &[u8]) -> Parsed {
 /// # Panics
 /// On any invariant violation (with the transcript tail) or panic in the session.
 pub fn relay_session(data: &[u8]) {
+    relay_session_run(data, true);
+}
+
+/// [`relay_session`] with the Sim's transcript kept, returned at the end: what a failing
+/// input did (the fuzz target itself runs quiet, and a run is deterministic).
+///
+/// # Panics
+/// Like [`relay_session`], with the transcript's tail in the message.
+pub fn relay_session_transcript(data: &[u8]) -> String {
+    relay_session_run(data, false)
+}
+
+fn relay_session_run(data: &[u8], quiet: bool) -> String {
     let mut u = Unstructured::new(data);
     let Ok((config, relay, latency, auto_auth, seed)) = relay_world(&mut u) else {
-        return;
+        return String::new();
     };
     let mut sim = Sim::new(config, seed, relay);
     sim.latency = latency;
     sim.auto_auth = auto_auth;
     sim.check = true;
+    sim.quiet = quiet;
     let mut t = Duration::ZERO;
     for _ in 0..MAX_OPS {
         if u.is_empty() {
@@ -354,8 +368,11 @@ pub fn relay_session(data: &[u8]) {
         }
         sim.at(t, action);
     }
-    // Long enough for five retries at the 30 s cap, or a 300 s gate window, to play out.
-    sim.run_for(t + Duration::from_secs(330));
+    sim.run_for(t);
+    // Long enough for five retries at the 30 s cap, or a 300 s gate window, to play out; a
+    // run that settles earlier has nothing left to play out.
+    sim.run_until_settled(Duration::from_secs(330));
+    sim.transcript().to_owned()
 }
 
 /// The scripted part of a relay_session run: simulated time is what costs (pings, reconnect

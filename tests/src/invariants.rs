@@ -79,6 +79,12 @@ impl Invariants {
         self.unsubscribed.insert(id);
     }
 
+    /// The Sim delivered a socket's open: batch pacing restarts, since a new socket's replay
+    /// may start at once (`Scheduler::on_open`); batches are paced within one socket.
+    pub(crate) fn opened(&mut self) {
+        self.batch_at = None;
+    }
+
     /// A transmit other than a frame: after `disconnect` only the socket's close may follow.
     pub(crate) fn transmitted(&mut self, what: &str, transcript: &str) {
         if self.disconnected && what != "Close" {
@@ -256,6 +262,13 @@ impl Invariants {
 }
 
 fn fail(transcript: &str, what: &str) -> ! {
+    if transcript.is_empty() {
+        panic!(
+            "invariant violated: {what}\n(no transcript: the Sim ran quiet, as the relay_session \
+             fuzz target does; `tether_testkit::fuzz::relay_session_transcript` replays the input \
+             with it, and so does `cargo test -p tether-testkit --test fuzz_corpus` for a corpus file)"
+        );
+    }
     let tail: Vec<&str> = transcript.lines().rev().take(60).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     panic!(

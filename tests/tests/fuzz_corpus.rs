@@ -27,6 +27,11 @@ fn replay(name: &str, target: fn(&[u8])) {
         let data = std::fs::read(&path).expect("readable corpus file");
         if std::panic::catch_unwind(|| target(&data)).is_err() {
             failed.push(path.display().to_string());
+            if name == "relay_session" {
+                // The target runs the Sim quiet; the same run with the transcript on panics
+                // again, this time with the transcript's tail in its message.
+                let _ = std::panic::catch_unwind(|| fuzz::relay_session_transcript(&data));
+            }
         }
     }
     assert!(failed.is_empty(), "{name} fails on {failed:#?}");
@@ -50,4 +55,44 @@ fn relay_session_corpus() {
 #[test]
 fn sse_session_corpus() {
     replay("sse_session", fuzz::sse_session);
+}
+
+/// Inputs per second of each target over its committed corpus, in this build's profile: the
+/// before/after measure of fuzz-target speed (run it in release, it is ignored by default).
+///
+/// `cargo test --release -p tether-testkit --test fuzz_corpus -- --ignored --nocapture`
+#[test]
+#[ignore = "a timing harness, not a check: run it in release"]
+fn corpus_rates() {
+    let targets: [(&str, fn(&[u8])); 4] = [
+        ("relay_frame", fuzz::relay_frame),
+        ("sse_parser", fuzz::sse_parser),
+        ("relay_session", fuzz::relay_session),
+        ("sse_session", fuzz::sse_session),
+    ];
+    let only = std::env::var("TETHER_FUZZ_TARGET").ok();
+    for (name, target) in targets {
+        if only.as_deref().is_some_and(|o| o != name) {
+            continue;
+        }
+        let inputs: Vec<Vec<u8>> = corpus(name)
+            .iter()
+            .map(|p| std::fs::read(p).expect("readable corpus file"))
+            .collect();
+        let start = std::time::Instant::now();
+        let mut runs = 0u64;
+        // At least three passes and two seconds, so one slow input does not decide the rate.
+        while runs < 3 * inputs.len() as u64 || start.elapsed().as_secs_f64() < 2.0 {
+            for data in &inputs {
+                target(data);
+                runs += 1;
+            }
+        }
+        let secs = start.elapsed().as_secs_f64();
+        println!(
+            "{name:<14} {} files, {runs} inputs in {secs:.2} s: {:.0} inputs/s",
+            inputs.len(),
+            runs as f64 / secs
+        );
+    }
 }

@@ -195,3 +195,25 @@ fn a_relay_that_refuses_everything_cannot_make_the_session_loop() {
     assert_eq!(t.matches("tx  [\"REQ\"").count(), 12, "1 + 5 retries each");
     assert_eq!(t.matches("Closed {").count(), 2);
 }
+
+/// Found by the `relay_session` fuzz target (`fuzz/corpus/relay_session/
+/// regression-replay-pacing-per-socket`): replay batches are paced within one socket's
+/// replay, and a new socket's replay starts at once (`Scheduler::on_open`). A reconnect 9 ms
+/// after the previous socket's replay is not a pacing violation.
+#[test]
+fn replay_pacing_restarts_with_each_socket() {
+    let mut sim = Sim::new(RelayConfig::default(), 1, RelayModel::with_events(0));
+    sim.latency = Duration::ZERO;
+    let kinds = || vec![r#"{"kinds":[1]}"#.to_owned()];
+    // Subscribed before the socket opens: its REQ is the open's replay, a background batch.
+    sim.at(Duration::ZERO, Action::Connect)
+        .at(Duration::ZERO, Action::Subscribe(kinds(), Priority(0)))
+        .at(Duration::from_millis(9), Action::Disconnect)
+        .at(Duration::from_millis(9), Action::Connect);
+    sim.run_for(Duration::from_secs(1));
+    let reqs: Vec<u128> = sim
+        .reqs()
+        .map(|(at, _)| (at - tether_core::Instant::ZERO).as_millis())
+        .collect();
+    assert_eq!(reqs, [0, 9], "each socket replays at once");
+}
