@@ -229,9 +229,15 @@ impl Invariants {
                 );
             }
         }
-        if !sweep {
-            return;
+        if sweep {
+            self.sweep(session, transcript);
         }
+    }
+
+    /// The O(subscriptions) checks: the core's own bookkeeping, retries bounded, and every
+    /// subscription the app made accounted for exactly once (registered, or surfaced as
+    /// `Closed`, or unsubscribed).
+    pub(crate) fn sweep(&self, session: &RelaySession, transcript: &str) {
         if let Err(e) = session.check_consistency() {
             fail(transcript, &format!("session bookkeeping: {e}"));
         }

@@ -244,6 +244,15 @@ impl Sim {
         }
     }
 
+    /// Run the invariants' whole sweep now, whatever [`Sim::check`] says: the end of a fuzz
+    /// input or test.
+    ///
+    /// # Panics
+    /// On a violation, with the transcript's tail.
+    pub fn check_all(&mut self) {
+        self.invariants.sweep(&self.session, &self.transcript);
+    }
+
     /// Process the earliest thing due at or before `end`. Returns `false` when nothing is.
     pub fn step(&mut self, end: Instant) -> bool {
         let next_item = self.queue.first_key_value().map(|(&(t, _), _)| t);
