@@ -253,9 +253,9 @@ impl Invariants {
                 );
             }
         }
-        let registered: BTreeSet<SubscriptionId> = views.iter().map(|v| v.id).collect();
         for id in self.subscribed.difference(&self.unsubscribed) {
-            let live = registered.contains(id);
+            // `subscriptions()` is in id order.
+            let live = views.binary_search_by_key(id, |v| v.id).is_ok();
             let surfaced = self.closed.contains_key(id);
             if live == surfaced {
                 fail(
