@@ -75,7 +75,19 @@ fn corpus_rates() {
         if only.as_deref().is_some_and(|o| o != name) {
             continue;
         }
-        let inputs: Vec<Vec<u8>> = corpus(name)
+        // TETHER_FUZZ_CORPUS: another corpus root (`<root>/<target>/*`), e.g. an older one.
+        let files = match std::env::var("TETHER_FUZZ_CORPUS") {
+            Ok(root) => {
+                let mut files: Vec<PathBuf> = std::fs::read_dir(Path::new(&root).join(name))
+                    .expect("TETHER_FUZZ_CORPUS/<target>")
+                    .map(|entry| entry.expect("corpus entry").path())
+                    .collect();
+                files.sort();
+                files
+            }
+            Err(_) => corpus(name),
+        };
+        let inputs: Vec<Vec<u8>> = files
             .iter()
             .map(|p| std::fs::read(p).expect("readable corpus file"))
             .collect();
