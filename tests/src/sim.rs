@@ -10,8 +10,7 @@ use std::time::Duration;
 use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
 use tether_core::nostr::message::{ClientMessage, RelayMessage, DEFAULT_MAX_FRAME};
 use tether_core::nostr::{
-    Carries, Event, Filter, Priority, RelayConfig, RelaySession, SubState, SubscriptionId,
-    Transmit,
+    Carries, Event, Filter, Priority, RelayConfig, RelaySession, SubState, SubscriptionId, Transmit,
 };
 use tether_core::Instant;
 

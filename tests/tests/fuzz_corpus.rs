@@ -57,6 +57,9 @@ fn sse_session_corpus() {
     replay("sse_session", fuzz::sse_session);
 }
 
+/// A target's name and body.
+type Target = (&'static str, fn(&[u8]));
+
 /// Inputs per second of each target over its committed corpus, in this build's profile: the
 /// before/after measure of fuzz-target speed (run it in release, it is ignored by default).
 ///
@@ -64,7 +67,7 @@ fn sse_session_corpus() {
 #[test]
 #[ignore = "a timing harness, not a check: run it in release"]
 fn corpus_rates() {
-    let targets: [(&str, fn(&[u8])); 4] = [
+    let targets: [Target; 4] = [
         ("relay_frame", fuzz::relay_frame),
         ("sse_parser", fuzz::sse_parser),
         ("relay_session", fuzz::relay_session),

@@ -280,7 +280,9 @@ impl Outbox {
             indexed += 1;
             let own = self.entries.get(&id).and_then(|e| e.timer);
             if own != Some(at) {
-                return Err(format!("outbox timer ({at:?}, {id}) but the entry has {own:?}"));
+                return Err(format!(
+                    "outbox timer ({at:?}, {id}) but the entry has {own:?}"
+                ));
             }
         }
         if indexed != with_timer {

@@ -45,7 +45,9 @@ impl RelaySession {
             indexed += 1;
             let own = self.subs.get(id).and_then(|sub| sub.timer);
             if own != Some(at) {
-                return Err(format!("timer index holds ({at:?}, {id}) but {id} has {own:?}"));
+                return Err(format!(
+                    "timer index holds ({at:?}, {id}) but {id} has {own:?}"
+                ));
             }
         }
         if indexed != with_timer {
