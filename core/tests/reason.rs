@@ -529,3 +529,14 @@ fn huge_hint_is_clamped_by_the_gate() {
         Instant::from_millis(300_000)
     );
 }
+
+#[test]
+fn a_huge_refusal_text_is_classified_by_its_start_and_quickly() {
+    let huge = format!("rate-limited: slow down {}", "x".repeat(4 << 20));
+    let started = std::time::Instant::now();
+    assert!(matches!(classify(&huge), Class::RateLimited { .. }));
+    let prose = "y".repeat(4 << 20);
+    assert_eq!(classify(&prose), Class::Retryable);
+    // Linear in the clipped text, not in the 4 MiB: well under a second even unoptimised.
+    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+}

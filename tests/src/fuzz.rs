@@ -326,43 +326,118 @@ fn reference_parse(stream: &[u8]) -> Parsed {
 // ---- relay_session ----------------------------------------------------------------------------
 
 /// Decode a relay's behaviour, a session configuration and up to [`MAX_OPS`] timed operations
-/// from `data`, run them in the [`Sim`] with its invariants checked after every step (the same
-/// [`Invariants`](crate::invariants::Invariants) the property tests use), then let retries,
-/// windows and reconnects play out for a bounded simulated time.
+/// from `data` ([`RelayScript::decode`]), run them in the [`Sim`] with its invariants checked
+/// after every step (the same [`Invariants`](crate::invariants::Invariants) the property tests
+/// use), then let retries, windows and reconnects play out for a bounded simulated time, or
+/// until the run has settled ([`Sim::run_until_settled`]). The Sim runs quiet (no transcript);
+/// [`relay_session_transcript`] replays an input with it.
 ///
 /// # Panics
-/// On any invariant violation (with the transcript tail) or panic in the session.
+/// On any invariant violation or panic in the session.
 pub fn relay_session(data: &[u8]) {
-    let mut u = Unstructured::new(data);
-    let Ok((config, relay, latency, auto_auth, seed)) = relay_world(&mut u) else {
-        return;
+    relay_session_run(data, true);
+}
+
+/// [`relay_session`] with the Sim's transcript kept, returned at the end: what a failing
+/// input did (the fuzz target itself runs quiet, and a run is deterministic).
+///
+/// # Panics
+/// Like [`relay_session`], with the transcript's tail in the message.
+pub fn relay_session_transcript(data: &[u8]) -> String {
+    relay_session_run(data, false)
+}
+
+fn relay_session_run(data: &[u8], quiet: bool) -> String {
+    let Ok(script) = RelayScript::decode(data) else {
+        return String::new();
     };
-    let mut sim = Sim::new(config, seed, relay);
-    sim.latency = latency;
-    sim.auto_auth = auto_auth;
-    sim.check = true;
-    let mut t = Duration::ZERO;
-    for _ in 0..MAX_OPS {
-        if u.is_empty() {
-            break;
-        }
-        let Ok((step, action)) = relay_op(&mut u) else {
-            break;
-        };
-        // Time only moves forward: each operation is a non-negative step after the last.
-        t += step;
-        if t > MAX_SCRIPT {
-            break;
-        }
-        sim.at(t, action);
-    }
-    // Long enough for five retries at the 30 s cap, or a 300 s gate window, to play out.
-    sim.run_for(t + Duration::from_secs(330));
+    let mut sim = script.sim();
+    sim.quiet = quiet;
+    sim.run_for(script.end());
+    // Long enough for five retries at the 30 s cap, or a 300 s gate window, to play out; a
+    // run that settles earlier has nothing left to play out.
+    sim.run_until_settled(Duration::from_secs(330));
+    sim.check_all();
+    sim.transcript().to_owned()
 }
 
 /// The scripted part of a relay_session run: simulated time is what costs (pings, reconnect
 /// cycles), so it is bounded to keep one input in the milliseconds.
-const MAX_SCRIPT: Duration = Duration::from_secs(300);
+pub const MAX_SCRIPT: Duration = Duration::from_secs(300);
+
+/// One generated relay scenario: the relay's behaviour, the session's configuration and the
+/// application's timed operations. The one generator behind both the `relay_session` fuzz
+/// target and the property tests (`tests/relay_properties.rs`), which feed it proptest's
+/// bytes.
+#[derive(Clone, Debug)]
+pub struct RelayScript {
+    /// The session's configuration.
+    pub config: RelayConfig,
+    /// The relay at the start.
+    pub relay: RelayModel,
+    /// One-way latency.
+    pub latency: Duration,
+    /// Whether the app answers AUTH challenges.
+    pub auto_auth: bool,
+    /// The session's seed.
+    pub seed: u64,
+    /// Operations at times after the start, in order (time only moves forward), within
+    /// [`MAX_SCRIPT`].
+    pub ops: Vec<(Duration, Action)>,
+}
+
+impl RelayScript {
+    /// Decode a scenario from bytes: a world, then up to [`MAX_OPS`] operations until the
+    /// bytes or [`MAX_SCRIPT`] run out.
+    ///
+    /// # Errors
+    /// When the bytes do not hold a whole world.
+    pub fn decode(data: &[u8]) -> Result<Self> {
+        let mut u = Unstructured::new(data);
+        let (config, relay, latency, auto_auth, seed) = relay_world(&mut u)?;
+        let mut ops = Vec::new();
+        let mut t = Duration::ZERO;
+        for _ in 0..MAX_OPS {
+            if u.is_empty() {
+                break;
+            }
+            let Ok((step, action)) = relay_op(&mut u) else {
+                break;
+            };
+            // Time only moves forward: each operation is a non-negative step after the last.
+            t += step;
+            if t > MAX_SCRIPT {
+                break;
+            }
+            ops.push((t, action));
+        }
+        Ok(RelayScript {
+            config,
+            relay,
+            latency,
+            auto_auth,
+            seed,
+            ops,
+        })
+    }
+
+    /// A Sim with the world set up and every operation scheduled, checking invariants.
+    pub fn sim(&self) -> Sim {
+        let mut sim = Sim::new(self.config.clone(), self.seed, self.relay.clone());
+        sim.latency = self.latency;
+        sim.auto_auth = self.auto_auth;
+        sim.check = true;
+        for (at, action) in &self.ops {
+            sim.at(*at, action.clone());
+        }
+        sim
+    }
+
+    /// When the last operation happens.
+    pub fn end(&self) -> Duration {
+        self.ops.last().map_or(Duration::ZERO, |(at, _)| *at)
+    }
+}
 
 type World = (RelayConfig, RelayModel, Duration, bool, u64);
 
@@ -479,6 +554,10 @@ const RELAY_CHANGES: &[fn(&mut RelayModel)] = &[
     },
     |r| r.max_subs = Some((1, LimitStyle::Notice)),
     |r| r.max_subs = None,
+    // A stored event from the far future (`created_at` u64::MAX, issue 20), replayed to every
+    // matching REQ from now on. Appended last: a choice takes one byte whatever the list's
+    // length, so older corpus files still decode to the same operations.
+    |r| r.events.push(StoredEvent::new(13, u64::MAX, 1)),
 ];
 
 fn filters(u: &mut Unstructured<'_>) -> Result<Vec<String>> {
@@ -506,6 +585,9 @@ fn publish_json(u: &mut Unstructured<'_>) -> Result<String> {
     })
 }
 
+/// A refusal text: every kind the fuzz target and the property tests ever generated (the
+/// NIP-01 prefixes, a rate limit with and without a hint in s and ms, both cap dialects, the
+/// empty text) and junk.
 fn refusal(u: &mut Unstructured<'_>) -> Result<String> {
     Ok(match u.int_in_range(0..=13)? {
         0 => "rate-limited: slow down".to_owned(),
@@ -554,7 +636,8 @@ fn frame(u: &mut Unstructured<'_>) -> Result<String> {
             u.arbitrary::<u64>()?
         ),
         10 => {
-            // Events the decoder must refuse: bad ids, bad times, wrong shapes.
+            // Events the decoder must refuse (bad ids, bad times, wrong shapes), and one at
+            // the edge of time.
             let event = u.choose(&[
                 r#"{"id":"00","created_at":1}"#,
                 r#"{"created_at":1}"#,
@@ -563,6 +646,9 @@ fn frame(u: &mut Unstructured<'_>) -> Result<String> {
                 r#"{"id":"0000000000000000000000000000000000000000000000000000000000000001","created_at":99999999999999999999}"#,
                 r#"["not","an","object"]"#,
                 r#""string""#,
+                // Not refused: a well-formed event from the far future (issue 20), last in the
+                // list so the others keep their bytes.
+                r#"{"id":"000000000000000000000000000000000000000000000000000000000000000e","pubkey":"0000000000000000000000000000000000000000000000000000000000000000","created_at":18446744073709551615,"kind":1,"tags":[],"content":"far future","sig":"0"}"#,
             ])?;
             format!(r#"["EVENT",{},{event}]"#, json_str(&wire))
         }

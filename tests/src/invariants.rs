@@ -79,6 +79,12 @@ impl Invariants {
         self.unsubscribed.insert(id);
     }
 
+    /// The Sim delivered a socket's open: batch pacing restarts, since a new socket's replay
+    /// may start at once (`Scheduler::on_open`); batches are paced within one socket.
+    pub(crate) fn opened(&mut self) {
+        self.batch_at = None;
+    }
+
     /// A transmit other than a frame: after `disconnect` only the socket's close may follow.
     pub(crate) fn transmitted(&mut self, what: &str, transcript: &str) {
         if self.disconnected && what != "Close" {
@@ -223,9 +229,15 @@ impl Invariants {
                 );
             }
         }
-        if !sweep {
-            return;
+        if sweep {
+            self.sweep(session, transcript);
         }
+    }
+
+    /// The O(subscriptions) checks: the core's own bookkeeping, retries bounded, and every
+    /// subscription the app made accounted for exactly once (registered, or surfaced as
+    /// `Closed`, or unsubscribed).
+    pub(crate) fn sweep(&self, session: &RelaySession, transcript: &str) {
         if let Err(e) = session.check_consistency() {
             fail(transcript, &format!("session bookkeeping: {e}"));
         }
@@ -241,9 +253,9 @@ impl Invariants {
                 );
             }
         }
-        let registered: BTreeSet<SubscriptionId> = views.iter().map(|v| v.id).collect();
         for id in self.subscribed.difference(&self.unsubscribed) {
-            let live = registered.contains(id);
+            // `subscriptions()` is in id order.
+            let live = views.binary_search_by_key(id, |v| v.id).is_ok();
             let surfaced = self.closed.contains_key(id);
             if live == surfaced {
                 fail(
@@ -256,6 +268,13 @@ impl Invariants {
 }
 
 fn fail(transcript: &str, what: &str) -> ! {
+    if transcript.is_empty() {
+        panic!(
+            "invariant violated: {what}\n(no transcript: the Sim ran quiet, as the relay_session \
+             fuzz target does; `tether_testkit::fuzz::relay_session_transcript` replays the input \
+             with it, and so does `cargo test -p tether-testkit --test fuzz_corpus` for a corpus file)"
+        );
+    }
     let tail: Vec<&str> = transcript.lines().rev().take(60).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     panic!(

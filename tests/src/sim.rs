@@ -7,10 +7,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tether_core::link::{Epoch, SocketLoss};
+use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
 use tether_core::nostr::message::{ClientMessage, RelayMessage, DEFAULT_MAX_FRAME};
 use tether_core::nostr::{
-    Carries, Event, Filter, Priority, RelayConfig, RelaySession, SubscriptionId, Transmit,
+    Carries, Event, Filter, Priority, RelayConfig, RelaySession, SubState, SubscriptionId, Transmit,
 };
 use tether_core::Instant;
 
@@ -80,6 +80,9 @@ pub struct Sim {
     pub check: bool,
     /// Keep the whole transcript (default); when `false` only a tail is kept, for long soaks.
     pub keep_transcript: bool,
+    /// Keep no transcript and no [`Sim::sent`] log at all: the fuzz target, which replays a
+    /// failing input with the transcript on to show it (a run is deterministic).
+    pub quiet: bool,
     start: Instant,
     now: Instant,
     seq: u64,
@@ -91,7 +94,8 @@ pub struct Sim {
     transcript: String,
     /// Every event the application heard, with its time.
     pub events: Vec<(Instant, Event)>,
-    /// Every frame the session sent, with its time and what the session said it carries.
+    /// Every frame the session sent, with its time and what the session said it carries
+    /// (empty when [`Sim::quiet`]).
     pub sent: Vec<(Instant, Carries, String)>,
     /// The invariant checker's state.
     pub invariants: Invariants,
@@ -111,6 +115,7 @@ impl Sim {
             auto_auth: true,
             check: true,
             keep_transcript: true,
+            quiet: false,
             start: Instant::ZERO,
             now: Instant::ZERO,
             seq: 0,
@@ -180,6 +185,71 @@ impl Sim {
         let end = self.now + d;
         while self.step(end) {}
         self.now = self.now.max(end);
+    }
+
+    /// Run until `d` after the current time, or until the run has settled
+    /// ([`Sim::is_settled`]): from then on only pings and pongs would happen, which change
+    /// nothing the invariants look at. Returns whether it settled before `d` ran out.
+    pub fn run_until_settled(&mut self, d: Duration) -> bool {
+        let end = self.now + d;
+        loop {
+            if self.is_settled() {
+                return true;
+            }
+            if !self.step(end) {
+                break;
+            }
+        }
+        self.now = self.now.max(end);
+        false
+    }
+
+    /// Whether nothing is pending but the socket's keepalive: no script item, frame or
+    /// socket event in flight (a pong at most), no output queued, no subscription or
+    /// publish waiting on a timer, nothing the send queue could send; and either no socket
+    /// and nothing scheduled at all, or an open socket whose pings the relay answers. From
+    /// such a state the only future is ping, pong, ping, ...: the state the invariants see
+    /// does not change again.
+    pub fn is_settled(&self) -> bool {
+        let s = &self.session;
+        if s.has_output()
+            || !self
+                .queue
+                .values()
+                .all(|item| matches!(item, Item::ToSession(_, Input::Pong)))
+        {
+            return false;
+        }
+        match s.link().state() {
+            LinkState::Idle => s.poll_timeout().is_none(),
+            LinkState::Open { epoch, .. } => {
+                let slot = s
+                    .subscription_limit()
+                    .is_none_or(|max| s.open_subscriptions() < max);
+                let answered = match s.link().config().liveness {
+                    Liveness::Ping { pong_timeout, .. } => self.latency * 2 < pong_timeout,
+                    Liveness::Off => true,
+                    Liveness::Idle { .. } => false,
+                };
+                self.conn == Some(epoch.0)
+                    && answered
+                    && !self.relay.ignore_pings
+                    && s.outbox_len() == 0
+                    && s.subscriptions()
+                        .iter()
+                        .all(|v| v.timer.is_none() && !(slot && v.state == SubState::Queued))
+            }
+            LinkState::Connecting { .. } | LinkState::Waiting { .. } => false,
+        }
+    }
+
+    /// Run the invariants' whole sweep now, whatever [`Sim::check`] says: the end of a fuzz
+    /// input or test.
+    ///
+    /// # Panics
+    /// On a violation, with the transcript's tail.
+    pub fn check_all(&mut self) {
+        self.invariants.sweep(&self.session, &self.transcript);
     }
 
     /// Process the earliest thing due at or before `end`. Returns `false` when nothing is.
@@ -262,6 +332,7 @@ impl Sim {
         let result = match input {
             Input::Open => {
                 self.line("io", "open");
+                self.invariants.opened();
                 self.session.handle_open(now, epoch)
             }
             Input::Close(why) => {
@@ -271,8 +342,10 @@ impl Sim {
             }
             Input::Pong => self.session.handle_pong(now, epoch),
             Input::Frame(text) => {
-                let shown = self.show(&text);
-                self.line("rx", &shown);
+                if !self.quiet {
+                    let shown = self.show(&text);
+                    self.line("rx", &shown);
+                }
                 self.session.handle_frame(now, epoch, &text)
             }
         };
@@ -299,7 +372,9 @@ impl Sim {
 
     fn script(&mut self, action: Action) {
         let now = self.now;
-        self.line("app", &format!("{action:?}").replace("\"", "'"));
+        if !self.quiet {
+            self.line("app", &format!("{action:?}").replace("\"", "'"));
+        }
         self.invariants.before_action(&action);
         match action {
             Action::Connect => self.session.connect(now),
@@ -312,9 +387,12 @@ impl Sim {
                 match self.session.subscribe(now, filters, priority) {
                     Ok(id) => {
                         self.invariants.subscribed(id);
-                        self.line("app", &format!("  -> {id}"));
+                        if !self.quiet {
+                            self.line("app", &format!("  -> {id}"));
+                        }
                     }
-                    Err(e) => self.line("app", &format!("  -> error {e}")),
+                    Err(e) if !self.quiet => self.line("app", &format!("  -> error {e}")),
+                    Err(_) => {}
                 }
             }
             Action::Unsubscribe(id) => {
@@ -323,7 +401,7 @@ impl Sim {
                 }
             }
             Action::Publish(json) => {
-                if let Err(e) = self.session.publish(now, &json) {
+                if let (Err(e), false) = (self.session.publish(now, &json), self.quiet) {
                     self.line("app", &format!("  -> error {e}"));
                 }
             }
@@ -406,11 +484,15 @@ impl Sim {
                 }
             }
             Transmit::Send { text, carries } => {
-                let shown = self.show(&text);
-                self.line("tx", &shown);
+                if !self.quiet {
+                    let shown = self.show(&text);
+                    self.line("tx", &shown);
+                }
                 self.invariants
                     .sent(now, &text, carries, &self.session, &self.transcript);
-                self.sent.push((now, carries, text.clone()));
+                if !self.quiet {
+                    self.sent.push((now, carries, text.clone()));
+                }
                 if let Some(conn) = self.conn {
                     self.push(now + self.latency, Item::ToRelay(conn, text));
                 }
@@ -420,11 +502,15 @@ impl Sim {
 
     fn event(&mut self, e: Event) {
         let now = self.now;
-        let shown = match &e {
-            Event::Received { sub, id, .. } => format!("Event {sub} {}", short_id(&id.to_string())),
-            other => format!("{other:?}").replace("\"", "'"),
-        };
-        self.line("ev", &shown);
+        if !self.quiet {
+            let shown = match &e {
+                Event::Received { sub, id, .. } => {
+                    format!("Event {sub} {}", short_id(&id.to_string()))
+                }
+                other => format!("{other:?}").replace("\"", "'"),
+            };
+            self.line("ev", &shown);
+        }
         if let Event::AuthChallenge { challenge, id } = &e {
             if self.auto_auth {
                 self.auths += 1;
@@ -449,6 +535,9 @@ impl Sim {
     }
 
     fn line(&mut self, who: &str, what: &str) {
+        if self.quiet {
+            return;
+        }
         let ms = (self.now - self.start).as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
         if !self.keep_transcript && self.transcript.len() > 64 * 1024 {

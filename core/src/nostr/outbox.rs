@@ -259,11 +259,9 @@ impl Outbox {
     /// Timers agree with entries, each state has the timer it needs, and nothing is on the
     /// wire without a socket.
     pub(crate) fn check_consistency(&self, link_open: bool) -> Result<(), String> {
-        let mut timers = std::collections::BTreeSet::new();
+        let mut with_timer = 0;
         for (id, e) in &self.entries {
-            if let Some(at) = e.timer {
-                timers.insert((at, *id));
-            }
+            with_timer += usize::from(e.timer.is_some());
             let wants_timer = e.state != State::Queued;
             if e.timer.is_some() != wants_timer {
                 return Err(format!(
@@ -275,9 +273,22 @@ impl Outbox {
                 return Err(format!("publish {id} is {:?} without a socket", e.state));
             }
         }
-        let indexed: std::collections::BTreeSet<_> = self.timers.iter().collect();
-        if timers != indexed {
-            return Err(format!("outbox timers {indexed:?} but entries {timers:?}"));
+        // Without allocating: every index entry is its entry's own deadline, and there are
+        // as many as entries with a deadline.
+        let mut indexed = 0;
+        for (at, id) in self.timers.iter() {
+            indexed += 1;
+            let own = self.entries.get(&id).and_then(|e| e.timer);
+            if own != Some(at) {
+                return Err(format!(
+                    "outbox timer ({at:?}, {id}) but the entry has {own:?}"
+                ));
+            }
+        }
+        if indexed != with_timer {
+            return Err(format!(
+                "{indexed} outbox timers for {with_timer} entries with a deadline"
+            ));
         }
         Ok(())
     }

@@ -198,7 +198,7 @@ pub fn retry_hint(message: &str) -> Option<Duration> {
 }
 
 fn resolve(message: &str) -> Option<Class> {
-    let message = message.trim();
+    let message = clip(message.trim());
     let class = match dialect(message) {
         Some(d) => Some(d.class),
         None => match split_prefix(message) {
@@ -319,6 +319,13 @@ fn glob(pattern: &[u8], text: &[u8]) -> bool {
         let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
         return (1..=digits).rev().any(|i| glob(rest, &text[i..]));
     }
+    // Most rows fail on their first byte: say so before scanning the pattern for wildcards
+    // (this runs for every row on every refusal).
+    if let Some(&first) = pattern.first() {
+        if first != b'{' && text.first().is_none_or(|t| !t.eq_ignore_ascii_case(&first)) {
+            return false;
+        }
+    }
     let literal = (1..pattern.len())
         .find(|&i| pattern[i..].starts_with(b"{*}") || pattern[i..].starts_with(b"{n}"))
         .unwrap_or(pattern.len());
@@ -331,6 +338,22 @@ fn glob(pattern: &[u8], text: &[u8]) -> bool {
         glob(&pattern[literal..], &text[literal..])
     }
 }
+
+/// Refusal texts are a sentence; only the first [`MAX_REASON`] bytes are read, so a hostile
+/// relay's 4 MiB CLOSED costs what a short one does.
+fn clip(message: &str) -> &str {
+    if message.len() <= MAX_REASON {
+        return message;
+    }
+    let mut end = MAX_REASON;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    &message[..end]
+}
+
+/// Bytes of a refusal text that are classified.
+const MAX_REASON: usize = 1024;
 
 fn starts_with_ignore_case(text: &str, prefix: &str) -> bool {
     text.len() >= prefix.len()
