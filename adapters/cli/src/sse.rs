@@ -62,7 +62,7 @@ pub(crate) struct Args {
     /// The request body, or `@FILE` to read it from a file.
     #[arg(short = 'd', long = "data", value_name = "BODY|@FILE")]
     data: Option<String>,
-    /// What to do when an opened stream is lost: never, same, or last-event-id[:METHOD]
+    /// What to do when an opened stream is lost: never, same, or last-event-id (optionally with :METHOD, e.g. last-event-id:GET)
     /// (default: same for GET, never for POST).
     #[arg(long, value_name = "POLICY")]
     resume: Option<String>,

@@ -5,7 +5,7 @@
 //! relay with its own filters. The pool adds what a single session cannot know:
 //!
 //! - **Dedup** across relays: an event id reaches a logical subscription at most once,
-//!   whichever relays send it ([`Dedup`](dedup)); which relays had it is kept, bounded
+//!   whichever relays send it (a bounded memory of ids); which relays had it is kept, bounded
 //!   ([`RelayPool::seen_on`]). A duplicate whose bytes differ from the first copy is a
 //!   conflict: dropped and counted for the relay that sent it.
 //! - **An honest outcome**: per-relay EOSE, then exactly one [`PoolEvent::Complete`] per

@@ -2,7 +2,7 @@
 //! [`PoolSubscription`]) and the driver future that serves them ([`PoolDriver`], built by
 //! [`pool_driver`]) around the core's [`RelayPool`](tether_core::pool::RelayPool).
 //!
-//! Each relay has its own socket ([`Wire`](crate::wire)), polled independently, so a slow or
+//! Each relay has its own socket (a `Wire`), polled independently, so a slow or
 //! dead relay never stalls the others; every rule — dedup, outcome, retries, replay — is the
 //! core pool's.
 
