@@ -8,10 +8,12 @@
 //! [`SseSession::handle_error`] (or, when the request could not even be built,
 //! [`SseSession::handle_request_invalid`]).
 
+pub mod output;
 pub mod parser;
 pub mod request;
 pub mod resume;
 pub mod session;
+pub mod status;
 
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use request::{Attempt, EndRules, Progress, Request, Resume};

@@ -1,0 +1,209 @@
+//! What an [`SseSession`](crate::sse::SseSession) asks of its driver ([`Transmit`]) and tells
+//! its application ([`Event`]), with the reasons it gives and its counters.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::link::{Epoch, SocketLoss};
+use crate::sse::parser::{Message, ParseError};
+use crate::sse::request::{Attempt, Progress, Request};
+use crate::sse::resume::Unsendable;
+use crate::time::Instant;
+
+/// What the driver must do on the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Transmit {
+    /// Send `request` (with `Accept: text/event-stream` unless it sets its own), tagged
+    /// `epoch`.
+    Open {
+        /// Tag every input about this request with it.
+        epoch: Epoch,
+        /// Send as the `Last-Event-ID` header; `None` when the ID is empty. Always a valid
+        /// header value (see [`resume`](super::resume)).
+        last_event_id: Option<String>,
+        /// What to send: the application's request, or the resume request derived from it.
+        request: Arc<Request>,
+        /// Which of the two `request` is.
+        attempt: Attempt,
+    },
+    /// Abort the request or response of `epoch`.
+    Close {
+        /// The request to abort.
+        epoch: Epoch,
+    },
+}
+
+/// What the application hears.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Event {
+    /// The stream is open (the first time since [`SseSession::connect`](crate::sse::SseSession::connect)).
+    Open,
+    /// A message arrived.
+    Message(Message),
+    /// The stream (or an attempt) was lost; the next attempt starts at `at`.
+    Reconnecting {
+        /// What happened.
+        why: DropReason,
+        /// Attempts since the last stable stream, this one included.
+        attempt: u32,
+        /// When the next request starts.
+        at: Instant,
+    },
+    /// The stream is open again after a drop; `gap` is how long it was down. Events in the gap
+    /// the server could not replay from `Last-Event-ID` are lost: run one catch-up fetch.
+    Reconnected {
+        /// From losing the previous stream to opening this one.
+        gap: Duration,
+    },
+    /// Part of the stream was too large and dropped; the stream carries on.
+    ParseError(ParseError),
+    /// The server sent an id that cannot be sent back as `Last-Event-ID`. Messages carry it
+    /// unchanged; a reconnect resumes from [`SseSession::last_event_id`](crate::sse::SseSession::last_event_id), the previous
+    /// sendable id, so the server may replay events the application already has. Once per
+    /// such `id` field.
+    UnsendableId {
+        /// The id as the server sent it (and messages carry it).
+        id: String,
+        /// Why it cannot be sent.
+        why: Unsendable,
+    },
+    /// The server refused in a way retrying will not fix. Nothing follows until `connect`.
+    Failed {
+        /// Why.
+        why: FailReason,
+    },
+    /// The session stopped for good. Nothing follows until `connect`.
+    Closed {
+        /// Why.
+        why: CloseReason,
+    },
+    /// The stream ended the way the application's protocol defines (or, with
+    /// [`Resume::Never`](crate::sse::Resume::Never) and no end rule, the body ended). Nothing reconnects; nothing follows
+    /// until `connect`.
+    Ended {
+        /// What ended it.
+        why: EndReason,
+        /// How far the stream got.
+        progress: Progress,
+    },
+}
+
+/// What ended a stream cleanly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EndReason {
+    /// A message whose data was the configured end data (e.g. `[DONE]`).
+    Data,
+    /// A message of the configured end event type.
+    Event(String),
+    /// The body ended; with [`Resume::Never`](crate::sse::Resume::Never) and no end rule that is the end.
+    Eof,
+}
+
+/// Why a stream or an attempt was lost (and will be retried).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// A retryable status: 5xx, 408 or 429.
+    Status(u16),
+    /// The driver reported a network error, and what kind.
+    NetworkError(SocketLoss),
+    /// The response body ended.
+    Eof,
+    /// No response head within `connect_timeout`.
+    ConnectTimeout,
+    /// No bytes for `idle_timeout` on an open stream.
+    IdleTimeout,
+}
+
+/// Why the session gave up.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum FailReason {
+    /// A status that is neither 200, 204 nor retryable.
+    Status(u16),
+    /// 200 with a content type other than `text/event-stream` (or none).
+    ContentType(Option<String>),
+    /// The backoff policy's `max_attempts` ran out; the last drop was this.
+    Exhausted(DropReason),
+    /// The driver could not build the request (a local failure: the same request would fail
+    /// again, so it is not retried). The driver's description, at most
+    /// [`MAX_DETAIL_LEN`] bytes.
+    InvalidRequest(String),
+    /// A request that is not repeatable got a status that is neither 200, 204 nor retryable.
+    Rejected {
+        /// The status.
+        status: u16,
+        /// The body's first bytes (at most [`SseConfig::max_error_body`](crate::sse::SseConfig::max_error_body), lossy UTF-8), so
+        /// the application can show the server's own error.
+        body: String,
+        /// How far the stream got (a refused resume request can follow delivered events).
+        progress: Progress,
+    },
+    /// The stream was lost, and the resume policy (or a request that may already have
+    /// reached the server) forbids sending anything again.
+    Interrupted {
+        /// What happened.
+        why: DropReason,
+        /// How far the stream got.
+        progress: Progress,
+    },
+    /// Resume requests with the same `Last-Event-ID` failed
+    /// [`SseConfig::max_same_id_resumes`](crate::sse::SseConfig::max_same_id_resumes) times in a row; the last one like this.
+    ResumeExhausted {
+        /// The last failure.
+        why: DropReason,
+        /// How far the stream got.
+        progress: Progress,
+    },
+    /// A resume request got 404: the server no longer knows the session (MCP says: start a
+    /// new one).
+    SessionGone {
+        /// How far the stream got.
+        progress: Progress,
+    },
+    /// A message of the configured error event type arrived.
+    ErrorEvent {
+        /// Its data, at most [`SseConfig::max_error_body`](crate::sse::SseConfig::max_error_body) bytes.
+        data: String,
+        /// How far the stream got before it.
+        progress: Progress,
+    },
+}
+
+/// Longest description [`FailReason::InvalidRequest`] keeps, in bytes.
+pub const MAX_DETAIL_LEN: usize = 256;
+
+/// Why the session closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The server answered 204 No Content: "stop reconnecting".
+    NoContent,
+    /// The application called [`SseSession::disconnect`](crate::sse::SseSession::disconnect).
+    Local,
+}
+
+/// Counters, for metrics and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SseStats {
+    /// Requests asked for ([`Transmit::Open`]).
+    pub requests: u64,
+    /// Streams that opened.
+    pub opened: u64,
+    /// Messages dispatched.
+    pub messages: u64,
+    /// Comment lines seen (heartbeats).
+    pub heartbeats: u64,
+    /// Oversized lines or events dropped.
+    pub parse_errors: u64,
+    /// Body bytes consumed.
+    pub bytes: u64,
+    /// `id` fields that cannot be sent as `Last-Event-ID` ([`Event::UnsendableId`]).
+    pub unsendable_ids: u64,
+    /// Inputs for an epoch the session already let go, ignored.
+    pub stale_inputs: u64,
+}
