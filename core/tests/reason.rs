@@ -531,12 +531,10 @@ fn huge_hint_is_clamped_by_the_gate() {
 }
 
 #[test]
-fn a_huge_refusal_text_is_classified_by_its_start_and_quickly() {
+fn a_huge_refusal_text_is_classified_by_its_start() {
+    // Only the first KiB is read: the class comes from the start, whatever follows.
     let huge = format!("rate-limited: slow down {}", "x".repeat(4 << 20));
-    let started = std::time::Instant::now();
     assert!(matches!(classify(&huge), Class::RateLimited { .. }));
-    let prose = "y".repeat(4 << 20);
-    assert_eq!(classify(&prose), Class::Retryable);
-    // Linear in the clipped text, not in the 4 MiB: well under a second even unoptimised.
-    assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    let past_the_clip = format!("{} rate-limited: slow down", "y".repeat(2048));
+    assert_eq!(classify(&past_the_clip), Class::Retryable);
 }

@@ -402,11 +402,9 @@ impl<R: Runtime> PoolDriver<R> {
     fn command(&mut self, now: Instant, command: PoolCommand) {
         match command {
             PoolCommand::AddRelay { url, reply } => {
-                // The relay's socket must exist before the pool asks to open it.
-                let next = self.pool.relay_count();
                 let result = self.pool.add_relay(now);
                 if let Ok(relay) = result {
-                    debug!(%url, %relay, next, "relay added");
+                    debug!(%url, %relay, "relay added");
                     self.relays.insert(
                         relay,
                         Relay {
