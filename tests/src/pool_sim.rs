@@ -13,7 +13,9 @@ use std::time::Duration;
 
 use tether_core::link::{Epoch, SocketLoss};
 use tether_core::nostr::{Carries, Event, Filter, Transmit};
-use tether_core::pool::{PoolConfig, PoolEvent, RelayId, RelayPool, SubId};
+use tether_core::pool::{
+    PoolConfig, PoolEvent, RelayId, RelayPool, SubId, VerifyRequest, VerifyTicket,
+};
 use tether_core::Instant;
 
 use crate::relay_model::{auth_event, RelayModel, StoredEvent};
@@ -56,6 +58,34 @@ enum Item {
     Accept(RelayId, u64),
     ToPool(RelayId, u64, Input),
     ToRelay(RelayId, u64, String),
+    Verdict(VerifyTicket, Result<(), String>),
+}
+
+/// The application's verifier, when the pool's `verify` is on: what it says of a copy, and
+/// how long it takes (verdicts may come back out of order).
+#[derive(Clone, Copy, Debug)]
+pub struct SimVerifier {
+    /// The verdict on one copy.
+    pub check: fn(&str) -> Result<(), String>,
+    /// How long the verdict takes.
+    pub delay: fn(&VerifyRequest) -> Duration,
+}
+
+impl Default for SimVerifier {
+    /// Refuses copies that contain `forged`; a verdict takes 1-4 ms by the id's last byte,
+    /// so verdicts overtake each other.
+    fn default() -> Self {
+        SimVerifier {
+            check: |raw| {
+                if raw.contains("forged") {
+                    Err("bad signature".to_owned())
+                } else {
+                    Ok(())
+                }
+            },
+            delay: |req| Duration::from_millis(1 + u64::from(req.id.0[31] % 4)),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -87,6 +117,8 @@ pub struct PoolSim {
     pub latency: Duration,
     /// Keep the whole transcript (default); when `false` only a tail is kept.
     pub keep_transcript: bool,
+    /// Verifies copies when the pool's config has `verify`.
+    pub verifier: SimVerifier,
     now: Instant,
     seq: u64,
     queue: BTreeMap<(Instant, u64), Item>,
@@ -120,6 +152,7 @@ impl PoolSim {
             peers: BTreeMap::new(),
             latency: Duration::from_millis(10),
             keep_transcript: true,
+            verifier: SimVerifier::default(),
             now: Instant::ZERO,
             seq: 0,
             queue: BTreeMap::new(),
@@ -245,6 +278,12 @@ impl PoolSim {
                         Item::ToPool(relay, conn, Input::Frame(frame)),
                     );
                 }
+            }
+            Item::Verdict(ticket, verdict) => {
+                let shown = format!("Verdict {} {verdict:?}", ticket.0).replace('"', "'");
+                self.line_raw("vf", &shown);
+                // A ticket of a subscription dropped meanwhile is not awaited any more.
+                let _ = self.pool.handle_verified(self.now, ticket, verdict);
             }
             Item::ToPool(relay, conn, input) => {
                 if self.peers.get(&relay).and_then(|p| p.conn) != Some(conn) {
@@ -423,6 +462,17 @@ impl PoolSim {
                 progressed = true;
                 self.event(e);
             }
+            while let Some(req) = self.pool.poll_verify() {
+                progressed = true;
+                let verdict = (self.verifier.check)(&req.raw);
+                let at = self.now + (self.verifier.delay)(&req);
+                self.line(
+                    req.relay,
+                    "vf",
+                    &format!("Verify {} {}", req.ticket.0, short(&req.id.to_string())),
+                );
+                self.push(at, Item::Verdict(req.ticket, verdict));
+            }
             if !progressed {
                 break;
             }
@@ -522,6 +572,11 @@ impl PoolSim {
         match e {
             PoolEvent::Received { sub, id, .. } if !self.checks.delivered.insert((*sub, *id)) => {
                 self.fail(&format!("{id} delivered twice to {sub}"));
+            }
+            PoolEvent::Received { id, raw, .. }
+                if self.pool.config().verify && (self.verifier.check)(raw).is_err() =>
+            {
+                self.fail(&format!("{id} delivered though it fails verification"));
             }
             PoolEvent::Complete { sub, .. } if !self.checks.complete.insert(*sub) => {
                 self.fail(&format!("two outcomes for {sub}"));

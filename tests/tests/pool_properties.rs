@@ -81,7 +81,17 @@ fn model(b: &Behaviour, overlap: &[u64]) -> RelayModel {
 }
 
 fn run(seed: u64, behaviours: &[Behaviour], stores: &[Vec<u64>], ops: &[(u64, Op)]) -> PoolSim {
-    let mut s = PoolSim::new(PoolConfig::default(), seed);
+    run_with(PoolConfig::default(), seed, behaviours, stores, ops)
+}
+
+fn run_with(
+    config: PoolConfig,
+    seed: u64,
+    behaviours: &[Behaviour],
+    stores: &[Vec<u64>],
+    ops: &[(u64, Op)],
+) -> PoolSim {
+    let mut s = PoolSim::new(config, seed);
     s.keep_transcript = false;
     for (b, store) in behaviours.iter().zip(stores) {
         s.at(
@@ -158,6 +168,43 @@ proptest! {
             prop_assert!(s.pool.serving(sub).is_none());
             prop_assert!(outcomes.contains(&sub), "{sub} ended without an outcome");
         }
+    }
+
+    /// With verification on (PoolSim's verifier refuses the `Forge` op's copies and answers
+    /// out of order): no forged copy is delivered (PoolSim checks each `Received`), each id
+    /// at most once, one outcome per subscription, every verification answered, and a
+    /// forgery never costs a genuine id a relay stored.
+    #[test]
+    fn with_verification_no_forgery_is_delivered_and_nothing_waits_forever(
+        seed in any::<u64>(),
+        behaviours in proptest::collection::vec(behaviour(), 1..4),
+        stores in proptest::collection::vec(proptest::collection::vec(1u64..10, 0..6), 3),
+        ops in proptest::collection::vec((0u64..3_000, op()), 1..30),
+    ) {
+        let mut config = PoolConfig::default();
+        config.verify = true;
+        let s = run_with(config, seed, &behaviours, &stores, &ops);
+        prop_assert_eq!(s.pool.unverified(), 0);
+        let outcomes = s.heard(|e| match e {
+            PoolEvent::Complete { sub, .. } => Some(*sub),
+            _ => None,
+        });
+        for sub in &s.subscribed {
+            let heard = outcomes.iter().filter(|o| *o == sub).count();
+            let dropped = s.unsubscribed.contains(sub);
+            prop_assert!(heard == 1 || (heard == 0 && dropped), "{sub}: {heard} outcomes");
+        }
+        let invalid = s.heard(|e| match e {
+            PoolEvent::Invalid { .. } => Some(()),
+            _ => None,
+        });
+        let counted: u64 = s
+            .pool
+            .relay_ids()
+            .filter_map(|r| s.pool.relay_stats(r))
+            .map(|st| st.invalid)
+            .sum();
+        prop_assert!(counted <= invalid.len() as u64, "removed relays take their stats along");
     }
 
     #[test]

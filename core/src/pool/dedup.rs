@@ -75,6 +75,12 @@ impl Seen {
         Admit::New
     }
 
+    /// Forget `id` (its copy failed verification): the next copy is new. Its place in the
+    /// eviction order stays until it reaches the front, so the bound still holds.
+    pub(crate) fn forget(&mut self, id: EventId) {
+        self.entries.remove(&id);
+    }
+
     pub(crate) fn relays(&self, id: EventId) -> Option<&[RelayId]> {
         self.entries.get(&id).map(|e| e.relays.as_slice())
     }

@@ -40,6 +40,7 @@ mod dedup;
 mod logical;
 mod output;
 mod publish;
+mod verify;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
@@ -60,6 +61,8 @@ pub use output::{
     Missing, Outcome, PoolError, PoolEvent, PoolStats, PublishOutcome, RelayId, SubId,
 };
 use publish::Fanout;
+use verify::{Held, OtherCopy};
+pub use verify::{VerifyRequest, VerifyTicket};
 
 /// Configuration of a [`RelayPool`].
 #[derive(Clone, Debug, PartialEq)]
@@ -84,6 +87,16 @@ pub struct PoolConfig {
     /// A publish's aggregate outcome is reported at the latest this long after it (30 s);
     /// relays that have not answered are listed as pending.
     pub publish_deadline: Duration,
+    /// Deliver an event only after the driver verified it (`false`): the first copy of each
+    /// id in a subscription is handed out by [`RelayPool::poll_verify`], and the pool waits
+    /// for [`RelayPool::handle_verified`]. See the verification rules on
+    /// [`VerifyRequest`].
+    pub verify: bool,
+    /// Most copies under verification at once, pool-wide (4 096). A new event past it is
+    /// dropped, counted ([`PoolStats::unverified_dropped`]) and not remembered, so a later
+    /// copy delivers it. A driver that stops reading sockets while verification lags never
+    /// reaches it.
+    pub max_unverified: usize,
 }
 
 impl Default for PoolConfig {
@@ -97,6 +110,8 @@ impl Default for PoolConfig {
             max_relays: 10_000,
             max_subscriptions: 10_000,
             publish_deadline: Duration::from_secs(30),
+            verify: false,
+            max_unverified: 4096,
         }
     }
 }
@@ -116,6 +131,7 @@ pub struct RelayPool {
     timers: Timers<Deadline>,
     transmits: VecDeque<(RelayId, Transmit)>,
     events: VecDeque<PoolEvent>,
+    held: Held,
 }
 
 /// One relay of the pool.
@@ -154,6 +170,7 @@ impl RelayPool {
             timers: Timers::default(),
             transmits: VecDeque::new(),
             events: VecDeque::new(),
+            held: Held::default(),
         }
     }
 
@@ -296,6 +313,7 @@ impl RelayPool {
             return Err(PoolError::UnknownSubscription(sub));
         };
         self.cancel_outcome_timer(sub, logical.deadline);
+        self.held.drop_sub(sub);
         for (&relay, target) in &logical.relays {
             let Some(local) = target.local else {
                 continue;
@@ -469,11 +487,53 @@ impl RelayPool {
         self.events.pop_front()
     }
 
+    /// The next event copy to verify ([`PoolConfig::verify`]); answer each with
+    /// [`RelayPool::handle_verified`], in any order.
+    #[must_use]
+    pub fn poll_verify(&mut self) -> Option<VerifyRequest> {
+        self.held.poll_request()
+    }
+
+    /// The driver's verdict on a [`VerifyRequest`]: `Ok` delivers the event (in its
+    /// subscription's order), `Err(reason)` drops it, counts it against the relay that sent
+    /// it ([`PoolStats::invalid`]) and reports [`PoolEvent::Invalid`].
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownTicket`] for a ticket not awaited: its subscription was dropped
+    /// (harmless) or the driver answered twice.
+    pub fn handle_verified(
+        &mut self,
+        now: Instant,
+        ticket: VerifyTicket,
+        verdict: Result<(), String>,
+    ) -> Result<(), PoolError> {
+        let _ = self.clock.observe(now);
+        let resolved = self
+            .held
+            .verdict(ticket, verdict.is_ok())
+            .ok_or(PoolError::UnknownTicket(ticket))?;
+        let sub = match resolved {
+            Ok(sub) => sub,
+            Err(failed) => {
+                let reason = verdict.err().unwrap_or_default();
+                self.verification_failed(failed, reason)
+            }
+        };
+        self.held.release(sub, &mut self.events);
+        Ok(())
+    }
+
+    /// Copies handed out for verification and not yet answered, plus those still to hand out.
+    #[must_use]
+    pub fn unverified(&self) -> usize {
+        self.held.waiting()
+    }
+
     /// When to call [`RelayPool::handle_timeout`]: the last `now` while output is queued,
     /// else the earliest deadline of any relay or subscription.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if !self.transmits.is_empty() || !self.events.is_empty() {
+        if !self.transmits.is_empty() || !self.events.is_empty() || self.held.has_requests() {
             return Some(self.clock.now());
         }
         self.timers.next()
@@ -662,10 +722,13 @@ impl RelayPool {
                 let Some(logical_id) = route(self, sub) else {
                     return;
                 };
-                self.events.push_back(PoolEvent::Eose {
-                    sub: logical_id,
-                    relay,
-                });
+                self.emit(
+                    logical_id,
+                    PoolEvent::Eose {
+                        sub: logical_id,
+                        relay,
+                    },
+                );
                 let grace = self.config.after_first_eose;
                 if let Some(logical) = self.subs.get_mut(&logical_id) {
                     let first = logical.eosed(relay);
@@ -693,12 +756,15 @@ impl RelayPool {
                 if let Some(member) = self.member_mut(relay) {
                     member.routes.remove(&sub);
                 }
-                self.events.push_back(PoolEvent::RelayClosed {
-                    sub: logical_id,
-                    relay,
-                    reason: reason.clone(),
-                    attempts,
-                });
+                self.emit(
+                    logical_id,
+                    PoolEvent::RelayClosed {
+                        sub: logical_id,
+                        relay,
+                        reason: reason.clone(),
+                        attempts,
+                    },
+                );
                 self.relay_gone(now, logical_id, relay, Missing::Closed(reason));
             }
             Event::Published { id } => self.publish_answer(id, relay, None),
@@ -724,23 +790,83 @@ impl RelayPool {
         let Some(logical) = self.subs.get_mut(&sub) else {
             return;
         };
-        match logical.seen.admit(id, &raw, relay) {
-            dedup::Admit::New => self.events.push_back(PoolEvent::Received {
+        let admit = logical.seen.admit(id, &raw, relay);
+        if admit != dedup::Admit::New && self.config.verify {
+            // Under verification the bytes themselves decide, not their summary.
+            match self.held.other_copy(sub, id, relay, &raw) {
+                Some(OtherCopy::Same) => return self.count(relay, |s| s.duplicates += 1),
+                Some(OtherCopy::Kept) => return,
+                Some(OtherCopy::Refused) => return self.count(relay, |s| s.conflicts += 1),
+                None => {}
+            }
+        }
+        match admit {
+            dedup::Admit::New if self.config.verify => self.start_verifying(sub, relay, id, raw),
+            dedup::Admit::New => self.emit(
                 sub,
-                relay,
-                id,
-                raw,
-            }),
-            dedup::Admit::Duplicate => {
-                if let Some(member) = self.member_mut(relay) {
-                    member.stats.duplicates += 1;
-                }
+                PoolEvent::Received {
+                    sub,
+                    relay,
+                    id,
+                    raw,
+                },
+            ),
+            dedup::Admit::Duplicate => self.count(relay, |s| s.duplicates += 1),
+            dedup::Admit::Conflict => self.count(relay, |s| s.conflicts += 1),
+        }
+    }
+
+    fn start_verifying(&mut self, sub: SubId, relay: RelayId, id: EventId, raw: String) {
+        if self.held.waiting() >= self.config.max_unverified {
+            if let Some(logical) = self.subs.get_mut(&sub) {
+                logical.seen.forget(id);
             }
-            dedup::Admit::Conflict => {
-                if let Some(member) = self.member_mut(relay) {
-                    member.stats.conflicts += 1;
-                }
+            return self.count(relay, |s| s.unverified_dropped += 1);
+        }
+        self.held.start(sub, relay, id, raw);
+    }
+
+    /// A copy failed: count it, tell the app, and verify the alternate copy if one came.
+    fn verification_failed(&mut self, failed: verify::Failed, reason: String) -> SubId {
+        let verify::Failed {
+            sub,
+            relay,
+            id,
+            alternate,
+        } = failed;
+        self.count(relay, |s| s.invalid += 1);
+        self.events.push_back(PoolEvent::Invalid {
+            sub,
+            relay,
+            id,
+            reason,
+        });
+        if let Some(logical) = self.subs.get_mut(&sub) {
+            logical.seen.forget(id);
+            if let Some((other, raw)) = &alternate {
+                let _ = logical.seen.admit(id, raw, *other);
             }
+        }
+        // Even for a subscription that has ended meanwhile: its queue waits on this slot.
+        if let Some((other, raw)) = alternate {
+            self.held.restart(sub, other, id, raw);
+        }
+        sub
+    }
+
+    fn count(&mut self, relay: RelayId, bump: impl FnOnce(&mut PoolStats)) {
+        if let Some(member) = self.member_mut(relay) {
+            bump(&mut member.stats);
+        }
+    }
+
+    /// What the pool says about one subscription, in order: behind anything of it still
+    /// waiting for a verdict.
+    fn emit(&mut self, sub: SubId, event: PoolEvent) {
+        if self.held.holds(sub) {
+            self.held.push(sub, event);
+        } else {
+            self.events.push_back(event);
         }
     }
 
@@ -760,7 +886,7 @@ impl RelayPool {
             let deadline = logical.deadline;
             self.subs.remove(&sub);
             self.cancel_outcome_timer(sub, deadline);
-            self.events.push_back(PoolEvent::Ended { sub, reasons });
+            self.emit(sub, PoolEvent::Ended { sub, reasons });
         }
     }
 
@@ -774,7 +900,7 @@ impl RelayPool {
         };
         let slot = logical.deadline.take();
         self.cancel_outcome_timer(sub, slot);
-        self.events.push_back(PoolEvent::Complete { sub, outcome });
+        self.emit(sub, PoolEvent::Complete { sub, outcome });
     }
 
     fn cancel_outcome_timer(&mut self, sub: SubId, deadline: Option<Instant>) {

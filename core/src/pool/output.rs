@@ -75,6 +75,18 @@ pub enum PoolEvent {
         /// Each relay's reason for giving up.
         reasons: Vec<(RelayId, String)>,
     },
+    /// A copy from `relay` failed verification ([`PoolConfig::verify`](super::PoolConfig::verify)):
+    /// dropped, never delivered, counted in [`PoolStats::invalid`].
+    Invalid {
+        /// The logical subscription.
+        sub: SubId,
+        /// The relay that sent it.
+        relay: RelayId,
+        /// The id it claimed.
+        id: EventId,
+        /// What the verifier said.
+        reason: String,
+    },
     /// `relay` accepted a published event (or already had it).
     Published {
         /// The event.
@@ -167,6 +179,10 @@ pub struct PoolStats {
     pub duplicates: u64,
     /// Duplicates whose bytes differ from the first copy: dropped, the first copy wins.
     pub conflicts: u64,
+    /// Events that failed verification: dropped, never delivered.
+    pub invalid: u64,
+    /// New events dropped because `max_unverified` copies were under verification.
+    pub unverified_dropped: u64,
 }
 
 /// Local misuse of a pool.
@@ -193,6 +209,8 @@ pub enum PoolError {
     Session(Error),
     /// A socket input broke the epoch rule.
     Socket(SocketError),
+    /// A verdict for a verification that is not awaited.
+    UnknownTicket(super::VerifyTicket),
 }
 
 impl fmt::Display for PoolError {
@@ -207,6 +225,7 @@ impl fmt::Display for PoolError {
             PoolError::AlreadyPublishing(id) => write!(f, "event {id} is already being published"),
             PoolError::Session(e) => write!(f, "{e}"),
             PoolError::Socket(e) => write!(f, "{e}"),
+            PoolError::UnknownTicket(t) => write!(f, "no verification {} is awaited", t.0),
         }
     }
 }
