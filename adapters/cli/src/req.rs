@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tether_tokio::tether_core::link::SocketLoss;
 use tether_tokio::tether_core::nostr::{Disconnect, RelayConfig};
+use tether_tokio::tether_driver::verify::{Verifier, Verify};
 use tether_tokio::{
     Config, Filter, RelayClient, SessionEvent, SessionEvents, Signer, SubscriptionEvent,
     SubscriptionId,
@@ -49,7 +50,9 @@ const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
     subscription, `relay` being the first relay that delivered it; each subscription gets \
     one `complete` line (sub, outcome: complete or partial, missing: URLs of the relays \
     that did not answer EOSE by --eose-timeout), and `ended` (sub) once if no relay serves \
-    it any more; --until-eose exits 0 after every subscription's `complete`.\n\
+    it any more; --until-eose exits 0 after every subscription's `complete`. With \
+    --verify, an event whose id or signature is wrong is dropped and written as `invalid` \
+    (sub, relay, id, reason).\n\
     Exit codes: 0 done (--until-eose, --duration, Ctrl-C), 1 failure, 2 bad arguments."
 )]
 pub(crate) struct Args {
@@ -82,6 +85,12 @@ pub(crate) struct Args {
     /// Keep at most N REQs open (the relay's NIP-11 max_subscriptions); the rest queue.
     #[arg(long, value_name = "N")]
     max_subscriptions: Option<usize>,
+    /// Check each event's id and Schnorr signature before writing it (once per event id,
+    /// after dedup, on one worker thread per core). An event that fails is dropped and
+    /// reported as an `invalid` line (sub, relay, id, reason). Runs through the pool, so
+    /// even with one relay the lines carry `relay` and each subscription gets `complete`.
+    #[arg(long)]
+    verify: bool,
     /// Stop after this many seconds: CLOSE every subscription, close the socket, exit 0.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     duration: Option<Duration>,
@@ -178,9 +187,12 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         },
         seed: args.seed,
         signer,
+        verifier: args
+            .verify
+            .then(|| Arc::new(Verifier::new()) as Arc<dyn Verify>),
         ..Config::default()
     };
-    if extra > 0 {
+    if extra > 0 || args.verify {
         let mut relays = vec![args.url.clone()];
         relays.extend(args.filters[..extra].iter().cloned());
         return crate::req_pool::run(crate::req_pool::PoolArgs {

@@ -44,6 +44,12 @@ enum Line<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         close_code: Option<u16>,
     },
+    Invalid {
+        sub: &'a str,
+        relay: &'a str,
+        id: String,
+        reason: &'a str,
+    },
     Event {
         sub: &'a str,
         relay: &'a str,
@@ -300,6 +306,12 @@ impl Run {
                 })?;
             }
             PoolItem::Ended { .. } => self.out.write(&Line::Ended { sub })?,
+            PoolItem::Invalid { relay, id, reason } => self.out.write(&Line::Invalid {
+                sub,
+                relay: url(&self.urls, *relay),
+                id: id.to_string(),
+                reason,
+            })?,
             PoolItem::Relay { relay, event } => {
                 let relay = url(&self.urls, *relay);
                 match event {

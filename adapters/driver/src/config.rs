@@ -7,6 +7,7 @@ use tether_core::nostr::RelayConfig;
 use tether_core::SseConfig;
 
 use crate::signer::Signer;
+use crate::verify::Verify;
 
 /// Configuration of a relay client.
 #[derive(Clone)]
@@ -26,6 +27,11 @@ pub struct Config {
     pub work_budget: usize,
     /// Answers NIP-42 challenges; `None` leaves them to the application.
     pub signer: Option<Arc<dyn Signer>>,
+    /// Checks every event before a pool delivers it (once per id and subscription, after
+    /// dedup, on worker threads); `None` delivers as received. The relay client ignores it.
+    pub verifier: Option<Arc<dyn Verify>>,
+    /// Worker threads for the verifier (0: one per core).
+    pub verify_workers: usize,
 }
 
 impl Default for Config {
@@ -38,6 +44,8 @@ impl Default for Config {
             command_capacity: 64,
             work_budget: 64,
             signer: None,
+            verifier: None,
+            verify_workers: 0,
         }
     }
 }
@@ -52,6 +60,8 @@ impl fmt::Debug for Config {
             .field("command_capacity", &self.command_capacity)
             .field("work_budget", &self.work_budget)
             .field("signer", &self.signer.is_some())
+            .field("verifier", &self.verifier.is_some())
+            .field("verify_workers", &self.verify_workers)
             .finish()
     }
 }

@@ -16,6 +16,8 @@
 //!   [`SseSession`](tether_core::SseSession) as it is polled; [`sse_request`] has the
 //!   request headers and failure kinds every HTTP client shares.
 //! - [`Signer`]: how the application answers NIP-42 challenges without the driver holding keys.
+//! - [`Verify`]: how a pool checks events before the application hears them, on worker
+//!   threads (the `verify` feature supplies libsecp256k1's check).
 //!
 //! # The driver loop
 //!
@@ -42,6 +44,7 @@ mod runtime;
 mod signer;
 pub mod sse;
 pub mod sse_request;
+pub mod verify;
 mod wire;
 
 pub use config::{seed_or_random, Config, EventSourceConfig};
@@ -61,6 +64,7 @@ pub use runtime::{
 pub use signer::{Signer, SignerError};
 pub use sse::EventStream;
 pub use sse_request::{request_headers, RequestError};
+pub use verify::Verify;
 
 /// The core and protocol types an application meets through the handles.
 pub use tether_core;

@@ -14,7 +14,7 @@ use tether_core::link::{Epoch, SocketError};
 use tether_core::nostr::message::EventId;
 use tether_core::nostr::{ChallengeId, Event};
 use tether_core::pool::{
-    PoolConfig, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool, SubId,
+    PoolConfig, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool, SubId, VerifyRequest,
 };
 use tether_core::Instant;
 use tracing::{debug, info, warn};
@@ -24,6 +24,7 @@ use crate::config::{seed_or_random, Config};
 use crate::relay::{route, Route, SessionEvent};
 use crate::runtime::{Alarm, BoxFuture, Runtime, WsConnect};
 use crate::signer::{Signer, SignerError};
+use crate::verify::Workers;
 use crate::wire::{Wire, WireInput};
 
 /// The driver of a pool: spawn it on the runtime whose [`Runtime`] and [`WsConnect`] it was
@@ -48,6 +49,10 @@ pub struct PoolDriver<R: Runtime> {
     publishes: BTreeMap<EventId, oneshot::Sender<Result<PublishOutcome, PoolError>>>,
     alarm: Alarm<R>,
     reading_paused: bool,
+    /// The verification workers, when a verifier is configured, and the checks the core
+    /// asked for that they have no room for yet.
+    workers: Option<Workers>,
+    to_verify: VecDeque<VerifyRequest>,
 }
 
 /// A backlogged item: for a subscription, or a relay-wide event.
@@ -80,6 +85,13 @@ pub fn pool_driver<R: Runtime>(
     let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
     let (relay_events, rx) = mpsc::channel(config.session_capacity.max(1) - 1);
     let max_frame = pool_config.relay.max_frame;
+    let mut pool_config = pool_config;
+    // The core waits for verdicts only when someone will give them.
+    pool_config.verify = config.verifier.is_some();
+    let workers = config
+        .verifier
+        .clone()
+        .map(|v| Workers::start(v, config.verify_workers));
     let mut pool = RelayPool::new(pool_config, seed_or_random(config.seed));
     pool.set_wall_clock(rt.now(), crate::relay::unix_now());
     let slot = Arc::new(std::sync::Mutex::new(Some(super::handle::PoolEvents {
@@ -106,6 +118,8 @@ pub fn pool_driver<R: Runtime>(
         publishes: BTreeMap::new(),
         alarm: Alarm::new(),
         reading_paused: false,
+        workers,
+        to_verify: VecDeque::new(),
     };
     (handle, driver)
 }
@@ -123,9 +137,14 @@ impl<R: Runtime> Future for PoolDriver<R> {
                 this.pool.handle_timeout(now);
             }
             this.drain(now);
-            let clear = this.flush(cx);
+            let mut worked = this.poll_verify(cx, now);
+            if worked {
+                this.drain(now);
+            }
+            // Sockets wait while the application or the verifiers lag behind.
+            let clear = this.flush(cx) && !this.verify_backlogged();
             this.note_reading(now, clear);
-            let mut worked = this.poll_signing(cx, now);
+            worked |= this.poll_signing(cx, now);
             match this.poll_command(cx, now) {
                 Poll::Ready(true) => worked = true,
                 Poll::Ready(false) => return Poll::Ready(()),
@@ -164,11 +183,44 @@ impl<R: Runtime> PoolDriver<R> {
                 r.wire.transmit(&*self.ws, &r.url, self.max_frame, transmit);
                 continue;
             }
+            if let Some(request) = self.pool.poll_verify() {
+                self.to_verify.push_back(request);
+                continue;
+            }
             let Some(event) = self.pool.poll_event() else {
                 break;
             };
             self.route(now, event);
         }
+    }
+
+    /// Hand checks to the workers while they have room; feed their verdicts to the core.
+    fn poll_verify(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let Some(workers) = self.workers.as_mut() else {
+            return false;
+        };
+        let mut worked = false;
+        while workers.has_room() {
+            let Some(request) = self.to_verify.pop_front() else {
+                break;
+            };
+            if let Some((ticket, verdict)) = workers.submit(request) {
+                let _ = self.pool.handle_verified(now, ticket, verdict);
+                worked = true;
+            }
+        }
+        while let Poll::Ready(Some((ticket, verdict))) = workers.poll_verdict(cx) {
+            // A ticket of a subscription dropped meanwhile is not awaited any more.
+            let _ = self.pool.handle_verified(now, ticket, verdict);
+            worked = true;
+        }
+        worked
+    }
+
+    fn verify_backlogged(&self) -> bool {
+        self.workers
+            .as_ref()
+            .is_some_and(|w| self.to_verify.len() >= w.capacity())
     }
 
     fn route(&mut self, now: Instant, event: PoolEvent) {
@@ -195,6 +247,17 @@ impl<R: Runtime> PoolDriver<R> {
             ),
             PoolEvent::Complete { sub, outcome } => (sub, PoolItem::Complete(outcome)),
             PoolEvent::Ended { sub, reasons } => (sub, PoolItem::Ended { reasons }),
+            PoolEvent::Invalid {
+                sub,
+                relay,
+                id,
+                reason,
+            } => {
+                if let Some(r) = self.relays.get(&relay) {
+                    warn!(url = %r.url, %id, %reason, "event failed verification");
+                }
+                (sub, PoolItem::Invalid { relay, id, reason })
+            }
             PoolEvent::PublishDone { id, outcome } => {
                 if let Some(reply) = self.publishes.remove(&id) {
                     let _ = reply.send(Ok(outcome));

@@ -47,6 +47,16 @@ pub enum PoolItem {
         /// Each relay's reason.
         reasons: Vec<(RelayId, String)>,
     },
+    /// A copy from `relay` failed verification: dropped, never delivered (another relay's
+    /// genuine copy of the same id still is).
+    Invalid {
+        /// The relay that sent it.
+        relay: RelayId,
+        /// The id it claimed.
+        id: EventId,
+        /// What the verifier said.
+        reason: String,
+    },
     /// What one relay's session reports about this subscription: retrying (with the
     /// delay), queued for a slot, no answer to its REQ.
     Relay {
