@@ -1,9 +1,11 @@
-//! Real peers as child processes for interop tests: [`NostrRsRelay`] and [`Nginx`], each on a
-//! free 127.0.0.1 port with every file it writes in a [`TempDir`], killed when dropped.
+//! Real peers as child processes for interop tests: [`NostrRsRelay`], [`Nginx`] and the
+//! Python servers of `tests/peers/` ([`PythonServer`]), each on a free 127.0.0.1 port with
+//! every file it writes in a [`TempDir`], killed when dropped.
 //!
-//! A test asks for its binary with [`require_peer`]: when the binary is missing the test
-//! prints why and returns, unless `TETHER_REQUIRE_PEERS=1` (CI sets it), where a missing
-//! peer fails the test instead of passing it vacuously.
+//! A test asks for its binary with [`require_peer`] (or for a Python that has the packages it
+//! needs with [`require_python`]): when it is missing the test prints why and returns, unless
+//! `TETHER_REQUIRE_PEERS=1` (CI sets it), where a missing peer fails the test instead of
+//! passing it vacuously.
 
 use std::fs::{self, OpenOptions};
 use std::io;
@@ -15,6 +17,10 @@ use std::time::Duration;
 
 /// The environment variable that turns a missing peer from a skip into a failure.
 pub const REQUIRE_PEERS: &str = "TETHER_REQUIRE_PEERS";
+
+/// The environment variable naming the Python interpreter for [`require_python`] (default
+/// `python3` on `PATH`).
+pub const PYTHON: &str = "TETHER_PYTHON";
 
 /// How long a peer gets to start listening.
 const START_WITHIN: Duration = Duration::from_secs(20);
@@ -37,6 +43,43 @@ pub fn require_peer(name: &str) -> Option<PathBuf> {
          run .ci/run (it installs the peers) or install {name}"
     );
     eprintln!("SKIPPED: {name} not found; set {REQUIRE_PEERS}=1 to make this a failure");
+    None
+}
+
+/// A Python interpreter (`$TETHER_PYTHON`, else `python3`) that has every module in
+/// `modules` installed, or `None` after printing a skip message.
+///
+/// # Panics
+/// When there is no such interpreter and `TETHER_REQUIRE_PEERS=1`.
+pub fn require_python(modules: &[&str]) -> Option<PathBuf> {
+    let python = std::env::var_os(PYTHON).map_or_else(|| PathBuf::from("python3"), PathBuf::from);
+    // Found, not imported: importing the MCP SDK takes seconds, and the server does it anyway.
+    let check = "import importlib.util, sys\n\
+                 missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]\n\
+                 sys.exit(', '.join(missing) if missing else 0)";
+    let why = match Command::new(&python)
+        .arg("-c")
+        .arg(check)
+        .args(modules)
+        .stdin(Stdio::null())
+        .output()
+    {
+        Ok(out) if out.status.success() => return Some(python),
+        Ok(out) => format!(
+            "{} lacks the Python modules {}",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+        Err(e) => format!("cannot run {}: {e}", python.display()),
+    };
+    let required = std::env::var(REQUIRE_PEERS).is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{why}, and {REQUIRE_PEERS}=1: run .ci/run, or \
+         `{} -m pip install -r tests/peers/requirements.txt` (or set {PYTHON})",
+        python.display()
+    );
+    eprintln!("SKIPPED: {why}; set {REQUIRE_PEERS}=1 to make this a failure");
     None
 }
 
@@ -368,6 +411,74 @@ http {{
 }}
 "
     )
+}
+
+/// One of the Python servers in `tests/peers/` (`mcp_server.py`, `llm_server.py`), started as
+/// `python SCRIPT --port PORT` on a free port. It is ready when it prints a line starting with
+/// `ready `, which it does once uvicorn listens (an open port alone could be another process
+/// that took the port first).
+#[derive(Debug)]
+pub struct PythonServer {
+    port: u16,
+    child: Option<ChildGuard>,
+    // Last: the process must be gone before its directory is removed.
+    dir: TempDir,
+}
+
+impl PythonServer {
+    /// Start `tests/peers/{script}` with `python` and wait for its ready line.
+    ///
+    /// # Errors
+    /// When the process cannot start, exits, or is not ready within 20 s (the error carries
+    /// its log).
+    pub async fn start(python: &Path, script: &str) -> io::Result<PythonServer> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("peers")
+            .join(script);
+        let dir = TempDir::new(script.trim_end_matches(".py"))?;
+        let port = free_port()?;
+        let mut command = Command::new(python);
+        command
+            .arg(&path)
+            .arg("--port")
+            .arg(port.to_string())
+            // Everything it logs reaches the file before a failure message reads it.
+            .env("PYTHONUNBUFFERED", "1")
+            .current_dir(dir.path());
+        let mut child = ChildGuard::spawn(command, &dir.path().join("server.log"))?;
+        let mut server = PythonServer {
+            port,
+            child: None,
+            dir,
+        };
+        let deadline = tokio::time::Instant::now() + START_WITHIN;
+        while !server.log().lines().any(|l| l.starts_with("ready ")) {
+            if child.exited() || tokio::time::Instant::now() >= deadline {
+                return Err(io::Error::other(format!(
+                    "{script} did not start within {START_WITHIN:?}:\n{}",
+                    server.log()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server.child = Some(child);
+        Ok(server)
+    }
+
+    /// `127.0.0.1:port`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    /// `http://127.0.0.1:port{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Everything the server printed (its ready line, uvicorn's access log, tracebacks).
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
 }
 
 /// The process's resident set size in bytes (Linux `/proc/self/status` `VmRSS`), or `None`

@@ -1,0 +1,456 @@
+//! SSE over POST against real servers (issue 18), in real time: the official MCP Python SDK
+//! serving Streamable HTTP with an event store (`tests/peers/mcp_server.py`), and an
+//! OpenAI-style generation endpoint on sse-starlette (`tests/peers/llm_server.py`), each a
+//! child process on 127.0.0.1. tether-tokio's `EventSource::connect_request` reaches them
+//! through the testkit's `FaultProxy`, which cuts the stream mid-way.
+//!
+//! Skipped with a message when python3 (or `$TETHER_PYTHON`) lacks the packages of
+//! `tests/peers/requirements.txt`; failed instead when `TETHER_REQUIRE_PEERS=1` (`.ci/run`
+//! installs them and sets it).
+//!
+//! Each cut comes while the server is paused mid-generation (the servers take a pause as a
+//! parameter), so the client has read everything sent before it and the counts asserted are
+//! exact, not "at least".
+
+mod common;
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tether_testkit::peers::{require_python, PythonServer};
+use tether_testkit::proxy::FaultProxy;
+use tether_tokio::sse::{
+    DropReason, EndReason, Event, FailReason, Message, Progress, Request, Resume,
+};
+use tether_tokio::tether_core::SocketLoss;
+use tether_tokio::{EventSource, EventSourceConfig};
+
+/// What `mcp_server.py` imports.
+const MCP_MODULES: &[&str] = &["mcp", "sse_starlette", "starlette", "uvicorn"];
+/// What `llm_server.py` imports.
+const LLM_MODULES: &[&str] = &["sse_starlette", "starlette", "uvicorn"];
+
+/// The newest MCP revision with the initialize handshake and sessions; from it on the SDK
+/// primes each stream with an id-only event, so even a stream cut before its first message
+/// could be resumed.
+const MCP_VERSION: &str = "2025-11-25";
+
+/// Longest wait for any one event; every step of these scenarios takes well under a second
+/// plus the pauses the servers are asked for.
+const STEP: Duration = Duration::from_secs(10);
+
+#[tokio::test]
+async fn an_mcp_tool_call_cut_mid_stream_resumes_with_get_and_last_event_id() {
+    let Some(python) = require_python(MCP_MODULES) else {
+        return;
+    };
+    let server = PythonServer::start(&python, "mcp_server.py").await.unwrap();
+    let http = reqwest::Client::new();
+    let session = mcp_initialize(&http, &server.url("/mcp")).await;
+
+    // The tool reports 1..10. It pauses 1.5 s after 3 (the cut comes here) and again after
+    // 7. The resume GET goes out 2-3 s after the cut, so 4..7 were produced while the client
+    // was away and come from the event store, and 8..10 and the result arrive live on the
+    // resumed stream. A machine slow enough to shift that only moves events from one group
+    // to the other: what is asserted holds either way. (Landing the GET in a pause also keeps
+    // clear of a gap the SDK has between the end of a replay and the live tail, where an
+    // event produced at that instant is stored but not sent.)
+    let proxy = FaultProxy::start(server.addr()).await.unwrap();
+    let call = count_call(&session, r#"{"to":10,"pause_after":[3,7],"pause":1.5}"#);
+    let mut config = EventSourceConfig {
+        seed: Some(18),
+        ..EventSourceConfig::default()
+    };
+    config.sse.reconnect = common::quick_reconnect(2_500, 5_000);
+    let url = format!("http://{}/mcp", proxy.addr());
+    let mut events = EventSource::connect_request(&url, call, config).unwrap();
+
+    let started = tokio::time::Instant::now();
+    let mut heard = Vec::new();
+    while progress_values(&heard).len() < 3 {
+        heard.push(next(&mut events, &server).await);
+    }
+    proxy.sever_all();
+    while !heard.iter().any(|e| rpc(e).is_some_and(|v| v["id"] == 2)) {
+        heard.push(next(&mut events, &server).await);
+    }
+    eprintln!("tools/call answered after {:?}", started.elapsed());
+
+    // Every notification once, in order, then the result: nothing lost in the cut, nothing
+    // replayed twice. Ids are the event store's `{stream}:{n}` (stream = request id 2).
+    let ids: Vec<&str> = messages(&heard)
+        .filter(|m| !m.data.is_empty())
+        .map(|m| m.id.as_str())
+        .collect();
+    let expected: Vec<String> = (1..=11).map(|n| format!("2:{n}")).collect();
+    assert_eq!(ids, expected, "{heard:#?}");
+    assert_eq!(progress_values(&heard), (1..=10).collect::<Vec<_>>());
+    let result = heard.iter().filter_map(rpc).find(|v| v["id"] == 2);
+    assert_eq!(
+        result.as_ref().map(|v| &v["result"]["content"][0]["text"]),
+        Some(&Value::from("counted to 10")),
+        "{result:?}"
+    );
+    // The SDK's priming events (id, empty data) open the POST stream and the resumed one; a
+    // client dispatches them as empty messages and skips them.
+    let primings: Vec<&str> = messages(&heard)
+        .filter(|m| m.data.is_empty())
+        .map(|m| m.id.as_str())
+        .collect();
+    assert_eq!(primings.len(), 2, "{primings:?}");
+    assert_eq!(primings[0], "2:0:p2");
+    // The resumed stream replays what was stored, primes itself after the last of that
+    // (`2:{n}:p3`), then carries the rest live: its priming event follows message n.
+    let all: Vec<&Message> = messages(&heard).collect();
+    let at = all.iter().position(|m| m.id.ends_with(":p3")).unwrap();
+    let replayed_up_to = &all[at - 1].id;
+    assert_eq!(all[at].id, format!("{replayed_up_to}:p3"), "{primings:?}");
+    eprintln!("replayed 2:4..={replayed_up_to}, the rest live");
+
+    // One drop (the proxy closed the connection mid-body), one resume, no failure.
+    let others: Vec<&Event> = heard
+        .iter()
+        .filter(|e| !matches!(e, Event::Message(_)))
+        .collect();
+    assert_eq!(others.len(), 3, "{others:?}");
+    assert_eq!(others[0], &Event::Open);
+    assert!(
+        matches!(
+            others[1],
+            Event::Reconnecting {
+                why: DropReason::NetworkError(SocketLoss::NetworkError),
+                attempt: 1,
+                ..
+            }
+        ),
+        "{others:?}"
+    );
+    assert!(matches!(others[2], Event::Reconnected { .. }), "{others:?}");
+
+    // What the server saw: initialize (no session yet), the initialized notification, the
+    // call, then one GET carrying the session and the id of the last event before the cut.
+    // The POST was never sent again.
+    let requests: Value = get_json(&http, &server.url("/requests")).await;
+    let seen: Vec<(&str, bool, Option<&str>)> = requests
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["method"].as_str().unwrap(),
+                r["session"].as_bool().unwrap(),
+                r["last_event_id"].as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("POST", false, None),
+            ("POST", true, None),
+            ("POST", true, None),
+            ("GET", true, Some("2:3")),
+        ],
+        "{}",
+        server.log()
+    );
+    assert_eq!(proxy.connections(), 2);
+    assert_eq!(events.stats().requests, 2);
+}
+
+#[tokio::test]
+async fn an_mcp_resume_after_the_session_was_deleted_fails_as_session_gone() {
+    let Some(python) = require_python(MCP_MODULES) else {
+        return;
+    };
+    let server = PythonServer::start(&python, "mcp_server.py").await.unwrap();
+    let http = reqwest::Client::new();
+    let session = mcp_initialize(&http, &server.url("/mcp")).await;
+    let proxy = FaultProxy::start(server.addr()).await.unwrap();
+    let call = count_call(&session, r#"{"to":5,"pause_after":[2],"pause":30}"#);
+    let url = format!("http://{}/mcp", proxy.addr());
+    let mut events = EventSource::connect_request(&url, call, quick_config(4)).unwrap();
+
+    let mut heard = Vec::new();
+    while progress_values(&heard).len() < 2 {
+        heard.push(next(&mut events, &server).await);
+    }
+    proxy.sever_all();
+    // The session ends while the client is away (as when a server restarts and forgets its
+    // sessions): the resume GET is answered 404, which MCP says means "initialize again".
+    let deleted = http
+        .delete(server.url("/mcp"))
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", MCP_VERSION)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), 200);
+    assert!(matches!(
+        next(&mut events, &server).await,
+        Event::Reconnecting { attempt: 1, .. }
+    ));
+    // The priming event and two notifications got through.
+    assert_eq!(
+        next(&mut events, &server).await,
+        Event::Failed {
+            why: FailReason::SessionGone {
+                progress: Progress::new(3, "2:2"),
+            }
+        }
+    );
+    assert_eq!(tokio::time::timeout(STEP, events.next()).await, Ok(None));
+    let requests = get_json(&http, &server.url("/requests")).await;
+    let last = requests.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (&last["method"], &last["last_event_id"]),
+        (&Value::from("GET"), &Value::from("2:2")),
+        "{requests}"
+    );
+    assert_eq!(proxy.connections(), 2);
+}
+
+#[tokio::test]
+async fn an_llm_generation_cut_mid_way_is_reported_once_and_never_posted_again() {
+    let Some(python) = require_python(LLM_MODULES) else {
+        return;
+    };
+    let server = PythonServer::start(&python, "llm_server.py").await.unwrap();
+    let proxy = FaultProxy::start(server.addr()).await.unwrap();
+    // Eight words; the model stalls for 30 s after the third, and the proxy cuts it there.
+    let request = generation(r#","pause_after":3,"pause":30"#).resume(Resume::Never);
+    let url = format!("http://{}/v1/chat/completions", proxy.addr());
+    let mut events = EventSource::connect_request(&url, request, quick_config(1)).unwrap();
+
+    let started = tokio::time::Instant::now();
+    assert_eq!(next(&mut events, &server).await, Event::Open);
+    let mut words = String::new();
+    for _ in 0..3 {
+        let Event::Message(chunk) = next(&mut events, &server).await else {
+            panic!("a chunk")
+        };
+        words += &content(&chunk);
+    }
+    assert_eq!(words, "word1 word2 word3 ");
+    proxy.sever_all();
+
+    // One terminal event that says how far it got (three chunks, no ids: OpenAI sends none),
+    // then the stream is over.
+    assert_eq!(
+        next(&mut events, &server).await,
+        Event::Failed {
+            why: FailReason::Interrupted {
+                why: DropReason::NetworkError(SocketLoss::NetworkError),
+                progress: Progress::new(3, ""),
+            }
+        }
+    );
+    assert_eq!(
+        tokio::time::timeout(STEP, events.next()).await,
+        Ok(None),
+        "nothing after the terminal event"
+    );
+    eprintln!("cut reported after {:?}", started.elapsed());
+    assert_eq!(posts(&server).await, 1, "{}", server.log());
+    assert_eq!(proxy.connections(), 1);
+    assert_eq!(events.stats().requests, 1);
+}
+
+#[tokio::test]
+async fn an_llm_generation_ends_on_done_without_an_error_or_a_reconnect() {
+    let Some(python) = require_python(LLM_MODULES) else {
+        return;
+    };
+    let server = PythonServer::start(&python, "llm_server.py").await.unwrap();
+    let proxy = FaultProxy::start(server.addr()).await.unwrap();
+    let url = format!("http://{}/v1/chat/completions", proxy.addr());
+    let mut events = EventSource::connect_request(&url, generation(""), quick_config(2)).unwrap();
+
+    assert_eq!(next(&mut events, &server).await, Event::Open);
+    let mut chunks = Vec::new();
+    let end = loop {
+        match next(&mut events, &server).await {
+            Event::Message(chunk) => chunks.push(chunk),
+            other => break other,
+        }
+    };
+    // Eight words and the `finish_reason: "stop"` chunk; `[DONE]` is the end, not a message.
+    assert_eq!(
+        end,
+        Event::Ended {
+            why: EndReason::Data,
+            progress: Progress::new(9, ""),
+        }
+    );
+    let text: String = chunks.iter().map(content).collect();
+    assert_eq!(text, "word1 word2 word3 word4 word5 word6 word7 word8 ");
+    let last: Value = serde_json::from_str(&chunks[8].data).unwrap();
+    assert_eq!(last["choices"][0]["finish_reason"], "stop");
+    assert_eq!(tokio::time::timeout(STEP, events.next()).await, Ok(None));
+    assert_eq!(posts(&server).await, 1, "{}", server.log());
+    assert_eq!(proxy.connections(), 1);
+}
+
+#[tokio::test]
+async fn an_llm_request_the_server_rejects_fails_with_its_error_body() {
+    let Some(python) = require_python(LLM_MODULES) else {
+        return;
+    };
+    let server = PythonServer::start(&python, "llm_server.py").await.unwrap();
+    let request = Request::post(r#"{"model":"tether-test","stream":true}"#)
+        .header("content-type", "application/json")
+        .end_on_data("[DONE]");
+    let url = server.url("/v1/chat/completions");
+    let mut events = EventSource::connect_request(&url, request, quick_config(3)).unwrap();
+
+    // A 400 on a POST is terminal, and carries what the server said so the app can show it.
+    assert_eq!(
+        next(&mut events, &server).await,
+        Event::Failed {
+            why: FailReason::Rejected {
+                status: 400,
+                body:
+                    r#"{"error":{"message":"messages is required","type":"invalid_request_error"}}"#
+                        .to_owned(),
+                progress: Progress::default(),
+            }
+        }
+    );
+    assert_eq!(tokio::time::timeout(STEP, events.next()).await, Ok(None));
+    assert_eq!(posts(&server).await, 1, "{}", server.log());
+}
+
+/// MCP's handshake over plain HTTP: `initialize` (answered as an SSE stream), then
+/// `notifications/initialized` (202). Returns the session id the server assigned.
+async fn mcp_initialize(http: &reqwest::Client, url: &str) -> String {
+    let initialize = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{
+            "protocolVersion":"{MCP_VERSION}","capabilities":{{}},
+            "clientInfo":{{"name":"tether-test","version":"0"}}}}}}"#
+    );
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(initialize)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body = response.text().await.unwrap();
+    assert!(
+        body.contains(&format!(r#""protocolVersion":"{MCP_VERSION}""#)),
+        "{body}"
+    );
+    let initialized = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", MCP_VERSION)
+        .body(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(initialized.status(), 202);
+    session
+}
+
+/// MCP's `tools/call` of the server's `count` tool with `arguments`, asking for progress,
+/// in `session`; a lost stream is resumed with a GET and `Last-Event-ID`, as Streamable HTTP
+/// specifies.
+fn count_call(session: &str, arguments: &str) -> Request {
+    Request::post(format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{{"name":"count",
+            "arguments":{arguments},"_meta":{{"progressToken":"count-1"}}}}}}"#
+    ))
+    .header("content-type", "application/json")
+    .header("accept", "application/json, text/event-stream")
+    .header("mcp-session-id", session)
+    .header("mcp-protocol-version", MCP_VERSION)
+    .resume(Resume::LastEventId {
+        method: "GET".to_owned(),
+    })
+}
+
+/// A chat-completion POST for eight words, ended by `[DONE]`; `extra` adds fields (it starts
+/// with a comma).
+fn generation(extra: &str) -> Request {
+    Request::post(format!(
+        r#"{{"model":"tether-test","stream":true,"max_tokens":8,
+            "messages":[{{"role":"user","content":"count to eight"}}]{extra}}}"#
+    ))
+    .header("content-type", "application/json")
+    .end_on_data("[DONE]")
+}
+
+/// Reconnect delays of a few hundred milliseconds, should anything reconnect (nothing here
+/// may: a POST is never re-sent after its stream opened).
+fn quick_config(seed: u64) -> EventSourceConfig {
+    let mut config = EventSourceConfig {
+        seed: Some(seed),
+        ..EventSourceConfig::default()
+    };
+    config.sse.reconnect = common::quick_reconnect(200, 800);
+    config
+}
+
+/// The next event within [`STEP`]; a timeout or the end of the stream fails the test with
+/// the server's log.
+async fn next(events: &mut EventSource, server: &PythonServer) -> Event {
+    match tokio::time::timeout(STEP, events.next()).await {
+        Ok(Some(event)) => event,
+        Ok(None) => panic!("the stream ended\n{}", server.log()),
+        Err(_) => panic!("no event within {STEP:?}\n{}", server.log()),
+    }
+}
+
+fn messages(heard: &[Event]) -> impl Iterator<Item = &Message> {
+    heard.iter().filter_map(|e| match e {
+        Event::Message(m) => Some(m),
+        _ => None,
+    })
+}
+
+/// A message's JSON-RPC payload (`None` for other events and the SDK's empty priming events).
+fn rpc(event: &Event) -> Option<Value> {
+    match event {
+        Event::Message(m) if !m.data.is_empty() => Some(serde_json::from_str(&m.data).unwrap()),
+        _ => None,
+    }
+}
+
+/// The `progress` of every `notifications/progress` heard, in order.
+fn progress_values(heard: &[Event]) -> Vec<u64> {
+    heard
+        .iter()
+        .filter_map(rpc)
+        .filter(|v| v["method"] == "notifications/progress")
+        .map(|v| v["params"]["progress"].as_u64().unwrap())
+        .collect()
+}
+
+/// The text a chat-completion chunk adds (empty for the role-less final chunk).
+fn content(chunk: &Message) -> String {
+    let value: Value = serde_json::from_str(&chunk.data).unwrap();
+    value["choices"][0]["delta"]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    let body = http.get(url).send().await.unwrap().text().await.unwrap();
+    serde_json::from_str(&body).unwrap()
+}
+
+/// The POSTs `llm_server.py` has received.
+async fn posts(server: &PythonServer) -> u64 {
+    let counts = get_json(&reqwest::Client::new(), &server.url("/posts")).await;
+    counts["posts"].as_u64().unwrap()
+}
