@@ -4,6 +4,10 @@
 //! table and writes every round to `target/e2e/e2e.csv`.
 //!
 //! `TETHER_E2E_EVENTS` and `TETHER_E2E_ROUNDS` change the corpus size (100 000) and rounds (5).
+//!
+//! `TETHER_E2E_RELAYS=3` runs the overlapping case instead: three relays, each holding the
+//! same `TETHER_E2E_EVENTS` notes plus a tenth as many of its own; the pool contenders and
+//! nostr-sdk's `Client` each receive every unique event once from all three.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -12,28 +16,39 @@ use tether_bench::e2e::{self, Contender, Measurement, Relay};
 
 fn main() -> std::io::Result<()> {
     // `cargo bench` passes `--bench`; a filter argument from `cargo bench -- x` is ignored.
-    let events = env_usize("TETHER_E2E_EVENTS", 100_000);
+    let shared = env_usize("TETHER_E2E_EVENTS", 100_000);
     let rounds = env_usize("TETHER_E2E_ROUNDS", 5);
-    eprintln!("signing {events} notes ...");
-    let corpus = e2e::realistic_notes(events, 42);
-    let expected = e2e::fingerprint(corpus.iter().map(|e| e.id.as_bytes()));
-    let json: Vec<String> = corpus.iter().map(nostr::JsonUtil::as_json).collect();
+    let relay_count = env_usize("TETHER_E2E_RELAYS", 1).max(1);
+    let own = if relay_count > 1 { shared / 10 } else { 0 };
+    eprintln!("signing {shared} shared notes and {own} of each relay's own ...");
+    let corpus = e2e::realistic_notes(shared, 42);
+    let owns: Vec<Vec<nostr::Event>> = (0..relay_count)
+        .map(|i| e2e::realistic_notes(own, 100 + i as u64))
+        .collect();
+    let unique: Vec<&nostr::Event> = corpus.iter().chain(owns.iter().flatten()).collect();
+    let events = unique.len();
+    let expected = e2e::fingerprint(unique.iter().map(|e| e.id.as_bytes()));
+    let json: Vec<String> = unique.iter().map(|e| nostr::JsonUtil::as_json(*e)).collect();
     let bytes: usize = json.iter().map(String::len).sum();
     eprintln!(
-        "{events} notes, {:.1} MB of event JSON; starting the relay ...",
+        "{events} unique notes, {:.1} MB of event JSON; starting {relay_count} relay(s) ...",
         bytes as f64 / 1e6
     );
-    let relay = Relay::start(&corpus);
-    drop(corpus);
+    let relays: Vec<Relay> = owns
+        .iter()
+        .map(|mine| Relay::start(&[corpus.as_slice(), mine.as_slice()].concat()))
+        .collect();
+    let urls: Vec<String> = relays.iter().map(|r| r.url().to_owned()).collect();
+    drop((corpus, owns));
 
     // One unmeasured pass each warms the relay's and the allocator's caches alike.
     let mut csv = String::from("round,contender,events,wall_s,client_cpu_s,process_cpu_s\n");
     let mut results: Vec<(Contender, Vec<Measurement>)> =
-        contenders().into_iter().map(|c| (c, Vec::new())).collect();
+        contenders(relay_count).into_iter().map(|c| (c, Vec::new())).collect();
     let mut floors = Vec::new();
     for round in 0..=rounds {
         for (contender, runs) in results.iter_mut() {
-            let m = e2e::measure(*contender, relay.url(), events);
+            let m = e2e::measure_many(*contender, &urls, events);
             assert_eq!(
                 (m.received, m.fingerprint),
                 (events, expected),
@@ -64,6 +79,11 @@ fn main() -> std::io::Result<()> {
         if round > 0 {
             floors.push(e2e::verify_floor(&json).as_secs_f64());
         }
+    }
+    if relay_count > 1 {
+        println!(
+            "{relay_count} relays, each with the same {shared} notes and {own} of its own:"
+        );
     }
     println!("{}", table(events, rounds, &results));
     println!("{}", verification_floor(events, &floors, &results));
@@ -146,16 +166,23 @@ fn median(values: impl Iterator<Item = f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// `TETHER_E2E_ONLY=tether` (or `verifying`, `nostr-sdk`) runs one contender, for profiling.
-fn contenders() -> Vec<Contender> {
-    let Ok(only) = std::env::var("TETHER_E2E_ONLY") else {
-        return Contender::ALL.to_vec();
+/// `TETHER_E2E_ONLY=tether` (or `verifying`, `pool`, `pool-verifying`, `nostr-sdk`) runs one
+/// contender, for profiling. Several relays: only the contenders that span them.
+fn contenders(relays: usize) -> Vec<Contender> {
+    let all = if relays > 1 {
+        Contender::MANY.to_vec()
+    } else {
+        Contender::ALL.to_vec()
     };
-    Contender::ALL
-        .into_iter()
+    let Ok(only) = std::env::var("TETHER_E2E_ONLY") else {
+        return all;
+    };
+    all.into_iter()
         .filter(|c| match c {
             Contender::Tether => only == "tether",
             Contender::TetherVerifying => only == "verifying",
+            Contender::TetherPool => only == "pool",
+            Contender::TetherPoolVerifying => only == "pool-verifying",
             Contender::NostrSdk => only == "nostr-sdk",
         })
         .collect()

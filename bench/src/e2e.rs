@@ -7,7 +7,12 @@
 //! nostr-sdk verifies every event's id and Schnorr signature before handing it over (it has
 //! no switch to turn that off); tether hands over the relay's bytes, checked for shape. So
 //! besides tether as shipped, [`Contender::TetherVerifying`] does the same verification in
-//! the application (`nostr::Event::from_json` and `verify`) to compare like with like.
+//! the application (`nostr::Event::from_json` and `verify`) on the client's thread, and
+//! [`Contender::TetherPoolVerifying`] lets tether's pool verify (tether-verify, once per id
+//! after dedup, on worker threads) to compare like with like.
+//!
+//! [`measure_many`] runs the pool contenders and nostr-sdk against several relays at once.
+//! A client's CPU is its thread's plus that of tether's verification workers.
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -28,13 +33,26 @@ pub enum Contender {
     TetherVerifying,
     /// nostr-sdk's `Client` with default options, streaming the filter's events to EOSE.
     NostrSdk,
+    /// tether-tokio's pool as shipped (no verification).
+    TetherPool,
+    /// tether-tokio's pool with its verifier on (`Config::verifier`).
+    TetherPoolVerifying,
 }
 
 impl Contender {
     /// Every contender, in the order a run measures them.
-    pub const ALL: [Contender; 3] = [
+    pub const ALL: [Contender; 5] = [
         Contender::Tether,
         Contender::TetherVerifying,
+        Contender::TetherPool,
+        Contender::TetherPoolVerifying,
+        Contender::NostrSdk,
+    ];
+
+    /// The contenders that can span several relays.
+    pub const MANY: [Contender; 3] = [
+        Contender::TetherPool,
+        Contender::TetherPoolVerifying,
         Contender::NostrSdk,
     ];
 
@@ -44,6 +62,8 @@ impl Contender {
             Contender::Tether => "tether-tokio",
             Contender::TetherVerifying => "tether-tokio + app verifies",
             Contender::NostrSdk => "nostr-sdk 0.44",
+            Contender::TetherPool => "tether pool",
+            Contender::TetherPoolVerifying => "tether pool + verify",
         }
     }
 }
@@ -170,7 +190,13 @@ pub fn fingerprint<'a>(ids: impl IntoIterator<Item = &'a [u8; 32]>) -> u64 {
 /// Run `contender` against the relay at `url` until EOSE for a filter of all `expected`
 /// kind-1 events, on a fresh thread and runtime, and measure it.
 pub fn measure(contender: Contender, url: &str, expected: usize) -> Measurement {
-    let url = url.to_owned();
+    measure_many(contender, &[url.to_owned()], expected)
+}
+
+/// Run `contender` against every relay in `urls` at once, until it has `expected` unique
+/// events (each relay's EOSE, or the pool's outcome), and measure it.
+pub fn measure_many(contender: Contender, urls: &[String], expected: usize) -> Measurement {
+    let urls = urls.to_vec();
     std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -178,9 +204,11 @@ pub fn measure(contender: Contender, url: &str, expected: usize) -> Measurement 
             .expect("client runtime");
         let (cpu0, process0) = (thread_cpu(), process_cpu());
         let started = std::time::Instant::now();
-        let (received, fingerprint, client) = runtime.block_on(receive(contender, &url, expected));
+        let (received, fingerprint, client) =
+            runtime.block_on(receive(contender, &urls, expected));
         let wall = started.elapsed();
-        let (client_cpu, process_cpu) = (thread_cpu() - cpu0, process_cpu() - process0);
+        let workers = verify_workers_cpu();
+        let (client_cpu, process_cpu) = (thread_cpu() - cpu0 + workers, process_cpu() - process0);
         // Closing connections and tasks is not part of receiving.
         drop(client);
         drop(runtime);
@@ -210,12 +238,46 @@ pub fn verify_floor(events: &[String]) -> Duration {
 /// Keeps a client alive until the clock has stopped.
 type Kept = Box<dyn std::any::Any>;
 
-async fn receive(contender: Contender, url: &str, expected: usize) -> (usize, u64, Kept) {
+async fn receive(contender: Contender, urls: &[String], expected: usize) -> (usize, u64, Kept) {
     match contender {
-        Contender::Tether => receive_tether(url, expected, false).await,
-        Contender::TetherVerifying => receive_tether(url, expected, true).await,
-        Contender::NostrSdk => receive_nostr_sdk(url, expected).await,
+        Contender::Tether => receive_tether(&urls[0], expected, false).await,
+        Contender::TetherVerifying => receive_tether(&urls[0], expected, true).await,
+        Contender::NostrSdk => receive_nostr_sdk(urls, expected).await,
+        Contender::TetherPool => receive_tether_pool(urls, expected, false).await,
+        Contender::TetherPoolVerifying => receive_tether_pool(urls, expected, true).await,
     }
+}
+
+async fn receive_tether_pool(urls: &[String], expected: usize, verify: bool) -> (usize, u64, Kept) {
+    use tether_tokio::tether_driver::verify::Verifier;
+    use tether_tokio::{Config, Filter, PoolConfig, PoolItem};
+    let mut config = Config::default();
+    if verify {
+        config.verifier = Some(Arc::new(Verifier::new()));
+    }
+    let mut pool_config = PoolConfig::default();
+    // Every id stays remembered: a second relay's copy may come 100 000 events later.
+    pool_config.dedup_capacity = expected + 1;
+    pool_config.eose_deadline = Duration::from_secs(600);
+    let pool = tether_tokio::pool(pool_config, config);
+    for url in urls {
+        pool.add_relay(url).await.expect("tether adds relay");
+    }
+    let filter = Filter::new(&format!(r#"{{"kinds":[1],"limit":{expected}}}"#)).expect("filter");
+    let mut sub = pool.subscribe(vec![filter]).await.expect("subscribe");
+    let (mut received, mut sum) = (0usize, 0u64);
+    while let Some(item) = sub.next().await {
+        match item {
+            PoolItem::Event { id, .. } => {
+                received += 1;
+                sum = sum.wrapping_add(id_head(&id.0));
+            }
+            PoolItem::Complete(_) => break,
+            PoolItem::Invalid { reason, .. } => panic!("tether: invalid event: {reason}"),
+            _ => {}
+        }
+    }
+    (received, sum, Box::new((pool, sub)))
 }
 
 async fn receive_tether(url: &str, expected: usize, verify: bool) -> (usize, u64, Kept) {
@@ -242,9 +304,11 @@ async fn receive_tether(url: &str, expected: usize, verify: bool) -> (usize, u64
     (received, sum, Box::new((client, sub)))
 }
 
-async fn receive_nostr_sdk(url: &str, expected: usize) -> (usize, u64, Kept) {
+async fn receive_nostr_sdk(urls: &[String], expected: usize) -> (usize, u64, Kept) {
     let client = nostr_sdk::Client::default();
-    client.add_relay(url).await.expect("nostr-sdk adds relay");
+    for url in urls {
+        client.add_relay(url).await.expect("nostr-sdk adds relay");
+    }
     client.try_connect(Duration::from_secs(10)).await;
     let filter = nostr::Filter::new().kind(Kind::TextNote).limit(expected);
     let mut events = client
@@ -328,6 +392,31 @@ const WORDS: [&str; 24] = [
     "pura",
     "vida",
 ];
+
+/// CPU time of the live `tether-verify-*` worker threads (Linux: `/proc/self/task`); a pool's
+/// workers start with it and stop after it, so at the end of a run they are all its own.
+fn verify_workers_cpu() -> Duration {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let ticks_per_sec = 100; // USER_HZ, fixed at 100 on Linux's ABI
+    let mut ticks = 0u64;
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("tether-verify") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesised name: state is field 3, utime 14, stime 15.
+        let Some((_, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split(' ').collect();
+        let field = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok());
+        ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
+    }
+    Duration::from_millis(ticks * 1000 / ticks_per_sec)
+}
 
 fn thread_cpu() -> Duration {
     clock(libc::CLOCK_THREAD_CPUTIME_ID)

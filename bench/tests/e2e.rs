@@ -18,6 +18,28 @@ fn every_contender_receives_each_stored_event_exactly_once() {
 }
 
 #[test]
+fn three_overlapping_relays_give_every_spanning_contender_each_unique_event_once() {
+    let shared = e2e::realistic_notes(600, 8);
+    let owns: Vec<Vec<nostr::Event>> = (0..3).map(|i| e2e::realistic_notes(60, 20 + i)).collect();
+    let relays: Vec<Relay> = owns
+        .iter()
+        .map(|mine| Relay::start(&[shared.as_slice(), mine.as_slice()].concat()))
+        .collect();
+    let urls: Vec<String> = relays.iter().map(|r| r.url().to_owned()).collect();
+    let unique: Vec<&nostr::Event> = shared.iter().chain(owns.iter().flatten()).collect();
+    let expected = e2e::fingerprint(unique.iter().map(|e| e.id.as_bytes()));
+    for contender in Contender::MANY {
+        let m = e2e::measure_many(contender, &urls, unique.len());
+        assert_eq!(
+            (m.received, m.fingerprint),
+            (780, expected),
+            "{}",
+            contender.name()
+        );
+    }
+}
+
+#[test]
 fn the_corpus_is_signed_varied_and_seeded() {
     let a = e2e::realistic_notes(300, 1);
     let b = e2e::realistic_notes(300, 1);
