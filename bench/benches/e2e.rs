@@ -28,7 +28,10 @@ fn main() -> std::io::Result<()> {
     let unique: Vec<&nostr::Event> = corpus.iter().chain(owns.iter().flatten()).collect();
     let events = unique.len();
     let expected = e2e::fingerprint(unique.iter().map(|e| e.id.as_bytes()));
-    let json: Vec<String> = unique.iter().map(|e| nostr::JsonUtil::as_json(*e)).collect();
+    let json: Vec<String> = unique
+        .iter()
+        .map(|e| nostr::JsonUtil::as_json(*e))
+        .collect();
     let bytes: usize = json.iter().map(String::len).sum();
     eprintln!(
         "{events} unique notes, {:.1} MB of event JSON; starting {relay_count} relay(s) ...",
@@ -43,8 +46,10 @@ fn main() -> std::io::Result<()> {
 
     // One unmeasured pass each warms the relay's and the allocator's caches alike.
     let mut csv = String::from("round,contender,events,wall_s,client_cpu_s,process_cpu_s\n");
-    let mut results: Vec<(Contender, Vec<Measurement>)> =
-        contenders(relay_count).into_iter().map(|c| (c, Vec::new())).collect();
+    let mut results: Vec<(Contender, Vec<Measurement>)> = contenders(relay_count)
+        .into_iter()
+        .map(|c| (c, Vec::new()))
+        .collect();
     let mut floors = Vec::new();
     for round in 0..=rounds {
         for (contender, runs) in results.iter_mut() {
@@ -81,9 +86,7 @@ fn main() -> std::io::Result<()> {
         }
     }
     if relay_count > 1 {
-        println!(
-            "{relay_count} relays, each with the same {shared} notes and {own} of its own:"
-        );
+        println!("{relay_count} relays, each with the same {shared} notes and {own} of its own:");
     }
     println!("{}", table(events, rounds, &results));
     println!("{}", verification_floor(events, &floors, &results));

@@ -204,8 +204,7 @@ pub fn measure_many(contender: Contender, urls: &[String], expected: usize) -> M
             .expect("client runtime");
         let (cpu0, process0) = (thread_cpu(), process_cpu());
         let started = std::time::Instant::now();
-        let (received, fingerprint, client) =
-            runtime.block_on(receive(contender, &urls, expected));
+        let (received, fingerprint, client) = runtime.block_on(receive(contender, &urls, expected));
         let wall = started.elapsed();
         let workers = verify_workers_cpu();
         let (client_cpu, process_cpu) = (thread_cpu() - cpu0 + workers, process_cpu() - process0);
@@ -416,6 +415,11 @@ fn verify_workers_cpu() -> Duration {
         ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
     }
     Duration::from_millis(ticks * 1000 / ticks_per_sec)
+}
+
+/// CPU time of this whole process so far.
+pub fn process_cpu_now() -> Duration {
+    process_cpu()
 }
 
 fn thread_cpu() -> Duration {

@@ -4,6 +4,7 @@
 #![warn(missing_docs)]
 
 pub mod e2e;
+pub mod scale;
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};

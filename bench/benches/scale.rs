@@ -1,0 +1,168 @@
+//! `cargo bench -p tether-bench --bench scale`: 1 000 relay connections from one client, 10
+//! subscriptions on each, idle after EOSE, then one event per subscription; tether's pool
+//! (verifying) against nostr-sdk's `Client`. Each client runs in a child process (this binary,
+//! re-executed) so its resident set and CPU are its own; the relays are one
+//! tether-testserver relay in this process, serving every URL.
+//!
+//! `TETHER_SCALE_RELAYS` (1 000), `TETHER_SCALE_SUBS` (10) and `TETHER_SCALE_IDLE_SECS` (20)
+//! change the shape.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tether_bench::e2e::Contender;
+use tether_bench::scale::{self, Phases, ScaleMeasurement};
+use tether_testserver::server::TestRelay;
+use tether_testserver::{RelayModel, StoredEvent};
+
+fn main() {
+    let relays = env_usize("TETHER_SCALE_RELAYS", 1_000);
+    let subs = env_usize("TETHER_SCALE_SUBS", 10);
+    let idle = Duration::from_secs(env_usize("TETHER_SCALE_IDLE_SECS", 20) as u64);
+    if let Ok(who) = std::env::var("TETHER_SCALE_CHILD") {
+        return child(&who, relays, subs, idle);
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("relay runtime");
+    let relay = runtime
+        .block_on(TestRelay::start(RelayModel::default()))
+        .expect("relay starts");
+    let mut rows = Vec::new();
+    for contender in [Contender::TetherPoolVerifying, Contender::NostrSdk] {
+        let events = scale::trickle(subs);
+        let m = parent(contender, &relay, &runtime, relays, subs, idle, &events);
+        assert_eq!(
+            m.trickle_received,
+            subs,
+            "{} missed trickle events",
+            contender.name()
+        );
+        eprintln!("{}: {m:?}", contender.name());
+        rows.push((contender, m));
+    }
+    println!(
+        "{relays} relays x {subs} subscriptions, idle {} s\n\n\
+         | client | connect + EOSE all | RSS per connection | idle CPU per minute |\n\
+         | --- | ---: | ---: | ---: |",
+        idle.as_secs()
+    );
+    for (contender, m) in &rows {
+        println!(
+            "| {} | {:.2} s | {:.1} KiB | {:.0} ms |",
+            contender.name(),
+            m.connect_and_eose.as_secs_f64(),
+            m.rss_per_connection_bytes / 1024.0,
+            m.idle_cpu_per_minute.as_secs_f64() * 1e3
+        );
+    }
+    if let [(_, t), (_, n)] = rows.as_slice() {
+        println!(
+            "\ntether / nostr-sdk: connect + EOSE {:.2}x, RSS per connection {:.2}x, idle CPU {:.2}x",
+            t.connect_and_eose.as_secs_f64() / n.connect_and_eose.as_secs_f64(),
+            t.rss_per_connection_bytes / n.rss_per_connection_bytes,
+            t.idle_cpu_per_minute.as_secs_f64() / n.idle_cpu_per_minute.as_secs_f64().max(1e-9)
+        );
+    }
+}
+
+/// Run one contender in a child process; send the trickle when it says its idle span is over.
+fn parent(
+    contender: Contender,
+    relay: &TestRelay,
+    runtime: &tokio::runtime::Runtime,
+    relays: usize,
+    subs: usize,
+    idle: Duration,
+    events: &[nostr::Event],
+) -> ScaleMeasurement {
+    let who = match contender {
+        Contender::NostrSdk => "nostr-sdk",
+        _ => "tether",
+    };
+    let mut child = Command::new(std::env::current_exe().expect("this binary"))
+        .env("TETHER_SCALE_CHILD", who)
+        .env("TETHER_SCALE_URL", relay.url())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("child starts");
+    let stdout = BufReader::new(child.stdout.take().expect("piped"));
+    let mut result = None;
+    for line in stdout.lines() {
+        let line = line.expect("child output");
+        match line.as_str() {
+            "ready" => eprintln!("{who}: {} connections open", relay.open_connections()),
+            "idle-done" => {
+                let _guard = runtime.enter();
+                for (n, event) in events.iter().enumerate() {
+                    relay.store(StoredEvent {
+                        n: n as u64,
+                        created_at: event.created_at.as_secs(),
+                        kind: u64::from(event.kind.as_u16()),
+                        json: nostr::JsonUtil::as_json(event),
+                    });
+                }
+            }
+            other => result = parse(other),
+        }
+    }
+    assert!(child.wait().expect("child exits").success(), "{who} failed");
+    let _ = (relays, subs, idle);
+    result.expect("the child reports")
+}
+
+fn child(who: &str, relays: usize, subs: usize, idle: Duration) {
+    let base = std::env::var("TETHER_SCALE_URL").expect("TETHER_SCALE_URL");
+    let contender = if who == "nostr-sdk" {
+        Contender::NostrSdk
+    } else {
+        Contender::TetherPoolVerifying
+    };
+    let m = scale::run_client(contender, &base, relays, subs, idle, &mut Stdout);
+    println!(
+        "result {} {} {} {}",
+        m.connect_and_eose.as_nanos(),
+        m.rss_per_connection_bytes,
+        m.idle_cpu_per_minute.as_nanos(),
+        m.trickle_received
+    );
+}
+
+struct Stdout;
+
+impl Phases for Stdout {
+    fn ready(&mut self) {
+        say("ready");
+    }
+
+    fn idle_done(&mut self) {
+        say("idle-done");
+    }
+}
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn parse(line: &str) -> Option<ScaleMeasurement> {
+    let mut fields = line.strip_prefix("result ")?.split(' ');
+    let mut next = || fields.next()?.parse::<f64>().ok();
+    Some(ScaleMeasurement {
+        connect_and_eose: Duration::from_nanos(next()? as u64),
+        rss_per_connection_bytes: next()?,
+        idle_cpu_per_minute: Duration::from_nanos(next()? as u64),
+        trickle_received: next()? as usize,
+    })
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}

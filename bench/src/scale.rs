@@ -1,0 +1,238 @@
+//! Many relays, idle: `relays` connections from one client, `subs` subscriptions on each,
+//! quiet after EOSE, then a trickle of one event per subscription. The relays are one
+//! tether-testserver `TestRelay` serving every URL (`ws://127.0.0.1:port/r{i}`); the client
+//! runs in a child process of its own (the `scale` bench re-executes itself), so its resident
+//! set and CPU clock are the client's alone.
+//!
+//! Both contenders verify the trickle's signatures as they ship: nostr-sdk always, tether
+//! with its pool's verifier on.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+use nostr::{EventBuilder, JsonUtil, Keys, Kind, Timestamp};
+
+use crate::e2e::Contender;
+
+/// What one client's run cost.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ScaleMeasurement {
+    /// From creating the client to every subscription's EOSE on every relay.
+    pub connect_and_eose: Duration,
+    /// Resident set growth from before the client to after every EOSE, per connection.
+    pub rss_per_connection_bytes: f64,
+    /// Process CPU over the idle span, scaled to a minute.
+    pub idle_cpu_per_minute: Duration,
+    /// Unique trickle events received (one per subscription expected).
+    pub trickle_received: usize,
+}
+
+/// The kinds the `subs` subscriptions ask for: one each, so each trickle event matches one.
+pub fn kind_of(sub: usize) -> u16 {
+    10_000 + sub as u16
+}
+
+/// The trickle: one signed event per subscription, in order.
+pub fn trickle(subs: usize) -> Vec<nostr::Event> {
+    let keys = Keys::generate();
+    (0..subs)
+        .map(|k| {
+            EventBuilder::new(Kind::Custom(kind_of(k)), format!("trickle {k}"))
+                .custom_created_at(Timestamp::from(1_760_000_000 + k as u64))
+                .sign_with_keys(&keys)
+                .expect("signed")
+        })
+        .collect()
+}
+
+/// Phases a client reports to whoever drives the trickle.
+pub trait Phases {
+    /// Every subscription has EOSE from every relay.
+    fn ready(&mut self);
+    /// The idle span is over; send the trickle now.
+    fn idle_done(&mut self);
+}
+
+/// Run one client against `relays` URLs under `base`, `subs` subscriptions each, idle for
+/// `idle`, then wait for the trickle (one event per subscription, sent on
+/// [`Phases::idle_done`]), on a current-thread runtime on this thread.
+pub fn run_client(
+    contender: Contender,
+    base: &str,
+    relays: usize,
+    subs: usize,
+    idle: Duration,
+    phases: &mut dyn Phases,
+) -> ScaleMeasurement {
+    let urls: Vec<String> = (0..relays).map(|i| format!("{base}/r{i}")).collect();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let rss0 = rss_bytes();
+    let started = Instant::now();
+    runtime.block_on(async {
+        let mut m = ScaleMeasurement::default();
+        let mut client = Client::connect(contender, &urls, subs).await;
+        m.connect_and_eose = started.elapsed();
+        m.rss_per_connection_bytes = (rss_bytes() - rss0) / relays as f64;
+        phases.ready();
+        let cpu0 = crate::e2e::process_cpu_now();
+        client.idle(idle).await;
+        let cpu = crate::e2e::process_cpu_now() - cpu0;
+        m.idle_cpu_per_minute = cpu.mul_f64(60.0 / idle.as_secs_f64());
+        phases.idle_done();
+        m.trickle_received = client.trickle(subs).await;
+        m
+    })
+}
+
+enum Client {
+    Tether {
+        _pool: tether_tokio::PoolHandle,
+        subs: Vec<tether_tokio::PoolSubscription>,
+    },
+    NostrSdk {
+        _client: nostr_sdk::Client,
+        notifications: tokio::sync::broadcast::Receiver<nostr_sdk::RelayPoolNotification>,
+    },
+}
+
+impl Client {
+    async fn connect(contender: Contender, urls: &[String], subs: usize) -> Client {
+        match contender {
+            Contender::NostrSdk => Client::nostr_sdk(urls, subs).await,
+            _ => Client::tether(urls, subs).await,
+        }
+    }
+
+    async fn tether(urls: &[String], subs: usize) -> Client {
+        use tether_tokio::tether_driver::verify::Verifier;
+        use tether_tokio::{Config, Filter, PoolConfig, PoolItem};
+        let mut config = Config::default();
+        config.verifier = Some(Arc::new(Verifier::new()));
+        let mut pool_config = PoolConfig::default();
+        pool_config.eose_deadline = Duration::from_secs(300);
+        let pool = tether_tokio::pool(pool_config, config);
+        for url in urls {
+            pool.add_relay(url).await.expect("tether adds relay");
+        }
+        let mut streams = Vec::new();
+        for k in 0..subs {
+            let filter = Filter::new(&format!(r#"{{"kinds":[{}]}}"#, kind_of(k))).expect("filter");
+            streams.push(pool.subscribe(vec![filter]).await.expect("subscribe"));
+        }
+        for sub in &mut streams {
+            loop {
+                match sub.next().await.expect("subscription lives") {
+                    PoolItem::Complete(tether_tokio::Outcome::Complete) => break,
+                    PoolItem::Complete(partial) => panic!("tether: {partial:?}"),
+                    _ => {}
+                }
+            }
+        }
+        Client::Tether {
+            _pool: pool,
+            subs: streams,
+        }
+    }
+
+    async fn nostr_sdk(urls: &[String], subs: usize) -> Client {
+        use nostr_sdk::{RelayMessage, RelayPoolNotification};
+        let client = nostr_sdk::Client::default();
+        for url in urls {
+            client.add_relay(url).await.expect("nostr-sdk adds relay");
+        }
+        let mut notifications = client.notifications();
+        client.try_connect(Duration::from_secs(60)).await;
+        for k in 0..subs {
+            let filter = nostr::Filter::new().kind(Kind::Custom(kind_of(k)));
+            client
+                .subscribe(filter, None)
+                .await
+                .expect("nostr-sdk subscribes");
+        }
+        // Nothing else is said in this span, so messages the broadcast channel dropped while
+        // this receiver lagged are counted as the EOSEs they were.
+        let mut eose = 0;
+        while eose < urls.len() * subs {
+            match notifications.recv().await {
+                Ok(RelayPoolNotification::Message {
+                    message: RelayMessage::EndOfStoredEvents(_),
+                    ..
+                }) => eose += 1,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => eose += n as usize,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => panic!("nostr-sdk closed"),
+                Ok(_) => {}
+            }
+        }
+        Client::NostrSdk {
+            _client: client,
+            notifications,
+        }
+    }
+
+    /// Stay connected, serving pings and timers, for `d`.
+    async fn idle(&mut self, d: Duration) {
+        match self {
+            Client::Tether { subs, .. } => {
+                let quiet = futures_util::future::select_all(subs.iter_mut().map(|s| s.next()));
+                if let Ok((item, ..)) = tokio::time::timeout(d, quiet).await {
+                    panic!("tether heard something while idle: {item:?}");
+                }
+            }
+            Client::NostrSdk { .. } => tokio::time::sleep(d).await,
+        }
+    }
+
+    /// Unique trickle events received, one per subscription expected, within 60 s.
+    async fn trickle(&mut self, subs: usize) -> usize {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        match self {
+            Client::Tether { subs: streams, .. } => {
+                let mut received = 0;
+                for sub in streams {
+                    let next = tokio::time::timeout_at(deadline, async {
+                        loop {
+                            if let Some(tether_tokio::PoolItem::Event { .. }) = sub.next().await {
+                                return;
+                            }
+                        }
+                    });
+                    if next.await.is_ok() {
+                        received += 1;
+                    }
+                }
+                received
+            }
+            Client::NostrSdk { notifications, .. } => {
+                let mut ids = std::collections::BTreeSet::new();
+                while ids.len() < subs {
+                    match tokio::time::timeout_at(deadline, notifications.recv()).await {
+                        Ok(Ok(nostr_sdk::RelayPoolNotification::Event { event, .. })) => {
+                            ids.insert(event.id);
+                        }
+                        Ok(_) => {}
+                        Err(_) => break,
+                    }
+                }
+                ids.len()
+            }
+        }
+    }
+}
+
+/// The trickle as JSON, for the server.
+pub fn trickle_json(events: &[nostr::Event]) -> Vec<String> {
+    events.iter().map(JsonUtil::as_json).collect()
+}
+
+fn rss_bytes() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kib| kib * 1024.0)
+}
