@@ -427,6 +427,9 @@ impl PoolSim {
                 break;
             }
         }
+        if let Err(e) = self.pool.check_consistency() {
+            self.fail(&format!("pool bookkeeping: {e}"));
+        }
         for relay in self.pool.relay_ids().collect::<Vec<_>>() {
             let Some(session) = self.pool.session(relay) else {
                 continue;

@@ -54,6 +54,7 @@ use crate::rng::Rng;
 use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
 
+pub use dedup::DedupStats;
 use dedup::Seen;
 use logical::{Logical, Targets};
 pub use output::{
@@ -499,6 +500,12 @@ impl RelayPool {
         self.subs.get(&sub)?.seen.relays(id)
     }
 
+    /// How much `sub`'s dedup memory holds, and how many ids it forgot at its bound.
+    #[must_use]
+    pub fn dedup(&self, sub: SubId) -> Option<DedupStats> {
+        self.subs.get(&sub).map(|l| l.seen.stats())
+    }
+
     /// Every relay in the pool, in id order.
     pub fn relay_ids(&self) -> impl Iterator<Item = RelayId> + '_ {
         self.relays
@@ -538,6 +545,21 @@ impl RelayPool {
     #[must_use]
     pub fn config(&self) -> &PoolConfig {
         &self.config
+    }
+
+    /// The pool's own bookkeeping agrees with itself: every subscription's counters and
+    /// dedup memory (each relay session has its own check).
+    ///
+    /// # Errors
+    /// A description of the first disagreement.
+    #[cfg(feature = "fuzzing")]
+    pub fn check_consistency(&self) -> Result<(), String> {
+        for (sub, logical) in &self.subs {
+            logical
+                .check_consistency()
+                .map_err(|e| format!("{sub}: {e}"))?;
+        }
+        Ok(())
     }
 }
 
