@@ -28,13 +28,16 @@
 //! No input scans every relay: relays live in a slab (an input is an index), each relay's
 //! next deadline sits in one ordered index with the subscriptions' outcome deadlines, so
 //! `poll_timeout` is a lookup and `handle_timeout` touches only the relays that are due.
+//! Each subscription counts its relays that are waiting, answered and serving, so an EOSE
+//! or a relay giving up is O(log n) too (`tether-bench`'s `pool` bench: 10 to 1 000 relays).
 //!
 //! # Bounds
 //!
 //! Relays are bounded by [`PoolConfig::max_relays`], logical subscriptions by
 //! [`PoolConfig::max_subscriptions`], each one's dedup memory by
 //! [`PoolConfig::dedup_capacity`] (the oldest id is forgotten first: a relay re-sending it
-//! after that delivers it again) and each id's `seen_on` by [`PoolConfig::seen_on_max`].
+//! after that delivers it again) and each id's `seen_on` by [`PoolConfig::seen_on_max`];
+//! [`RelayPool::dedup`] reports what a subscription's dedup memory holds.
 
 mod dedup;
 mod logical;
