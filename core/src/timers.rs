@@ -24,6 +24,10 @@ impl<K: Ord + Copy> Default for Timers<K> {
 impl<K: Ord + Copy> Timers<K> {
     /// Move `key`'s deadline, kept in its owner's `slot`, to `at` (`None` cancels it).
     pub(crate) fn set(&mut self, key: K, slot: &mut Option<Instant>, at: Option<Instant>) {
+        if *slot == at {
+            // Unchanged (the common case: a frame that moves no deadline).
+            return;
+        }
         if let Some(old) = slot.take() {
             self.by_time.remove(&(old, key));
         }

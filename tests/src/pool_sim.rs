@@ -3,11 +3,13 @@
 //! shape, with the relay named. The same seed gives the same transcript.
 //!
 //! After every step it checks the pool's promises: an event id reaches a logical
-//! subscription at most once; `Complete` at most once per subscription; `Ended` at most
+//! subscription at most once while the pool remembers it (a mirror of the documented
+//! dedup rule: the `dedup_capacity` newest delivered ids are remembered, the oldest is
+//! forgotten first); `Complete` at most once per subscription; `Ended` at most
 //! once, only for a subscription no relay serves, and nothing for it afterwards; every relay
 //! session's own bookkeeping agrees with itself; `poll_timeout` tells the truth.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -50,6 +52,21 @@ pub enum PoolAction {
     Mute(RelayId, bool),
     /// Change a relay's behaviour.
     Relay(RelayId, fn(&mut RelayModel)),
+    /// A hostile relay sends `count` EVENTs for its subscription `wire` on its current
+    /// connection, numbered from `first` (unique ids, kind 1), `per_ms` of them every
+    /// millisecond. Each batch is one transcript line.
+    Flood {
+        /// The flooding relay.
+        relay: RelayId,
+        /// The wire subscription id the EVENTs name.
+        wire: String,
+        /// The first event number.
+        first: u64,
+        /// How many.
+        count: u64,
+        /// Frames per simulated millisecond.
+        per_ms: u64,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -59,6 +76,14 @@ enum Item {
     ToPool(RelayId, u64, Input),
     ToRelay(RelayId, u64, String),
     Verdict(VerifyTicket, Result<(), String>),
+    Flood {
+        relay: RelayId,
+        conn: u64,
+        wire: String,
+        next: u64,
+        end: u64,
+        per_ms: u64,
+    },
 }
 
 /// The application's verifier, when the pool's `verify` is on: what it says of a copy, and
@@ -131,15 +156,29 @@ pub struct PoolSim {
     pub subscribed: Vec<SubId>,
     /// Subscriptions the script unsubscribed.
     pub unsubscribed: Vec<SubId>,
+    /// `Received` events from these relays are counted in `received_from` but neither kept
+    /// in `events` nor written to the transcript (a million-event flood).
+    pub forget_received_from: BTreeSet<RelayId>,
+    /// `Received` events per relay that delivered them first (all of them, kept or not).
+    pub received_from: BTreeMap<RelayId, u64>,
     auths: u64,
     checks: Checks,
 }
 
 #[derive(Debug, Default)]
 struct Checks {
-    delivered: BTreeSet<(SubId, tether_core::nostr::message::EventId)>,
+    /// Per subscription, the ids the pool must still remember, oldest first.
+    delivered: BTreeMap<SubId, Remembered>,
     complete: BTreeSet<SubId>,
     ended: BTreeSet<SubId>,
+}
+
+/// The dedup rule, modelled: the `capacity` newest delivered ids, the oldest forgotten
+/// first. A delivery of an id still in here is a violation.
+#[derive(Debug, Default)]
+struct Remembered {
+    ids: BTreeSet<tether_core::nostr::message::EventId>,
+    order: VecDeque<tether_core::nostr::message::EventId>,
 }
 
 impl PoolSim {
@@ -161,6 +200,8 @@ impl PoolSim {
             sent: Vec::new(),
             subscribed: Vec::new(),
             unsubscribed: Vec::new(),
+            forget_received_from: BTreeSet::new(),
+            received_from: BTreeMap::new(),
             auths: 0,
             checks: Checks::default(),
         }
@@ -290,6 +331,44 @@ impl PoolSim {
                     return;
                 }
                 self.deliver(relay, Epoch(conn), input);
+            }
+            Item::Flood {
+                relay,
+                conn,
+                wire,
+                next,
+                end,
+                per_ms,
+            } => {
+                if self.peers.get(&relay).and_then(|p| p.conn) != Some(conn) {
+                    self.line(relay, "io", "flood cut short: connection gone");
+                    return;
+                }
+                let last = end.min(next.saturating_add(per_ms.max(1)));
+                self.line(relay, "rx", &format!("flood ev#{next}..ev#{last}"));
+                for n in next..last {
+                    let event = StoredEvent::new(n, UNIX_START + n % 1_000, 1);
+                    let frame = format!(r#"["EVENT","{wire}",{}]"#, event.json);
+                    if let Err(e) = self.pool.handle_frame(self.now, relay, Epoch(conn), &frame) {
+                        self.fail(&format!("socket misuse by the PoolSim: {e}"));
+                    }
+                    // Drained as it goes, as a driver would: output never piles up.
+                    self.drain_events();
+                }
+                if last < end {
+                    let at = self.now + Duration::from_millis(1);
+                    self.push(
+                        at,
+                        Item::Flood {
+                            relay,
+                            conn,
+                            wire,
+                            next: last,
+                            end,
+                            per_ms,
+                        },
+                    );
+                }
             }
         }
     }
@@ -423,6 +502,31 @@ impl PoolSim {
                     change(&mut peer.model);
                 }
             }
+            PoolAction::Flood {
+                relay,
+                wire,
+                first,
+                count,
+                per_ms,
+            } => {
+                let open = self
+                    .peers
+                    .get(&relay)
+                    .and_then(|p| p.conn.filter(|&c| p.accepted == Some(c)));
+                if let Some(conn) = open {
+                    self.push(
+                        now + self.latency,
+                        Item::Flood {
+                            relay,
+                            conn,
+                            wire,
+                            next: first,
+                            end: first.saturating_add(count),
+                            per_ms,
+                        },
+                    );
+                }
+            }
         }
     }
 
@@ -458,10 +562,7 @@ impl PoolSim {
                 progressed = true;
                 self.transmit(relay, t);
             }
-            while let Some(e) = self.pool.poll_event() {
-                progressed = true;
-                self.event(e);
-            }
+            progressed |= self.drain_events();
             while let Some(req) = self.pool.poll_verify() {
                 progressed = true;
                 let verdict = (self.verifier.check)(&req.raw);
@@ -477,6 +578,23 @@ impl PoolSim {
                 break;
             }
         }
+        if let Err(e) = self.pool.check_consistency() {
+            self.fail(&format!("pool bookkeeping: {e}"));
+        }
+        // Under verification the pool remembers ids at arrival and forgets failed copies; the
+        // model follows deliveries, so it is compared only when delivery is immediate.
+        let verifying = self.pool.config().verify;
+        for (sub, memory) in self.checks.delivered.iter().filter(|_| !verifying) {
+            let Some(held) = self.pool.dedup(*sub).map(|d| d.ids) else {
+                continue;
+            };
+            if held != memory.ids.len() {
+                self.fail(&format!(
+                    "{sub}'s dedup holds {held} ids, the documented rule {}",
+                    memory.ids.len()
+                ));
+            }
+        }
         for relay in self.pool.relay_ids().collect::<Vec<_>>() {
             let Some(session) = self.pool.session(relay) else {
                 continue;
@@ -485,6 +603,16 @@ impl PoolSim {
                 self.fail(&format!("{relay} session bookkeeping: {e}"));
             }
         }
+    }
+
+    /// The pool's events so far; whether there were any.
+    fn drain_events(&mut self) -> bool {
+        let mut any = false;
+        while let Some(e) = self.pool.poll_event() {
+            any = true;
+            self.event(e);
+        }
+        any
     }
 
     fn transmit(&mut self, relay: RelayId, t: Transmit) {
@@ -533,6 +661,13 @@ impl PoolSim {
 
     fn event(&mut self, e: PoolEvent) {
         let now = self.now;
+        if let PoolEvent::Received { relay, .. } = &e {
+            *self.received_from.entry(*relay).or_default() += 1;
+            if self.forget_received_from.contains(relay) {
+                self.check(&e);
+                return;
+            }
+        }
         let shown = match &e {
             PoolEvent::Received { sub, relay, id, .. } => {
                 format!("Received {sub} from {relay} {}", short(&id.to_string()))
@@ -569,14 +704,28 @@ impl PoolSim {
                 self.fail(&format!("{e:?} after {sub} ended"));
             }
         }
+        let capacity = self.pool.config().dedup_capacity;
         match e {
-            PoolEvent::Received { sub, id, .. } if !self.checks.delivered.insert((*sub, *id)) => {
-                self.fail(&format!("{id} delivered twice to {sub}"));
-            }
-            PoolEvent::Received { id, raw, .. }
-                if self.pool.config().verify && (self.verifier.check)(raw).is_err() =>
-            {
-                self.fail(&format!("{id} delivered though it fails verification"));
+            PoolEvent::Received { sub, id, raw, .. } => {
+                if self.pool.config().verify && (self.verifier.check)(raw).is_err() {
+                    self.fail(&format!("{id} delivered though it fails verification"));
+                }
+                let memory = self.checks.delivered.entry(*sub).or_default();
+                let twice = memory.ids.contains(id);
+                if !twice && capacity > 0 {
+                    if memory.order.len() >= capacity {
+                        if let Some(oldest) = memory.order.pop_front() {
+                            memory.ids.remove(&oldest);
+                        }
+                    }
+                    memory.ids.insert(*id);
+                    memory.order.push_back(*id);
+                }
+                if twice {
+                    self.fail(&format!(
+                        "{id} delivered twice to {sub} while the pool remembers it"
+                    ));
+                }
             }
             PoolEvent::Complete { sub, .. } if !self.checks.complete.insert(*sub) => {
                 self.fail(&format!("two outcomes for {sub}"));

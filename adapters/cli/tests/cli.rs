@@ -1,7 +1,7 @@
 //! The `tether` binary, run as a child process against tether-testserver's relay and its
 //! scripted SSE server on 127.0.0.1: the JSON lines contract, exits, signals and usage errors.
 //!
-//! Real time: each test takes a few seconds at most (the demo test about 11 s).
+//! Real time: each test takes a few seconds at most (the demo test about 15 s).
 //!
 //! `TETHER_CLI_UNDER_TEST=/path/to/tether-py cargo test -p tether-cli --test cli` runs the
 //! same tests against another implementation of the contract.
@@ -834,4 +834,14 @@ async fn demo_for_10_seconds_holds_the_claim() {
     assert!(stdout.contains("connected (socket #2)"), "{stdout}");
     assert!(stdout.contains("rate-limited x"), "{stdout}");
     assert!(stdout.contains("AUTH challenge"), "{stdout}");
+    // The pool part: its own summary, every claim checked, the silent relay named.
+    assert!(stdout.contains("pool claim holds:"), "{stdout}");
+    assert!(
+        stdout.contains("pool: partial, missing r3 (never answers)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("pool: r4 reconnected (socket #3)"),
+        "{stdout}"
+    );
 }

@@ -28,6 +28,10 @@ pub(crate) struct Seen {
     order: VecDeque<EventId>,
     capacity: usize,
     seen_on_max: usize,
+    /// `seen_on` entries over all ids (each at most `seen_on_max`).
+    relay_entries: usize,
+    /// Ids forgotten at the bound, oldest first.
+    forgotten: u64,
 }
 
 #[derive(Debug)]
@@ -43,6 +47,8 @@ impl Seen {
             order: VecDeque::new(),
             capacity,
             seen_on_max,
+            relay_entries: 0,
+            forgotten: 0,
         }
     }
 
@@ -51,6 +57,7 @@ impl Seen {
         if let Some(entry) = self.entries.get_mut(&id) {
             if !entry.relays.contains(&relay) && entry.relays.len() < self.seen_on_max {
                 entry.relays.push(relay);
+                self.relay_entries += 1;
             }
             return if entry.bytes == bytes {
                 Admit::Duplicate
@@ -63,27 +70,92 @@ impl Seen {
         }
         if self.order.len() >= self.capacity {
             if let Some(oldest) = self.order.pop_front() {
-                self.entries.remove(&oldest);
+                if let Some(entry) = self.entries.remove(&oldest) {
+                    self.relay_entries -= entry.relays.len();
+                }
+                self.forgotten += 1;
             }
         }
         let mut relays = Vec::with_capacity(1);
         if self.seen_on_max > 0 {
             relays.push(relay);
+            self.relay_entries += 1;
         }
         self.entries.insert(id, Entry { bytes, relays });
         self.order.push_back(id);
         Admit::New
     }
 
-    /// Forget `id` (its copy failed verification): the next copy is new. Its place in the
-    /// eviction order stays until it reaches the front, so the bound still holds.
+    /// Forget `id` (its copy failed verification): the next copy is new. The id was
+    /// admitted moments ago, so its place in the eviction order is found from the back.
     pub(crate) fn forget(&mut self, id: EventId) {
-        self.entries.remove(&id);
+        let Some(entry) = self.entries.remove(&id) else {
+            return;
+        };
+        self.relay_entries -= entry.relays.len();
+        if let Some(at) = self.order.iter().rposition(|&x| x == id) {
+            self.order.remove(at);
+        }
     }
 
     pub(crate) fn relays(&self, id: EventId) -> Option<&[RelayId]> {
         self.entries.get(&id).map(|e| e.relays.as_slice())
     }
+
+    pub(crate) fn stats(&self) -> DedupStats {
+        DedupStats {
+            ids: self.entries.len(),
+            capacity: self.capacity,
+            seen_on: self.relay_entries,
+            seen_on_max: self.seen_on_max,
+            forgotten: self.forgotten,
+        }
+    }
+
+    /// Its bookkeeping agrees with itself: the order and the map hold the same ids, and the
+    /// counters match what is stored.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn check_consistency(&self) -> Result<(), String> {
+        if self.entries.len() != self.order.len() {
+            return Err(format!(
+                "dedup holds {} ids but orders {}",
+                self.entries.len(),
+                self.order.len()
+            ));
+        }
+        if self.entries.len() > self.capacity {
+            return Err(format!("dedup over its bound: {}", self.entries.len()));
+        }
+        let entries: usize = self.entries.values().map(|e| e.relays.len()).sum();
+        if entries != self.relay_entries {
+            return Err(format!(
+                "dedup counts {} seen_on entries, holds {entries}",
+                self.relay_entries
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How much a subscription's dedup memory holds ([`RelayPool::dedup`](super::RelayPool::dedup)).
+///
+/// Its memory is bounded by `capacity` ids and `capacity * seen_on_max` `seen_on` entries:
+/// per id about 100 bytes (the 32-byte id twice, in the map and in the age order, a
+/// content hash, a `Vec` header) plus 4 bytes per `seen_on` entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DedupStats {
+    /// Ids remembered now (at most `capacity`).
+    pub ids: usize,
+    /// The bound ([`PoolConfig::dedup_capacity`](super::PoolConfig::dedup_capacity)).
+    pub capacity: usize,
+    /// `seen_on` entries over every remembered id (at most `ids * seen_on_max`).
+    pub seen_on: usize,
+    /// The per-id bound of `seen_on`.
+    pub seen_on_max: usize,
+    /// Ids forgotten at the bound so far, oldest first: a relay re-sending one of them
+    /// delivers it again.
+    pub forgotten: u64,
 }
 
 /// FNV-1a over the bytes: enough to tell a re-serialised or forged copy from the first one

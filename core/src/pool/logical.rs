@@ -25,6 +25,11 @@ pub(crate) struct Logical {
     /// When the outcome is due (registered in the pool's index); `None` once reported.
     pub(crate) deadline: Option<Instant>,
     reported: bool,
+    /// Relays still `Waiting` for EOSE, relays that answered EOSE, relays still serving:
+    /// kept beside `relays` so no answer scans every relay.
+    waiting: usize,
+    eosed: usize,
+    serving: usize,
 }
 
 #[derive(Debug)]
@@ -51,23 +56,27 @@ impl Logical {
             seen,
             deadline: None,
             reported: false,
+            waiting: 0,
+            eosed: 0,
+            serving: 0,
         }
     }
 
     pub(crate) fn add_relay(&mut self, relay: RelayId, local: Option<SubscriptionId>) {
-        self.relays.insert(
-            relay,
-            Target {
-                local,
-                answer: Answer::Waiting,
-                gave_up: None,
-            },
-        );
+        let target = Target {
+            local,
+            answer: Answer::Waiting,
+            gave_up: None,
+        };
+        self.count(&target, 1);
+        if let Some(old) = self.relays.insert(relay, target) {
+            self.count(&old, -1);
+        }
     }
 
     /// `relay` answered EOSE; returns whether it is the first relay to.
     pub(crate) fn eosed(&mut self, relay: RelayId) -> bool {
-        let first = !self.relays.values().any(|t| t.answer == Answer::Eose);
+        let first = self.eosed == 0;
         let Some(target) = self.relays.get_mut(&relay) else {
             return false;
         };
@@ -75,6 +84,8 @@ impl Logical {
             return false;
         }
         target.answer = Answer::Eose;
+        self.waiting -= 1;
+        self.eosed += 1;
         first
     }
 
@@ -83,18 +94,33 @@ impl Logical {
         let Some(target) = self.relays.get_mut(&relay) else {
             return;
         };
-        target.local = None;
+        if target.local.take().is_some() {
+            self.serving -= 1;
+        }
         target.gave_up = Some(why.to_string());
         if target.answer == Answer::Waiting {
             target.answer = Answer::Missing(why);
+            self.waiting -= 1;
         }
     }
 
     /// Whether any relay still serves it. A subscription on every relay is served by the
     /// relays to come, too, so it never ends on its own... unless relays it had all gave up.
     pub(crate) fn served(&self) -> bool {
-        self.relays.values().any(|t| t.local.is_some())
-            || (self.relays.is_empty() && matches!(self.targets, Targets::All(_)))
+        self.serving > 0 || (self.relays.is_empty() && matches!(self.targets, Targets::All(_)))
+    }
+
+    /// Add (`1`) or remove (`-1`) `target` from the counters.
+    fn count(&mut self, target: &Target, sign: isize) {
+        let add = |n: &mut usize| *n = n.saturating_add_signed(sign);
+        match target.answer {
+            Answer::Waiting => add(&mut self.waiting),
+            Answer::Eose => add(&mut self.eosed),
+            Answer::Missing(_) => {}
+        }
+        if target.local.is_some() {
+            add(&mut self.serving);
+        }
     }
 
     pub(crate) fn reasons(&self) -> Vec<(RelayId, String)> {
@@ -110,8 +136,7 @@ impl Logical {
         if self.reported {
             return None;
         }
-        let waiting = self.relays.values().any(|t| t.answer == Answer::Waiting);
-        if !deadline && (waiting || self.relays.is_empty()) {
+        if !deadline && (self.waiting > 0 || self.relays.is_empty()) {
             return None;
         }
         self.reported = true;
@@ -129,5 +154,29 @@ impl Logical {
         } else {
             Outcome::Partial { missing }
         })
+    }
+
+    /// The counters agree with the relays they count.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn check_consistency(&self) -> Result<(), String> {
+        let waiting = self
+            .relays
+            .values()
+            .filter(|t| t.answer == Answer::Waiting)
+            .count();
+        let eosed = self
+            .relays
+            .values()
+            .filter(|t| t.answer == Answer::Eose)
+            .count();
+        let serving = self.relays.values().filter(|t| t.local.is_some()).count();
+        if (waiting, eosed, serving) != (self.waiting, self.eosed, self.serving) {
+            return Err(format!(
+                "subscription counts (waiting, eose, serving) {:?}, holds {:?}",
+                (self.waiting, self.eosed, self.serving),
+                (waiting, eosed, serving)
+            ));
+        }
+        self.seen.check_consistency()
     }
 }

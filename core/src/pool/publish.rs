@@ -1,6 +1,8 @@
 //! Publish fan-out: one event to many relays, one outcome per relay as it answers, and one
 //! aggregate ([`PoolEvent::PublishDone`]) when all have or the deadline passed.
 
+use std::collections::BTreeSet;
+
 use super::{Deadline, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool};
 use crate::nostr::message::EventId;
 use crate::nostr::Error;
@@ -9,7 +11,8 @@ use crate::time::Instant;
 /// A publish waiting for every relay's answer.
 #[derive(Debug)]
 pub(super) struct Fanout {
-    pub(super) pending: Vec<RelayId>,
+    /// Relays yet to answer: a set, so each answer is O(log n) in the relays.
+    pub(super) pending: BTreeSet<RelayId>,
     pub(super) outcome: PublishOutcome,
     pub(super) deadline: Option<Instant>,
 }
@@ -48,14 +51,16 @@ impl RelayPool {
         if self.publishes.contains_key(&id) {
             return Err(PoolError::AlreadyPublishing(id));
         }
-        let mut pending = Vec::with_capacity(targets.len());
+        let mut pending = BTreeSet::new();
         let mut outcome = PublishOutcome::default();
         for relay in targets {
             let Some(member) = self.member_mut(relay) else {
                 continue;
             };
             match member.session.publish(now, event_json) {
-                Ok(_) => pending.push(relay),
+                Ok(_) => {
+                    pending.insert(relay);
+                }
                 Err(e) => outcome.rejected.push((relay, e.to_string())),
             }
             self.settle(now, relay);
@@ -77,10 +82,9 @@ impl RelayPool {
         let Some(fanout) = self.publishes.get_mut(&id) else {
             return;
         };
-        let Some(i) = fanout.pending.iter().position(|&r| r == relay) else {
+        if !fanout.pending.remove(&relay) {
             return;
-        };
-        fanout.pending.swap_remove(i);
+        }
         match &rejected {
             None => fanout.outcome.accepted.push(relay),
             Some(reason) => fanout.outcome.rejected.push((relay, reason.clone())),
@@ -128,7 +132,7 @@ impl RelayPool {
         let Some(mut fanout) = self.publishes.remove(&id) else {
             return;
         };
-        fanout.outcome.pending = std::mem::take(&mut fanout.pending);
+        fanout.outcome.pending = std::mem::take(&mut fanout.pending).into_iter().collect();
         sort_outcome(&mut fanout.outcome);
         self.events.push_back(PoolEvent::PublishDone {
             id,

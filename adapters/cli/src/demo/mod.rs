@@ -1,11 +1,14 @@
 //! `tether demo`: ~60 subscriptions against a hostile relay in this process, shown live,
 //! then a summary that checks the claim: every subscription live (or queued for a slot) or
-//! surfaced exactly once, no event delivered twice or missed, retries bounded.
+//! surfaced exactly once, no event delivered twice or missed, retries bounded. Then the
+//! pool part (`pool.rs`): one subscription over five relays, one hostile, one silent, one
+//! flapping, and a summary that checks the pool's claims.
 //!
 //! Everything in the summary about subscriptions comes from what the application saw on
 //! the subscription streams and session events; the relay's wire log adds what reached it.
 
 mod display;
+mod pool;
 mod relay;
 mod tally;
 
@@ -113,7 +116,13 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     demo.display.finish();
     let holds = demo.summary(hostile, settle, bound);
     let _ = client.disconnect().await;
-    if holds {
+    let pool_holds = if demo.stopped {
+        demo.display.say("pool part skipped (interrupted)");
+        true
+    } else {
+        pool::run(args.seed, stop.as_mut()).await?
+    };
+    if holds && pool_holds {
         Ok(())
     } else {
         Err(Failure::Failed(

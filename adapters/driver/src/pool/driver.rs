@@ -1,11 +1,15 @@
 //! The pool driver: one future for every relay of a pool. It feeds the core pool, drains it,
 //! and polls each relay's socket on its own.
+//!
+//! Per wake it polls only the relays that have something to do: those whose socket woke
+//! (each socket is polled with a waker of its own, see [`Ready`]) and those the core just
+//! handed output. A pool of 1 000 quiet relays costs nothing per event of a busy one.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use futures_channel::{mpsc, oneshot};
 use futures_core::Stream;
@@ -20,6 +24,7 @@ use tether_core::Instant;
 use tracing::{debug, info, warn};
 
 use super::handle::{PoolCommand, PoolHandle, PoolItem};
+use super::ready::Ready;
 use crate::config::{seed_or_random, Config};
 use crate::relay::{route, Route, SessionEvent};
 use crate::runtime::{Alarm, BoxFuture, Runtime, WsConnect};
@@ -53,6 +58,17 @@ pub struct PoolDriver<R: Runtime> {
     /// asked for that they have no room for yet.
     workers: Option<Workers>,
     to_verify: VecDeque<VerifyRequest>,
+    /// Relays whose socket woke or was handed output.
+    ready: Ready,
+    /// The relays taken from `ready` for this pass (kept to reuse its allocation).
+    batch: Vec<RelayId>,
+    /// Relays that had something to read while reading was paused: the core was told their
+    /// reads are paused, and they are polled again when reading resumes.
+    deferred: BTreeSet<RelayId>,
+    /// Relays whose writes are so far behind that no command is taken.
+    backed_up: BTreeSet<RelayId>,
+    /// AUTH answers being signed, by relay.
+    signing: BTreeMap<RelayId, (ChallengeId, BoxFuture<Result<String, SignerError>>)>,
 }
 
 /// A backlogged item: for a subscription, or a relay-wide event.
@@ -72,7 +88,8 @@ enum Dest {
 struct Relay {
     url: Arc<str>,
     wire: Wire,
-    signing: Option<(ChallengeId, BoxFuture<Result<String, SignerError>>)>,
+    /// Its socket is polled with this: waking it queues the relay in `ready`.
+    waker: Waker,
 }
 
 /// A handle to a new, empty pool and the driver that serves it.
@@ -120,6 +137,11 @@ pub fn pool_driver<R: Runtime>(
         reading_paused: false,
         workers,
         to_verify: VecDeque::new(),
+        ready: Ready::default(),
+        batch: Vec::new(),
+        deferred: BTreeSet::new(),
+        backed_up: BTreeSet::new(),
+        signing: BTreeMap::new(),
     };
     (handle, driver)
 }
@@ -132,7 +154,7 @@ impl<R: Runtime> Future for PoolDriver<R> {
         let mut budget = this.work_budget;
         loop {
             let now = this.rt.now();
-            // Fixed order: due timeout, drain, backlog, commands, each relay's socket.
+            // Fixed order: due timeout, drain, backlog, commands, the sockets that woke.
             if this.pool.poll_timeout().is_some_and(|at| now >= at) {
                 this.pool.handle_timeout(now);
             }
@@ -178,9 +200,13 @@ impl<R: Runtime> PoolDriver<R> {
                 };
                 if matches!(transmit, tether_core::nostr::Transmit::Open { .. }) {
                     info!(url = %r.url, "connecting");
-                    r.signing = None;
+                    self.signing.remove(&relay);
                 }
                 r.wire.transmit(&*self.ws, &r.url, self.max_frame, transmit);
+                if r.wire.backed_up() {
+                    self.backed_up.insert(relay);
+                }
+                self.ready.push(relay);
                 continue;
             }
             if let Some(request) = self.pool.poll_verify() {
@@ -304,7 +330,8 @@ impl<R: Runtime> PoolDriver<R> {
         match event {
             Event::AuthChallenge { challenge, id } => {
                 if let Some(signer) = &self.signer {
-                    r.signing = Some((*id, signer.sign_auth(&r.url, challenge)));
+                    self.signing
+                        .insert(relay, (*id, signer.sign_auth(&r.url, challenge)));
                 }
             }
             Event::Disconnected { why, .. } => info!(url = %r.url, ?why, "disconnected"),
@@ -384,49 +411,75 @@ impl<R: Runtime> PoolDriver<R> {
         }
     }
 
+    /// Reading resumed: the relays that had something to read while it was paused are
+    /// told so and polled again. Only those: a relay whose socket stayed quiet missed
+    /// nothing, and one that wakes while reading is paused is deferred then.
     fn note_reading(&mut self, now: Instant, clear: bool) {
         if self.reading_paused != clear {
             return;
         }
         self.reading_paused = !clear;
         debug!(paused = self.reading_paused, "socket reads");
-        let relays: Vec<RelayId> = self.relays.keys().copied().collect();
-        for relay in relays {
-            let _ = self
-                .pool
-                .handle_read_paused(now, relay, self.reading_paused);
+        if self.reading_paused {
+            return;
+        }
+        for relay in std::mem::take(&mut self.deferred) {
+            let _ = self.pool.handle_read_paused(now, relay, false);
+            self.ready.push(relay);
         }
     }
 
-    /// Every relay's socket, each on its own: one that is slow or dead holds up no other.
+    /// The sockets that woke, each on its own: one that is slow or dead holds up no other,
+    /// and the quiet ones are not polled at all.
     fn poll_wires(&mut self, cx: &mut Context<'_>, now: Instant, read: bool) -> bool {
+        // Registered before taking the batch: a socket waking in between wakes the driver.
+        self.ready.register(cx.waker());
+        let mut batch = std::mem::take(&mut self.batch);
+        self.ready.take(&mut batch);
         let mut worked = false;
-        let pool = &mut self.pool;
-        for (&relay, r) in &mut self.relays {
+        for &relay in &batch {
+            let Some(r) = self.relays.get_mut(&relay) else {
+                continue;
+            };
             let mut fed = Ok(());
-            worked |= r.wire.poll(cx, read, &mut |epoch, input| {
+            let pool = &mut self.pool;
+            let mut relay_cx = Context::from_waker(&r.waker);
+            let progressed = r.wire.poll(&mut relay_cx, read, &mut |epoch, input| {
                 fed = fed.and(feed(pool, now, relay, epoch, input));
             });
             if let Err(error) = fed {
                 warn!(%error, url = %r.url, "driver fed the pool out of order");
                 debug_assert!(false, "driver misuse: {error}");
             }
+            if r.wire.backed_up() {
+                self.backed_up.insert(relay);
+            } else {
+                self.backed_up.remove(&relay);
+            }
+            if !read && self.deferred.insert(relay) {
+                let _ = self.pool.handle_read_paused(now, relay, true);
+            }
+            if progressed {
+                // It may have more ready than one pass took: its waker is not armed.
+                self.ready.push(relay);
+                worked = true;
+            }
         }
+        self.batch = batch;
         worked
     }
 
+    /// The AUTH answers being signed (only relays with one in flight).
     fn poll_signing(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
-        let mut worked = false;
-        for (&relay, r) in &mut self.relays {
-            let Some((challenge, future)) = r.signing.as_mut() else {
-                continue;
-            };
-            let Poll::Ready(result) = future.as_mut().poll(cx) else {
-                continue;
-            };
-            let challenge = *challenge;
-            r.signing = None;
-            worked = true;
+        let mut done = Vec::new();
+        for (&relay, (challenge, future)) in &mut self.signing {
+            if let Poll::Ready(result) = future.as_mut().poll(cx) {
+                done.push((relay, *challenge, result));
+            }
+        }
+        let worked = !done.is_empty();
+        for (relay, challenge, result) in done {
+            self.signing.remove(&relay);
             match result {
                 // The core refuses answers to superseded challenges and closed sockets.
                 Ok(event) => {
@@ -434,7 +487,10 @@ impl<R: Runtime> PoolDriver<R> {
                         debug!(%error, "AUTH answer dropped");
                     }
                 }
-                Err(error) => warn!(%error, url = %r.url, "signer failed"),
+                Err(error) => {
+                    let url = self.relays.get(&relay).map(|r| Arc::clone(&r.url));
+                    warn!(%error, ?url, "signer failed");
+                }
             }
         }
         worked
@@ -442,7 +498,7 @@ impl<R: Runtime> PoolDriver<R> {
 
     /// One command, if any: `Ready(false)` when every handle is gone.
     fn poll_command(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<bool> {
-        if self.relays.values().any(|r| r.wire.backed_up()) {
+        if !self.backed_up.is_empty() {
             return Poll::Pending;
         }
         let Poll::Ready(next) = Pin::new(&mut self.commands).poll_next(cx) else {
@@ -473,7 +529,7 @@ impl<R: Runtime> PoolDriver<R> {
                         Relay {
                             url: Arc::from(url.as_str()),
                             wire: Wire::default(),
-                            signing: None,
+                            waker: self.ready.waker(relay),
                         },
                     );
                 }
@@ -485,6 +541,7 @@ impl<R: Runtime> PoolDriver<R> {
                 if let Some(mut r) = self.relays.remove(&relay) {
                     r.wire.shut_down();
                 }
+                self.forget(relay);
                 let _ = reply.send(result);
             }
             PoolCommand::Subscribe {
@@ -520,9 +577,21 @@ impl<R: Runtime> PoolDriver<R> {
                     r.wire.shut_down();
                 }
                 self.relays.clear();
+                self.deferred.clear();
+                self.backed_up.clear();
+                self.signing.clear();
                 let _ = reply.send(());
             }
         }
+    }
+}
+
+impl<R: Runtime> PoolDriver<R> {
+    /// Drop what the driver kept about a removed relay.
+    fn forget(&mut self, relay: RelayId) {
+        self.deferred.remove(&relay);
+        self.backed_up.remove(&relay);
+        self.signing.remove(&relay);
     }
 }
 

@@ -1,0 +1,151 @@
+//! [`Ready`]: which relays' sockets have something to do. Each relay's socket is polled
+//! with a waker of its own, which queues that relay here and wakes the driver; a wake of
+//! the driver then costs the relays that were woken, never a pass over every relay.
+//!
+//! The queue holds each relay at most once (a flag per relay id), so it is bounded by the
+//! pool's `max_relays`. A waker that outlives its relay, or one whose id was reused by a
+//! relay added later, at worst causes one poll that finds nothing to do.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::task::{Wake, Waker};
+
+use futures_util::task::AtomicWaker;
+use tether_core::pool::RelayId;
+
+/// The ready queue, shared by the driver and every relay's waker.
+#[derive(Debug, Default)]
+pub(crate) struct Ready {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// The driver's own waker, taken by the first wake after each registration.
+    driver: AtomicWaker,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    order: VecDeque<RelayId>,
+    /// `queued[id]`: the relay is in `order`.
+    queued: Vec<bool>,
+}
+
+/// The waker a relay's socket is polled with.
+struct RelayWaker {
+    relay: RelayId,
+    shared: Weak<Shared>,
+}
+
+impl Ready {
+    /// The waker to poll `relay`'s socket with: waking it queues the relay.
+    pub(crate) fn waker(&self, relay: RelayId) -> Waker {
+        Waker::from(Arc::new(RelayWaker {
+            relay,
+            shared: Arc::downgrade(&self.shared),
+        }))
+    }
+
+    /// Wake `waker` (the driver's) when a relay is queued. Register before [`Ready::take`]:
+    /// a wake between the two is then not lost.
+    pub(crate) fn register(&self, waker: &Waker) {
+        self.shared.driver.register(waker);
+    }
+
+    /// Queue `relay` from the driver itself (it was handed output, or its reads resume).
+    pub(crate) fn push(&self, relay: RelayId) {
+        self.shared.push(relay);
+    }
+
+    /// Move every queued relay into `batch` (cleared first), in the order they were queued.
+    pub(crate) fn take(&self, batch: &mut Vec<RelayId>) {
+        batch.clear();
+        let mut queue = self.shared.lock();
+        let Queue { order, queued } = &mut *queue;
+        for relay in order.drain(..) {
+            if let Some(flag) = queued.get_mut(relay.0 as usize) {
+                *flag = false;
+            }
+            batch.push(relay);
+        }
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        // The queue is a set of ids: a panic elsewhere while it was held leaves it usable.
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn push(&self, relay: RelayId) {
+        let index = relay.0 as usize;
+        let mut queue = self.lock();
+        if queue.queued.len() <= index {
+            queue.queued.resize(index + 1, false);
+        }
+        if !queue.queued[index] {
+            queue.queued[index] = true;
+            queue.order.push_back(relay);
+        }
+    }
+}
+
+impl Wake for RelayWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let Some(shared) = self.shared.upgrade() else {
+            return;
+        };
+        shared.push(self.relay);
+        shared.driver.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relay_is_queued_once_however_often_it_is_woken_and_wakes_the_driver() {
+        let ready = Ready::default();
+        let woken = Arc::new(Counter::default());
+        ready.register(&Waker::from(Arc::clone(&woken)));
+        let w3 = ready.waker(RelayId(3));
+        w3.wake_by_ref();
+        w3.wake_by_ref();
+        ready.push(RelayId(1));
+        let mut batch = Vec::new();
+        ready.take(&mut batch);
+        assert_eq!(batch, [RelayId(3), RelayId(1)]);
+        assert_eq!(
+            woken.count(),
+            1,
+            "the driver's waker is taken by the first wake"
+        );
+        ready.take(&mut batch);
+        assert!(batch.is_empty());
+        w3.wake();
+        ready.take(&mut batch);
+        assert_eq!(batch, [RelayId(3)], "queued again once taken");
+    }
+
+    #[derive(Default)]
+    struct Counter(std::sync::atomic::AtomicUsize);
+
+    impl Counter {
+        fn count(&self) -> usize {
+            self.0.load(std::sync::atomic::Ordering::SeqCst)
+        }
+    }
+
+    impl Wake for Counter {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+}
