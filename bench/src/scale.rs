@@ -94,7 +94,7 @@ enum Client {
         subs: Vec<tether_tokio::PoolSubscription>,
     },
     NostrSdk {
-        _client: nostr_sdk::Client,
+        _client: Box<nostr_sdk::Client>,
         notifications: tokio::sync::broadcast::Receiver<nostr_sdk::RelayPoolNotification>,
     },
 }
@@ -168,7 +168,7 @@ impl Client {
             }
         }
         Client::NostrSdk {
-            _client: client,
+            _client: Box::new(client),
             notifications,
         }
     }
