@@ -112,7 +112,10 @@ macro_rules! suite {
             $crate::__tests!(
                 $h,
                 pool,
-                [a_dead_relay_never_stalls_the_others_and_the_outcome_says_so,]
+                [
+                    a_dead_relay_never_stalls_the_others_and_the_outcome_says_so,
+                    verification_drops_forgeries_and_counts_them_against_their_relay,
+                ]
             );
         }
         mod sse {

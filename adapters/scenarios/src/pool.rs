@@ -7,7 +7,7 @@ use tether_core::nostr::Filter;
 use tether_core::pool::{Missing, Outcome, PoolConfig, RelayId};
 use tether_driver::PoolItem;
 use tether_testkit::server::TestRelay;
-use tether_testkit::RelayModel;
+use tether_testkit::{RelayModel, StoredEvent};
 
 use crate::relay::config;
 use crate::{within, Harness};
@@ -78,4 +78,94 @@ pub async fn a_dead_relay_never_stalls_the_others_and_the_outcome_says_so<H: Har
     );
     assert!(outcome.1 >= Duration::from_millis(2_900), "{:?}", outcome.1);
     assert_eq!(relays, [RelayId(0), RelayId(1), RelayId(2)]);
+}
+
+/// A kind-1 note signed by a fixed key, stored as a relay would.
+fn signed_note(n: u64) -> StoredEvent {
+    use nostr::{EventBuilder, JsonUtil, Keys, SecretKey, Timestamp};
+    let keys = Keys::new(SecretKey::from_hex(&"03".repeat(32)).unwrap());
+    let created_at = 1_700_000_000 + n;
+    let json = EventBuilder::text_note(format!("note {n}"))
+        .custom_created_at(Timestamp::from(created_at))
+        .sign_with_keys(&keys)
+        .unwrap()
+        .as_json();
+    StoredEvent {
+        n,
+        created_at,
+        kind: 1,
+        json,
+    }
+}
+
+fn json_field(event: &StoredEvent, name: &str) -> String {
+    let start = event.json.find(&format!(r#""{name}":""#)).unwrap() + name.len() + 4;
+    let len = event.json[start..].find('"').unwrap();
+    event.json[start..start + len].to_owned()
+}
+
+/// A pool with the verifier on, over two relays: relay a holds notes 1 and 2, a copy of note
+/// 3 with other content, and note 4 with note 1's signature; relay b holds the genuine note
+/// 3. Notes 1-3 arrive once each, genuine; note 4 never; every failed copy is an `Invalid`
+/// item naming relay a and counted in its stats; relay b's count stays 0.
+pub async fn verification_drops_forgeries_and_counts_them_against_their_relay<H: Harness>() {
+    let genuine: Vec<StoredEvent> = (1..=4).map(signed_note).collect();
+    let mut forged3 = genuine[2].clone();
+    forged3.json = forged3.json.replace("note 3", "note three");
+    let mut bad_sig4 = genuine[3].clone();
+    bad_sig4.json = bad_sig4.json.replace(
+        &json_field(&genuine[3], "sig"),
+        &json_field(&genuine[0], "sig"),
+    );
+    let mut model_a = RelayModel::default();
+    model_a.events = vec![genuine[0].clone(), genuine[1].clone(), forged3, bad_sig4];
+    let mut model_b = RelayModel::default();
+    model_b.events = vec![genuine[2].clone()];
+    let a = H::on_server(TestRelay::start(model_a)).await.unwrap();
+    let b = H::on_server(TestRelay::start(model_b)).await.unwrap();
+    let mut pool_config = PoolConfig::default();
+    pool_config.relay = config().relay;
+    let mut driver_config = config();
+    driver_config.verifier = Some(std::sync::Arc::new(tether_driver::verify::Verifier::new()));
+    let pool = H::pool(pool_config, driver_config);
+    let ra = pool.add_relay(&a.url()).await.unwrap();
+    let rb = pool.add_relay(&b.url()).await.unwrap();
+    let mut sub = pool
+        .subscribe(vec![Filter::new(r#"{"kinds":[1]}"#).unwrap()])
+        .await
+        .unwrap();
+    let (mut contents, mut invalid) = (Vec::new(), Vec::new());
+    loop {
+        let item = within::<H, _>(Duration::from_secs(20), sub.next())
+            .await
+            .expect("an item within 20 s")
+            .expect("the subscription goes on");
+        match item {
+            PoolItem::Event { raw, .. } => {
+                let at = raw.find(r#""content":""#).unwrap() + 11;
+                contents.push(raw[at..at + raw[at..].find('"').unwrap()].to_owned());
+            }
+            PoolItem::Invalid { relay, id, reason } => invalid.push((relay, id, reason)),
+            PoolItem::Complete(outcome) => {
+                assert_eq!(outcome, Outcome::Complete);
+                break;
+            }
+            _ => {}
+        }
+    }
+    contents.sort_unstable();
+    assert_eq!(contents, ["note 1", "note 2", "note 3"]);
+    let id4 =
+        tether_core::nostr::message::EventId::from_hex(&json_field(&genuine[3], "id")).unwrap();
+    assert!(
+        invalid
+            .iter()
+            .any(|(r, id, why)| *r == ra && *id == id4 && why == "bad signature"),
+        "{invalid:?}"
+    );
+    assert!(invalid.iter().all(|(r, ..)| *r == ra), "{invalid:?}");
+    let stats_a = pool.relay_stats(ra).await.unwrap();
+    let stats_b = pool.relay_stats(rb).await.unwrap();
+    assert_eq!(stats_a.invalid, invalid.len() as u64);
+    assert_eq!(stats_b.invalid, 0);
 }

@@ -544,6 +544,13 @@ impl<R: Runtime> PoolDriver<R> {
                 self.forget(relay);
                 let _ = reply.send(result);
             }
+            PoolCommand::RelayStats { relay, reply } => {
+                let stats = self
+                    .pool
+                    .relay_stats(relay)
+                    .ok_or(PoolError::UnknownRelay(relay));
+                let _ = reply.send(stats);
+            }
             PoolCommand::Subscribe {
                 filters,
                 items,

@@ -8,7 +8,7 @@ use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::EventId;
 use tether_core::nostr::Filter;
-use tether_core::pool::{Outcome, PoolError, PublishOutcome, RelayId, SubId};
+use tether_core::pool::{Outcome, PoolError, PoolStats, PublishOutcome, RelayId, SubId};
 
 use crate::relay::{SessionEvent, SubscriptionEvent};
 
@@ -124,6 +124,10 @@ pub(crate) enum PoolCommand {
         relay: RelayId,
         reply: oneshot::Sender<Result<(), PoolError>>,
     },
+    RelayStats {
+        relay: RelayId,
+        reply: oneshot::Sender<Result<PoolStats, PoolError>>,
+    },
     Subscribe {
         filters: Vec<Filter>,
         items: mpsc::Sender<PoolItem>,
@@ -166,6 +170,17 @@ impl PoolHandle {
     /// [`PoolClientError::Pool`] for an unknown relay.
     pub async fn remove_relay(&self, relay: RelayId) -> Result<(), PoolClientError> {
         self.call(|reply| PoolCommand::RemoveRelay { relay, reply })
+            .await?
+            .map_err(PoolClientError::Pool)
+    }
+
+    /// What the pool counted for one relay: duplicates, conflicting copies, events that
+    /// failed verification. A relay that keeps sending bad events shows here.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for an unknown relay.
+    pub async fn relay_stats(&self, relay: RelayId) -> Result<PoolStats, PoolClientError> {
+        self.call(|reply| PoolCommand::RelayStats { relay, reply })
             .await?
             .map_err(PoolClientError::Pool)
     }
@@ -277,6 +292,7 @@ impl std::fmt::Debug for PoolCommand {
         f.write_str(match self {
             PoolCommand::AddRelay { .. } => "AddRelay",
             PoolCommand::RemoveRelay { .. } => "RemoveRelay",
+            PoolCommand::RelayStats { .. } => "RelayStats",
             PoolCommand::Subscribe { .. } => "Subscribe",
             PoolCommand::Unsubscribe { .. } => "Unsubscribe",
             PoolCommand::Publish { .. } => "Publish",
