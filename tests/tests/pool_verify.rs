@@ -217,3 +217,18 @@ fn past_the_bound_new_events_are_dropped_counted_and_not_remembered() {
     s.run_for(Duration::from_secs(1));
     assert_eq!(heard(&s).last().map(String::as_str), Some("r1 #4"));
 }
+
+#[test]
+fn a_different_copy_kept_while_the_first_is_verified_is_a_conflict_once_it_passes() {
+    // Both copies arrive in the same burst: r1's forgery while r0's genuine copy waits.
+    let mut s = verifying(vec![relay(vec![genuine(6)]), relay(vec![forged(6)])]);
+    s.run_for(Duration::from_secs(1));
+    assert_eq!(
+        heard(&s),
+        ["r0 #6", "r0 EOSE", "r1 EOSE", "COMPLETE Complete"]
+    );
+    assert_eq!(verifications(&s), 1, "the alternate is never verified");
+    let stats = |r| s.pool.relay_stats(r).expect("relay");
+    assert_eq!((stats(R1).conflicts, stats(R1).invalid), (1, 0));
+    assert_eq!(stats(R0).conflicts, 0);
+}

@@ -517,7 +517,12 @@ impl RelayPool {
             .verdict(ticket, verdict.is_ok())
             .ok_or(PoolError::UnknownTicket(ticket))?;
         let sub = match resolved {
-            Ok(sub) => sub,
+            Ok((sub, conflict)) => {
+                if let Some(relay) = conflict {
+                    self.count(relay, |s| s.conflicts += 1);
+                }
+                sub
+            }
             Err(failed) => {
                 let reason = verdict.err().unwrap_or_default();
                 self.verification_failed(failed, reason)

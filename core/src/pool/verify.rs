@@ -201,12 +201,13 @@ impl Held {
     }
 
     /// The driver's verdict on `ticket`: `None` for a ticket that is not awaited (its
-    /// subscription was dropped, or the driver answered twice).
+    /// subscription was dropped, or the driver answered twice). A pass names the relay of
+    /// the alternate copy it makes a conflict, if one was kept.
     pub(crate) fn verdict(
         &mut self,
         ticket: VerifyTicket,
         ok: bool,
-    ) -> Option<Result<SubId, Failed>> {
+    ) -> Option<Result<(SubId, Option<RelayId>), Failed>> {
         let (sub, pos) = self.tickets.remove(&ticket)?;
         let queue = self.queues.get_mut(&sub)?;
         let slot = queue.slot_mut(pos)?;
@@ -216,7 +217,8 @@ impl Held {
         self.waiting -= 1;
         if ok {
             w.verified = true;
-            return Some(Ok(sub));
+            let conflict = w.alternate.take().map(|(relay, _)| relay);
+            return Some(Ok((sub, conflict)));
         }
         let failed = Failed {
             sub,
