@@ -16,12 +16,7 @@ impl RelaySession {
             sub.refused(now, stable_after);
         }
         match class {
-            Class::Terminal(Terminal::TooManySubscriptions) => {
-                if let Some(max) = self.scheduler.learn_limit() {
-                    self.events.push_back(Event::SubscriptionLimit { max });
-                }
-                self.surface(id, message.to_owned());
-            }
+            Class::Terminal(Terminal::TooManySubscriptions) => self.refuse_for_cap(now, id, message),
             Class::Terminal(_) => self.surface(id, message.to_owned()),
             Class::AuthRequired => self.hold_for_auth(now, id, message),
             Class::RateLimited { retry_after } => {
@@ -31,6 +26,35 @@ impl RelaySession {
             }
             Class::Retryable => self.schedule_retry(now, id, message),
         }
+    }
+
+    /// A cap refusal, in any dialect: learn the cap from the REQs that were open ahead of
+    /// the refused one, and queue it for a slot (not surfaced, not retried on a timer into
+    /// the same wall). Only when none of ours was open ahead of it does waiting for a slot
+    /// mean nothing (the relay's cap is not ours to free: other connections, a cap of
+    /// zero): then it is a bounded retry like any other refusal.
+    ///
+    /// This cannot loop: a queued subscription is sent only below the cap, so its next cap
+    /// refusal lowers the learned cap, which never rises again, and at zero ahead it is the
+    /// bounded retry.
+    fn refuse_for_cap(&mut self, now: Instant, id: SubscriptionId, message: &str) {
+        let Some(seq) = self.subs.get(id).map(|s| s.sent_seq) else {
+            return;
+        };
+        let before = self
+            .subs
+            .iter()
+            .filter(|s| s.state.is_open() && s.sent_seq < seq)
+            .count();
+        if let Some(max) = self.scheduler.learn_limit(before) {
+            self.events.push_back(Event::SubscriptionLimit { max });
+        }
+        if before == 0 {
+            self.schedule_retry(now, id, message);
+            return;
+        }
+        self.enqueue(id);
+        self.tell_queued(id);
     }
 
     /// Bounded re-REQ: delay = max(gate remaining, own full-jitter backoff); when the retries
@@ -104,7 +128,7 @@ impl RelaySession {
 
     /// Send queued REQs (see [`Scheduler::pump`]); only on an open socket.
     pub(super) fn pump(&mut self, now: Instant) {
-        if !self.link.is_open() {
+        if !self.link.is_open() || self.auth_hold.is_some() {
             return;
         }
         let (scheduler, mut env) = self.scheduler();
@@ -112,7 +136,7 @@ impl RelaySession {
     }
 
     pub(super) fn pump_deadline(&self) -> Option<Instant> {
-        if !self.link.is_open() {
+        if !self.link.is_open() || self.auth_hold.is_some() {
             return None;
         }
         self.scheduler
