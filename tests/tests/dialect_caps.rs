@@ -32,7 +32,10 @@ fn run(text: &str, style: LimitStyle) -> Sim {
     for i in 0..3 {
         s.at(Duration::from_millis(100 + 100 * i), kinds1());
     }
-    s.at(Duration::from_secs(2), Action::Unsubscribe(SubscriptionId(0)));
+    s.at(
+        Duration::from_secs(2),
+        Action::Unsubscribe(SubscriptionId(0)),
+    );
     s.run_for(Duration::from_secs(10));
     s
 }
@@ -49,7 +52,12 @@ fn every_cap_text_in_the_table_queues_the_refused_subscription() {
                     LimitStyle::Closed
                 }
                 Frame::Notice => {
-                    assert_eq!(classify_notice(&text), Some(CAP), "{text:?} ({})", row.source);
+                    assert_eq!(
+                        classify_notice(&text),
+                        Some(CAP),
+                        "{text:?} ({})",
+                        row.source
+                    );
                     LimitStyle::Notice
                 }
                 // A cap refuses a REQ, never an EVENT.

@@ -113,7 +113,11 @@ fn too_many_subscriptions_is_learned_and_the_refused_one_waits_for_a_slot() {
     // A slot frees: the refused one (registered first) goes out, the fifth still waits.
     s.at(secs(2), Action::Unsubscribe(SubscriptionId(0)));
     s.run_for(secs(5));
-    assert_eq!(count(&s, |e| matches!(e, Event::Closed { .. })), 0, "nothing surfaced");
+    assert_eq!(
+        count(&s, |e| matches!(e, Event::Closed { .. })),
+        0,
+        "nothing surfaced"
+    );
     assert_eq!(
         s.heard(|e| match e {
             Event::Queued { sub } => Some(*sub),
@@ -123,7 +127,11 @@ fn too_many_subscriptions_is_learned_and_the_refused_one_waits_for_a_slot() {
     );
     assert_eq!(s.session.subscription_limit(), Some(3));
     let reqs: Vec<String> = reqs(&s).into_iter().map(|(_, t)| t).collect();
-    assert_eq!(reqs.len(), 5, "s3 twice (refused, then in the freed slot), no retry timer");
+    assert_eq!(
+        reqs.len(),
+        5,
+        "s3 twice (refused, then in the freed slot), no retry timer"
+    );
     assert!(reqs[4].contains("\"3:2\""), "{reqs:?}");
     assert_eq!(
         s.session.subscription(SubscriptionId(4)).map(|v| v.state),

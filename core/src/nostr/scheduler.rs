@@ -115,7 +115,9 @@ impl Scheduler {
         if self.cap.is_none() {
             self.probe = None;
         }
-        (self.cap != before).then(|| self.cap.map(Cap::max)).flatten()
+        (self.cap != before)
+            .then(|| self.cap.map(Cap::max))
+            .flatten()
     }
 
     /// The relay refused a REQ as past its cap while `before` of our REQs sent ahead of it
@@ -124,13 +126,13 @@ impl Scheduler {
     /// changed.
     pub(crate) fn learn_limit(&mut self, before: usize) -> Option<usize> {
         let max = before.max(1);
-        let learned = match self.cap {
-            Some(Cap::Learned(m)) if max >= m => return None,
-            _ => Cap::Learned(max),
-        };
-        self.cap = Some(learned);
+        let was = self.cap.map(Cap::max);
+        if matches!(self.cap, Some(Cap::Learned(m)) if max >= m) {
+            return None;
+        }
+        self.cap = Some(Cap::Learned(max));
         self.probe = None;
-        Some(max)
+        (was != Some(max)).then_some(max)
     }
 
     /// `id` got its EOSE. When it was the probe past a declared cap, the relay allows what

@@ -28,9 +28,9 @@ use crate::nostr::config::RelayConfig;
 use crate::nostr::error::Error;
 use crate::nostr::message::{ClientMessage, EventId, RawEvent};
 use crate::nostr::outbox::{event_frame_len, Env, Outbox};
-use crate::nostr::relay_info::{Applied, RelayInfo};
 use crate::nostr::output::{Carries, ChallengeId, Disconnect, Event, Transmit};
 use crate::nostr::registry::Registry;
+use crate::nostr::relay_info::{Applied, RelayInfo};
 use crate::nostr::scheduler::{self, Scheduler};
 use crate::nostr::stats::Stats;
 use crate::nostr::subscription::{
@@ -194,10 +194,7 @@ impl RelaySession {
             return Err(Error::NoFilters);
         }
         if let Some(max) = self.declared.max_message_length {
-            let len = req_frame_bound(
-                filters.iter().map(|f| f.json().len()).sum(),
-                filters.len(),
-            );
+            let len = req_frame_bound(filters.iter().map(|f| f.json().len()).sum(), filters.len());
             if len > max {
                 return Err(Error::MessageTooLarge { len, max });
             }

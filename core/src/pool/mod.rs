@@ -725,7 +725,9 @@ impl RelayPool {
                     Rejection::Refused { message } => message,
                     Rejection::TimedOut => "no OK in time".to_owned(),
                     Rejection::TooLarge { len, max } => {
-                        format!("a {len}-byte frame exceeds the relay's max_message_length of {max}")
+                        format!(
+                            "a {len}-byte frame exceeds the relay's max_message_length of {max}"
+                        )
                     }
                 };
                 self.publish_answer(id, relay, Some(why));

@@ -16,7 +16,9 @@ impl RelaySession {
             sub.refused(now, stable_after);
         }
         match class {
-            Class::Terminal(Terminal::TooManySubscriptions) => self.refuse_for_cap(now, id, message),
+            Class::Terminal(Terminal::TooManySubscriptions) => {
+                self.refuse_for_cap(now, id, message)
+            }
             Class::Terminal(_) => self.surface(id, message.to_owned()),
             Class::AuthRequired => self.hold_for_auth(now, id, message),
             Class::RateLimited { retry_after } => {
@@ -30,13 +32,13 @@ impl RelaySession {
 
     /// A cap refusal, in any dialect: learn the cap from the REQs that were open ahead of
     /// the refused one, and queue it for a slot (not surfaced, not retried on a timer into
-    /// the same wall). Only when none of ours was open ahead of it does waiting for a slot
-    /// mean nothing (the relay's cap is not ours to free: other connections, a cap of
-    /// zero): then it is a bounded retry like any other refusal.
+    /// the same wall). Only when none of ours was open ahead of it is there no slot of ours
+    /// to wait for (the relay counts other connections, or allows none): then it is
+    /// terminal and surfaced, as the rule book has `too many subscriptions`.
     ///
     /// This cannot loop: a queued subscription is sent only below the cap, so its next cap
-    /// refusal lowers the learned cap, which never rises again, and at zero ahead it is the
-    /// bounded retry.
+    /// refusal lowers the learned cap, which never rises again, and at zero ahead it is
+    /// surfaced.
     fn refuse_for_cap(&mut self, now: Instant, id: SubscriptionId, message: &str) {
         let Some(seq) = self.subs.get(id).map(|s| s.sent_seq) else {
             return;
@@ -50,7 +52,7 @@ impl RelaySession {
             self.events.push_back(Event::SubscriptionLimit { max });
         }
         if before == 0 {
-            self.schedule_retry(now, id, message);
+            self.surface(id, message.to_owned());
             return;
         }
         self.enqueue(id);
