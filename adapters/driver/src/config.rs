@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tether_core::nostr::RelayConfig;
 use tether_core::SseConfig;
 
+use crate::relay_info::InfoPolicy;
 use crate::signer::Signer;
 
 /// Configuration of a relay client.
@@ -24,8 +25,12 @@ pub struct Config {
     pub command_capacity: usize,
     /// Units of work (inputs fed to the core) per wake before the driver yields (64).
     pub work_budget: usize,
-    /// Answers NIP-42 challenges; `None` leaves them to the application.
+    /// Answers NIP-42 challenges; `None` leaves them to the application. With one, the
+    /// session knows it can authenticate ([`RelayConfig::authenticates`]).
     pub signer: Option<Arc<dyn Signer>>,
+    /// Fetching the relay's NIP-11 document (when the runtime gave the driver an HTTP
+    /// client): bounds and refresh.
+    pub relay_info: InfoPolicy,
 }
 
 impl Default for Config {
@@ -38,6 +43,7 @@ impl Default for Config {
             command_capacity: 64,
             work_budget: 64,
             signer: None,
+            relay_info: InfoPolicy::default(),
         }
     }
 }
@@ -52,6 +58,7 @@ impl fmt::Debug for Config {
             .field("command_capacity", &self.command_capacity)
             .field("work_budget", &self.work_budget)
             .field("signer", &self.signer.is_some())
+            .field("relay_info", &self.relay_info)
             .finish()
     }
 }

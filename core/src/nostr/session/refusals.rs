@@ -16,9 +16,7 @@ impl RelaySession {
             sub.refused(now, stable_after);
         }
         match class {
-            Class::Terminal(Terminal::TooManySubscriptions) => {
-                self.refuse_for_cap(now, id, message)
-            }
+            Class::Terminal(Terminal::TooManySubscriptions) => self.refuse_for_cap(id, message),
             Class::Terminal(_) => self.surface(id, message.to_owned()),
             Class::AuthRequired => self.hold_for_auth(now, id, message),
             Class::RateLimited { retry_after } => {
@@ -39,7 +37,7 @@ impl RelaySession {
     /// This cannot loop: a queued subscription is sent only below the cap, so its next cap
     /// refusal lowers the learned cap, which never rises again, and at zero ahead it is
     /// surfaced.
-    fn refuse_for_cap(&mut self, now: Instant, id: SubscriptionId, message: &str) {
+    fn refuse_for_cap(&mut self, id: SubscriptionId, message: &str) {
         let Some(seq) = self.subs.get(id).map(|s| s.sent_seq) else {
             return;
         };
