@@ -14,7 +14,8 @@
 //! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
 //! | catch-up, dedup, future dates | `Subscription::req_filters`, `Subscription::admit`, `CatchUpWindow` |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
-//! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots, `on_notice`, `fire_sub_timer` |
+//! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots and `Cap`, `refuse_for_cap`, `on_notice`, `fire_sub_timer` |
+//! | NIP-11 starting values | [`RelaySession::apply_relay_info`], the auth hold (`auth_hold`) |
 //! | auth | `on_auth_ok`, [`RelaySession::authenticate`] |
 //! | publish | the outbox module |
 
