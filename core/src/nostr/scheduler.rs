@@ -104,14 +104,16 @@ impl Scheduler {
     }
 
     /// The relay's information document declares `max` open REQs (`None`: it declares
-    /// none). A learned cap is kept: what the relay did outranks what it says. Returns the
-    /// cap now in force when it changed.
+    /// none). A learned cap is kept: what the relay did outranks what it says; so do the
+    /// REQs it already accepted (answered with EOSE) on this socket, which raise a lower
+    /// declared cap to their number. Returns the cap now in force when it changed.
     pub(crate) fn declare_limit(&mut self, max: Option<usize>) -> Option<usize> {
         if matches!(self.cap, Some(Cap::Learned(_))) {
             return None;
         }
         let before = self.cap;
-        self.cap = max.map(|m| Cap::Declared(m.max(1)));
+        let accepted = self.open_reqs - self.pending_by_seq.len();
+        self.cap = max.map(|m| Cap::Declared(m.max(accepted).max(1)));
         if self.cap.is_none() {
             self.probe = None;
         }
@@ -150,8 +152,9 @@ impl Scheduler {
         (raised > n).then_some(raised)
     }
 
+    /// One REQ past a declared cap, when exactly the cap is open and no probe is out.
     fn may_probe(&self, configured: Option<usize>) -> bool {
-        matches!(self.cap, Some(Cap::Declared(_)))
+        matches!(self.cap, Some(Cap::Declared(n)) if self.open_reqs == n)
             && self.probe.is_none()
             && configured.is_none_or(|c| self.open_reqs < c)
     }
@@ -247,7 +250,7 @@ impl Scheduler {
     /// Send `id`'s REQ now (a foreground subscribe, or the pump), with its EOSE timeout.
     pub(crate) fn send_req(&mut self, now: Instant, id: SubscriptionId, env: &mut Env<'_>) {
         if let Some(Cap::Declared(n)) = self.cap {
-            if self.open_reqs >= n && self.probe.is_none() {
+            if self.open_reqs == n && self.probe.is_none() {
                 self.probe = Some(id);
             }
         }
