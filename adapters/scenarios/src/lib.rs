@@ -113,7 +113,10 @@ macro_rules! suite {
             $crate::__tests!(
                 $h,
                 pool,
-                [a_dead_relay_never_stalls_the_others_and_the_outcome_says_so,]
+                [
+                    a_dead_relay_never_stalls_the_others_and_the_outcome_says_so,
+                    each_relay_of_a_pool_gets_its_information_document,
+                ]
             );
         }
         mod sse {

@@ -12,7 +12,7 @@ use futures_core::Stream;
 use futures_sink::Sink;
 use tether_core::link::{Epoch, SocketError};
 use tether_core::nostr::message::EventId;
-use tether_core::nostr::{ChallengeId, Event};
+use tether_core::nostr::{ChallengeId, Event, RelayInfo};
 use tether_core::pool::{
     PoolConfig, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool, SubId,
 };
@@ -22,7 +22,8 @@ use tracing::{debug, info, warn};
 use super::handle::{PoolCommand, PoolHandle, PoolItem};
 use crate::config::{seed_or_random, Config};
 use crate::relay::{route, Route, SessionEvent};
-use crate::runtime::{Alarm, BoxFuture, Runtime, WsConnect};
+use crate::relay_info::{fetch_info, InfoFetchError, InfoPolicy};
+use crate::runtime::{Alarm, BoxFuture, HttpConnect, Runtime, WsConnect};
 use crate::signer::{Signer, SignerError};
 use crate::wire::{Wire, WireInput};
 
@@ -48,6 +49,9 @@ pub struct PoolDriver<R: Runtime> {
     publishes: BTreeMap<EventId, oneshot::Sender<Result<PublishOutcome, PoolError>>>,
     alarm: Alarm<R>,
     reading_paused: bool,
+    /// Fetches each relay's NIP-11 document, when the runtime gave one.
+    info_http: Option<Arc<dyn HttpConnect>>,
+    info_policy: InfoPolicy,
 }
 
 /// A backlogged item: for a subscription, or a relay-wide event.
@@ -68,11 +72,14 @@ struct Relay {
     url: Arc<str>,
     wire: Wire,
     signing: Option<(ChallengeId, BoxFuture<Result<String, SignerError>>)>,
+    /// The NIP-11 document fetch in flight, and when the last one started.
+    info_fetch: Option<BoxFuture<Result<Vec<u8>, InfoFetchError>>>,
+    info_fetched_at: Option<Instant>,
 }
 
 /// A handle to a new, empty pool and the driver that serves it.
 pub fn pool_driver<R: Runtime>(
-    pool_config: PoolConfig,
+    mut pool_config: PoolConfig,
     config: Config,
     rt: R,
     ws: Arc<dyn WsConnect>,
@@ -80,6 +87,7 @@ pub fn pool_driver<R: Runtime>(
     let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
     let (relay_events, rx) = mpsc::channel(config.session_capacity.max(1) - 1);
     let max_frame = pool_config.relay.max_frame;
+    pool_config.relay.authenticates |= config.signer.is_some();
     let mut pool = RelayPool::new(pool_config, seed_or_random(config.seed));
     pool.set_wall_clock(rt.now(), crate::relay::unix_now());
     let slot = Arc::new(std::sync::Mutex::new(Some(super::handle::PoolEvents {
@@ -106,8 +114,24 @@ pub fn pool_driver<R: Runtime>(
         publishes: BTreeMap::new(),
         alarm: Alarm::new(),
         reading_paused: false,
+        info_http: None,
+        info_policy: config.relay_info,
     };
     (handle, driver)
+}
+
+impl<R: Runtime> PoolDriver<R>
+where
+    R::Sleep: 'static,
+{
+    /// Fetch each relay's NIP-11 document with `http` when it connects (bounded and
+    /// refreshed rarely, per [`Config::relay_info`]) and give it to that relay's session, as
+    /// [`RelayDriver::with_relay_info`](crate::RelayDriver::with_relay_info) does.
+    #[must_use]
+    pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
+        self.info_http = Some(http);
+        self
+    }
 }
 
 impl<R: Runtime> Future for PoolDriver<R> {
@@ -126,6 +150,7 @@ impl<R: Runtime> Future for PoolDriver<R> {
             let clear = this.flush(cx);
             this.note_reading(now, clear);
             let mut worked = this.poll_signing(cx, now);
+            worked |= this.poll_info(cx, now);
             match this.poll_command(cx, now) {
                 Poll::Ready(true) => worked = true,
                 Poll::Ready(false) => return Poll::Ready(()),
@@ -160,6 +185,7 @@ impl<R: Runtime> PoolDriver<R> {
                 if matches!(transmit, tether_core::nostr::Transmit::Open { .. }) {
                     info!(url = %r.url, "connecting");
                     r.signing = None;
+                    start_info_fetch(&self.rt, self.info_http.as_ref(), self.info_policy, now, r);
                 }
                 r.wire.transmit(&*self.ws, &r.url, self.max_frame, transmit);
                 continue;
@@ -377,6 +403,42 @@ impl<R: Runtime> PoolDriver<R> {
         worked
     }
 
+    /// Documents that arrived go to their relay's session; anything else changes nothing.
+    fn poll_info(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let mut done = Vec::new();
+        for (&relay, r) in &mut self.relays {
+            let Some(future) = r.info_fetch.as_mut() else {
+                continue;
+            };
+            if let Poll::Ready(result) = future.as_mut().poll(cx) {
+                r.info_fetch = None;
+                done.push((relay, result));
+            }
+        }
+        let worked = !done.is_empty();
+        for (relay, result) in done {
+            let parsed = result
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| RelayInfo::parse(&bytes).map_err(|e| e.to_string()));
+            let event = match parsed {
+                Ok(info) => match self.pool.apply_relay_info(now, relay, &info) {
+                    Ok(applied) => {
+                        info!(%relay, ?applied, "relay information document applied");
+                        SessionEvent::RelayInfo { info, applied }
+                    }
+                    Err(_) => continue,
+                },
+                Err(why) => {
+                    info!(%relay, %why, "no relay information document; nothing changes");
+                    SessionEvent::RelayInfoUnavailable { why }
+                }
+            };
+            self.backlog
+                .push_back((Dest::Relays, Relayed::Session(relay, event)));
+        }
+        worked
+    }
+
     /// One command, if any: `Ready(false)` when every handle is gone.
     fn poll_command(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<bool> {
         if self.relays.values().any(|r| r.wire.backed_up()) {
@@ -411,6 +473,8 @@ impl<R: Runtime> PoolDriver<R> {
                             url: Arc::from(url.as_str()),
                             wire: Wire::default(),
                             signing: None,
+                            info_fetch: None,
+                            info_fetched_at: None,
                         },
                     );
                 }
@@ -461,6 +525,30 @@ impl<R: Runtime> PoolDriver<R> {
             }
         }
     }
+}
+
+/// At `relay`'s connect: fetch its document if there is none yet or it is older than
+/// `refresh_after` (a failed fetch counts: one bounded request per refresh period).
+fn start_info_fetch<R: Runtime>(
+    rt: &R,
+    http: Option<&Arc<dyn HttpConnect>>,
+    policy: InfoPolicy,
+    now: Instant,
+    relay: &mut Relay,
+) where
+    R::Sleep: 'static,
+{
+    let Some(http) = http else {
+        return;
+    };
+    let fresh = relay
+        .info_fetched_at
+        .is_some_and(|at| now.saturating_duration_since(at) < policy.refresh_after);
+    if !policy.fetch || relay.info_fetch.is_some() || fresh {
+        return;
+    }
+    relay.info_fetched_at = Some(now);
+    relay.info_fetch = Some(fetch_info(rt, Arc::clone(http), &relay.url, policy));
 }
 
 /// One socket input into the pool.
