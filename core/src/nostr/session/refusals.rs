@@ -34,11 +34,16 @@ impl RelaySession {
     /// to wait for (the relay counts other connections, or allows none): then it is
     /// terminal and surfaced, as the rule book has `too many subscriptions`.
     ///
-    /// This cannot loop: a queued subscription is sent only below the cap, so its next cap
-    /// refusal lowers the learned cap, which never rises again, and at zero ahead it is
-    /// surfaced.
+    /// A queued subscription is sent only below the cap, so its next cap refusal lowers
+    /// the learned cap, which never rises again, and at zero ahead it is surfaced. That
+    /// bound leans on the relay naming the refused REQ; a NOTICE-only refusal pinned on the
+    /// wrong one can re-queue a subscription the relay never refused. So each re-queue also
+    /// counts as a re-REQ after a refusal, under the same bound as the other retries
+    /// (`closed_retry.max_attempts`, 5, cleared by a clean EOSE or a new socket): past it
+    /// the subscription is surfaced.
     fn refuse_for_cap(&mut self, id: SubscriptionId, message: &str) {
-        let Some(seq) = self.subs.get(id).map(|s| s.sent_seq) else {
+        let max_attempts = self.config.closed_retry.max_attempts.unwrap_or(u32::MAX);
+        let Some((seq, retries)) = self.subs.get(id).map(|s| (s.sent_seq, s.retries)) else {
             return;
         };
         let before = self
@@ -49,9 +54,12 @@ impl RelaySession {
         if let Some(max) = self.scheduler.learn_limit(before) {
             self.events.push_back(Event::SubscriptionLimit { max });
         }
-        if before == 0 {
+        if before == 0 || retries >= max_attempts {
             self.surface(id, message.to_owned());
             return;
+        }
+        if let Some(sub) = self.subs.get_mut(id) {
+            sub.retries += 1;
         }
         self.enqueue(id);
         self.tell_queued(id);
