@@ -151,7 +151,7 @@ const COLLECTED: &[(&str, &str, Class)] = &[
         ("mikedilger/chorus", "binary messages are not processed by this relay", t(Terminal::Invalid)),
         ("mikedilger/chorus", "Command unrecognized", t(Terminal::Invalid)),
         ("rust-nostr/nostr", "blocked: subscription ID exceeds max length 64", t(Terminal::Blocked)),
-        ("rust-nostr/nostr", "rate-limited: too many REQs", rl(None)),
+        ("rust-nostr/nostr", "rate-limited: too many REQs", cap()),
         ("rust-nostr/nostr", "auth-required: you must auth", Class::AuthRequired),
         ("rust-nostr/nostr", "error: you cannot request another user's gift wrap", t(Terminal::Restricted)),
         ("rust-nostr/nostr", "invalid: invalid event ID", t(Terminal::Invalid)),

@@ -494,6 +494,9 @@ fn relay_world(u: &mut Unstructured<'_>) -> Result<World> {
     config.max_registered = u.int_in_range(1..=16)?;
     config.eose_timeout = Duration::from_secs(u.int_in_range(1..=30)?);
     config.max_outbox = u.int_in_range(1..=4)?;
+    // Derived, not drawn, so existing corpus inputs keep their meaning: half the runs can
+    // authenticate (an `auth_required` document then holds REQs for NIP-42).
+    config.authenticates = config.eose_timeout.as_secs() % 2 == 0;
     let latency = Duration::from_millis(u.int_in_range(0..=200)?);
     Ok((config, relay, latency, !u.ratio(1, 4)?, u.arbitrary()?))
 }
@@ -523,10 +526,27 @@ fn relay_op(u: &mut Unstructured<'_>) -> Result<(Duration, Action)> {
             let n = u.int_in_range(1..=12)?;
             Action::Store(StoredEvent::new(n, 1_000_000 + n, u.int_in_range(1..=2)?))
         }
+        // One in eight of these is a NIP-11 document instead (drawn here so the other ops
+        // keep their bytes).
+        _ if u.ratio(1, 8)? => Action::RelayInfo((*u.choose(RELAY_INFOS)?).to_owned()),
         _ => Action::Relay(*u.choose(RELAY_CHANGES)?),
     };
     Ok((step, action))
 }
+
+/// NIP-11 documents the relay's driver may hand the session mid-run: caps below and above
+/// the relay's, a small frame bound, short wire ids, auth first, and broken ones.
+const RELAY_INFOS: &[&str] = &[
+    r#"{"limitation":{"max_subscriptions":1}}"#,
+    r#"{"limitation":{"max_subscriptions":3}}"#,
+    r#"{"limitation":{"max_subscriptions":50,"auth_required":true}}"#,
+    r#"{"limitation":{"max_message_length":1024}}"#,
+    r#"{"limitation":{"max_subid_length":3,"max_limit":10}}"#,
+    r#"{"limitation":{"auth_required":true}}"#,
+    r#"{"limitation":{"max_subscriptions":"2","max_message_length":-1}}"#,
+    "<html>",
+    "{}",
+];
 
 /// Relay behaviour switched mid-run (the Sim takes plain functions, so each is a fixed change).
 const RELAY_CHANGES: &[fn(&mut RelayModel)] = &[

@@ -20,6 +20,8 @@ pub struct Invariants {
     last_gate: Option<Instant>,
     seen_events: usize,
     steps: u64,
+    /// `Stats::reqs` after the last step: whether this step sent a REQ.
+    reqs: u64,
     subscribed: BTreeSet<SubscriptionId>,
     unsubscribed: BTreeSet<SubscriptionId>,
     closed: BTreeMap<SubscriptionId, usize>,
@@ -43,6 +45,7 @@ impl Invariants {
             last_gate: None,
             seen_events: 0,
             steps: 0,
+            reqs: 0,
             subscribed: BTreeSet::new(),
             unsubscribed: BTreeSet::new(),
             closed: BTreeMap::new(),
@@ -221,11 +224,19 @@ impl Invariants {
             }
         }
         self.last_gate = gate;
-        if let Some(limit) = session.subscription_limit() {
-            if session.open_subscriptions() > limit {
+        // A REQ goes out only below the limit, or as the one probe past a declared cap (a
+        // lowered cap can leave more open than it allows until they are refused or closed).
+        let sent = session.stats().reqs > self.reqs;
+        self.reqs = session.stats().reqs;
+        if let (Some(limit), true) = (session.subscription_limit(), sent) {
+            let probe = usize::from(session.applied().limit_is_declared);
+            if session.open_subscriptions() > limit + probe {
                 fail(
                     transcript,
-                    &format!("{} REQs open > limit {limit}", session.open_subscriptions()),
+                    &format!(
+                        "a REQ sent with {} open > limit {limit} (+{probe} probe)",
+                        session.open_subscriptions()
+                    ),
                 );
             }
         }

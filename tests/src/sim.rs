@@ -8,9 +8,10 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
-use tether_core::nostr::message::{ClientMessage, RelayMessage, DEFAULT_MAX_FRAME};
+use tether_core::nostr::message::{ClientMessage, RawEvent, RelayMessage, DEFAULT_MAX_FRAME};
 use tether_core::nostr::{
-    Carries, Event, Filter, Priority, RelayConfig, RelaySession, SubState, SubscriptionId, Transmit,
+    Carries, Event, Filter, Priority, RelayConfig, RelayInfo, RelaySession, SubState,
+    SubscriptionId, Transmit,
 };
 use tether_core::Instant;
 
@@ -47,6 +48,9 @@ pub enum Action {
     RelayFrame(String),
     /// Change the relay's behaviour.
     Relay(fn(&mut RelayModel)),
+    /// The driver fetched the relay's NIP-11 document (these bytes): parse it and, if it
+    /// parses, `session.apply_relay_info`. The transcript shows what was applied.
+    RelayInfo(String),
 }
 
 #[derive(Clone, Debug)]
@@ -373,7 +377,17 @@ impl Sim {
     fn script(&mut self, action: Action) {
         let now = self.now;
         if !self.quiet {
-            self.line("app", &format!("{action:?}").replace("\"", "'"));
+            let shown = match &action {
+                // A large event would drown the transcript: its size and id's tail say enough.
+                Action::Publish(json) if json.len() > 512 => {
+                    let tail = RawEvent::parse(json)
+                        .map(|e| e.id().to_string()[56..].to_owned())
+                        .unwrap_or_default();
+                    format!("Publish(<{} bytes, id ..{tail}>)", json.len())
+                }
+                action => format!("{action:?}").replace("\"", "'"),
+            };
+            self.line("app", &shown);
         }
         self.invariants.before_action(&action);
         match action {
@@ -429,6 +443,16 @@ impl Sim {
                 }
             }
             Action::Relay(change) => change(&mut self.relay),
+            Action::RelayInfo(document) => match RelayInfo::parse(document.as_bytes()) {
+                Ok(info) => {
+                    let applied = self.session.apply_relay_info(now, &info);
+                    if !self.quiet {
+                        self.line("app", &format!("  -> {applied:?}"));
+                    }
+                }
+                Err(e) if !self.quiet => self.line("app", &format!("  -> error {e}")),
+                Err(_) => {}
+            },
         }
     }
 

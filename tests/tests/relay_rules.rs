@@ -390,3 +390,45 @@ fn a_freed_slot_goes_to_the_longest_waiting_subscription_even_in_a_reused_slot()
         ]
     );
 }
+
+#[test]
+fn id_less_cap_notices_requeue_only_while_something_of_ours_is_ahead() {
+    // The relay answers no REQ and keeps sending nostr-rs-relay's id-less cap NOTICE. Each
+    // is pinned on the newest REQ still waiting: the first on s1 (s0 ahead: cap 1, queued),
+    // the second on s0 (nothing ahead: surfaced, which frees the slot for s1), the third on
+    // s1 (nothing ahead now: surfaced). No subscription is re-queued without a REQ of ours
+    // ahead of it; each re-queue also counts against the retry bound (the property tests
+    // found a NOTICE pinned on the wrong REQ re-queueing one 8 times before that).
+    let mut relay = RelayModel::with_events(0);
+    relay.silent_reqs = true;
+    let mut s = Sim::new(RelayConfig::default(), 5, relay);
+    s.at(ms(0), Action::Connect);
+    s.at(ms(100), kinds(1, Priority::NORMAL));
+    s.at(ms(200), kinds(1, Priority::NORMAL));
+    let notice =
+        r#"["NOTICE","Subscription error: Maximum concurrent subscription count reached"]"#;
+    for i in 0..20 {
+        s.at(ms(300 + 500 * i), Action::RelayFrame(notice.to_owned()));
+    }
+    s.run_for(Duration::from_secs(20));
+    assert_eq!(
+        s.heard(|e| match e {
+            Event::Queued { sub } => Some(format!("queued {sub}")),
+            Event::Closed { sub, attempts, .. } => Some(format!("closed {sub} after {attempts}")),
+            Event::SubscriptionLimit { max } => Some(format!("limit {max}")),
+            _ => None,
+        }),
+        [
+            "limit 1",
+            "queued s1",
+            "closed s0 after 0",
+            "closed s1 after 1"
+        ]
+    );
+    assert_eq!(
+        s.reqs()
+            .map(|(_, t)| t.split('"').nth(3).unwrap_or_default().to_owned())
+            .collect::<Vec<_>>(),
+        ["0:1", "1:1", "1:2"]
+    );
+}

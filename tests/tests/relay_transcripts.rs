@@ -102,7 +102,7 @@ fn a_shorter_second_hint_does_not_shrink_the_window() {
 }
 
 #[test]
-fn too_many_subscriptions_is_terminal_and_learned() {
+fn too_many_subscriptions_is_learned_and_the_refused_one_waits_for_a_slot() {
     let mut relay = RelayModel::with_events(0);
     relay.max_subs = Some((3, LimitStyle::Closed));
     let mut s = sim(relay);
@@ -110,26 +110,33 @@ fn too_many_subscriptions_is_terminal_and_learned() {
     for i in 0..5 {
         s.at(ms(100 + i * 100), kinds1());
     }
+    // A slot frees: the refused one (registered first) goes out, the fifth still waits.
+    s.at(secs(2), Action::Unsubscribe(SubscriptionId(0)));
     s.run_for(secs(5));
     assert_eq!(
+        count(&s, |e| matches!(e, Event::Closed { .. })),
+        0,
+        "nothing surfaced"
+    );
+    assert_eq!(
         s.heard(|e| match e {
-            Event::Closed { sub, attempts, .. } => Some((*sub, *attempts)),
+            Event::Queued { sub } => Some(*sub),
             _ => None,
         }),
-        vec![(SubscriptionId(3), 0)],
-        "the refused one is surfaced once, never retried"
+        vec![SubscriptionId(3), SubscriptionId(4)],
     );
     assert_eq!(s.session.subscription_limit(), Some(3));
+    let reqs: Vec<String> = reqs(&s).into_iter().map(|(_, t)| t).collect();
     assert_eq!(
-        count(
-            &s,
-            // The fifth subscription reuses the refused one's slot: s3g1.
-            |e| matches!(e, Event::Queued { sub } if *sub == SubscriptionId((1 << 32) | 3))
-        ),
-        1,
-        "the next one waits"
+        reqs.len(),
+        5,
+        "s3 twice (refused, then in the freed slot), no retry timer"
     );
-    assert_eq!(reqs(&s).len(), 4);
+    assert!(reqs[4].contains("\"3:2\""), "{reqs:?}");
+    assert_eq!(
+        s.session.subscription(SubscriptionId(4)).map(|v| v.state),
+        Some(tether_core::nostr::SubState::Queued)
+    );
     insta::assert_snapshot!(s.transcript());
 }
 
@@ -379,25 +386,21 @@ fn notice_only_refusal_is_attributed_to_the_newest_pending_req() {
     s.at(ms(0), Action::Connect);
     // Four REQs in flight before the relay answers: its two NOTICEs name no subscription.
     // Relays answer the cap at once but queries asynchronously, so the refused ones are the
-    // newest; each NOTICE is pinned on the newest REQ still waiting.
+    // newest; each NOTICE is pinned on the newest REQ still waiting, and waits for a slot.
     for i in 0..4 {
         s.at(ms(100 + i), kinds1());
     }
     s.at(secs(1), kinds1());
     s.run_for(secs(2));
-    let closed = s.heard(|e| match e {
-        Event::Closed { sub, .. } => Some(*sub),
-        _ => None,
-    });
-    assert_eq!(closed, vec![SubscriptionId(3), SubscriptionId(2)]);
-    assert_eq!(s.session.subscription_limit(), Some(2));
+    assert_eq!(count(&s, |e| matches!(e, Event::Closed { .. })), 0);
     assert_eq!(
-        // The fifth reuses the slot freed last (s2's): s2g1.
-        s.session
-            .subscription(SubscriptionId((1 << 32) | 2))
-            .map(|v| v.state),
-        Some(tether_core::nostr::SubState::Queued)
+        s.heard(|e| match e {
+            Event::Queued { sub } => Some(*sub),
+            _ => None,
+        }),
+        vec![SubscriptionId(3), SubscriptionId(2), SubscriptionId(4)]
     );
+    assert_eq!(s.session.subscription_limit(), Some(2));
     assert_eq!(
         s.relay.reqs.len(),
         4,

@@ -86,8 +86,15 @@ async fn send(
         .await
         .map_err(hyper_error)?;
     let mut response = std::pin::pin!(sender.send_request(request));
+    let mut finished = false;
     let response = poll_fn(|cx| {
         if let Poll::Ready(result) = Pin::new(&mut connection).poll(cx) {
+            finished = true;
+            // A short response with `connection: close` (a NIP-11 document) can end the
+            // connection in the poll that delivered its head: the head wins.
+            if let Poll::Ready(Ok(head)) = response.as_mut().poll(cx) {
+                return Poll::Ready(Ok(head));
+            }
             // The connection ended before the response head: that is the error.
             return Poll::Ready(Err(match result {
                 Err(e) => hyper_error(e),
@@ -111,7 +118,8 @@ async fn send(
     let retry_after = header("retry-after").as_deref().and_then(retry_after);
     let status = response.status().as_u16();
     let body = ConnBody {
-        connection: Some(connection),
+        // A finished connection future is not polled again.
+        connection: (!finished).then_some(connection),
         body: response.into_body(),
     };
     Ok(HttpResponse {

@@ -18,6 +18,8 @@ pub fn pool_with(pool_config: PoolConfig, config: Config, spawner: &dyn Spawn) -
         AsyncIoRuntime::new(),
         Arc::new(AsyncIoWs),
     );
+    // Each relay's NIP-11 document over hyper, bounded by `config.relay_info`.
+    let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp));
     spawner.spawn(Box::pin(driver));
     handle
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tether_driver::{connect_relay, Config, ConnectError, RelayHandle};
 
+use crate::http::HyperHttp;
 use crate::runtime::AsyncIoRuntime;
 use crate::spawn::Spawn;
 use crate::ws::AsyncIoWs;
@@ -80,6 +81,8 @@ impl RelayClient {
     ) -> Result<RelayClient, ConnectError> {
         let (handle, driver) =
             connect_relay(url, config, AsyncIoRuntime::new(), Arc::new(AsyncIoWs))?;
+        // The relay's NIP-11 document over hyper, bounded by `config.relay_info`.
+        let driver = driver.with_relay_info(Arc::new(HyperHttp));
         spawner.spawn(Box::pin(driver));
         Ok(RelayClient { handle })
     }

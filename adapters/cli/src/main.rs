@@ -6,10 +6,12 @@
 //! - `tether req <URL> [FILTER_JSON ...]` keeps subscriptions open on a real relay and writes
 //!   what happens as JSON lines.
 //! - `tether sse <URL>` streams an SSE endpoint as JSON lines.
+//! - `tether info <RELAY>` prints the relay's NIP-11 document and what tether applies.
 //!
 //! The binary renders what tether-tokio reports; every protocol decision is the core's.
 
 mod demo;
+mod info;
 mod output;
 mod rate_limit;
 mod req;
@@ -43,6 +45,8 @@ enum Command {
     Sse(sse::Args),
     /// Run ~60 subscriptions against a hostile in-process relay and check the claim.
     Demo(demo::Args),
+    /// Print a relay's NIP-11 document and what tether applies from it, as JSON lines.
+    Info(info::Args),
 }
 
 /// Why a command did not succeed; decides the exit code.
@@ -73,7 +77,7 @@ fn main() -> ExitCode {
     // would only scribble over it unless asked for.
     let default_level = match cli.command {
         Command::Demo(_) => "error",
-        Command::Req(_) | Command::Sse(_) => "warn",
+        Command::Req(_) | Command::Sse(_) | Command::Info(_) => "warn",
     };
     init_tracing(cli.verbose, default_level);
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -91,6 +95,7 @@ fn main() -> ExitCode {
             Command::Req(args) => req::run(args).await,
             Command::Sse(args) => sse::run(args).await,
             Command::Demo(args) => demo::run(args).await,
+            Command::Info(args) => info::run(args).await,
         }
     });
     match outcome {

@@ -845,3 +845,85 @@ async fn demo_for_10_seconds_holds_the_claim() {
         "{stdout}"
     );
 }
+
+const INFO_TYPES: &[&str] = &["info", "unavailable", "applied"];
+
+#[tokio::test]
+async fn info_prints_the_document_and_what_tether_applies() {
+    if other_binary() {
+        return; // `tether info` is this binary's, not part of the shared contract.
+    }
+    let mut model = RelayModel::with_events(0);
+    model.info_document = Some(
+        r#"{"name":"test relay","supported_nips":[1,11,42],"limitation":{"max_subscriptions":20,"max_message_length":131072,"max_subid_length":32,"max_limit":500,"auth_required":true,"payment_required":false}}"#
+            .to_owned(),
+    );
+    let relay = TestRelay::start(model).await.unwrap();
+    let output = run(&["info", &relay.url()]).await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, INFO_TYPES);
+    let http = relay.url().replacen("ws://", "http://", 1);
+    assert_eq!(
+        lines,
+        [
+            serde_json::json!({
+                "type": "info",
+                "relay": relay.url(),
+                "url": http,
+                "document": {
+                    "name": "test relay",
+                    "supported_nips": [1, 11, 42],
+                    "limitation": {
+                        "max_subscriptions": 20,
+                        "max_message_length": 131072,
+                        "max_subid_length": 32,
+                        "max_limit": 500,
+                        "auth_required": true,
+                        "payment_required": false
+                    }
+                }
+            }),
+            serde_json::json!({
+                "type": "applied",
+                "relay": relay.url(),
+                "max_subscriptions": 20,
+                "max_message_length": 131072,
+                "max_subid_length": 32,
+                "auth_first": true,
+                "max_limit": 500
+            }),
+        ],
+        "{}",
+        explain(&output)
+    );
+    assert_eq!(relay.log().info_requests.len(), 1);
+    assert!(relay.log().accepted.is_empty(), "no WebSocket opened");
+}
+
+#[tokio::test]
+async fn info_without_a_document_says_so_applies_nothing_and_exits_1() {
+    if other_binary() {
+        return;
+    }
+    let relay = TestRelay::start(RelayModel::with_events(0)).await.unwrap();
+    let output = run(&["info", &relay.url()]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let lines = json_lines(&output, INFO_TYPES);
+    assert_eq!(lines.len(), 2, "{}", explain(&output));
+    assert_eq!(lines[0]["type"], "unavailable");
+    assert_eq!(lines[0]["reason"], "HTTP status 404");
+    assert_eq!(
+        lines[1],
+        serde_json::json!({
+            "type": "applied",
+            "relay": relay.url(),
+            "max_subscriptions": null,
+            "max_message_length": null,
+            "max_subid_length": null,
+            "auth_first": false,
+            "max_limit": null
+        })
+    );
+    // A relay URL that is not one is a usage error.
+    assert_usage_error(&run(&["info", "https://example.com"]).await);
+}

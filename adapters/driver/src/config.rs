@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tether_core::nostr::RelayConfig;
 use tether_core::SseConfig;
 
+use crate::relay_info::InfoPolicy;
 use crate::signer::Signer;
 use crate::verify::Verify;
 
@@ -25,13 +26,17 @@ pub struct Config {
     pub command_capacity: usize,
     /// Units of work (inputs fed to the core) per wake before the driver yields (64).
     pub work_budget: usize,
-    /// Answers NIP-42 challenges; `None` leaves them to the application.
+    /// Answers NIP-42 challenges; `None` leaves them to the application. With one, the
+    /// session knows it can authenticate ([`RelayConfig::authenticates`]).
     pub signer: Option<Arc<dyn Signer>>,
     /// Checks every event before a pool delivers it (once per id and subscription, after
     /// dedup, on worker threads); `None` delivers as received. The relay client ignores it.
     pub verifier: Option<Arc<dyn Verify>>,
     /// Worker threads for the verifier (0: one per core).
     pub verify_workers: usize,
+    /// Fetching the relay's NIP-11 document (when the runtime gave the driver an HTTP
+    /// client): bounds and refresh.
+    pub relay_info: InfoPolicy,
 }
 
 impl Default for Config {
@@ -46,6 +51,7 @@ impl Default for Config {
             signer: None,
             verifier: None,
             verify_workers: 0,
+            relay_info: InfoPolicy::default(),
         }
     }
 }
@@ -62,6 +68,7 @@ impl fmt::Debug for Config {
             .field("signer", &self.signer.is_some())
             .field("verifier", &self.verifier.is_some())
             .field("verify_workers", &self.verify_workers)
+            .field("relay_info", &self.relay_info)
             .finish()
     }
 }

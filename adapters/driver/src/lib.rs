@@ -39,6 +39,7 @@ mod config;
 mod connect_error;
 pub mod pool;
 pub mod relay;
+pub mod relay_info;
 mod retry_after;
 mod runtime;
 mod signer;
@@ -56,6 +57,7 @@ pub use relay::{
     check_ws_url, connect_relay, relay_driver, ClientError, Published, Rejected, RelayEvent,
     RelayHandle, SessionEvent, SessionEvents, Subscription, SubscriptionEvent,
 };
+pub use relay_info::{fetch_info, info_url, InfoFetchError, InfoPolicy};
 pub use retry_after::retry_after;
 pub use runtime::{
     BoxFuture, BoxSocket, HttpConnect, HttpError, HttpResponse, Runtime, WsConnect, WsError,

@@ -101,6 +101,7 @@ macro_rules! suite {
                     auth_by_hand_without_a_signer,
                     publish_outcomes_are_matched_by_event_id,
                     notice_only_limit_is_learned_and_later_subscriptions_queue,
+                    the_relay_information_document_is_fetched_and_applied,
                     a_slow_reader_holds_the_relay_back_and_loses_nothing,
                     disconnect_closes_and_never_reconnects,
                     dropping_a_subscription_closes_it_on_the_relay,
@@ -115,6 +116,7 @@ macro_rules! suite {
                 [
                     a_dead_relay_never_stalls_the_others_and_the_outcome_says_so,
                     verification_drops_forgeries_and_counts_them_against_their_relay,
+                    each_relay_of_a_pool_gets_its_information_document,
                 ]
             );
         }

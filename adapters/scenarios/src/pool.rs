@@ -5,7 +5,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tether_core::nostr::Filter;
 use tether_core::pool::{Missing, Outcome, PoolConfig, RelayId};
-use tether_driver::PoolItem;
+use tether_driver::{PoolItem, SessionEvent};
 use tether_testkit::server::TestRelay;
 use tether_testkit::{RelayModel, StoredEvent};
 
@@ -168,4 +168,48 @@ pub async fn verification_drops_forgeries_and_counts_them_against_their_relay<H:
     let stats_b = pool.relay_stats(rb).await.unwrap();
     assert_eq!(stats_a.invalid, invalid.len() as u64);
     assert_eq!(stats_b.invalid, 0);
+}
+
+/// Each relay of a pool gets its own NIP-11 document: one that serves one has it applied
+/// to its session, one that serves none (404) changes nothing.
+pub async fn each_relay_of_a_pool_gets_its_information_document<H: Harness>() {
+    let mut model = RelayModel::with_events(1);
+    model.info_document = Some(r#"{"limitation":{"max_message_length":2048}}"#.to_owned());
+    let with = H::on_server(TestRelay::start(model)).await.unwrap();
+    let without = H::on_server(TestRelay::start(RelayModel::with_events(1)))
+        .await
+        .unwrap();
+    let mut pool_config = PoolConfig::default();
+    pool_config.relay = config().relay;
+    let mut config = config();
+    config.relay_info.fetch = true;
+    let pool = H::pool(pool_config, config);
+    let mut events = pool.events().unwrap();
+    for url in [with.url(), without.url()] {
+        pool.add_relay(&url).await.unwrap();
+    }
+    let mut outcomes = Vec::new();
+    while outcomes.len() < 2 {
+        let (relay, event) = within::<H, _>(Duration::from_secs(10), events.next())
+            .await
+            .expect("both documents within 10 s")
+            .expect("the pool goes on");
+        match event {
+            SessionEvent::RelayInfo { applied, .. } => {
+                outcomes.push((relay, format!("max {:?}", applied.max_message_length)));
+            }
+            SessionEvent::RelayInfoUnavailable { why } => outcomes.push((relay, why)),
+            _ => {}
+        }
+    }
+    outcomes.sort();
+    assert_eq!(
+        outcomes,
+        [
+            (RelayId(0), "max Some(2048)".to_owned()),
+            (RelayId(1), "HTTP status 404".to_owned())
+        ]
+    );
+    assert_eq!(with.log().info_requests.len(), 1);
+    assert_eq!(without.log().info_requests.len(), 1);
 }

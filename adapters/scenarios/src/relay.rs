@@ -43,6 +43,9 @@ pub fn config() -> Config {
         pong_timeout: PONG_TIMEOUT,
     };
     config.relay.replay_pause = REPLAY_PAUSE;
+    // The scenarios count connections and requests; the NIP-11 fetch (one more request
+    // beside the first socket) has a scenario of its own.
+    config.relay_info.fetch = false;
     config
 }
 
@@ -456,13 +459,10 @@ pub async fn notice_only_limit_is_learned_and_later_subscriptions_queue<H: Harne
     until_eose::<H>(&mut first).await;
     until_eose::<H>(&mut second).await;
 
+    // The refused third waits for a slot, like the fourth that is never sent.
     let mut third = client.subscribe(kind1()).await.unwrap();
-    let closed = next_matching::<H, _, _>(&mut third, Duration::from_secs(10), |_| true).await;
-    assert!(
-        matches!(closed, SubscriptionEvent::Closed { .. }),
-        "{closed:?}"
-    );
-    assert_eq!(third.next().await, None);
+    let queued = next_matching::<H, _, _>(&mut third, Duration::from_secs(10), |_| true).await;
+    assert_eq!(queued, SubscriptionEvent::Queued);
     next_matching::<H, _, _>(&mut events, Duration::from_secs(1), |e| {
         *e == SessionEvent::SubscriptionLimit { max: 2 }
     })
@@ -473,8 +473,57 @@ pub async fn notice_only_limit_is_learned_and_later_subscriptions_queue<H: Harne
         next_matching::<H, _, _>(&mut fourth, Duration::from_secs(1), |_| true).await,
         SubscriptionEvent::Queued
     );
+    let reqs = relay.log().frames("REQ").count();
+    assert_eq!(reqs, 3, "the fourth was not sent over the cap");
+    // Slots free in turn: the longest waiting first.
     first.unsubscribe().await.unwrap();
+    assert_eq!(until_eose::<H>(&mut third).await.len(), 1);
+    second.unsubscribe().await.unwrap();
     assert_eq!(until_eose::<H>(&mut fourth).await.len(), 1);
+}
+
+/// The relay's NIP-11 document is fetched beside the first socket and applied: its
+/// `max_message_length` makes a larger publish a local error; reconnects reuse it.
+pub async fn the_relay_information_document_is_fetched_and_applied<H: Harness>() {
+    let mut model = RelayModel::with_events(1);
+    model.info_document =
+        Some(r#"{"limitation":{"max_subscriptions":5,"max_message_length":2048}}"#.to_owned());
+    let relay = start::<H>(model).await;
+    let mut config = config();
+    config.relay_info.fetch = true;
+    let client = H::relay(&relay.url(), config);
+    let mut events = client.events().unwrap();
+    let applied = next_matching::<H, _, _>(&mut events, Duration::from_secs(10), |e| {
+        matches!(
+            e,
+            SessionEvent::RelayInfo { .. } | SessionEvent::RelayInfoUnavailable { .. }
+        )
+    })
+    .await;
+    let SessionEvent::RelayInfo { applied, .. } = applied else {
+        panic!("{applied:?}");
+    };
+    assert_eq!(applied.subscription_limit, Some(5));
+    assert_eq!(applied.max_message_length, Some(2048));
+    let big = StoredEvent::new(5, 1_700_000_000, 1)
+        .json
+        .replace("event 5", &"x".repeat(3_000));
+    assert!(matches!(
+        client.publish(big).await,
+        Err(Rejected::Local(
+            tether_core::nostr::Error::MessageTooLarge { max: 2048, .. }
+        ))
+    ));
+    let mut sub = client.subscribe(kind1()).await.unwrap();
+    assert_eq!(until_eose::<H>(&mut sub).await.len(), 1);
+    client.disconnect().await.unwrap();
+    client.reconnect().await.unwrap();
+    assert_eq!(until_eose::<H>(&mut sub).await.len(), 0);
+    assert_eq!(
+        relay.log().info_requests.len(),
+        1,
+        "cached across the reconnect"
+    );
 }
 
 /// An application that stops reading stalls the relay through TCP, loses nothing, and is

@@ -55,7 +55,7 @@ mod ws;
 
 pub use event_source::EventSource;
 pub use pool::pool;
-pub use relay::RelayClient;
+pub use relay::{fetch_relay_info, RelayClient};
 pub use runtime::TokioRuntime;
 pub use tether_core::nostr::{Filter, Priority, Rejection, SubscriptionId};
 pub use tether_core::pool::{Outcome, PoolConfig, RelayId};

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use tether_driver::{connect_relay, Config, RelayHandle};
 
+use crate::http::ReqwestHttp;
 use crate::runtime::TokioRuntime;
 use crate::ws::TokioWs;
 use crate::ConnectError;
@@ -65,6 +66,14 @@ impl RelayClient {
     /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
     pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
         let (handle, driver) = connect_relay(url, config, TokioRuntime::new(), Arc::new(TokioWs))?;
+        // The relay's NIP-11 document over reqwest, bounded by `config.relay_info`.
+        let driver = match reqwest::Client::builder().build() {
+            Ok(client) => driver.with_relay_info(Arc::new(ReqwestHttp::new(client))),
+            Err(error) => {
+                tracing::warn!(%error, "no HTTP client: the relay information document is not fetched");
+                driver
+            }
+        };
         tokio::spawn(driver);
         Ok(RelayClient { handle })
     }
@@ -81,4 +90,23 @@ impl Deref for RelayClient {
     fn deref(&self) -> &RelayHandle {
         &self.handle
     }
+}
+
+/// Fetch `relay_url`'s NIP-11 information document (ws:// as http://, wss:// as https://,
+/// `Accept: application/nostr+json`) within `policy`'s size and time bounds: its bytes, for
+/// [`RelayInfo::parse`](tether_core::nostr::RelayInfo::parse). What [`RelayClient::connect`]
+/// does on its own at each connect (cached, refreshed per `policy.refresh_after`); this is
+/// for tools that want the document itself, such as `tether info`.
+///
+/// # Errors
+/// [`InfoFetchError`](tether_driver::InfoFetchError) when no document came back.
+pub async fn fetch_relay_info(
+    relay_url: &str,
+    policy: tether_driver::InfoPolicy,
+) -> Result<Vec<u8>, tether_driver::InfoFetchError> {
+    let client = reqwest::Client::builder()
+        .build()
+        .map_err(|e| tether_driver::InfoFetchError::Request(e.to_string()))?;
+    let http = Arc::new(ReqwestHttp::new(client));
+    tether_driver::fetch_info(&TokioRuntime::new(), http, relay_url, policy).await
 }

@@ -37,18 +37,17 @@ fn note(keys: &Keys, text: &str) -> String {
 }
 
 #[tokio::test]
-async fn rate_limited_subscriptions_recover_once_slots_free() {
-    // nostr-relay-builder refuses REQs past `max_reqs` with `rate-limited: too many REQs`
-    // (no hint): the session waits behind a gate window and retries.
+async fn its_max_reqs_cap_queues_the_refused_subscriptions_until_slots_free() {
+    // nostr-relay-builder refuses REQs past `max_reqs` open ones with `rate-limited: too
+    // many REQs`: a cap in a rate limit's words. The session learns the cap and queues the
+    // refused subscriptions; they go out when slots free, with no retry timer.
     let (_relay, url) = start(RelayBuilder::default().rate_limit(RateLimit {
         max_reqs: 3,
         notes_per_minute: 600,
     }))
     .await;
-    let mut config = config();
-    // Keep the real-time wait short: a 1 s gate window instead of the default 10 s.
-    config.relay.gate_default_window = Duration::from_secs(1);
-    let client = RelayClient::connect(&url, config).unwrap();
+    let client = RelayClient::connect(&url, config()).unwrap();
+    let mut session = client.events().unwrap();
     let keys = Keys::generate();
     client.publish(note(&keys, "hello")).await.unwrap();
 
@@ -56,32 +55,59 @@ async fn rate_limited_subscriptions_recover_once_slots_free() {
     for _ in 0..5 {
         subs.push(client.subscribe(notes()).await.unwrap());
     }
-    let mut refused = Vec::new();
+    let mut queued = Vec::new();
     let mut live = Vec::new();
     for sub in subs {
         let mut sub = sub;
         let item = next_matching(&mut sub, Duration::from_secs(5), |e| {
-            matches!(
-                e,
-                SubscriptionEvent::Eose | SubscriptionEvent::Retrying { .. }
-            )
+            matches!(e, SubscriptionEvent::Eose | SubscriptionEvent::Queued)
         })
         .await;
         if item == SubscriptionEvent::Eose {
             live.push(sub);
         } else {
-            refused.push(sub);
+            queued.push(sub);
         }
     }
-    assert_eq!((live.len(), refused.len()), (3, 2));
+    assert_eq!((live.len(), queued.len()), (3, 2));
+    let limit = next_matching(&mut session, Duration::from_secs(5), |e| {
+        matches!(e, SessionEvent::SubscriptionLimit { .. })
+    })
+    .await;
+    assert_eq!(limit, SessionEvent::SubscriptionLimit { max: 3 });
 
-    // Free two slots: the refused subscriptions get in on their retry.
+    // Free two slots: the queued subscriptions get in at once.
     for sub in live.drain(..2) {
         sub.unsubscribe().await.unwrap();
     }
-    for sub in &mut refused {
-        assert_eq!(until_eose(sub, Duration::from_secs(20)).await.len(), 1);
+    for sub in &mut queued {
+        assert_eq!(until_eose(sub, Duration::from_secs(5)).await.len(), 1);
     }
+}
+
+#[tokio::test]
+async fn it_serves_no_information_document_and_nothing_changes() {
+    // Its local relay accepts WebSocket upgrades only: a plain GET fails the handshake.
+    let (_relay, url) = start(RelayBuilder::default()).await;
+    let client = RelayClient::connect(&url, config()).unwrap();
+    let mut session = client.events().unwrap();
+    let mut sub = client.subscribe(notes()).await.unwrap();
+    assert!(until_eose(&mut sub, Duration::from_secs(5))
+        .await
+        .is_empty());
+    let info = next_matching(&mut session, Duration::from_secs(10), |e| {
+        matches!(
+            e,
+            SessionEvent::RelayInfo { .. } | SessionEvent::RelayInfoUnavailable { .. }
+        )
+    })
+    .await;
+    assert!(
+        matches!(info, SessionEvent::RelayInfoUnavailable { .. }),
+        "{info:?}"
+    );
+    let direct = tether_tokio::fetch_relay_info(&url, Default::default()).await;
+    assert!(direct.is_err(), "{direct:?}");
 }
 
 #[tokio::test]

@@ -43,8 +43,20 @@ pub struct RelayConfig {
     /// [`Stats::future_dated`]: super::Stats::future_dated
     /// [`RelaySession::set_wall_clock`]: super::RelaySession::set_wall_clock
     pub future_tolerance: Duration,
-    /// Most REQs open at once (NIP-11 `limitation.max_subscriptions`); `None` until learned.
+    /// The application's own bound on REQs open at once: never exceeded, never probed
+    /// past. `None`: only the relay's cap applies, declared in its NIP-11 document
+    /// ([`RelaySession::apply_relay_info`]) or learned from its refusals.
+    ///
+    /// [`RelaySession::apply_relay_info`]: super::RelaySession::apply_relay_info
     pub max_subscriptions: Option<usize>,
+    /// The application answers NIP-42 challenges (the driver has a signer). With a relay
+    /// whose NIP-11 document says `auth_required`, REQs then wait for authentication on
+    /// each new socket instead of being refused first (false).
+    pub authenticates: bool,
+    /// How long REQs wait for the relay's AUTH challenge on a new socket when they wait
+    /// for authentication (3 s); once it came, they wait for the AUTH's OK up to
+    /// `auth_timeout`. Either way they are sent when the wait ends.
+    pub challenge_wait: Duration,
     /// Most subscriptions the session holds at all (10 000); `subscribe` errs past it.
     pub max_registered: usize,
     /// A REQ with no EOSE, CLOSED or event after this long is retried (30 s).
@@ -73,6 +85,8 @@ impl Default for RelayConfig {
             dedup_capacity: 256,
             future_tolerance: Duration::from_secs(300),
             max_subscriptions: None,
+            authenticates: false,
+            challenge_wait: Duration::from_secs(3),
             max_registered: 10_000,
             eose_timeout: Duration::from_secs(30),
             auth_timeout: Duration::from_secs(30),

@@ -39,6 +39,15 @@ pub enum Error {
     NotConnected,
     /// The challenge was superseded by a newer one or belonged to an earlier socket.
     StaleChallenge(ChallengeId),
+    /// The frame would be larger than the relay accepts (its NIP-11 `max_message_length`):
+    /// it is not sent. For a subscription, `len` counts room for the catch-up `since` the
+    /// session may add.
+    MessageTooLarge {
+        /// Bytes the frame would take.
+        len: usize,
+        /// The relay's declared maximum.
+        max: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -55,6 +64,10 @@ impl fmt::Display for Error {
             Error::AlreadyPublishing(id) => write!(f, "event {id} is already being published"),
             Error::NotConnected => f.write_str("not connected"),
             Error::StaleChallenge(id) => write!(f, "challenge {} is no longer current", id.0),
+            Error::MessageTooLarge { len, max } => write!(
+                f,
+                "a {len}-byte frame exceeds the relay's max_message_length of {max} bytes"
+            ),
         }
     }
 }

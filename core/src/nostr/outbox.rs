@@ -64,6 +64,19 @@ impl Outbox {
         self.timers.next()
     }
 
+    /// Reject every event whose EVENT frame would be larger than `max` bytes.
+    pub(crate) fn reject_larger(&mut self, max: usize, env: &mut Env<'_>) {
+        let larger: Vec<(EventId, usize)> = self
+            .entries
+            .iter()
+            .map(|(id, e)| (*id, event_frame_len(&e.json)))
+            .filter(|&(_, len)| len > max)
+            .collect();
+        for (id, len) in larger {
+            self.reject(id, Rejection::TooLarge { len, max }, env);
+        }
+    }
+
     /// Add an event; it goes on the wire at once when a socket is open.
     pub(crate) fn push(&mut self, now: Instant, id: EventId, json: &str, env: &mut Env<'_>) {
         let entry = Outgoing {
@@ -252,6 +265,11 @@ impl Outbox {
             .map(|(id, _)| *id)
             .collect()
     }
+}
+
+/// Bytes of `["EVENT",<json>]`.
+pub(crate) fn event_frame_len(json: &str) -> usize {
+    json.len() + r#"["EVENT",]"#.len()
 }
 
 #[cfg(feature = "fuzzing")]

@@ -179,4 +179,13 @@ pub enum Rejection {
     },
     /// No OK arrived in time, on every attempt.
     TimedOut,
+    /// Larger than the relay's NIP-11 `max_message_length`, which arrived after the event
+    /// was queued: never sent. (A publish that is too large when called is
+    /// [`Error::MessageTooLarge`](super::Error::MessageTooLarge) instead.)
+    TooLarge {
+        /// Bytes the EVENT frame would take.
+        len: usize,
+        /// The relay's declared maximum.
+        max: usize,
+    },
 }

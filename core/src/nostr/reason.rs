@@ -46,15 +46,15 @@
 //! A `NOTICE` ([`classify_notice`]) goes through the same rules; it is a refusal only when
 //! one of rules 1 to 3 recognised it, and chatter otherwise.
 //!
-//! ## Decided against the table's own evidence
+//! ## Decided against the text's own prefix
 //!
-//! nostr-relay-builder refuses a REQ past its `max_reqs` open subscriptions with
-//! `rate-limited: too many REQs`: a cap in a rate limit's words. It stays
-//! [`Class::RateLimited`] for now. The session, on a cap, learns the limit but surfaces the
-//! refused subscription as closed, while on a rate limit it retries behind the gate and
-//! gets in once a slot frees (the tokio adapter's nostr-relay-builder test relies on that).
-//! When a learned cap queues the refused subscription instead, this entry should become a
-//! cap.
+//! nostr-relay-builder refuses a REQ while the connection already has `max_reqs` open
+//! subscriptions with `rate-limited: too many REQs` (`crates/nostr-relay-builder/src/local/
+//! inner.rs`: the check is `session.subscriptions.len() >= max_reqs`, not a rate). It is a
+//! cap in a rate limit's words, so the table makes it [`Terminal::TooManySubscriptions`]:
+//! the session learns the cap and queues the refused subscription for a slot, where a rate
+//! limit would retry it on a timer into the same full table and, after five tries, give up.
+//! The same text with a `retry in Ns` hint is not that row and stays a rate limit.
 
 mod dialects;
 

@@ -1,7 +1,7 @@
 //! The subscription scheduler: which REQs go out when. It owns the send queue (priority,
 //! then registration order), who was told they wait for a slot, the REQs open on the relay
-//! and the order they were sent in, the subscription limit learned from refusals, and the
-//! batch pacing of replays. The session decides *that* a subscription should be sent; the
+//! and the order they were sent in, the relay's subscription cap (declared in its NIP-11
+//! document, or learned from refusals, see [`Cap`]), and the batch pacing of replays. The session decides *that* a subscription should be sent; the
 //! scheduler decides *when*, under three bounds: never past the subscription limit, never
 //! inside a rate-limit gate window (background work only), at most `replay_batch` REQs per
 //! `replay_pause`.
@@ -21,6 +21,8 @@ use crate::timers::Timers;
 /// The parts of the session the scheduler acts through, borrowed side by side.
 pub(crate) struct Env<'a> {
     pub(crate) config: &'a RelayConfig,
+    /// The relay's declared `max_subid_length`, which wire ids keep to.
+    pub(crate) max_subid: Option<usize>,
     /// How a re-REQ catches up (`None`: catch-up is off).
     pub(crate) catch_up: Option<CatchUpWindow>,
     pub(crate) gate: &'a RateLimitGate,
@@ -41,8 +43,37 @@ pub(crate) struct Scheduler {
     pending_by_seq: BTreeMap<u64, SubscriptionId>,
     req_seq: u64,
     open_reqs: usize,
-    learned_max: Option<usize>,
+    /// The relay's cap, when it declared or showed one.
+    cap: Option<Cap>,
+    /// The one REQ sent past a declared cap to see whether the relay allows more.
+    probe: Option<SubscriptionId>,
     next_batch_at: Instant,
+}
+
+/// The relay's subscription cap and where it comes from. What the relay does wins over
+/// what it says:
+///
+/// - **Declared** (NIP-11 `limitation.max_subscriptions`): a first guess. While it is the
+///   limit in force and subscriptions wait, one REQ at a time goes out past it (a probe).
+///   A probe that gets its EOSE raises the declared cap to the REQs open then (one more);
+///   a probe refused as a cap makes the cap learned.
+/// - **Learned** (a cap refusal in any dialect): the REQs that were open when the refused
+///   one arrived at the relay. It replaces a declared cap in either direction, and after
+///   that only goes down: nothing is probed past a learned cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cap {
+    /// From the relay's information document.
+    Declared(usize),
+    /// From a refusal.
+    Learned(usize),
+}
+
+impl Cap {
+    fn max(self) -> usize {
+        match self {
+            Cap::Declared(n) | Cap::Learned(n) => n,
+        }
+    }
 }
 
 impl Scheduler {
@@ -51,29 +82,81 @@ impl Scheduler {
         self.open_reqs
     }
 
-    /// The limit in force: `configured` or learned, whichever is lower.
+    /// The limit in force: `configured` or the relay's cap, whichever is lower.
     pub(crate) fn limit(&self, configured: Option<usize>) -> Option<usize> {
-        match (configured, self.learned_max) {
+        match (configured, self.cap.map(Cap::max)) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
     }
 
-    /// Whether one more REQ may be open.
+    /// The relay's cap, if it declared or showed one.
+    pub(crate) fn cap(&self) -> Option<Cap> {
+        self.cap
+    }
+
+    /// Whether one more REQ may be open: under the limit, or as the one probe past a
+    /// declared cap (never past the configured limit).
     pub(crate) fn slot_available(&self, configured: Option<usize>) -> bool {
         self.limit(configured)
             .is_none_or(|max| self.open_reqs < max)
+            || self.may_probe(configured)
     }
 
-    /// The relay said "too many subscriptions" with the refused REQ already closed: it
-    /// allows what is open now (at least one). Returns the new limit if it is lower.
-    pub(crate) fn learn_limit(&mut self) -> Option<usize> {
-        let max = self.open_reqs.max(1);
-        if self.learned_max.is_some_and(|m| max >= m) {
+    /// The relay's information document declares `max` open REQs (`None`: it declares
+    /// none). A learned cap is kept: what the relay did outranks what it says; so do the
+    /// REQs it already accepted (answered with EOSE) on this socket, which raise a lower
+    /// declared cap to their number. Returns the cap now in force when it changed.
+    pub(crate) fn declare_limit(&mut self, max: Option<usize>) -> Option<usize> {
+        if matches!(self.cap, Some(Cap::Learned(_))) {
             return None;
         }
-        self.learned_max = Some(max);
-        Some(max)
+        let before = self.cap;
+        let accepted = self.open_reqs - self.pending_by_seq.len();
+        self.cap = max.map(|m| Cap::Declared(m.max(accepted).max(1)));
+        if self.cap.is_none() {
+            self.probe = None;
+        }
+        (self.cap != before)
+            .then(|| self.cap.map(Cap::max))
+            .flatten()
+    }
+
+    /// The relay refused a REQ as past its cap while `before` of our REQs sent ahead of it
+    /// were still open: it allows `before` (at least one). The learned cap replaces a
+    /// declared one either way and otherwise only goes down. Returns the cap when it
+    /// changed.
+    pub(crate) fn learn_limit(&mut self, before: usize) -> Option<usize> {
+        let max = before.max(1);
+        let was = self.cap.map(Cap::max);
+        if matches!(self.cap, Some(Cap::Learned(m)) if max >= m) {
+            return None;
+        }
+        self.cap = Some(Cap::Learned(max));
+        self.probe = None;
+        (was != Some(max)).then_some(max)
+    }
+
+    /// `id` got its EOSE. When it was the probe past a declared cap, the relay allows what
+    /// is open now: returns the raised cap.
+    pub(crate) fn accepted(&mut self, id: SubscriptionId) -> Option<usize> {
+        if self.probe != Some(id) {
+            return None;
+        }
+        self.probe = None;
+        let Some(Cap::Declared(n)) = self.cap else {
+            return None;
+        };
+        let raised = n.max(self.open_reqs);
+        self.cap = Some(Cap::Declared(raised));
+        (raised > n).then_some(raised)
+    }
+
+    /// One REQ past a declared cap, when exactly the cap is open and no probe is out.
+    fn may_probe(&self, configured: Option<usize>) -> bool {
+        matches!(self.cap, Some(Cap::Declared(n)) if self.open_reqs == n)
+            && self.probe.is_none()
+            && configured.is_none_or(|c| self.open_reqs < c)
     }
 
     /// The newest REQ still waiting for EOSE: the only one an id-less refusal can mean.
@@ -92,6 +175,7 @@ impl Scheduler {
         self.told_queued.clear();
         self.pending_by_seq.clear();
         self.open_reqs = 0;
+        self.probe = None;
     }
 
     /// `id` waits in the send queue.
@@ -165,10 +249,15 @@ impl Scheduler {
 
     /// Send `id`'s REQ now (a foreground subscribe, or the pump), with its EOSE timeout.
     pub(crate) fn send_req(&mut self, now: Instant, id: SubscriptionId, env: &mut Env<'_>) {
+        if let Some(Cap::Declared(n)) = self.cap {
+            if self.open_reqs == n && self.probe.is_none() {
+                self.probe = Some(id);
+            }
+        }
         let Some(sub) = env.subs.get_mut(id) else {
             return;
         };
-        sub.attempt = sub.attempt.wrapping_add(1);
+        sub.attempt = sub.attempt.wrapping_add(1) & attempt_mask(id, env.max_subid);
         sub.responded = false;
         sub.state = SubState::Pending;
         self.req_seq += 1;
@@ -210,6 +299,9 @@ impl Scheduler {
             self.open_reqs -= 1;
             sub.state = SubState::Idle;
         }
+        if self.probe == Some(id) {
+            self.probe = None;
+        }
         env.timers.set(id, &mut sub.timer, None);
     }
 
@@ -221,6 +313,22 @@ impl Scheduler {
         for id in waiting {
             self.tell_queued(id, env);
         }
+    }
+}
+
+/// The attempt counter's bits that fit a wire id `<id hex>:<attempt hex>` of at most
+/// `max_len` characters: it wraps in fewer hex digits. An id too long to fit with one digit
+/// keeps all of them (the relay refuses it, and the refusal is classified as any other).
+/// A frame for an attempt 16^k sends ago then routes to the current one: only with a relay
+/// that declares ids this short.
+fn attempt_mask(id: SubscriptionId, max_len: Option<usize>) -> u32 {
+    let Some(max_len) = max_len else {
+        return u32::MAX;
+    };
+    let id_len = (64 - id.0.leading_zeros()).div_ceil(4).max(1) as usize;
+    match max_len.saturating_sub(id_len + 1) {
+        0 | 8.. => u32::MAX,
+        digits => (1u32 << (4 * digits)) - 1,
     }
 }
 

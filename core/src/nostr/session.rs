@@ -14,7 +14,8 @@
 //! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
 //! | catch-up, dedup, future dates | `Subscription::req_filters`, `Subscription::admit`, `CatchUpWindow` |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
-//! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots, `on_notice`, `fire_sub_timer` |
+//! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots and `Cap`, `refuse_for_cap`, `on_notice`, `fire_sub_timer` |
+//! | NIP-11 starting values | [`RelaySession::apply_relay_info`], the auth hold (`auth_hold`) |
 //! | auth | `on_auth_ok`, [`RelaySession::authenticate`] |
 //! | publish | the outbox module |
 
@@ -27,9 +28,10 @@ use crate::link::{Epoch, Link, LinkAction, SocketError, SocketLoss};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::error::Error;
 use crate::nostr::message::{ClientMessage, EventId, RawEvent};
-use crate::nostr::outbox::{Env, Outbox};
+use crate::nostr::outbox::{event_frame_len, Env, Outbox};
 use crate::nostr::output::{Carries, ChallengeId, Disconnect, Event, Transmit};
 use crate::nostr::registry::Registry;
+use crate::nostr::relay_info::{Applied, RelayInfo};
 use crate::nostr::scheduler::{self, Scheduler};
 use crate::nostr::stats::Stats;
 use crate::nostr::subscription::{
@@ -88,6 +90,10 @@ pub struct RelaySession {
     challenges: u64,
     /// The wall clock, for judging `created_at`; `None` until the driver sets it.
     wall: Option<WallClock>,
+    /// What the relay's NIP-11 document declares (nothing until one is applied).
+    declared: RelayInfo,
+    /// REQs wait for authentication on this socket until then (`auth_required` relays).
+    auth_hold: Option<Instant>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -119,6 +125,8 @@ impl RelaySession {
             auth: Auth::default(),
             challenges: 0,
             wall: None,
+            declared: RelayInfo::default(),
+            auth_hold: None,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -173,7 +181,9 @@ impl RelaySession {
     /// budget, its *retry* waits behind the gate.
     ///
     /// # Errors
-    /// [`Error::NoFilters`], or [`Error::TooManySubscriptions`] past `max_registered`.
+    /// [`Error::NoFilters`], [`Error::TooManySubscriptions`] past `max_registered`, or
+    /// [`Error::MessageTooLarge`] when its REQ could exceed the relay's declared
+    /// `max_message_length`.
     pub fn subscribe(
         &mut self,
         now: Instant,
@@ -183,6 +193,12 @@ impl RelaySession {
         let now = self.clock.observe(now);
         if filters.is_empty() {
             return Err(Error::NoFilters);
+        }
+        if let Some(max) = self.declared.max_message_length {
+            let len = req_frame_bound(filters.iter().map(|f| f.json().len()).sum(), filters.len());
+            if len > max {
+                return Err(Error::MessageTooLarge { len, max });
+            }
         }
         if self.subs.len() >= self.config.max_registered {
             return Err(Error::TooManySubscriptions {
@@ -195,7 +211,9 @@ impl RelaySession {
             .subs
             .insert(|id| Subscription::new(id, &filters, priority, order));
         if self.link.is_open() {
-            if self.slot_available() {
+            if self.auth_hold.is_some() {
+                self.enqueue(id);
+            } else if self.slot_available() {
                 self.send_req(now, id);
             } else {
                 self.enqueue(id);
@@ -226,10 +244,18 @@ impl RelaySession {
     /// after the next connect, and its OK is matched by event id.
     ///
     /// # Errors
-    /// [`Error::InvalidEvent`], [`Error::AlreadyPublishing`] or [`Error::OutboxFull`].
+    /// [`Error::InvalidEvent`], [`Error::AlreadyPublishing`], [`Error::OutboxFull`], or
+    /// [`Error::MessageTooLarge`] when its EVENT frame exceeds the relay's declared
+    /// `max_message_length`.
     pub fn publish(&mut self, now: Instant, event_json: &str) -> Result<EventId, Error> {
         let now = self.clock.observe(now);
         let event = RawEvent::parse(event_json).map_err(invalid_event)?;
+        if let Some(max) = self.declared.max_message_length {
+            let len = event_frame_len(event.json());
+            if len > max {
+                return Err(Error::MessageTooLarge { len, max });
+            }
+        }
         let id = event.id();
         if self.outbox.contains(id) {
             return Err(Error::AlreadyPublishing(id));
@@ -278,6 +304,46 @@ impl RelaySession {
         Ok(event.id())
     }
 
+    /// The relay's NIP-11 document declares `info` (see [`RelayInfo::parse`]): its values
+    /// become this session's starting values, by the rules of [`crate::nostr::relay_info`].
+    /// It may come at any time, and again (a refreshed document replaces the last one).
+    ///
+    /// - A declared `max_subscriptions` is the cap in force until the relay shows another:
+    ///   a cap learned from a refusal replaces it (and is kept when a document comes
+    ///   later); while it holds subscriptions back, one REQ at a time is sent past it, and
+    ///   each that the relay accepts raises it by one. An [`Event::SubscriptionLimit`] says
+    ///   when the cap in force changes.
+    /// - With a `max_message_length`, subscriptions and publishes already registered whose
+    ///   frame would be larger are given up: [`Event::Closed`] (with a reason saying so) and
+    ///   [`Event::Rejected`] with [`Rejection::TooLarge`](super::Rejection::TooLarge).
+    /// - `auth_required` makes REQs wait for authentication from the next socket on, when
+    ///   [`RelayConfig::authenticates`] says the application answers challenges.
+    pub fn apply_relay_info(&mut self, now: Instant, info: &RelayInfo) -> Applied {
+        let now = self.clock.observe(now);
+        self.declared = *info;
+        if let Some(max) = self.scheduler.declare_limit(info.max_subscriptions) {
+            self.events.push_back(Event::SubscriptionLimit { max });
+        }
+        if let Some(max) = info.max_message_length {
+            let larger: Vec<(SubscriptionId, usize)> = self
+                .subs
+                .iter()
+                .map(|s| (s.id, req_frame_bound(s.filters.len(), s.filter_count)))
+                .filter(|&(_, len)| len > max)
+                .collect();
+            for (id, len) in larger {
+                if self.subs.get(id).is_some_and(|s| s.state.is_open()) && self.link.is_open() {
+                    self.send_close(id);
+                }
+                self.surface(id, Error::MessageTooLarge { len, max }.to_string());
+            }
+            let (outbox, mut env) = self.outbox();
+            outbox.reject_larger(max, &mut env);
+        }
+        self.pump(now);
+        self.applied()
+    }
+
     // ----- inputs from the socket -------------------------------------------------------------
 
     /// The socket of `epoch` (from [`Transmit::Open`]) is open. An open for a socket the
@@ -296,6 +362,9 @@ impl RelaySession {
         self.reset_for_socket();
         self.events.push_back(Event::Connected);
         self.scheduler.on_open(now);
+        if self.auth_first() {
+            self.auth_hold = Some(now.saturating_add(self.config.challenge_wait));
+        }
         let mut ids: Vec<SubscriptionId> = self.subs.iter().map(|s| s.id).collect();
         ids.sort_unstable();
         for id in ids {
@@ -406,6 +475,10 @@ impl RelaySession {
             }
             None => {}
         }
+        if self.auth_hold.is_some_and(|at| at <= now) {
+            // No challenge, or no answer to it, in time: REQs go out and take their chances.
+            self.auth_hold = None;
+        }
         while let Some(id) = self.timers.due(now) {
             self.set_timer(id, None);
             self.fire_sub_timer(now, id);
@@ -441,6 +514,7 @@ impl RelaySession {
             self.timers.next(),
             self.outbox.next_timer(),
             self.pump_deadline(),
+            self.auth_hold,
         ]
         .into_iter()
         .flatten()
@@ -474,9 +548,42 @@ impl RelaySession {
         self.scheduler.open_reqs()
     }
 
-    /// The limit on open REQs in force: configured or learned, whichever is lower.
+    /// The limit on open REQs in force: the configured one or the relay's cap (declared in
+    /// its NIP-11 document, else learned from its refusals), whichever is lower.
+    ///
+    /// A declared cap is a first guess and what the relay does wins: a cap refusal replaces
+    /// it with what was open ahead of the refused REQ (lower or higher), and while a
+    /// declared cap holds subscriptions back one REQ at a time goes out past it — each one
+    /// the relay accepts raises the cap by one. A learned cap is never probed past and only
+    /// goes down. So while the limit is declared, one REQ more than it may be open.
     pub fn subscription_limit(&self) -> Option<usize> {
         self.scheduler.limit(self.config.max_subscriptions)
+    }
+
+    /// What the relay's NIP-11 document declared (empty until one is applied).
+    pub fn relay_info(&self) -> &RelayInfo {
+        &self.declared
+    }
+
+    /// The declared values in force, as [`RelaySession::apply_relay_info`] reports them.
+    pub fn applied(&self) -> Applied {
+        let limit = self.subscription_limit();
+        Applied {
+            subscription_limit: limit,
+            limit_is_declared: matches!(
+                self.scheduler.cap(),
+                Some(scheduler::Cap::Declared(n)) if Some(n) == limit
+            ),
+            max_message_length: self.declared.max_message_length,
+            max_subid_length: self.declared.max_subid_length,
+            auth_first: self.auth_first(),
+            max_limit: self.declared.max_limit,
+        }
+    }
+
+    /// Whether REQs are waiting for authentication on this socket.
+    pub fn is_holding_for_auth(&self) -> bool {
+        self.auth_hold.is_some()
     }
 
     /// One subscription, if registered.
@@ -612,6 +719,26 @@ impl RelaySession {
         self.scheduler.reset();
         self.outbox.on_socket_lost();
         self.auth = Auth::default();
+        self.auth_hold = None;
+    }
+
+    /// Whether REQs wait for authentication on each new socket.
+    fn auth_first(&self) -> bool {
+        self.declared.auth_required && self.config.authenticates
+    }
+
+    /// The relay challenged while REQs wait for authentication: they wait for the answer.
+    fn extend_auth_hold(&mut self, now: Instant) {
+        if self.auth_hold.is_some() {
+            self.auth_hold = Some(now.saturating_add(self.config.auth_timeout));
+        }
+    }
+
+    /// The AUTH was answered, either way: the REQs waiting for it go out.
+    fn release_auth_hold(&mut self, now: Instant) {
+        if self.auth_hold.take().is_some() {
+            self.pump(now);
+        }
     }
 
     fn lose_socket(&mut self, reconnect_at: Option<Instant>, why: SocketLoss) {
@@ -670,6 +797,7 @@ impl RelaySession {
         let env = scheduler::Env {
             catch_up,
             config: &self.config,
+            max_subid: self.declared.max_subid_length,
             gate: &self.gate,
             subs: &mut self.subs,
             timers: &mut self.timers,
@@ -702,6 +830,15 @@ fn view(sub: &Subscription) -> SubscriptionView {
         priority: sub.priority,
         timer: sub.timer,
     }
+}
+
+/// An upper bound on the bytes of `["REQ","<wire id>",<filter>,...]`, leaving room for the longest wire id and a catch-up `since` in each filter.
+/// (`filters_len` bytes of JSON in `count` filters; a subscription's stored `[f1,f2]` text
+/// counts a few bytes more, which only makes the bound safer.)
+fn req_frame_bound(filters_len: usize, count: usize) -> usize {
+    const FRAME: usize = r#"["REQ","",]"#.len() + 25;
+    const SINCE: usize = r#","since":18446744073709551615"#.len();
+    FRAME + filters_len + count * (1 + SINCE)
 }
 
 fn invalid_event(error: crate::nostr::message::FrameError) -> Error {

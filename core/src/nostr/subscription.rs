@@ -121,6 +121,8 @@ pub(crate) struct Subscription {
     /// The filters as one JSON array text: a single allocation, most of it the filters' own
     /// bytes, which keeps the per-subscription overhead small.
     pub(crate) filters: Box<str>,
+    /// How many filters `filters` holds.
+    pub(crate) filter_count: usize,
     pub(crate) state: SubState,
     /// Bumped on every REQ: the wire id is `(id, attempt)`, so anything the relay says about
     /// an older REQ is recognisably stale.
@@ -165,6 +167,7 @@ impl Subscription {
             priority,
             order,
             filters: joined.into_boxed_str(),
+            filter_count: filters.len(),
             state: SubState::Idle,
             attempt: 0,
             retries: 0,

@@ -440,6 +440,24 @@ impl RelayPool {
         })
     }
 
+    /// `relay`'s NIP-11 document declares `info`: see [`RelaySession::apply_relay_info`].
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`].
+    pub fn apply_relay_info(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        info: &crate::nostr::RelayInfo,
+    ) -> Result<crate::nostr::Applied, PoolError> {
+        let mut applied = None;
+        self.socket(now, relay, |s, now| {
+            applied = Some(s.apply_relay_info(now, info));
+            Ok(())
+        })?;
+        applied.ok_or(PoolError::UnknownRelay(relay))
+    }
+
     /// Time has passed: fire what is due at `now` — only the relays and subscriptions whose
     /// deadline it is.
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -802,6 +820,11 @@ impl RelayPool {
                 let why = match reason {
                     Rejection::Refused { message } => message,
                     Rejection::TimedOut => "no OK in time".to_owned(),
+                    Rejection::TooLarge { len, max } => {
+                        format!(
+                            "a {len}-byte frame exceeds the relay's max_message_length of {max}"
+                        )
+                    }
                 };
                 self.publish_answer(id, relay, Some(why));
             }

@@ -76,6 +76,12 @@ pub struct RelayModel {
     pub budget: Option<ReqBudget>,
     /// Subscription cap per connection.
     pub max_subs: Option<(usize, LimitStyle)>,
+    /// The text the cap is refused with, in the frame of its [`LimitStyle`], instead of
+    /// that style's default (another relay's dialect).
+    pub cap_text: Option<String>,
+    /// The NIP-11 document this relay serves (its JSON), if any; the Sim does not fetch
+    /// it, `TestRelay` serves it to a GET with `Accept: application/nostr+json`.
+    pub info_document: Option<String>,
     /// Whether REQs and EVENTs need NIP-42 auth first.
     pub auth_required: bool,
     /// The next REQs are answered with these CLOSED messages, one each, before anything else.
@@ -242,12 +248,19 @@ impl RelayModel {
         };
         if let Some((max, style)) = self.max_subs {
             if c.subs.len() >= max && !c.subs.contains_key(sub) {
+                let text = self.cap_text.clone();
                 return match style {
-                    LimitStyle::Closed => closed("error: too many subscriptions".into()),
+                    LimitStyle::Closed => {
+                        closed(text.unwrap_or_else(|| "error: too many subscriptions".into()))
+                    }
                     LimitStyle::Notice => vec![RelayMessage::Notice {
-                        message:
-                            "Subscription error: Maximum concurrent subscription count reached"
-                                .into(),
+                        message: text
+                            .unwrap_or_else(|| {
+                                "Subscription error: Maximum concurrent subscription count \
+                                 reached"
+                                    .into()
+                            })
+                            .into(),
                     }
                     .encode()],
                 };

@@ -52,6 +52,12 @@ pub struct Faults {
     pub drop_after_frames: Option<u64>,
     /// Refuse (accept and drop at once) new connections until this long after the start.
     pub refuse_until: Option<Duration>,
+    /// Answer the NIP-11 GET with a head and then nothing, forever (the stalled document).
+    pub info_stall: bool,
+    /// Answer the NIP-11 GET with a 200 and a body of this many bytes of one JSON string
+    /// that never closes (the huge document); bytes written before the client hung up are
+    /// counted in [`Log::info_bytes_sent`].
+    pub info_huge: Option<usize>,
 }
 
 /// What happened on the wire, with times since the server started.
@@ -67,6 +73,10 @@ pub struct Log {
     pub frames_sent: u64,
     /// Connections that ended, and when.
     pub closed: Vec<(Duration, u64)>,
+    /// When each plain HTTP GET (the NIP-11 document) arrived.
+    pub info_requests: Vec<Duration>,
+    /// Body bytes of NIP-11 answers the client took before it hung up (or all of them).
+    pub info_bytes_sent: u64,
 }
 
 impl Log {
@@ -260,8 +270,75 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-async fn serve(stream: TcpStream, shared: Arc<Shared>) {
+/// A plain GET (no WebSocket upgrade) asks for the NIP-11 document: the model's
+/// `info_document`, or 404. Returns whether the connection was that.
+async fn serve_info(stream: &mut TcpStream, shared: &Shared) -> bool {
+    use tokio::io::AsyncWriteExt;
+    let mut head = [0u8; 4096];
+    let mut len = 0;
+    // Peek (the WebSocket handshake reads the head again) until the head is complete.
+    for _ in 0..200 {
+        len = stream.peek(&mut head).await.unwrap_or(0);
+        if len == 0 || len == head.len() || head[..len].windows(4).any(|w| w == b"\r\n\r\n") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let text = String::from_utf8_lossy(&head[..len]).to_ascii_lowercase();
+    if len == 0 || text.contains("upgrade: websocket") {
+        return false;
+    }
+    let (document, faults) = {
+        let mut state = shared.lock();
+        state.log.info_requests.push(shared.now());
+        (state.model.info_document.clone(), state.faults)
+    };
+    if faults.info_stall {
+        let _ = stream
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\ncontent-length: 100\r\n\r\n{")
+            .await;
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        return true;
+    }
+    if let Some(total) = faults.info_huge {
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\ncontent-length: {total}\r\n\r\n"
+        );
+        if stream.write_all(head.as_bytes()).await.is_err() {
+            return true;
+        }
+        let mut chunk = vec![b'a'; 16 * 1024];
+        chunk[0] = b'"';
+        let mut sent = 0;
+        while sent < total {
+            let n = chunk.len().min(total - sent);
+            if stream.write_all(&chunk[..n]).await.is_err() {
+                break;
+            }
+            chunk[0] = b'a';
+            sent += n;
+            shared.lock().log.info_bytes_sent += n as u64;
+        }
+        return true;
+    }
+    let response = match document {
+        Some(body) => format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/nostr+json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+        None => "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            .to_owned(),
+    };
+    let _ = stream.write_all(response.as_bytes()).await;
+    let _ = stream.shutdown().await;
+    true
+}
+
+async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     let _ = stream.set_nodelay(true);
+    if serve_info(&mut stream, &shared).await {
+        return;
+    }
     let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
         return;
     };

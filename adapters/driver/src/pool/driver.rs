@@ -16,7 +16,7 @@ use futures_core::Stream;
 use futures_sink::Sink;
 use tether_core::link::{Epoch, SocketError};
 use tether_core::nostr::message::EventId;
-use tether_core::nostr::{ChallengeId, Event};
+use tether_core::nostr::{ChallengeId, Event, RelayInfo};
 use tether_core::pool::{
     PoolConfig, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool, SubId, VerifyRequest,
 };
@@ -27,7 +27,8 @@ use super::handle::{PoolCommand, PoolHandle, PoolItem};
 use super::ready::Ready;
 use crate::config::{seed_or_random, Config};
 use crate::relay::{route, Route, SessionEvent};
-use crate::runtime::{Alarm, BoxFuture, Runtime, WsConnect};
+use crate::relay_info::{fetch_info, InfoFetchError, InfoPolicy};
+use crate::runtime::{Alarm, BoxFuture, HttpConnect, Runtime, WsConnect};
 use crate::signer::{Signer, SignerError};
 use crate::verify::Workers;
 use crate::wire::{Wire, WireInput};
@@ -69,6 +70,11 @@ pub struct PoolDriver<R: Runtime> {
     backed_up: BTreeSet<RelayId>,
     /// AUTH answers being signed, by relay.
     signing: BTreeMap<RelayId, (ChallengeId, BoxFuture<Result<String, SignerError>>)>,
+    /// Fetches each relay's NIP-11 document, when the runtime gave one.
+    info_http: Option<Arc<dyn HttpConnect>>,
+    info_policy: InfoPolicy,
+    /// The NIP-11 fetches in flight, by relay: only these are polled.
+    info_fetches: BTreeMap<RelayId, BoxFuture<Result<Vec<u8>, InfoFetchError>>>,
 }
 
 /// A backlogged item: for a subscription, or a relay-wide event.
@@ -90,11 +96,13 @@ struct Relay {
     wire: Wire,
     /// Its socket is polled with this: waking it queues the relay in `ready`.
     waker: Waker,
+    /// When its last NIP-11 document fetch started.
+    info_fetched_at: Option<Instant>,
 }
 
 /// A handle to a new, empty pool and the driver that serves it.
 pub fn pool_driver<R: Runtime>(
-    pool_config: PoolConfig,
+    mut pool_config: PoolConfig,
     config: Config,
     rt: R,
     ws: Arc<dyn WsConnect>,
@@ -102,13 +110,13 @@ pub fn pool_driver<R: Runtime>(
     let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
     let (relay_events, rx) = mpsc::channel(config.session_capacity.max(1) - 1);
     let max_frame = pool_config.relay.max_frame;
-    let mut pool_config = pool_config;
     // The core waits for verdicts only when someone will give them.
     pool_config.verify = config.verifier.is_some();
     let workers = config
         .verifier
         .clone()
         .map(|v| Workers::start(v, config.verify_workers));
+    pool_config.relay.authenticates |= config.signer.is_some();
     let mut pool = RelayPool::new(pool_config, seed_or_random(config.seed));
     pool.set_wall_clock(rt.now(), crate::relay::unix_now());
     let slot = Arc::new(std::sync::Mutex::new(Some(super::handle::PoolEvents {
@@ -142,8 +150,25 @@ pub fn pool_driver<R: Runtime>(
         deferred: BTreeSet::new(),
         backed_up: BTreeSet::new(),
         signing: BTreeMap::new(),
+        info_http: None,
+        info_policy: config.relay_info,
+        info_fetches: BTreeMap::new(),
     };
     (handle, driver)
+}
+
+impl<R: Runtime> PoolDriver<R>
+where
+    R::Sleep: 'static,
+{
+    /// Fetch each relay's NIP-11 document with `http` when it connects (bounded and
+    /// refreshed rarely, per [`Config::relay_info`]) and give it to that relay's session, as
+    /// [`RelayDriver::with_relay_info`](crate::RelayDriver::with_relay_info) does.
+    #[must_use]
+    pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
+        self.info_http = Some(http);
+        self
+    }
 }
 
 impl<R: Runtime> Future for PoolDriver<R> {
@@ -167,6 +192,7 @@ impl<R: Runtime> Future for PoolDriver<R> {
             let clear = this.flush(cx) && !this.verify_backlogged();
             this.note_reading(now, clear);
             worked |= this.poll_signing(cx, now);
+            worked |= this.poll_info(cx, now);
             match this.poll_command(cx, now) {
                 Poll::Ready(true) => worked = true,
                 Poll::Ready(false) => return Poll::Ready(()),
@@ -201,6 +227,15 @@ impl<R: Runtime> PoolDriver<R> {
                 if matches!(transmit, tether_core::nostr::Transmit::Open { .. }) {
                     info!(url = %r.url, "connecting");
                     self.signing.remove(&relay);
+                    if let Some(fetch) = start_info_fetch(
+                        &self.rt,
+                        self.info_http.as_ref(),
+                        self.info_policy,
+                        now,
+                        r,
+                    ) {
+                        self.info_fetches.entry(relay).or_insert(fetch);
+                    }
                 }
                 r.wire.transmit(&*self.ws, &r.url, self.max_frame, transmit);
                 if r.wire.backed_up() {
@@ -496,6 +531,41 @@ impl<R: Runtime> PoolDriver<R> {
         worked
     }
 
+    /// Documents that arrived go to their relay's session; anything else changes nothing.
+    fn poll_info(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let mut done = Vec::new();
+        for (&relay, future) in &mut self.info_fetches {
+            if let Poll::Ready(result) = future.as_mut().poll(cx) {
+                done.push((relay, result));
+            }
+        }
+        for (relay, _) in &done {
+            self.info_fetches.remove(relay);
+        }
+        let worked = !done.is_empty();
+        for (relay, result) in done {
+            let parsed = result
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| RelayInfo::parse(&bytes).map_err(|e| e.to_string()));
+            let event = match parsed {
+                Ok(info) => match self.pool.apply_relay_info(now, relay, &info) {
+                    Ok(applied) => {
+                        info!(%relay, ?applied, "relay information document applied");
+                        SessionEvent::RelayInfo { info, applied }
+                    }
+                    Err(_) => continue,
+                },
+                Err(why) => {
+                    info!(%relay, %why, "no relay information document; nothing changes");
+                    SessionEvent::RelayInfoUnavailable { why }
+                }
+            };
+            self.backlog
+                .push_back((Dest::Relays, Relayed::Session(relay, event)));
+        }
+        worked
+    }
+
     /// One command, if any: `Ready(false)` when every handle is gone.
     fn poll_command(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<bool> {
         if !self.backed_up.is_empty() {
@@ -530,6 +600,7 @@ impl<R: Runtime> PoolDriver<R> {
                             url: Arc::from(url.as_str()),
                             wire: Wire::default(),
                             waker: self.ready.waker(relay),
+                            info_fetched_at: None,
                         },
                     );
                 }
@@ -587,6 +658,7 @@ impl<R: Runtime> PoolDriver<R> {
                 self.deferred.clear();
                 self.backed_up.clear();
                 self.signing.clear();
+                self.info_fetches.clear();
                 let _ = reply.send(());
             }
         }
@@ -599,7 +671,32 @@ impl<R: Runtime> PoolDriver<R> {
         self.deferred.remove(&relay);
         self.backed_up.remove(&relay);
         self.signing.remove(&relay);
+        self.info_fetches.remove(&relay);
     }
+}
+
+/// At `relay`'s connect: fetch its document if there is none yet or it is older than
+/// `refresh_after` (a failed fetch counts: one bounded request per refresh period). A fetch
+/// still in flight is kept by the caller.
+fn start_info_fetch<R: Runtime>(
+    rt: &R,
+    http: Option<&Arc<dyn HttpConnect>>,
+    policy: InfoPolicy,
+    now: Instant,
+    relay: &mut Relay,
+) -> Option<BoxFuture<Result<Vec<u8>, InfoFetchError>>>
+where
+    R::Sleep: 'static,
+{
+    let http = http?;
+    let fresh = relay
+        .info_fetched_at
+        .is_some_and(|at| now.saturating_duration_since(at) < policy.refresh_after);
+    if !policy.fetch || fresh {
+        return None;
+    }
+    relay.info_fetched_at = Some(now);
+    Some(fetch_info(rt, Arc::clone(http), &relay.url, policy))
 }
 
 /// One socket input into the pool.

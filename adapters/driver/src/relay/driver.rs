@@ -8,14 +8,15 @@ use std::task::{Context, Poll};
 use futures_channel::mpsc;
 use futures_core::Stream;
 use tether_core::link::{Epoch, SocketError};
-use tether_core::nostr::{Carries, ChallengeId, Error, Event, RelaySession, Transmit};
+use tether_core::nostr::{Carries, ChallengeId, Error, Event, RelayInfo, RelaySession, Transmit};
 use tether_core::Instant;
 use tracing::{debug, info, warn};
 
 use super::dispatch::{route, Dispatch, Route};
 use super::handle::{Command, Rejected, RelayHandle, SessionEvent, SessionEvents};
 use crate::config::{seed_or_random, Config};
-use crate::runtime::{Alarm, BoxFuture, Runtime, WsConnect};
+use crate::relay_info::{fetch_info, InfoFetchError, InfoPolicy};
+use crate::runtime::{Alarm, BoxFuture, HttpConnect, Runtime, WsConnect};
 use crate::signer::{Signer, SignerError};
 use crate::wire::{Wire, WireInput};
 
@@ -37,6 +38,13 @@ pub struct RelayDriver<R: Runtime> {
     alarm: Alarm<R>,
     /// Socket reads are paused because the application is behind (told to the core).
     reading_paused: bool,
+    /// Fetches the relay's NIP-11 document, when the runtime gave one.
+    info_http: Option<Arc<dyn HttpConnect>>,
+    info_policy: InfoPolicy,
+    /// The document fetch in flight.
+    info_fetch: Option<BoxFuture<Result<Vec<u8>, InfoFetchError>>>,
+    /// When the last fetch started: the driver's cache of the document is that fresh.
+    info_fetched_at: Option<Instant>,
     span: tracing::Span,
 }
 
@@ -53,7 +61,9 @@ pub fn relay_driver<R: Runtime>(
     let (session_tx, session_rx) = mpsc::channel(config.session_capacity.max(1) - 1);
     let slot = Arc::new(Mutex::new(Some(SessionEvents::new(session_rx))));
     let seed = seed_or_random(config.seed);
-    let mut session = RelaySession::new(config.relay.clone(), seed);
+    let mut relay_config = config.relay.clone();
+    relay_config.authenticates |= config.signer.is_some();
+    let mut session = RelaySession::new(relay_config, seed);
     session.set_wall_clock(rt.now(), unix_now());
     session.connect(rt.now());
     let handle = RelayHandle {
@@ -76,8 +86,26 @@ pub fn relay_driver<R: Runtime>(
         signing: None,
         alarm: Alarm::new(),
         reading_paused: false,
+        info_http: None,
+        info_policy: config.relay_info,
+        info_fetch: None,
+        info_fetched_at: None,
     };
     (handle, driver)
+}
+
+impl<R: Runtime> RelayDriver<R>
+where
+    R::Sleep: 'static,
+{
+    /// Fetch the relay's NIP-11 document with `http` when connecting (bounded and refreshed
+    /// rarely, per [`Config::relay_info`]) and give it to the session as starting values.
+    /// Without this call (or with `relay_info.fetch` off) nothing is fetched.
+    #[must_use]
+    pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
+        self.info_http = Some(http);
+        self
+    }
 }
 
 impl<R: Runtime> Future for RelayDriver<R> {
@@ -99,6 +127,7 @@ impl<R: Runtime> Future for RelayDriver<R> {
             this.note_reading(now, clear);
             this.reap_abandoned(now);
             let mut worked = this.poll_signing(cx, now);
+            worked |= this.poll_info(cx, now);
             match this.poll_command(cx, now) {
                 Poll::Ready(true) => worked = true,
                 Poll::Ready(false) => return this.shut_down(now),
@@ -170,6 +199,7 @@ impl<R: Runtime> RelayDriver<R> {
             // Follow wall-clock corrections; the core only judges timestamps by it.
             self.session.set_wall_clock(self.rt.now(), unix_now());
             info!(attempt = self.session.link().attempts(), "connecting");
+            self.start_info_fetch();
         }
         let max = self.session.config().max_frame;
         self.wire.transmit(&*self.ws, &self.url, max, transmit);
@@ -277,6 +307,57 @@ impl<R: Runtime> RelayDriver<R> {
                 let _ = reply.send(());
             }
         }
+    }
+
+    /// At a connect: fetch the document if there is none yet or it is older than
+    /// `refresh_after` (a failed fetch counts: one bounded request per refresh period).
+    fn start_info_fetch(&mut self) {
+        let Some(http) = &self.info_http else {
+            return;
+        };
+        let now = self.rt.now();
+        let fresh = self
+            .info_fetched_at
+            .is_some_and(|at| now.saturating_duration_since(at) < self.info_policy.refresh_after);
+        if !self.info_policy.fetch || self.info_fetch.is_some() || fresh {
+            return;
+        }
+        debug!("fetching the relay information document");
+        self.info_fetched_at = Some(now);
+        self.info_fetch = Some(fetch_info(
+            &self.rt,
+            Arc::clone(http),
+            &self.url,
+            self.info_policy,
+        ));
+    }
+
+    /// The document fetch finished: give a document that parses to the session; anything
+    /// else changes nothing.
+    fn poll_info(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let Some(future) = self.info_fetch.as_mut() else {
+            return false;
+        };
+        let Poll::Ready(result) = future.as_mut().poll(cx) else {
+            return false;
+        };
+        self.info_fetch = None;
+        let parsed = result
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| RelayInfo::parse(&bytes).map_err(|e| e.to_string()));
+        let event = match parsed {
+            Ok(info) => {
+                let applied = self.session.apply_relay_info(now, &info);
+                info!(?applied, "relay information document applied");
+                SessionEvent::RelayInfo { info, applied }
+            }
+            Err(why) => {
+                info!(%why, "no relay information document; nothing changes");
+                SessionEvent::RelayInfoUnavailable { why }
+            }
+        };
+        self.dispatch.route(Route::Session(event));
+        true
     }
 
     fn start_signing(&mut self, id: ChallengeId, challenge: &str) {

@@ -13,7 +13,7 @@ use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::{EventId, FrameError};
 use tether_core::nostr::{
-    ChallengeId, Disconnect, Error, Filter, Priority, Rejection, SubscriptionId,
+    Applied, ChallengeId, Disconnect, Error, Filter, Priority, Rejection, RelayInfo, SubscriptionId,
 };
 
 use crate::signer::SignerError;
@@ -142,6 +142,19 @@ pub enum SessionEvent {
     PeerError {
         /// What was wrong.
         error: FrameError,
+    },
+    /// The relay's NIP-11 document was fetched and its limits are the session's starting
+    /// values.
+    RelayInfo {
+        /// What the document declares.
+        info: RelayInfo,
+        /// What the session applies.
+        applied: Applied,
+    },
+    /// No usable NIP-11 document (none, too large, too slow, not JSON): nothing changed.
+    RelayInfoUnavailable {
+        /// Why.
+        why: String,
     },
 }
 

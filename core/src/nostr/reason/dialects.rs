@@ -822,9 +822,10 @@ pub static DIALECTS: &[Dialect] = &[
     d(
         "rate-limited: too many reqs",
         C,
-        RATE,
-        "rust-nostr/nostr crates/nostr-relay-builder/src/local/inner.rs: really the max_reqs \
-         cap on open subscriptions, kept rate-limited as its prefix says (see the module docs)",
+        CAP,
+        "rust-nostr/nostr crates/nostr-relay-builder/src/local/inner.rs: a cap in a rate \
+         limit's words (refused while the connection's open subscriptions >= max_reqs), so a \
+         cap: queued for a slot (see the module docs)",
     ),
     d(
         "auth-required: you must auth",

@@ -33,6 +33,7 @@ impl RelaySession {
                 self.challenges += 1;
                 let id = ChallengeId(self.challenges);
                 self.auth.challenge = Some((id, challenge.to_string()));
+                self.extend_auth_hold(now);
                 self.events.push_back(Event::AuthChallenge {
                     challenge: challenge.into_owned(),
                     id,
@@ -92,6 +93,9 @@ impl RelaySession {
         self.scheduler.answered(seq);
         self.set_timer(id, None);
         self.events.push_back(Event::Eose { sub: id });
+        if let Some(max) = self.scheduler.accepted(id) {
+            self.events.push_back(Event::SubscriptionLimit { max });
+        }
         self.pump(now);
     }
 
@@ -164,6 +168,7 @@ impl RelaySession {
                 self.set_timer(id, None);
                 self.enqueue(id);
             }
+            self.auth_hold = None;
             self.pump(now);
         } else {
             self.events.push_back(Event::AuthFailed {
@@ -174,6 +179,7 @@ impl RelaySession {
             for id in held {
                 self.surface(id, message.to_owned());
             }
+            self.release_auth_hold(now);
         }
     }
 }

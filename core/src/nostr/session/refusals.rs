@@ -16,12 +16,7 @@ impl RelaySession {
             sub.refused(now, stable_after);
         }
         match class {
-            Class::Terminal(Terminal::TooManySubscriptions) => {
-                if let Some(max) = self.scheduler.learn_limit() {
-                    self.events.push_back(Event::SubscriptionLimit { max });
-                }
-                self.surface(id, message.to_owned());
-            }
+            Class::Terminal(Terminal::TooManySubscriptions) => self.refuse_for_cap(id, message),
             Class::Terminal(_) => self.surface(id, message.to_owned()),
             Class::AuthRequired => self.hold_for_auth(now, id, message),
             Class::RateLimited { retry_after } => {
@@ -31,6 +26,43 @@ impl RelaySession {
             }
             Class::Retryable => self.schedule_retry(now, id, message),
         }
+    }
+
+    /// A cap refusal, in any dialect: learn the cap from the REQs that were open ahead of
+    /// the refused one, and queue it for a slot (not surfaced, not retried on a timer into
+    /// the same wall). Only when none of ours was open ahead of it is there no slot of ours
+    /// to wait for (the relay counts other connections, or allows none): then it is
+    /// terminal and surfaced, as the rule book has `too many subscriptions`.
+    ///
+    /// A queued subscription is sent only below the cap, so its next cap refusal lowers
+    /// the learned cap, which never rises again, and at zero ahead it is surfaced. That
+    /// bound leans on the relay naming the refused REQ; a NOTICE-only refusal pinned on the
+    /// wrong one can re-queue a subscription the relay never refused. So each re-queue also
+    /// counts as a re-REQ after a refusal, under the same bound as the other retries
+    /// (`closed_retry.max_attempts`, 5, cleared by a clean EOSE or a new socket): past it
+    /// the subscription is surfaced.
+    fn refuse_for_cap(&mut self, id: SubscriptionId, message: &str) {
+        let max_attempts = self.config.closed_retry.max_attempts.unwrap_or(u32::MAX);
+        let Some((seq, retries)) = self.subs.get(id).map(|s| (s.sent_seq, s.retries)) else {
+            return;
+        };
+        let before = self
+            .subs
+            .iter()
+            .filter(|s| s.state.is_open() && s.sent_seq < seq)
+            .count();
+        if let Some(max) = self.scheduler.learn_limit(before) {
+            self.events.push_back(Event::SubscriptionLimit { max });
+        }
+        if before == 0 || retries >= max_attempts {
+            self.surface(id, message.to_owned());
+            return;
+        }
+        if let Some(sub) = self.subs.get_mut(id) {
+            sub.retries += 1;
+        }
+        self.enqueue(id);
+        self.tell_queued(id);
     }
 
     /// Bounded re-REQ: delay = max(gate remaining, own full-jitter backoff); when the retries
@@ -104,7 +136,7 @@ impl RelaySession {
 
     /// Send queued REQs (see [`Scheduler::pump`]); only on an open socket.
     pub(super) fn pump(&mut self, now: Instant) {
-        if !self.link.is_open() {
+        if !self.link.is_open() || self.auth_hold.is_some() {
             return;
         }
         let (scheduler, mut env) = self.scheduler();
@@ -112,7 +144,7 @@ impl RelaySession {
     }
 
     pub(super) fn pump_deadline(&self) -> Option<Instant> {
-        if !self.link.is_open() {
+        if !self.link.is_open() || self.auth_hold.is_some() {
             return None;
         }
         self.scheduler
