@@ -253,6 +253,11 @@ async fn receive_tether_pool(urls: &[String], expected: usize, verify: bool) -> 
     let mut config = Config::default();
     if verify {
         config.verifier = Some(Arc::new(Verifier::new()));
+        // `TETHER_E2E_WORKERS` pins the verification threads (default: one per core).
+        config.verify_workers = std::env::var("TETHER_E2E_WORKERS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
     }
     let mut pool_config = PoolConfig::default();
     // Every id stays remembered: a second relay's copy may come 100 000 events later.

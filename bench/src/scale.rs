@@ -91,7 +91,9 @@ pub fn run_client(
 enum Client {
     Tether {
         _pool: tether_tokio::PoolHandle,
-        subs: Vec<tether_tokio::PoolSubscription>,
+        /// Every subscription, read together: one read at a time would stall the rest (they
+        /// share the driver's backpressure, and each yields an EOSE item per relay).
+        items: futures_util::stream::SelectAll<tether_tokio::PoolSubscription>,
     },
     NostrSdk {
         _client: Box<nostr_sdk::Client>,
@@ -120,24 +122,20 @@ impl Client {
         for url in urls {
             pool.add_relay(url).await.expect("tether adds relay");
         }
-        let mut streams = Vec::new();
+        let mut items = futures_util::stream::SelectAll::new();
         for k in 0..subs {
             let filter = Filter::new(&format!(r#"{{"kinds":[{}]}}"#, kind_of(k))).expect("filter");
-            streams.push(pool.subscribe(vec![filter]).await.expect("subscribe"));
+            items.push(pool.subscribe(vec![filter]).await.expect("subscribe"));
         }
-        for sub in &mut streams {
-            loop {
-                match sub.next().await.expect("subscription lives") {
-                    PoolItem::Complete(tether_tokio::Outcome::Complete) => break,
-                    PoolItem::Complete(partial) => panic!("tether: {partial:?}"),
-                    _ => {}
-                }
+        let mut complete = 0;
+        while complete < subs {
+            match items.next().await.expect("subscriptions live") {
+                PoolItem::Complete(tether_tokio::Outcome::Complete) => complete += 1,
+                PoolItem::Complete(partial) => panic!("tether: {partial:?}"),
+                _ => {}
             }
         }
-        Client::Tether {
-            _pool: pool,
-            subs: streams,
-        }
+        Client::Tether { _pool: pool, items }
     }
 
     async fn nostr_sdk(urls: &[String], subs: usize) -> Client {
@@ -178,9 +176,8 @@ impl Client {
     /// Stay connected, serving pings and timers, for `d`.
     async fn idle(&mut self, d: Duration) {
         match self {
-            Client::Tether { subs, .. } => {
-                let quiet = futures_util::future::select_all(subs.iter_mut().map(|s| s.next()));
-                if let Ok((item, ..)) = tokio::time::timeout(d, quiet).await {
+            Client::Tether { items, .. } => {
+                if let Ok(item) = tokio::time::timeout(d, items.next()).await {
                     panic!("tether heard something while idle: {item:?}");
                 }
             }
@@ -192,18 +189,14 @@ impl Client {
     async fn trickle(&mut self, subs: usize) -> usize {
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         match self {
-            Client::Tether { subs: streams, .. } => {
+            Client::Tether { items, .. } => {
+                // Each trickle event matches one subscription: one `Event` each.
                 let mut received = 0;
-                for sub in streams {
-                    let next = tokio::time::timeout_at(deadline, async {
-                        loop {
-                            if let Some(tether_tokio::PoolItem::Event { .. }) = sub.next().await {
-                                return;
-                            }
-                        }
-                    });
-                    if next.await.is_ok() {
-                        received += 1;
+                while received < subs {
+                    match tokio::time::timeout_at(deadline, items.next()).await {
+                        Ok(Some(tether_tokio::PoolItem::Event { .. })) => received += 1,
+                        Ok(Some(_)) => {}
+                        Ok(None) | Err(_) => break,
                     }
                 }
                 received

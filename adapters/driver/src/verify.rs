@@ -137,3 +137,67 @@ fn work(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+    use tether_core::nostr::message::EventId;
+    use tether_core::pool::RelayId;
+
+    /// Busy for `ms` of CPU, like a signature check.
+    struct Busy(u64);
+
+    impl Verify for Busy {
+        fn verify(&self, raw: &str) -> Result<(), String> {
+            let until = Instant::now() + Duration::from_millis(self.0);
+            let mut x = 0u64;
+            while Instant::now() < until {
+                x = x.wrapping_add(1);
+            }
+            std::hint::black_box(x);
+            if raw == "bad" {
+                Err("bad".into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    #[test]
+    fn workers_check_in_parallel_and_answer_every_ticket() {
+        let threads = 2;
+        let mut workers = Workers::start(Arc::new(Busy(20)), threads);
+        let started = Instant::now();
+        for n in 0..8u64 {
+            let request = VerifyRequest {
+                ticket: VerifyTicket(n),
+                relay: RelayId(0),
+                id: EventId([0; 32]),
+                raw: if n == 3 { "bad".into() } else { "ok".into() },
+            };
+            assert!(workers.has_room());
+            assert_eq!(workers.submit(request), None);
+        }
+        let mut verdicts = Vec::new();
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        while verdicts.len() < 8 {
+            match workers.poll_verdict(&mut cx) {
+                Poll::Ready(Some(v)) => verdicts.push(v),
+                Poll::Ready(None) => panic!("nothing in flight with {} answered", verdicts.len()),
+                Poll::Pending => std::thread::sleep(Duration::from_millis(1)),
+            }
+        }
+        let elapsed = started.elapsed();
+        verdicts.sort_by_key(|(t, _)| *t);
+        let failed: Vec<u64> = verdicts
+            .iter()
+            .filter(|(_, v)| v.is_err())
+            .map(|(t, _)| t.0)
+            .collect();
+        assert_eq!(failed, [3]);
+        // 8 checks of 20 ms on 2 workers: ~80 ms in parallel, 160 ms one at a time.
+        assert!(elapsed < Duration::from_millis(140), "{elapsed:?}");
+    }
+}
