@@ -187,6 +187,11 @@ impl PoolHandle {
 
     /// Subscribe on every relay, present and future, with these filters.
     ///
+    /// Read every subscription you hold (or drop it): they share the driver's backpressure,
+    /// so one whose channel is full stops the sockets for all of them. Each yields one
+    /// `Eose` item per relay, which on hundreds of relays fills a channel that is not read
+    /// alongside the others (`futures_util::stream::select_all` reads them together).
+    ///
     /// # Errors
     /// [`PoolClientError::Pool`] for no filters or too many subscriptions.
     pub async fn subscribe(
