@@ -4,11 +4,13 @@
 //!
 //! Threads rather than the runtime's blocking pool: a Schnorr check is ~50 µs of pure CPU,
 //! the same on every runtime, and a fixed set of threads sized to the machine is what bounds
-//! it. The driver hands out at most [`Workers::capacity`] checks at a time; the rest wait in
-//! the core pool's bounded queue while the driver stops reading sockets.
+//! it. Each worker has its own queue and the driver gives a check to the least loaded one;
+//! a busy worker answers in batches, so the driver is woken once per batch, not per check.
+//! The driver hands out at most [`Workers::capacity`] checks at a time; the rest wait in the
+//! core pool's bounded queue while the driver stops reading sockets.
 
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
-use std::sync::{Arc, Mutex};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures_channel::mpsc;
@@ -38,13 +40,20 @@ impl Verify for tether_verify::Verifier {
 /// Checks handed to each worker before the driver waits for verdicts.
 const PER_WORKER: usize = 32;
 
+/// Verdicts a busy worker answers as one message (an idle one answers at once): a wake-up
+/// of the driver per verdict cost a good part of what the checks themselves cost.
+const BATCH: usize = 8;
+
 type Verdict = (VerifyTicket, Result<(), String>);
 
-/// The worker threads and the two channels to them. Dropping it stops the threads once
-/// they finish the check in hand.
+/// The worker threads, a queue to each and one channel back. Dropping it stops the threads
+/// once they finish the check in hand.
 pub(crate) struct Workers {
-    jobs: SyncSender<VerifyRequest>,
-    verdicts: mpsc::UnboundedReceiver<Verdict>,
+    /// Each worker's queue and how many of its checks are unanswered.
+    queues: Vec<(SyncSender<VerifyRequest>, usize)>,
+    verdicts: mpsc::UnboundedReceiver<(usize, Vec<Verdict>)>,
+    /// The batch being handed out, one verdict at a time.
+    answered: std::vec::IntoIter<Verdict>,
     in_flight: usize,
     capacity: usize,
 }
@@ -56,22 +65,24 @@ impl Workers {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             n => n,
         };
-        let capacity = threads * PER_WORKER;
-        let (jobs, rx) = sync_channel(capacity);
-        let rx = Arc::new(Mutex::new(rx));
         let (tx, verdicts) = mpsc::unbounded();
+        let mut queues = Vec::with_capacity(threads);
         for n in 0..threads {
-            let (verifier, rx, tx) = (Arc::clone(&verifier), Arc::clone(&rx), tx.clone());
+            let (jobs, rx) = sync_channel(PER_WORKER);
+            let (verifier, tx) = (Arc::clone(&verifier), tx.clone());
             let spawned = std::thread::Builder::new()
                 .name(format!("tether-verify-{n}"))
-                .spawn(move || work(&*verifier, &rx, &tx));
-            if let Err(error) = spawned {
-                tracing::warn!(%error, "could not start a verification worker");
+                .spawn(move || work(n, &*verifier, &rx, &tx));
+            match spawned {
+                Ok(_) => queues.push((jobs, 0)),
+                Err(error) => tracing::warn!(%error, "could not start a verification worker"),
             }
         }
+        let capacity = queues.len() * PER_WORKER;
         Workers {
-            jobs,
+            queues,
             verdicts,
+            answered: Vec::new().into_iter(),
             in_flight: 0,
             capacity,
         }
@@ -87,11 +98,16 @@ impl Workers {
         self.in_flight < self.capacity
     }
 
-    /// Hand out one check; only while [`Workers::has_room`], so it never blocks. A check
-    /// that cannot be handed out (no worker is left) comes back as a failed verdict.
+    /// Hand out one check to the least loaded worker; only while [`Workers::has_room`], so
+    /// it never blocks. A check that cannot be handed out (no worker is left) comes back as
+    /// a failed verdict.
     pub(crate) fn submit(&mut self, request: VerifyRequest) -> Option<Verdict> {
-        match self.jobs.try_send(request) {
+        let Some((jobs, load)) = self.queues.iter_mut().min_by_key(|(_, load)| *load) else {
+            return Some((request.ticket, Err("no verification worker".to_owned())));
+        };
+        match jobs.try_send(request) {
             Ok(()) => {
+                *load += 1;
                 self.in_flight += 1;
                 None
             }
@@ -103,36 +119,61 @@ impl Workers {
 
     /// The next verdict, if one is in.
     pub(crate) fn poll_verdict(&mut self, cx: &mut Context<'_>) -> Poll<Option<Verdict>> {
-        if self.in_flight == 0 {
-            return Poll::Ready(None);
-        }
-        match std::pin::Pin::new(&mut self.verdicts).poll_next(cx) {
-            Poll::Ready(Some(verdict)) => {
+        loop {
+            if let Some(verdict) = self.answered.next() {
                 self.in_flight -= 1;
-                Poll::Ready(Some(verdict))
+                return Poll::Ready(Some(verdict));
             }
-            Poll::Ready(None) => Poll::Ready(None),
-            Poll::Pending => Poll::Pending,
+            if self.in_flight == 0 {
+                return Poll::Ready(None);
+            }
+            match std::pin::Pin::new(&mut self.verdicts).poll_next(cx) {
+                Poll::Ready(Some((worker, batch))) => {
+                    if let Some((_, load)) = self.queues.get_mut(worker) {
+                        *load = load.saturating_sub(batch.len());
+                    }
+                    self.answered = batch.into_iter();
+                }
+                Poll::Ready(None) => return Poll::Ready(None),
+                Poll::Pending => return Poll::Pending,
+            }
         }
     }
 }
 
+/// One worker: check what its queue holds, answering in batches while it is busy and at
+/// once before it waits.
 fn work(
+    me: usize,
     verifier: &dyn Verify,
-    jobs: &Mutex<Receiver<VerifyRequest>>,
-    verdicts: &mpsc::UnboundedSender<Verdict>,
+    jobs: &Receiver<VerifyRequest>,
+    verdicts: &mpsc::UnboundedSender<(usize, Vec<Verdict>)>,
 ) {
+    let mut answers = Vec::with_capacity(BATCH);
     loop {
-        // Hold the lock only to take a job, never while checking it.
-        let job = match jobs.lock() {
-            Ok(rx) => rx.recv(),
-            Err(_) => return,
+        let request = match jobs.try_recv() {
+            Ok(request) => request,
+            Err(TryRecvError::Disconnected) => return,
+            Err(TryRecvError::Empty) => {
+                if !answers.is_empty()
+                    && verdicts
+                        .unbounded_send((me, std::mem::take(&mut answers)))
+                        .is_err()
+                {
+                    return;
+                }
+                let Ok(request) = jobs.recv() else {
+                    return;
+                };
+                request
+            }
         };
-        let Ok(request) = job else {
-            return;
-        };
-        let verdict = verifier.verify(&request.raw);
-        if verdicts.unbounded_send((request.ticket, verdict)).is_err() {
+        answers.push((request.ticket, verifier.verify(&request.raw)));
+        if answers.len() >= BATCH
+            && verdicts
+                .unbounded_send((me, std::mem::take(&mut answers)))
+                .is_err()
+        {
             return;
         }
     }
