@@ -13,8 +13,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tether_core::link::{Epoch, SocketLoss};
-use tether_core::nostr::{Carries, Event, Filter, Transmit};
+use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
+use tether_core::nostr::message::EventId;
+use tether_core::nostr::{Carries, Event, Filter, RelaySession, SubState, Transmit};
 use tether_core::pool::{
     PoolConfig, PoolEvent, RelayId, RelayPool, SubId, VerifyRequest, VerifyTicket,
 };
@@ -28,6 +29,9 @@ use crate::sim::UNIX_START;
 pub enum PoolAction {
     /// Add a relay played by this model (ids are handed out in order: r0, r1, ...).
     AddRelay(Box<RelayModel>),
+    /// Add a relay that accepts connections but never answers (as [`PoolAction::Mute`]
+    /// from the start).
+    AddMutedRelay(Box<RelayModel>),
     /// Remove a relay.
     RemoveRelay(RelayId),
     /// Subscribe on every relay with these filters.
@@ -76,6 +80,8 @@ enum Item {
     ToPool(RelayId, u64, Input),
     ToRelay(RelayId, u64, String),
     Verdict(VerifyTicket, Result<(), String>),
+    /// The relay's `drop_after`: it closes this connection.
+    Cut(RelayId, u64),
     Flood {
         relay: RelayId,
         conn: u64,
@@ -171,14 +177,16 @@ struct Checks {
     delivered: BTreeMap<SubId, Remembered>,
     complete: BTreeSet<SubId>,
     ended: BTreeSet<SubId>,
+    /// Publishes accepted and not yet `PublishDone`.
+    publishing: BTreeSet<EventId>,
 }
 
 /// The dedup rule, modelled: the `capacity` newest delivered ids, the oldest forgotten
 /// first. A delivery of an id still in here is a violation.
 #[derive(Debug, Default)]
 struct Remembered {
-    ids: BTreeSet<tether_core::nostr::message::EventId>,
-    order: VecDeque<tether_core::nostr::message::EventId>,
+    ids: BTreeSet<EventId>,
+    order: VecDeque<EventId>,
 }
 
 impl PoolSim {
@@ -248,6 +256,100 @@ impl PoolSim {
         self.now = self.now.max(end);
     }
 
+    /// Run until the run has settled ([`PoolSim::is_settled`]) or `d` after the current time,
+    /// whichever comes first. Returns whether it settled.
+    pub fn run_until_settled(&mut self, d: Duration) -> bool {
+        let end = self.now + d;
+        loop {
+            if self.is_settled() {
+                return true;
+            }
+            if !self.step(end) {
+                break;
+            }
+        }
+        self.now = self.now.max(end);
+        false
+    }
+
+    /// Whether nothing is pending but the sockets' keepalive: nothing in flight (a pong at
+    /// most), no output queued, no copy awaiting a verdict, every subscription the pool holds
+    /// has had its outcome, every publish its `PublishDone`, and every relay's session is
+    /// either idle with no deadline or on an open socket whose pings its relay answers, with
+    /// nothing queued to send and no subscription on a timer. From such a state only ping,
+    /// pong, ping, ... follow: what the checks look at does not change again.
+    pub fn is_settled(&self) -> bool {
+        if self.pool.unverified() > 0
+            || !self.checks.publishing.is_empty()
+            || self.pool.poll_timeout().is_some_and(|t| t <= self.now)
+            || !self
+                .queue
+                .values()
+                .all(|item| matches!(item, Item::ToPool(_, _, Input::Pong)))
+        {
+            return false;
+        }
+        let outcomes_in = self
+            .subscribed
+            .iter()
+            .all(|sub| self.checks.complete.contains(sub) || self.pool.serving(*sub).is_none());
+        outcomes_in
+            && self.pool.relay_ids().all(|relay| {
+                match (self.pool.session(relay), self.peers.get(&relay)) {
+                    (Some(session), Some(peer)) => self.session_settled(session, peer),
+                    _ => false,
+                }
+            })
+    }
+
+    fn session_settled(&self, s: &RelaySession, peer: &Peer) -> bool {
+        if s.has_output() {
+            return false;
+        }
+        match s.link().state() {
+            LinkState::Idle => s.poll_timeout().is_none(),
+            LinkState::Open { epoch, .. } => {
+                let slot = s
+                    .subscription_limit()
+                    .is_none_or(|max| s.open_subscriptions() < max);
+                let answered = match s.link().config().liveness {
+                    Liveness::Ping { pong_timeout, .. } => self.latency * 2 < pong_timeout,
+                    Liveness::Off => true,
+                    Liveness::Idle { .. } => false,
+                };
+                peer.conn == Some(epoch.0)
+                    && answered
+                    && !peer.mute
+                    && !peer.model.ignore_pings
+                    && peer.model.drop_after.is_none()
+                    && s.outbox_len() == 0
+                    && s.subscriptions()
+                        .iter()
+                        .all(|v| v.timer.is_none() && !(slot && v.state == SubState::Queued))
+            }
+            LinkState::Connecting { .. } | LinkState::Waiting { .. } => false,
+        }
+    }
+
+    /// Whether `sub` has had its `Complete` (PoolSim fails a run on a second one).
+    pub fn has_outcome(&self, sub: SubId) -> bool {
+        self.checks.complete.contains(&sub)
+    }
+
+    /// Publishes the pool accepted that have not had their `PublishDone` yet.
+    pub fn publishes_pending(&self) -> usize {
+        self.checks.publishing.len()
+    }
+
+    /// The wire id of the latest REQ sent to `relay`, if any.
+    pub fn last_wire_id(&self, relay: RelayId) -> Option<&str> {
+        self.sent
+            .iter()
+            .rev()
+            .find(|(_, r, c, _)| *r == relay && matches!(c, Carries::Req(_)))
+            .and_then(|(_, _, _, text)| text.split('"').nth(3))
+    }
+
     /// Process the earliest thing due at or before `end`; `false` when nothing is.
     pub fn step(&mut self, end: Instant) -> bool {
         let next_item = self.queue.first_key_value().map(|(&(t, _), _)| t);
@@ -297,12 +399,22 @@ impl PoolSim {
                 } else {
                     peer.model.accept(conn)
                 };
+                let drop_after = peer.model.drop_after;
                 self.push(now + latency, Item::ToPool(relay, conn, Input::Open));
                 for frame in greeting {
                     self.push(
                         now + latency,
                         Item::ToPool(relay, conn, Input::Frame(frame)),
                     );
+                }
+                // Accept-then-drop: the relay closes this connection after a while.
+                if let Some(d) = drop_after {
+                    self.push(now + latency + d, Item::Cut(relay, conn));
+                }
+            }
+            Item::Cut(relay, conn) => {
+                if self.peers.get(&relay).and_then(|p| p.conn) == Some(conn) {
+                    self.drop_conn(relay);
                 }
             }
             Item::ToRelay(relay, conn, text) => {
@@ -403,26 +515,14 @@ impl PoolSim {
         let now = self.now;
         let shown = match &action {
             PoolAction::AddRelay(_) => "AddRelay".to_owned(),
+            PoolAction::AddMutedRelay(_) => "AddMutedRelay".to_owned(),
             PoolAction::Store(r, e) => format!("Store {r} ev#{} t={}", e.n, e.created_at),
             other => format!("{other:?}").replace('"', "'"),
         };
         self.line_raw("app", &shown);
         match action {
-            PoolAction::AddRelay(model) => match self.pool.add_relay(now) {
-                Ok(relay) => {
-                    self.peers.insert(
-                        relay,
-                        Peer {
-                            model: *model,
-                            mute: false,
-                            conn: None,
-                            accepted: None,
-                        },
-                    );
-                    self.line_raw("app", &format!("  -> {relay}"));
-                }
-                Err(e) => self.line_raw("app", &format!("  -> error {e}")),
-            },
+            PoolAction::AddRelay(model) => self.add_relay(*model, false),
+            PoolAction::AddMutedRelay(model) => self.add_relay(*model, true),
             PoolAction::RemoveRelay(relay) => {
                 if self.pool.remove_relay(now, relay).is_ok() {
                     if let Some(mut peer) = self.peers.remove(&relay) {
@@ -450,6 +550,9 @@ impl PoolSim {
             }
             PoolAction::Publish(json) => {
                 let result = self.pool.publish(now, &json, None);
+                if let Ok(id) = &result {
+                    self.checks.publishing.insert(*id);
+                }
                 self.reply(result.map(|id| short(&id.to_string())));
             }
             PoolAction::DropSocket(relay) => self.drop_conn(relay),
@@ -527,6 +630,24 @@ impl PoolSim {
                     );
                 }
             }
+        }
+    }
+
+    fn add_relay(&mut self, model: RelayModel, mute: bool) {
+        match self.pool.add_relay(self.now) {
+            Ok(relay) => {
+                self.peers.insert(
+                    relay,
+                    Peer {
+                        model,
+                        mute,
+                        conn: None,
+                        accepted: None,
+                    },
+                );
+                self.line_raw("app", &format!("  -> {relay}"));
+            }
+            Err(e) => self.line_raw("app", &format!("  -> error {e}")),
         }
     }
 
@@ -729,6 +850,11 @@ impl PoolSim {
             }
             PoolEvent::Complete { sub, .. } if !self.checks.complete.insert(*sub) => {
                 self.fail(&format!("two outcomes for {sub}"));
+            }
+            PoolEvent::PublishDone { id, .. } if !self.checks.publishing.remove(id) => {
+                self.fail(&format!(
+                    "PublishDone for {id}, which is not being published"
+                ));
             }
             PoolEvent::Ended { sub, .. } => {
                 self.checks.ended.insert(*sub);

@@ -53,6 +53,11 @@ fn relay_session_corpus() {
 }
 
 #[test]
+fn pool_corpus() {
+    replay("pool", fuzz::pool);
+}
+
+#[test]
 fn sse_session_corpus() {
     replay("sse_session", fuzz::sse_session);
 }
@@ -67,11 +72,12 @@ type Target = (&'static str, fn(&[u8]));
 #[test]
 #[ignore = "a timing harness, not a check: run it in release"]
 fn corpus_rates() {
-    let targets: [Target; 4] = [
+    let targets: [Target; 5] = [
         ("relay_frame", fuzz::relay_frame),
         ("sse_parser", fuzz::sse_parser),
         ("relay_session", fuzz::relay_session),
         ("sse_session", fuzz::sse_session),
+        ("pool", fuzz::pool),
     ];
     let only = std::env::var("TETHER_FUZZ_TARGET").ok();
     for (name, target) in targets {
