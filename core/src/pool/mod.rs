@@ -286,7 +286,9 @@ impl RelayPool {
     }
 
     /// Subscribe on the given relays, each with its own filters (an outbox / NIP-65 router
-    /// decides the routing). Relays added later are not targeted.
+    /// decides the routing). Relays added later are not targeted. A relay named more than
+    /// once gets one subscription with all of its filters, in the order given (a REQ's
+    /// filters are alternatives, so it matches what the separate entries would).
     ///
     /// # Errors
     /// [`PoolError::UnknownRelay`], [`PoolError::TooManySubscriptions`], or
@@ -303,7 +305,20 @@ impl RelayPool {
         if routing.iter().any(|(_, f)| f.is_empty()) {
             return Err(PoolError::Session(Error::NoFilters));
         }
-        self.register(now, Targets::Routed, routing)
+        // One session subscription per relay: the logical subscription tracks each relay
+        // once, so a second entry for a relay would open a subscription it never hears of.
+        let mut merged: Vec<(RelayId, Vec<Filter>)> = Vec::with_capacity(routing.len());
+        let mut at: BTreeMap<RelayId, usize> = BTreeMap::new();
+        for (relay, filters) in routing {
+            match at.get(&relay) {
+                Some(&i) => merged[i].1.extend(filters),
+                None => {
+                    at.insert(relay, merged.len());
+                    merged.push((relay, filters));
+                }
+            }
+        }
+        self.register(now, Targets::Routed, merged)
     }
 
     /// Drop a logical subscription on every relay (CLOSE where its REQ is open). No
