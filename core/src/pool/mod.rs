@@ -80,7 +80,9 @@ pub struct PoolConfig {
     /// After the first relay's EOSE, give the others this long before reporting (`None`:
     /// wait for the full deadline).
     pub after_first_eose: Option<Duration>,
-    /// Event ids remembered per logical subscription for dedup (10 000).
+    /// Event ids remembered per logical subscription for dedup (10 000): the newest
+    /// delivered ones. Under [`PoolConfig::verify`] an id is also held while its copy
+    /// awaits a verdict; such an id evicts nothing until it is delivered.
     pub dedup_capacity: usize,
     /// Relays remembered per id in `seen_on` (8).
     pub seen_on_max: usize,
@@ -532,7 +534,10 @@ impl RelayPool {
             .verdict(ticket, verdict.is_ok())
             .ok_or(PoolError::UnknownTicket(ticket))?;
         let sub = match resolved {
-            Ok((sub, conflict)) => {
+            Ok((sub, id, conflict)) => {
+                if let Some(logical) = self.subs.get_mut(&sub) {
+                    logical.seen.confirm(id);
+                }
                 if let Some(relay) = conflict {
                     self.count(relay, |s| s.conflicts += 1);
                 }
@@ -835,7 +840,8 @@ impl RelayPool {
         let Some(logical) = self.subs.get_mut(&sub) else {
             return;
         };
-        let admit = logical.seen.admit(id, &raw, relay);
+        // Under verification a new id is held only until its verdict (`Seen::confirm`).
+        let admit = logical.seen.admit(id, &raw, relay, self.config.verify);
         if admit != dedup::Admit::New && self.config.verify {
             // Under verification the bytes themselves decide, not their summary.
             match self.held.other_copy(sub, id, relay, &raw) {
@@ -889,7 +895,7 @@ impl RelayPool {
         if let Some(logical) = self.subs.get_mut(&sub) {
             logical.seen.forget(id);
             if let Some((other, raw)) = &alternate {
-                let _ = logical.seen.admit(id, raw, *other);
+                let _ = logical.seen.admit(id, raw, *other, true);
             }
         }
         // Even for a subscription that has ended meanwhile: its queue waits on this slot.
