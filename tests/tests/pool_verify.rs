@@ -291,3 +291,34 @@ fn a_copy_that_is_never_delivered_does_not_evict_a_delivered_id() {
         Some(1)
     );
 }
+
+/// Found by the `pool` fuzz target (`fuzz/corpus/pool/regression-verify-alternate-keeps-its-age`):
+/// when a forged first copy fails and the alternate copy is verified in its place, the id
+/// keeps its place in the dedup memory's age order — the place of its delivery. It used to
+/// go to the back (forgotten and remembered anew), so at the bound the pool forgot a newer
+/// delivered id first, and delivered it again when a relay re-sent it (PoolSim: "delivered
+/// twice to q1 while the pool remembers it").
+#[test]
+fn an_alternate_copy_verified_in_place_of_a_forgery_keeps_the_ids_age() {
+    let copy = |relay: RelayId, event: StoredEvent| {
+        PoolAction::RelayFrame(relay, format!(r#"["EVENT","0:1",{}]"#, event.json))
+    };
+    let mut config = PoolConfig::default();
+    config.dedup_capacity = 2;
+    let mut s = verifying_with(config, vec![relay(Vec::new()), relay(Vec::new())]);
+    // 1 forged then 2 from r0, the genuine 1 from r1 while the forgery is being verified.
+    s.at(ms(500), copy(R0, forged(1)));
+    s.at(ms(500), copy(R0, genuine(2)));
+    s.at(ms(500), copy(R1, genuine(1)));
+    // 3 pushes the oldest delivered id, 1, out; r1 re-sending 2 is a duplicate.
+    s.at(ms(600), copy(R0, genuine(3)));
+    s.at(ms(700), copy(R1, genuine(2)));
+    s.run_for(ms(1_000));
+    let delivered = s.heard(|e| match e {
+        PoolEvent::Received { relay, id, .. } => Some((*relay, number(*id))),
+        _ => None,
+    });
+    assert_eq!(delivered, [(R1, 1), (R0, 2), (R0, 3)]);
+    assert_eq!(s.pool.seen_on(Q1, genuine(1).id()), None, "1 is the oldest");
+    assert_eq!(s.pool.seen_on(Q1, genuine(2).id()), Some(&[R0, R1][..]));
+}

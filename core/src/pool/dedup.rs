@@ -141,6 +141,23 @@ impl Seen {
         }
     }
 
+    /// `id`'s copy failed verification and `relay`'s alternate copy `raw` is verified in its
+    /// place: the id keeps its place in the age order (its delivery, if it passes, takes the
+    /// failed copy's place in the subscription's order too), now with the alternate's bytes
+    /// and only `relay` in `seen_on`.
+    pub(crate) fn replace_copy(&mut self, id: EventId, raw: &str, relay: RelayId) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        entry.bytes = fnv1a(raw.as_bytes());
+        self.relay_entries -= entry.relays.len();
+        entry.relays.clear();
+        if self.seen_on_max > 0 {
+            entry.relays.push(relay);
+            self.relay_entries += 1;
+        }
+    }
+
     /// Forget `id` (its copy failed verification): the next copy is new. The id was
     /// admitted moments ago, so its place in the eviction order is found from the back.
     pub(crate) fn forget(&mut self, id: EventId) {

@@ -893,9 +893,10 @@ impl RelayPool {
             reason,
         });
         if let Some(logical) = self.subs.get_mut(&sub) {
-            logical.seen.forget(id);
-            if let Some((other, raw)) = &alternate {
-                let _ = logical.seen.admit(id, raw, *other, true);
+            match &alternate {
+                // Its age stays that of the first copy: the alternate is delivered in its place.
+                Some((other, raw)) => logical.seen.replace_copy(id, raw, *other),
+                None => logical.seen.forget(id),
             }
         }
         // Even for a subscription that has ended meanwhile: its queue waits on this slot.
