@@ -748,20 +748,35 @@ pub const POOL_MAX_SCRIPT: Duration = Duration::from_secs(120);
 /// may still await verification.
 ///
 /// Operations that name a wire subscription mostly use the latest REQ the pool sent to that
-/// relay, so the script is decoded as the run goes.
+/// relay, so the script is decoded as the run goes. The PoolSim runs quiet (no transcript);
+/// [`pool_transcript`] runs an input again with it.
 ///
 /// # Panics
-/// On any violation (the message carries the transcript's tail) or panic in the pool.
+/// On any violation or panic in the pool.
 pub fn pool(data: &[u8]) {
+    pool_run(data, true);
+}
+
+/// [`pool`] with the PoolSim's transcript on (its tail is kept and returned): what a failing
+/// input did.
+///
+/// # Panics
+/// Like [`pool`], with the transcript's tail in the message.
+pub fn pool_transcript(data: &[u8]) -> String {
+    pool_run(data, false)
+}
+
+fn pool_run(data: &[u8], quiet: bool) -> String {
     let mut u = Unstructured::new(data);
     let Ok((config, seed, latency, relays)) = pool_world(&mut u) else {
-        return;
+        return String::new();
     };
     let eose_deadline = config.eose_deadline;
     let publish_deadline = config.publish_deadline;
     let verify = config.verify;
     let mut s = PoolSim::new(config, seed);
     s.keep_transcript = false;
+    s.quiet = quiet;
     s.latency = latency;
     for (model, mute) in relays {
         let model = Box::new(model);
@@ -797,21 +812,29 @@ pub fn pool(data: &[u8]) {
     let tail = eose_deadline.max(publish_deadline) + Duration::from_secs(1);
     let until = (Instant::ZERO + t + tail).saturating_duration_since(s.now());
     s.run_until_settled(until);
+    let tail = || {
+        let lines: Vec<&str> = s.transcript().lines().rev().take(60).collect();
+        lines.into_iter().rev().collect::<Vec<_>>().join("\n")
+    };
     for sub in &s.subscribed {
         assert!(
             s.has_outcome(*sub) || s.unsubscribed.contains(sub),
-            "{sub} was never dropped and has no outcome at {:?}",
-            s.now()
+            "{sub} was never dropped and has no outcome at {:?}\n{}",
+            s.now(),
+            tail()
         );
     }
-    assert_eq!(
-        s.publishes_pending(),
-        0,
-        "a publish without its PublishDone"
+    assert!(
+        s.publishes_pending() == 0,
+        "a publish without its PublishDone\n{}",
+        tail()
     );
-    if verify {
-        assert_eq!(s.pool.unverified(), 0, "copies still awaiting a verdict");
-    }
+    assert!(
+        !verify || s.pool.unverified() == 0,
+        "copies still awaiting a verdict\n{}",
+        tail()
+    );
+    s.transcript().to_owned()
 }
 
 type PoolWorld = (PoolConfig, u64, Duration, Vec<(RelayModel, bool)>);

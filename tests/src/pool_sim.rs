@@ -148,6 +148,10 @@ pub struct PoolSim {
     pub latency: Duration,
     /// Keep the whole transcript (default); when `false` only a tail is kept.
     pub keep_transcript: bool,
+    /// Write no transcript at all (a fuzz run: formatting every line was a third of its
+    /// time). The checks are the same; a failure's message then has no transcript tail, and
+    /// the same run with `quiet` off shows it.
+    pub quiet: bool,
     /// Verifies copies when the pool's config has `verify`.
     pub verifier: SimVerifier,
     now: Instant,
@@ -199,6 +203,7 @@ impl PoolSim {
             peers: BTreeMap::new(),
             latency: Duration::from_millis(10),
             keep_transcript: true,
+            quiet: false,
             verifier: SimVerifier::default(),
             now: Instant::ZERO,
             seq: 0,
@@ -433,8 +438,10 @@ impl PoolSim {
                 }
             }
             Item::Verdict(ticket, verdict) => {
-                let shown = format!("Verdict {} {verdict:?}", ticket.0).replace('"', "'");
-                self.line_raw("vf", &shown);
+                if !self.quiet {
+                    let shown = format!("Verdict {} {verdict:?}", ticket.0).replace('"', "'");
+                    self.line_raw("vf", &shown);
+                }
                 // A ticket of a subscription dropped meanwhile is not awaited any more.
                 let _ = self.pool.handle_verified(self.now, ticket, verdict);
             }
@@ -457,7 +464,9 @@ impl PoolSim {
                     return;
                 }
                 let last = end.min(next.saturating_add(per_ms.max(1)));
-                self.line(relay, "rx", &format!("flood ev#{next}..ev#{last}"));
+                if !self.quiet {
+                    self.line(relay, "rx", &format!("flood ev#{next}..ev#{last}"));
+                }
                 for n in next..last {
                     let event = StoredEvent::new(n, UNIX_START + n % 1_000, 1);
                     let frame = format!(r#"["EVENT","{wire}",{}]"#, event.json);
@@ -501,8 +510,10 @@ impl PoolSim {
             }
             Input::Pong => self.pool.handle_pong(now, relay, epoch),
             Input::Frame(text) => {
-                let shown = crate::sim::abbreviate(&text);
-                self.line(relay, "rx", &shown);
+                if !self.quiet {
+                    let shown = crate::sim::abbreviate(&text);
+                    self.line(relay, "rx", &shown);
+                }
                 self.pool.handle_frame(now, relay, epoch, &text)
             }
         };
@@ -513,13 +524,15 @@ impl PoolSim {
 
     fn script(&mut self, action: PoolAction) {
         let now = self.now;
-        let shown = match &action {
-            PoolAction::AddRelay(_) => "AddRelay".to_owned(),
-            PoolAction::AddMutedRelay(_) => "AddMutedRelay".to_owned(),
-            PoolAction::Store(r, e) => format!("Store {r} ev#{} t={}", e.n, e.created_at),
-            other => format!("{other:?}").replace('"', "'"),
-        };
-        self.line_raw("app", &shown);
+        if !self.quiet {
+            let shown = match &action {
+                PoolAction::AddRelay(_) => "AddRelay".to_owned(),
+                PoolAction::AddMutedRelay(_) => "AddMutedRelay".to_owned(),
+                PoolAction::Store(r, e) => format!("Store {r} ev#{} t={}", e.n, e.created_at),
+                other => format!("{other:?}").replace('"', "'"),
+            };
+            self.line_raw("app", &shown);
+        }
         match action {
             PoolAction::AddRelay(model) => self.add_relay(*model, false),
             PoolAction::AddMutedRelay(model) => self.add_relay(*model, true),
@@ -688,11 +701,13 @@ impl PoolSim {
                 progressed = true;
                 let verdict = (self.verifier.check)(&req.raw);
                 let at = self.now + (self.verifier.delay)(&req);
-                self.line(
-                    req.relay,
-                    "vf",
-                    &format!("Verify {} {}", req.ticket.0, short(&req.id.to_string())),
-                );
+                if !self.quiet {
+                    self.line(
+                        req.relay,
+                        "vf",
+                        &format!("Verify {} {}", req.ticket.0, short(&req.id.to_string())),
+                    );
+                }
                 self.push(at, Item::Verdict(req.ticket, verdict));
             }
             if !progressed {
@@ -770,8 +785,10 @@ impl PoolSim {
                 }
             }
             Transmit::Send { text, carries } => {
-                let shown = crate::sim::abbreviate(&text);
-                self.line(relay, "tx", &shown);
+                if !self.quiet {
+                    let shown = crate::sim::abbreviate(&text);
+                    self.line(relay, "tx", &shown);
+                }
                 self.sent.push((now, relay, carries, text.clone()));
                 if let Some(conn) = self.peers.get(&relay).and_then(|p| p.conn) {
                     self.push(now + latency, Item::ToRelay(relay, conn, text));
@@ -789,13 +806,15 @@ impl PoolSim {
                 return;
             }
         }
-        let shown = match &e {
-            PoolEvent::Received { sub, relay, id, .. } => {
-                format!("Received {sub} from {relay} {}", short(&id.to_string()))
-            }
-            other => format!("{other:?}").replace('"', "'"),
-        };
-        self.line_raw("ev", &shown);
+        if !self.quiet {
+            let shown = match &e {
+                PoolEvent::Received { sub, relay, id, .. } => {
+                    format!("Received {sub} from {relay} {}", short(&id.to_string()))
+                }
+                other => format!("{other:?}").replace('"', "'"),
+            };
+            self.line_raw("ev", &shown);
+        }
         self.check(&e);
         if let PoolEvent::Relay {
             relay,
@@ -872,10 +891,15 @@ impl PoolSim {
     }
 
     fn line(&mut self, relay: RelayId, who: &str, what: &str) {
-        self.line_raw(who, &format!("{relay} {what}"));
+        if !self.quiet {
+            self.line_raw(who, &format!("{relay} {what}"));
+        }
     }
 
     fn line_raw(&mut self, who: &str, what: &str) {
+        if self.quiet {
+            return;
+        }
         let ms = self.now.since_origin().as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
         if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
@@ -890,10 +914,12 @@ impl PoolSim {
     fn fail(&self, what: &str) -> ! {
         let tail: Vec<&str> = self.transcript.lines().rev().take(60).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        panic!(
-            "pool invariant violated: {what}\n--- last transcript lines ---\n{}",
+        let tail = if self.quiet {
+            "(none: the PoolSim ran quiet; run it again with `quiet` off)".to_owned()
+        } else {
             tail.join("\n")
-        );
+        };
+        panic!("pool invariant violated: {what}\n--- last transcript lines ---\n{tail}");
     }
 }
 

@@ -32,6 +32,10 @@ fn replay(name: &str, target: fn(&[u8])) {
                 // again, this time with the transcript's tail in its message.
                 let _ = std::panic::catch_unwind(|| fuzz::relay_session_transcript(&data));
             }
+            if name == "pool" {
+                // Likewise: the pool target runs its PoolSim quiet.
+                let _ = std::panic::catch_unwind(|| fuzz::pool_transcript(&data));
+            }
         }
     }
     assert!(failed.is_empty(), "{name} fails on {failed:#?}");
