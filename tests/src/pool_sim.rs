@@ -543,6 +543,17 @@ impl PoolSim {
                             peer.model.drop_conn(conn);
                         }
                     }
+                    // Its connections are gone with it, and what they still had in flight:
+                    // a relay added later may get the same id, and its session counts
+                    // epochs from 1 again (a driver drops the old socket's wire likewise).
+                    self.queue.retain(|_, item| match item {
+                        Item::Accept(r, _)
+                        | Item::ToPool(r, ..)
+                        | Item::ToRelay(r, ..)
+                        | Item::Cut(r, _)
+                        | Item::Flood { relay: r, .. } => *r != relay,
+                        Item::Script(_) | Item::Verdict(..) => true,
+                    });
                 }
             }
             PoolAction::Subscribe(filters) => {

@@ -246,7 +246,9 @@ impl RelayPool {
     }
 
     /// Remove a relay: its socket is closed, and every subscription it served counts it as
-    /// missing (or ends, if it was the last relay serving it).
+    /// missing (or ends, if it was the last relay serving it). Its id may be handed to a
+    /// relay added later, whose session counts socket epochs from the start again: the
+    /// driver must not pass on anything the removed relay's socket still delivers.
     ///
     /// # Errors
     /// [`PoolError::UnknownRelay`].
