@@ -173,6 +173,10 @@ pub struct PoolSim {
     pub received_from: BTreeMap<RelayId, u64>,
     auths: u64,
     checks: Checks,
+    /// Whether the current step called into the pool: a step that did not (a relay answering,
+    /// a connection accepted, an input for a connection that is gone) leaves it as the last
+    /// check saw it, so its outputs and checks are skipped.
+    touched: bool,
 }
 
 #[derive(Debug, Default)]
@@ -217,6 +221,7 @@ impl PoolSim {
             received_from: BTreeMap::new(),
             auths: 0,
             checks: Checks::default(),
+            touched: false,
         }
     }
 
@@ -366,15 +371,19 @@ impl PoolSim {
             return false;
         }
         self.now = self.now.max(t);
+        self.touched = false;
         if next_item.is_some_and(|i| i <= t) {
             let Some((_, item)) = self.queue.pop_first() else {
                 return false;
             };
             self.process(item);
         } else {
+            self.touched = true;
             self.pool.handle_timeout(self.now);
         }
-        self.drain();
+        if self.touched {
+            self.drain();
+        }
         if self.pool.poll_timeout().is_some_and(|at| at < self.now) {
             self.fail("poll_timeout in the past after a step");
         }
@@ -382,6 +391,11 @@ impl PoolSim {
     }
 
     fn process(&mut self, item: Item) {
+        // Only these reach the pool (a delivery to a live connection marks itself).
+        self.touched |= matches!(
+            item,
+            Item::Script(_) | Item::Verdict(..) | Item::Cut(..) | Item::Flood { .. }
+        );
         match item {
             Item::Script(action) => self.script(action),
             Item::Accept(relay, conn) => {
@@ -468,8 +482,7 @@ impl PoolSim {
                     self.line(relay, "rx", &format!("flood ev#{next}..ev#{last}"));
                 }
                 for n in next..last {
-                    let event = StoredEvent::new(n, UNIX_START + n % 1_000, 1);
-                    let frame = format!(r#"["EVENT","{wire}",{}]"#, event.json);
+                    let frame = flood_frame(&wire, n);
                     if let Err(e) = self.pool.handle_frame(self.now, relay, Epoch(conn), &frame) {
                         self.fail(&format!("socket misuse by the PoolSim: {e}"));
                     }
@@ -495,6 +508,7 @@ impl PoolSim {
     }
 
     fn deliver(&mut self, relay: RelayId, epoch: Epoch, input: Input) {
+        self.touched = true;
         let now = self.now;
         let result = match input {
             Input::Open => {
@@ -941,7 +955,48 @@ fn parse(filters: &[String]) -> Vec<Filter> {
         .collect()
 }
 
+/// `["EVENT",<wire>,<StoredEvent::new(n, UNIX_START + n % 1_000, 1)>]`, byte for byte,
+/// without the formatter's zero padding (a flood's frames are most of a fuzz input's work).
+fn flood_frame(wire: &str, n: u64) -> String {
+    const ZEROS: &str = "0000000000000000000000000000000000000000000000000000000000000000\
+                         0000000000000000000000000000000000000000000000000000000000000000";
+    let mut out = String::with_capacity(wire.len() + 360);
+    let hex = |out: &mut String, width: usize, v: u64| {
+        let digits = format!("{v:x}");
+        out.push_str(&ZEROS[..width.saturating_sub(digits.len())]);
+        out.push_str(&digits);
+    };
+    out.push_str(r#"["EVENT",""#);
+    out.push_str(wire);
+    out.push_str(r#"",{"id":""#);
+    hex(&mut out, 64, n);
+    out.push_str(r#"","pubkey":""#);
+    hex(&mut out, 64, n % 7);
+    let _ = write!(
+        out,
+        r#"","created_at":{},"kind":1,"tags":[],"content":"event {n}","sig":""#,
+        UNIX_START + n % 1_000
+    );
+    hex(&mut out, 128, n);
+    out.push_str(r#""}]"#);
+    out
+}
+
 fn short(hex: &str) -> String {
     let trimmed = hex.trim_start_matches('0');
     format!("ev#{}", if trimmed.is_empty() { "0" } else { trimmed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_frame_is_the_stored_events_frame() {
+        for n in [0, 1, 6, 7, 255, 1 << 40, (1 << 40) + 999_999, u64::MAX] {
+            let event = StoredEvent::new(n, UNIX_START + n % 1_000, 1);
+            let frame = format!(r#"["EVENT","3:1",{}]"#, event.json);
+            assert_eq!(flood_frame("3:1", n), frame);
+        }
+    }
 }

@@ -197,7 +197,9 @@ impl Seen {
                 self.order.len()
             ));
         }
-        let tentative = self.entries.values().filter(|e| e.tentative).count();
+        let (tentative, entries) = self.entries.values().fold((0, 0), |(t, r), e| {
+            (t + usize::from(e.tentative), r + e.relays.len())
+        });
         if tentative != self.tentative {
             return Err(format!(
                 "dedup counts {} tentative ids, holds {tentative}",
@@ -210,7 +212,6 @@ impl Seen {
                 self.entries.len() - tentative
             ));
         }
-        let entries: usize = self.entries.values().map(|e| e.relays.len()).sum();
         if entries != self.relay_entries {
             return Err(format!(
                 "dedup counts {} seen_on entries, holds {entries}",
