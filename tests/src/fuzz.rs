@@ -814,6 +814,15 @@ fn pool_run(data: &[u8], quiet: bool) -> String {
     let tail = eose_deadline.max(publish_deadline) + Duration::from_secs(1);
     let until = (Instant::ZERO + t + tail).saturating_duration_since(s.now());
     s.run_until_settled(until);
+    // A run that has not settled (a flapping relay replays on every reconnect) can stop with
+    // a copy under verification, and what the pool says about its subscription (the outcome
+    // included) waiting behind it: let verdicts come back, a few milliseconds at a time.
+    for _ in 0..2_000 {
+        if s.pool.unverified() == 0 {
+            break;
+        }
+        s.run_for(Duration::from_millis(5));
+    }
     let tail = || {
         let lines: Vec<&str> = s.transcript().lines().rev().take(60).collect();
         lines.into_iter().rev().collect::<Vec<_>>().join("\n")
