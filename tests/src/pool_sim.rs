@@ -13,8 +13,9 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tether_core::link::{Epoch, SocketLoss};
-use tether_core::nostr::{Carries, Event, Filter, Transmit};
+use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
+use tether_core::nostr::message::EventId;
+use tether_core::nostr::{Carries, Event, Filter, RelaySession, SubState, Transmit};
 use tether_core::pool::{
     PoolConfig, PoolEvent, RelayId, RelayPool, SubId, VerifyRequest, VerifyTicket,
 };
@@ -28,6 +29,9 @@ use crate::sim::UNIX_START;
 pub enum PoolAction {
     /// Add a relay played by this model (ids are handed out in order: r0, r1, ...).
     AddRelay(Box<RelayModel>),
+    /// Add a relay that accepts connections but never answers (as [`PoolAction::Mute`]
+    /// from the start).
+    AddMutedRelay(Box<RelayModel>),
     /// Remove a relay.
     RemoveRelay(RelayId),
     /// Subscribe on every relay with these filters.
@@ -76,6 +80,8 @@ enum Item {
     ToPool(RelayId, u64, Input),
     ToRelay(RelayId, u64, String),
     Verdict(VerifyTicket, Result<(), String>),
+    /// The relay's `drop_after`: it closes this connection.
+    Cut(RelayId, u64),
     Flood {
         relay: RelayId,
         conn: u64,
@@ -142,6 +148,10 @@ pub struct PoolSim {
     pub latency: Duration,
     /// Keep the whole transcript (default); when `false` only a tail is kept.
     pub keep_transcript: bool,
+    /// Write no transcript at all (a fuzz run: formatting every line was a third of its
+    /// time). The checks are the same; a failure's message then has no transcript tail, and
+    /// the same run with `quiet` off shows it.
+    pub quiet: bool,
     /// Verifies copies when the pool's config has `verify`.
     pub verifier: SimVerifier,
     now: Instant,
@@ -163,6 +173,10 @@ pub struct PoolSim {
     pub received_from: BTreeMap<RelayId, u64>,
     auths: u64,
     checks: Checks,
+    /// Whether the current step called into the pool: a step that did not (a relay answering,
+    /// a connection accepted, an input for a connection that is gone) leaves it as the last
+    /// check saw it, so its outputs and checks are skipped.
+    touched: bool,
 }
 
 #[derive(Debug, Default)]
@@ -171,14 +185,16 @@ struct Checks {
     delivered: BTreeMap<SubId, Remembered>,
     complete: BTreeSet<SubId>,
     ended: BTreeSet<SubId>,
+    /// Publishes accepted and not yet `PublishDone`.
+    publishing: BTreeSet<EventId>,
 }
 
 /// The dedup rule, modelled: the `capacity` newest delivered ids, the oldest forgotten
 /// first. A delivery of an id still in here is a violation.
 #[derive(Debug, Default)]
 struct Remembered {
-    ids: BTreeSet<tether_core::nostr::message::EventId>,
-    order: VecDeque<tether_core::nostr::message::EventId>,
+    ids: BTreeSet<EventId>,
+    order: VecDeque<EventId>,
 }
 
 impl PoolSim {
@@ -191,6 +207,7 @@ impl PoolSim {
             peers: BTreeMap::new(),
             latency: Duration::from_millis(10),
             keep_transcript: true,
+            quiet: false,
             verifier: SimVerifier::default(),
             now: Instant::ZERO,
             seq: 0,
@@ -204,6 +221,7 @@ impl PoolSim {
             received_from: BTreeMap::new(),
             auths: 0,
             checks: Checks::default(),
+            touched: false,
         }
     }
 
@@ -248,6 +266,100 @@ impl PoolSim {
         self.now = self.now.max(end);
     }
 
+    /// Run until the run has settled ([`PoolSim::is_settled`]) or `d` after the current time,
+    /// whichever comes first. Returns whether it settled.
+    pub fn run_until_settled(&mut self, d: Duration) -> bool {
+        let end = self.now + d;
+        loop {
+            if self.is_settled() {
+                return true;
+            }
+            if !self.step(end) {
+                break;
+            }
+        }
+        self.now = self.now.max(end);
+        false
+    }
+
+    /// Whether nothing is pending but the sockets' keepalive: nothing in flight (a pong at
+    /// most), no output queued, no copy awaiting a verdict, every subscription the pool holds
+    /// has had its outcome, every publish its `PublishDone`, and every relay's session is
+    /// either idle with no deadline or on an open socket whose pings its relay answers, with
+    /// nothing queued to send and no subscription on a timer. From such a state only ping,
+    /// pong, ping, ... follow: what the checks look at does not change again.
+    pub fn is_settled(&self) -> bool {
+        if self.pool.unverified() > 0
+            || !self.checks.publishing.is_empty()
+            || self.pool.poll_timeout().is_some_and(|t| t <= self.now)
+            || !self
+                .queue
+                .values()
+                .all(|item| matches!(item, Item::ToPool(_, _, Input::Pong)))
+        {
+            return false;
+        }
+        let outcomes_in = self
+            .subscribed
+            .iter()
+            .all(|sub| self.checks.complete.contains(sub) || self.pool.serving(*sub).is_none());
+        outcomes_in
+            && self.pool.relay_ids().all(|relay| {
+                match (self.pool.session(relay), self.peers.get(&relay)) {
+                    (Some(session), Some(peer)) => self.session_settled(session, peer),
+                    _ => false,
+                }
+            })
+    }
+
+    fn session_settled(&self, s: &RelaySession, peer: &Peer) -> bool {
+        if s.has_output() {
+            return false;
+        }
+        match s.link().state() {
+            LinkState::Idle => s.poll_timeout().is_none(),
+            LinkState::Open { epoch, .. } => {
+                let slot = s
+                    .subscription_limit()
+                    .is_none_or(|max| s.open_subscriptions() < max);
+                let answered = match s.link().config().liveness {
+                    Liveness::Ping { pong_timeout, .. } => self.latency * 2 < pong_timeout,
+                    Liveness::Off => true,
+                    Liveness::Idle { .. } => false,
+                };
+                peer.conn == Some(epoch.0)
+                    && answered
+                    && !peer.mute
+                    && !peer.model.ignore_pings
+                    && peer.model.drop_after.is_none()
+                    && s.outbox_len() == 0
+                    && s.subscriptions()
+                        .iter()
+                        .all(|v| v.timer.is_none() && !(slot && v.state == SubState::Queued))
+            }
+            LinkState::Connecting { .. } | LinkState::Waiting { .. } => false,
+        }
+    }
+
+    /// Whether `sub` has had its `Complete` (PoolSim fails a run on a second one).
+    pub fn has_outcome(&self, sub: SubId) -> bool {
+        self.checks.complete.contains(&sub)
+    }
+
+    /// Publishes the pool accepted that have not had their `PublishDone` yet.
+    pub fn publishes_pending(&self) -> usize {
+        self.checks.publishing.len()
+    }
+
+    /// The wire id of the latest REQ sent to `relay`, if any.
+    pub fn last_wire_id(&self, relay: RelayId) -> Option<&str> {
+        self.sent
+            .iter()
+            .rev()
+            .find(|(_, r, c, _)| *r == relay && matches!(c, Carries::Req(_)))
+            .and_then(|(_, _, _, text)| text.split('"').nth(3))
+    }
+
     /// Process the earliest thing due at or before `end`; `false` when nothing is.
     pub fn step(&mut self, end: Instant) -> bool {
         let next_item = self.queue.first_key_value().map(|(&(t, _), _)| t);
@@ -259,15 +371,19 @@ impl PoolSim {
             return false;
         }
         self.now = self.now.max(t);
+        self.touched = false;
         if next_item.is_some_and(|i| i <= t) {
             let Some((_, item)) = self.queue.pop_first() else {
                 return false;
             };
             self.process(item);
         } else {
+            self.touched = true;
             self.pool.handle_timeout(self.now);
         }
-        self.drain();
+        if self.touched {
+            self.drain();
+        }
         if self.pool.poll_timeout().is_some_and(|at| at < self.now) {
             self.fail("poll_timeout in the past after a step");
         }
@@ -275,6 +391,11 @@ impl PoolSim {
     }
 
     fn process(&mut self, item: Item) {
+        // Only these reach the pool (a delivery to a live connection marks itself).
+        self.touched |= matches!(
+            item,
+            Item::Script(_) | Item::Verdict(..) | Item::Cut(..) | Item::Flood { .. }
+        );
         match item {
             Item::Script(action) => self.script(action),
             Item::Accept(relay, conn) => {
@@ -297,12 +418,22 @@ impl PoolSim {
                 } else {
                     peer.model.accept(conn)
                 };
+                let drop_after = peer.model.drop_after;
                 self.push(now + latency, Item::ToPool(relay, conn, Input::Open));
                 for frame in greeting {
                     self.push(
                         now + latency,
                         Item::ToPool(relay, conn, Input::Frame(frame)),
                     );
+                }
+                // Accept-then-drop: the relay closes this connection after a while.
+                if let Some(d) = drop_after {
+                    self.push(now + latency + d, Item::Cut(relay, conn));
+                }
+            }
+            Item::Cut(relay, conn) => {
+                if self.peers.get(&relay).and_then(|p| p.conn) == Some(conn) {
+                    self.drop_conn(relay);
                 }
             }
             Item::ToRelay(relay, conn, text) => {
@@ -321,8 +452,10 @@ impl PoolSim {
                 }
             }
             Item::Verdict(ticket, verdict) => {
-                let shown = format!("Verdict {} {verdict:?}", ticket.0).replace('"', "'");
-                self.line_raw("vf", &shown);
+                if !self.quiet {
+                    let shown = format!("Verdict {} {verdict:?}", ticket.0).replace('"', "'");
+                    self.line_raw("vf", &shown);
+                }
                 // A ticket of a subscription dropped meanwhile is not awaited any more.
                 let _ = self.pool.handle_verified(self.now, ticket, verdict);
             }
@@ -345,10 +478,11 @@ impl PoolSim {
                     return;
                 }
                 let last = end.min(next.saturating_add(per_ms.max(1)));
-                self.line(relay, "rx", &format!("flood ev#{next}..ev#{last}"));
+                if !self.quiet {
+                    self.line(relay, "rx", &format!("flood ev#{next}..ev#{last}"));
+                }
                 for n in next..last {
-                    let event = StoredEvent::new(n, UNIX_START + n % 1_000, 1);
-                    let frame = format!(r#"["EVENT","{wire}",{}]"#, event.json);
+                    let frame = flood_frame(&wire, n);
                     if let Err(e) = self.pool.handle_frame(self.now, relay, Epoch(conn), &frame) {
                         self.fail(&format!("socket misuse by the PoolSim: {e}"));
                     }
@@ -374,6 +508,7 @@ impl PoolSim {
     }
 
     fn deliver(&mut self, relay: RelayId, epoch: Epoch, input: Input) {
+        self.touched = true;
         let now = self.now;
         let result = match input {
             Input::Open => {
@@ -389,8 +524,10 @@ impl PoolSim {
             }
             Input::Pong => self.pool.handle_pong(now, relay, epoch),
             Input::Frame(text) => {
-                let shown = crate::sim::abbreviate(&text);
-                self.line(relay, "rx", &shown);
+                if !self.quiet {
+                    let shown = crate::sim::abbreviate(&text);
+                    self.line(relay, "rx", &shown);
+                }
                 self.pool.handle_frame(now, relay, epoch, &text)
             }
         };
@@ -401,28 +538,18 @@ impl PoolSim {
 
     fn script(&mut self, action: PoolAction) {
         let now = self.now;
-        let shown = match &action {
-            PoolAction::AddRelay(_) => "AddRelay".to_owned(),
-            PoolAction::Store(r, e) => format!("Store {r} ev#{} t={}", e.n, e.created_at),
-            other => format!("{other:?}").replace('"', "'"),
-        };
-        self.line_raw("app", &shown);
+        if !self.quiet {
+            let shown = match &action {
+                PoolAction::AddRelay(_) => "AddRelay".to_owned(),
+                PoolAction::AddMutedRelay(_) => "AddMutedRelay".to_owned(),
+                PoolAction::Store(r, e) => format!("Store {r} ev#{} t={}", e.n, e.created_at),
+                other => format!("{other:?}").replace('"', "'"),
+            };
+            self.line_raw("app", &shown);
+        }
         match action {
-            PoolAction::AddRelay(model) => match self.pool.add_relay(now) {
-                Ok(relay) => {
-                    self.peers.insert(
-                        relay,
-                        Peer {
-                            model: *model,
-                            mute: false,
-                            conn: None,
-                            accepted: None,
-                        },
-                    );
-                    self.line_raw("app", &format!("  -> {relay}"));
-                }
-                Err(e) => self.line_raw("app", &format!("  -> error {e}")),
-            },
+            PoolAction::AddRelay(model) => self.add_relay(*model, false),
+            PoolAction::AddMutedRelay(model) => self.add_relay(*model, true),
             PoolAction::RemoveRelay(relay) => {
                 if self.pool.remove_relay(now, relay).is_ok() {
                     if let Some(mut peer) = self.peers.remove(&relay) {
@@ -430,6 +557,17 @@ impl PoolSim {
                             peer.model.drop_conn(conn);
                         }
                     }
+                    // Its connections are gone with it, and what they still had in flight:
+                    // a relay added later may get the same id, and its session counts
+                    // epochs from 1 again (a driver drops the old socket's wire likewise).
+                    self.queue.retain(|_, item| match item {
+                        Item::Accept(r, _)
+                        | Item::ToPool(r, ..)
+                        | Item::ToRelay(r, ..)
+                        | Item::Cut(r, _)
+                        | Item::Flood { relay: r, .. } => *r != relay,
+                        Item::Script(_) | Item::Verdict(..) => true,
+                    });
                 }
             }
             PoolAction::Subscribe(filters) => {
@@ -450,6 +588,9 @@ impl PoolSim {
             }
             PoolAction::Publish(json) => {
                 let result = self.pool.publish(now, &json, None);
+                if let Ok(id) = &result {
+                    self.checks.publishing.insert(*id);
+                }
                 self.reply(result.map(|id| short(&id.to_string())));
             }
             PoolAction::DropSocket(relay) => self.drop_conn(relay),
@@ -530,6 +671,24 @@ impl PoolSim {
         }
     }
 
+    fn add_relay(&mut self, model: RelayModel, mute: bool) {
+        match self.pool.add_relay(self.now) {
+            Ok(relay) => {
+                self.peers.insert(
+                    relay,
+                    Peer {
+                        model,
+                        mute,
+                        conn: None,
+                        accepted: None,
+                    },
+                );
+                self.line_raw("app", &format!("  -> {relay}"));
+            }
+            Err(e) => self.line_raw("app", &format!("  -> error {e}")),
+        }
+    }
+
     fn reply(&mut self, result: Result<String, tether_core::pool::PoolError>) {
         match result {
             Ok(what) => self.line_raw("app", &format!("  -> {what}")),
@@ -567,11 +726,13 @@ impl PoolSim {
                 progressed = true;
                 let verdict = (self.verifier.check)(&req.raw);
                 let at = self.now + (self.verifier.delay)(&req);
-                self.line(
-                    req.relay,
-                    "vf",
-                    &format!("Verify {} {}", req.ticket.0, short(&req.id.to_string())),
-                );
+                if !self.quiet {
+                    self.line(
+                        req.relay,
+                        "vf",
+                        &format!("Verify {} {}", req.ticket.0, short(&req.id.to_string())),
+                    );
+                }
                 self.push(at, Item::Verdict(req.ticket, verdict));
             }
             if !progressed {
@@ -649,8 +810,10 @@ impl PoolSim {
                 }
             }
             Transmit::Send { text, carries } => {
-                let shown = crate::sim::abbreviate(&text);
-                self.line(relay, "tx", &shown);
+                if !self.quiet {
+                    let shown = crate::sim::abbreviate(&text);
+                    self.line(relay, "tx", &shown);
+                }
                 self.sent.push((now, relay, carries, text.clone()));
                 if let Some(conn) = self.peers.get(&relay).and_then(|p| p.conn) {
                     self.push(now + latency, Item::ToRelay(relay, conn, text));
@@ -668,13 +831,15 @@ impl PoolSim {
                 return;
             }
         }
-        let shown = match &e {
-            PoolEvent::Received { sub, relay, id, .. } => {
-                format!("Received {sub} from {relay} {}", short(&id.to_string()))
-            }
-            other => format!("{other:?}").replace('"', "'"),
-        };
-        self.line_raw("ev", &shown);
+        if !self.quiet {
+            let shown = match &e {
+                PoolEvent::Received { sub, relay, id, .. } => {
+                    format!("Received {sub} from {relay} {}", short(&id.to_string()))
+                }
+                other => format!("{other:?}").replace('"', "'"),
+            };
+            self.line_raw("ev", &shown);
+        }
         self.check(&e);
         if let PoolEvent::Relay {
             relay,
@@ -730,6 +895,11 @@ impl PoolSim {
             PoolEvent::Complete { sub, .. } if !self.checks.complete.insert(*sub) => {
                 self.fail(&format!("two outcomes for {sub}"));
             }
+            PoolEvent::PublishDone { id, .. } if !self.checks.publishing.remove(id) => {
+                self.fail(&format!(
+                    "PublishDone for {id}, which is not being published"
+                ));
+            }
             PoolEvent::Ended { sub, .. } => {
                 self.checks.ended.insert(*sub);
                 if self.pool.serving(*sub).is_some() {
@@ -746,10 +916,15 @@ impl PoolSim {
     }
 
     fn line(&mut self, relay: RelayId, who: &str, what: &str) {
-        self.line_raw(who, &format!("{relay} {what}"));
+        if !self.quiet {
+            self.line_raw(who, &format!("{relay} {what}"));
+        }
     }
 
     fn line_raw(&mut self, who: &str, what: &str) {
+        if self.quiet {
+            return;
+        }
         let ms = self.now.since_origin().as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
         if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
@@ -764,10 +939,12 @@ impl PoolSim {
     fn fail(&self, what: &str) -> ! {
         let tail: Vec<&str> = self.transcript.lines().rev().take(60).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        panic!(
-            "pool invariant violated: {what}\n--- last transcript lines ---\n{}",
+        let tail = if self.quiet {
+            "(none: the PoolSim ran quiet; run it again with `quiet` off)".to_owned()
+        } else {
             tail.join("\n")
-        );
+        };
+        panic!("pool invariant violated: {what}\n--- last transcript lines ---\n{tail}");
     }
 }
 
@@ -778,7 +955,48 @@ fn parse(filters: &[String]) -> Vec<Filter> {
         .collect()
 }
 
+/// `["EVENT",<wire>,<StoredEvent::new(n, UNIX_START + n % 1_000, 1)>]`, byte for byte,
+/// without the formatter's zero padding (a flood's frames are most of a fuzz input's work).
+fn flood_frame(wire: &str, n: u64) -> String {
+    const ZEROS: &str = "0000000000000000000000000000000000000000000000000000000000000000\
+                         0000000000000000000000000000000000000000000000000000000000000000";
+    let mut out = String::with_capacity(wire.len() + 360);
+    let hex = |out: &mut String, width: usize, v: u64| {
+        let digits = format!("{v:x}");
+        out.push_str(&ZEROS[..width.saturating_sub(digits.len())]);
+        out.push_str(&digits);
+    };
+    out.push_str(r#"["EVENT",""#);
+    out.push_str(wire);
+    out.push_str(r#"",{"id":""#);
+    hex(&mut out, 64, n);
+    out.push_str(r#"","pubkey":""#);
+    hex(&mut out, 64, n % 7);
+    let _ = write!(
+        out,
+        r#"","created_at":{},"kind":1,"tags":[],"content":"event {n}","sig":""#,
+        UNIX_START + n % 1_000
+    );
+    hex(&mut out, 128, n);
+    out.push_str(r#""}]"#);
+    out
+}
+
 fn short(hex: &str) -> String {
     let trimmed = hex.trim_start_matches('0');
     format!("ev#{}", if trimmed.is_empty() { "0" } else { trimmed })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flood_frame_is_the_stored_events_frame() {
+        for n in [0, 1, 6, 7, 255, 1 << 40, (1 << 40) + 999_999, u64::MAX] {
+            let event = StoredEvent::new(n, UNIX_START + n % 1_000, 1);
+            let frame = format!(r#"["EVENT","3:1",{}]"#, event.json);
+            assert_eq!(flood_frame("3:1", n), frame);
+        }
+    }
 }

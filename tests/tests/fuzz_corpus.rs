@@ -32,6 +32,10 @@ fn replay(name: &str, target: fn(&[u8])) {
                 // again, this time with the transcript's tail in its message.
                 let _ = std::panic::catch_unwind(|| fuzz::relay_session_transcript(&data));
             }
+            if name == "pool" {
+                // Likewise: the pool target runs its PoolSim quiet.
+                let _ = std::panic::catch_unwind(|| fuzz::pool_transcript(&data));
+            }
         }
     }
     assert!(failed.is_empty(), "{name} fails on {failed:#?}");
@@ -53,6 +57,11 @@ fn relay_session_corpus() {
 }
 
 #[test]
+fn pool_corpus() {
+    replay("pool", fuzz::pool);
+}
+
+#[test]
 fn sse_session_corpus() {
     replay("sse_session", fuzz::sse_session);
 }
@@ -67,11 +76,12 @@ type Target = (&'static str, fn(&[u8]));
 #[test]
 #[ignore = "a timing harness, not a check: run it in release"]
 fn corpus_rates() {
-    let targets: [Target; 4] = [
+    let targets: [Target; 5] = [
         ("relay_frame", fuzz::relay_frame),
         ("sse_parser", fuzz::sse_parser),
         ("relay_session", fuzz::relay_session),
         ("sse_session", fuzz::sse_session),
+        ("pool", fuzz::pool),
     ];
     let only = std::env::var("TETHER_FUZZ_TARGET").ok();
     for (name, target) in targets {

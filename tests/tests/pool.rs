@@ -327,3 +327,79 @@ fn same_seed_same_transcript() {
     assert_eq!(run(1), run(1));
     assert_ne!(run(1), run(2), "the seed decides the reconnect jitter");
 }
+
+/// Found by the `pool` fuzz target (`fuzz/corpus/pool/regression-routed-same-relay-twice`):
+/// a routing that names one relay twice used to open two session subscriptions for one
+/// logical subscription while the pool tracked only the second, so the first one's CLOSED
+/// ended the subscription and the second one's was reported after `Ended` (PoolSim failed:
+/// "RelayClosed ... after q1 ended"). A relay named more than once now gets one
+/// subscription with all of its filters.
+#[test]
+fn a_routing_that_names_one_relay_twice_opens_one_subscription_with_all_its_filters() {
+    let mut refusing = RelayModel::default();
+    refusing.refuse_all = Some("blocked: no".into());
+    let mut s = sim(vec![Box::new(refusing)]);
+    s.at(
+        ms(100),
+        PoolAction::SubscribeRouted(vec![
+            (R0, vec!["{}".into()]),
+            (R0, vec![r#"{"kinds":[1]}"#.into()]),
+        ]),
+    );
+    s.run_for(secs(1));
+    assert_eq!(
+        s.reqs(R0).len(),
+        1,
+        "one REQ, both filters: {:?}",
+        s.reqs(R0)
+    );
+    assert!(s.reqs(R0)[0].1.ends_with(r#",{},{"kinds":[1]}]"#));
+    let ended = s.heard(|e| matches!(e, PoolEvent::Ended { .. }).then_some(()));
+    assert_eq!(ended.len(), 1);
+    assert_eq!(
+        outcomes(&s),
+        [(
+            Q1,
+            Outcome::Partial {
+                missing: vec![(R0, Missing::Closed("blocked: no".into()))]
+            }
+        )]
+    );
+
+    // An honest relay serves both filters through the one subscription, each id once.
+    let mut s = sim(vec![relay_with(&[1, 2])]);
+    s.at(
+        ms(100),
+        PoolAction::SubscribeRouted(vec![
+            (R0, vec![r#"{"kinds":[1]}"#.into()]),
+            (R0, vec!["{}".into()]),
+        ]),
+    );
+    s.run_for(secs(1));
+    assert_eq!(s.reqs(R0).len(), 1);
+    assert_eq!(received(&s), [(Q1, R0, 1), (Q1, R0, 2)]);
+    assert_eq!(outcomes(&s), [(Q1, Outcome::Complete)]);
+}
+
+/// Found by the `pool` fuzz target (`fuzz/corpus/pool/regression-removed-relay-id-reused`): a
+/// relay removed while its connection is being opened, and a relay added at once that gets
+/// its id. The new relay's session counts epochs from 1 again, so what the old connection
+/// still had in flight must not reach it (the PoolSim used to deliver the old accept as a
+/// second open for epoch 1; a driver drops the removed relay's wire likewise).
+#[test]
+fn a_relay_id_reused_after_a_removal_starts_on_a_clean_socket() {
+    let mut s = sim(vec![relay_with(&[1]), relay_with(&[2])]);
+    s.at(ms(0), PoolAction::RemoveRelay(R1));
+    s.at(ms(0), PoolAction::AddRelay(relay_with(&[3])));
+    s.at(ms(100), kinds1());
+    s.run_for(secs(1));
+    assert_eq!(s.pool.relay_ids().collect::<Vec<_>>(), [R0, R1]);
+    let mut ids: Vec<u64> = received(&s).iter().map(|&(_, _, n)| n).collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        [1, 3],
+        "the new r1's events, none of the removed one's"
+    );
+    assert_eq!(outcomes(&s), [(Q1, Outcome::Complete)]);
+}

@@ -232,3 +232,93 @@ fn a_different_copy_kept_while_the_first_is_verified_is_a_conflict_once_it_passe
     assert_eq!((stats(R1).conflicts, stats(R1).invalid), (1, 0));
     assert_eq!(stats(R0).conflicts, 0);
 }
+
+/// Found by the `pool` fuzz target (`fuzz/corpus/pool/regression-verify-dropped-copy-evicts`):
+/// a copy that is never delivered — it fails verification, or arrives past
+/// `max_unverified` — must not cost a delivered id its place in the dedup memory. It used
+/// to: the id was remembered on arrival, evicting the oldest delivered id at the bound, and
+/// forgotten again when dropped, so the evicted id was delivered a second time when a relay
+/// re-sent it (PoolSim: "delivered twice to q1 while the pool remembers it").
+#[test]
+fn a_copy_that_is_never_delivered_does_not_evict_a_delivered_id() {
+    // Copies on the wire; a second relay re-sends (a session drops its own repeats).
+    let copy = |relay: RelayId, n: u64| {
+        PoolAction::RelayFrame(relay, format!(r#"["EVENT","0:1",{}]"#, genuine(n).json))
+    };
+    // A forged copy of a new id, at the bound.
+    let mut config = PoolConfig::default();
+    config.dedup_capacity = 2;
+    let mut s = verifying_with(
+        config,
+        vec![relay(vec![genuine(1), genuine(2)]), relay(Vec::new())],
+    );
+    s.at(
+        ms(500),
+        PoolAction::RelayFrame(R0, format!(r#"["EVENT","0:1",{}]"#, forged(3).json)),
+    );
+    s.at(ms(600), copy(R1, 1));
+    s.run_for(ms(1_000));
+    let delivered = s.heard(|e| match e {
+        PoolEvent::Received { id, .. } => Some(number(*id)),
+        _ => None,
+    });
+    assert_eq!(delivered, [1, 2], "1 is among the 2 newest delivered ids");
+    assert_eq!(s.pool.dedup(Q1).map(|d| d.ids), Some(2));
+
+    // A new id dropped past `max_unverified` (one copy under verification at a time).
+    let mut config = PoolConfig::default();
+    config.dedup_capacity = 2;
+    config.max_unverified = 1;
+    let mut s = verifying_with(config, vec![relay(Vec::new()), relay(Vec::new())]);
+    for (at, n) in [(500, 1), (510, 2), (520, 3)] {
+        s.at(ms(at), copy(R0, n));
+    }
+    // 4 arrives while 3 is under verification: dropped, not remembered.
+    s.at(ms(520), copy(R0, 4));
+    s.at(ms(600), copy(R1, 2));
+    s.run_for(ms(1_000));
+    let delivered = s.heard(|e| match e {
+        PoolEvent::Received { id, .. } => Some(number(*id)),
+        _ => None,
+    });
+    assert_eq!(
+        delivered,
+        [1, 2, 3],
+        "2 is among the 2 newest delivered ids"
+    );
+    assert_eq!(
+        s.pool.relay_stats(R0).map(|st| st.unverified_dropped),
+        Some(1)
+    );
+}
+
+/// Found by the `pool` fuzz target (`fuzz/corpus/pool/regression-verify-alternate-keeps-its-age`):
+/// when a forged first copy fails and the alternate copy is verified in its place, the id
+/// keeps its place in the dedup memory's age order — the place of its delivery. It used to
+/// go to the back (forgotten and remembered anew), so at the bound the pool forgot a newer
+/// delivered id first, and delivered it again when a relay re-sent it (PoolSim: "delivered
+/// twice to q1 while the pool remembers it").
+#[test]
+fn an_alternate_copy_verified_in_place_of_a_forgery_keeps_the_ids_age() {
+    let copy = |relay: RelayId, event: StoredEvent| {
+        PoolAction::RelayFrame(relay, format!(r#"["EVENT","0:1",{}]"#, event.json))
+    };
+    let mut config = PoolConfig::default();
+    config.dedup_capacity = 2;
+    let mut s = verifying_with(config, vec![relay(Vec::new()), relay(Vec::new())]);
+    // 1 forged then 2 from r0, the genuine 1 from r1 while the forgery is being verified.
+    s.at(ms(500), copy(R0, forged(1)));
+    s.at(ms(500), copy(R0, genuine(2)));
+    s.at(ms(500), copy(R1, genuine(1)));
+    // 3 pushes the oldest delivered id, 1, out; r1 re-sending 2 is a duplicate.
+    s.at(ms(600), copy(R0, genuine(3)));
+    s.at(ms(700), copy(R1, genuine(2)));
+    s.run_for(ms(1_000));
+    let delivered = s.heard(|e| match e {
+        PoolEvent::Received { relay, id, .. } => Some((*relay, number(*id))),
+        _ => None,
+    });
+    assert_eq!(delivered, [(R1, 1), (R0, 2), (R0, 3)]);
+    assert_eq!(s.pool.seen_on(Q1, genuine(1).id()), None, "1 is the oldest");
+    assert_eq!(s.pool.seen_on(Q1, genuine(2).id()), Some(&[R0, R1][..]));
+}

@@ -1,9 +1,12 @@
 //! [`Seen`]: the ids a logical subscription has delivered, across relays, bounded.
 //!
 //! Each id is kept with a hash of the bytes first delivered and the relays that sent it
-//! (`seen_on`, at most `seen_on_max`). At `capacity` the oldest id is forgotten: a relay
-//! that re-sends it afterwards (a reconnect's `since` overlap, a hostile flood) delivers it
-//! again. A map ordered by key rather than a hash map: ids come from the peer, and a
+//! (`seen_on`, at most `seen_on_max`). At `capacity` delivered ids the oldest is forgotten:
+//! a relay that re-sends it afterwards (a reconnect's `since` overlap, a hostile flood)
+//! delivers it again. Under verification an id is held *tentatively* from its arrival (so
+//! that its other copies are recognised) until its verdict: a tentative id evicts nothing,
+//! and one that is never delivered (it failed, or was dropped at `max_unverified`) leaves
+//! the memory as it found it. Only a delivery counts towards `capacity`. A map ordered by key rather than a hash map: ids come from the peer, and a
 //! balanced tree cannot be driven into its worst case by chosen keys.
 
 use std::collections::{BTreeMap, VecDeque};
@@ -30,6 +33,8 @@ pub(crate) struct Seen {
     seen_on_max: usize,
     /// `seen_on` entries over all ids (each at most `seen_on_max`).
     relay_entries: usize,
+    /// Ids held tentatively, awaiting a verdict (not counted towards `capacity`).
+    tentative: usize,
     /// Ids forgotten at the bound, oldest first.
     forgotten: u64,
 }
@@ -38,6 +43,8 @@ pub(crate) struct Seen {
 struct Entry {
     bytes: u64,
     relays: Vec<RelayId>,
+    /// Awaiting a verdict: not delivered yet.
+    tentative: bool,
 }
 
 impl Seen {
@@ -48,11 +55,21 @@ impl Seen {
             capacity,
             seen_on_max,
             relay_entries: 0,
+            tentative: 0,
             forgotten: 0,
         }
     }
 
-    pub(crate) fn admit(&mut self, id: EventId, raw: &str, relay: RelayId) -> Admit {
+    /// A copy of `id` from `relay`. A new id is remembered at once (`tentative: false`, the
+    /// copy is delivered now) or until its verdict (`tentative: true`: see
+    /// [`Seen::confirm`] and [`Seen::forget`]).
+    pub(crate) fn admit(
+        &mut self,
+        id: EventId,
+        raw: &str,
+        relay: RelayId,
+        tentative: bool,
+    ) -> Admit {
         let bytes = fnv1a(raw.as_bytes());
         if let Some(entry) = self.entries.get_mut(&id) {
             if !entry.relays.contains(&relay) && entry.relays.len() < self.seen_on_max {
@@ -68,22 +85,77 @@ impl Seen {
         if self.capacity == 0 {
             return Admit::New;
         }
-        if self.order.len() >= self.capacity {
-            if let Some(oldest) = self.order.pop_front() {
-                if let Some(entry) = self.entries.remove(&oldest) {
-                    self.relay_entries -= entry.relays.len();
-                }
-                self.forgotten += 1;
-            }
+        if !tentative {
+            self.evict(self.capacity - 1);
         }
         let mut relays = Vec::with_capacity(1);
         if self.seen_on_max > 0 {
             relays.push(relay);
             self.relay_entries += 1;
         }
-        self.entries.insert(id, Entry { bytes, relays });
+        self.entries.insert(
+            id,
+            Entry {
+                bytes,
+                relays,
+                tentative,
+            },
+        );
+        self.tentative += usize::from(tentative);
         self.order.push_back(id);
         Admit::New
+    }
+
+    /// `id`'s copy passed verification and is delivered: it counts towards `capacity` now,
+    /// and the oldest delivered id goes if that is over the bound.
+    pub(crate) fn confirm(&mut self, id: EventId) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        if !std::mem::replace(&mut entry.tentative, false) {
+            return;
+        }
+        self.tentative -= 1;
+        self.evict(self.capacity);
+    }
+
+    /// Forget the oldest delivered ids until at most `keep` are left. Tentative ids stay:
+    /// they are newer than every delivered one but those whose verdicts overtook theirs,
+    /// so the scan passes at most the copies under verification.
+    fn evict(&mut self, keep: usize) {
+        while self.entries.len() - self.tentative > keep {
+            let Some(at) = self
+                .order
+                .iter()
+                .position(|x| self.entries.get(x).is_some_and(|e| !e.tentative))
+            else {
+                return;
+            };
+            let Some(oldest) = self.order.remove(at) else {
+                return;
+            };
+            if let Some(entry) = self.entries.remove(&oldest) {
+                self.relay_entries -= entry.relays.len();
+            }
+            self.forgotten += 1;
+        }
+    }
+
+    /// `id`'s copy failed verification and `relay`'s alternate copy `raw` is verified in its
+    /// place: the id keeps its place in the age order (its delivery, if it passes, takes the
+    /// failed copy's place in the subscription's order too), now with the alternate's bytes
+    /// and only `relay` in `seen_on`.
+    pub(crate) fn replace_copy(&mut self, id: EventId, raw: &str, relay: RelayId) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        entry.bytes = fnv1a(raw.as_bytes());
+        self.relay_entries -= entry.relays.len();
+        entry.relays.clear();
+        if self.seen_on_max > 0 {
+            entry.relays.push(relay);
+            self.relay_entries += 1;
+        }
     }
 
     /// Forget `id` (its copy failed verification): the next copy is new. The id was
@@ -93,6 +165,7 @@ impl Seen {
             return;
         };
         self.relay_entries -= entry.relays.len();
+        self.tentative -= usize::from(entry.tentative);
         if let Some(at) = self.order.iter().rposition(|&x| x == id) {
             self.order.remove(at);
         }
@@ -105,6 +178,7 @@ impl Seen {
     pub(crate) fn stats(&self) -> DedupStats {
         DedupStats {
             ids: self.entries.len(),
+            verifying: self.tentative,
             capacity: self.capacity,
             seen_on: self.relay_entries,
             seen_on_max: self.seen_on_max,
@@ -123,10 +197,21 @@ impl Seen {
                 self.order.len()
             ));
         }
-        if self.entries.len() > self.capacity {
-            return Err(format!("dedup over its bound: {}", self.entries.len()));
+        let (tentative, entries) = self.entries.values().fold((0, 0), |(t, r), e| {
+            (t + usize::from(e.tentative), r + e.relays.len())
+        });
+        if tentative != self.tentative {
+            return Err(format!(
+                "dedup counts {} tentative ids, holds {tentative}",
+                self.tentative
+            ));
         }
-        let entries: usize = self.entries.values().map(|e| e.relays.len()).sum();
+        if self.entries.len() - tentative > self.capacity {
+            return Err(format!(
+                "dedup over its bound: {} delivered ids",
+                self.entries.len() - tentative
+            ));
+        }
         if entries != self.relay_entries {
             return Err(format!(
                 "dedup counts {} seen_on entries, holds {entries}",
@@ -139,14 +224,18 @@ impl Seen {
 
 /// How much a subscription's dedup memory holds ([`RelayPool::dedup`](super::RelayPool::dedup)).
 ///
-/// Its memory is bounded by `capacity` ids and `capacity * seen_on_max` `seen_on` entries:
-/// per id about 100 bytes (the 32-byte id twice, in the map and in the age order, a
+/// Its memory is bounded by `capacity` delivered ids, plus the ids awaiting a verdict under
+/// verification (at most [`PoolConfig::max_unverified`](super::PoolConfig::max_unverified)
+/// pool-wide), each with at most `seen_on_max` `seen_on` entries: per id about 100 bytes (the 32-byte id twice, in the map and in the age order, a
 /// content hash, a `Vec` header) plus 4 bytes per `seen_on` entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DedupStats {
-    /// Ids remembered now (at most `capacity`).
+    /// Ids remembered now: at most `capacity` delivered ones, plus `verifying`.
     pub ids: usize,
+    /// Of those, ids held only until their verdict ([`PoolConfig::verify`](super::PoolConfig::verify)):
+    /// each evicts nothing, and leaves again if its copy is not delivered.
+    pub verifying: usize,
     /// The bound ([`PoolConfig::dedup_capacity`](super::PoolConfig::dedup_capacity)).
     pub capacity: usize,
     /// `seen_on` entries over every remembered id (at most `ids * seen_on_max`).
@@ -174,13 +263,35 @@ mod tests {
     fn first_copy_wins_conflicts_are_told_apart_and_the_oldest_id_goes_first() {
         let id = |n: u8| EventId([n; 32]);
         let mut seen = Seen::new(2, 2);
-        assert_eq!(seen.admit(id(1), "a", RelayId(0)), Admit::New);
-        assert_eq!(seen.admit(id(1), "a", RelayId(1)), Admit::Duplicate);
-        assert_eq!(seen.admit(id(1), "b", RelayId(2)), Admit::Conflict);
+        assert_eq!(seen.admit(id(1), "a", RelayId(0), false), Admit::New);
+        assert_eq!(seen.admit(id(1), "a", RelayId(1), false), Admit::Duplicate);
+        assert_eq!(seen.admit(id(1), "b", RelayId(2), false), Admit::Conflict);
         assert_eq!(seen.relays(id(1)), Some(&[RelayId(0), RelayId(1)][..]));
-        assert_eq!(seen.admit(id(2), "x", RelayId(0)), Admit::New);
-        assert_eq!(seen.admit(id(3), "y", RelayId(0)), Admit::New);
+        assert_eq!(seen.admit(id(2), "x", RelayId(0), false), Admit::New);
+        assert_eq!(seen.admit(id(3), "y", RelayId(0), false), Admit::New);
         assert_eq!(seen.relays(id(1)), None, "the oldest went at the bound");
-        assert_eq!(seen.admit(id(1), "a", RelayId(0)), Admit::New);
+        assert_eq!(seen.admit(id(1), "a", RelayId(0), false), Admit::New);
+    }
+
+    #[test]
+    fn a_tentative_id_evicts_nothing_until_it_is_confirmed() {
+        let id = |n: u8| EventId([n; 32]);
+        let mut seen = Seen::new(2, 1);
+        seen.admit(id(1), "a", RelayId(0), false);
+        seen.admit(id(2), "b", RelayId(0), false);
+        // Two copies under verification at the bound: both held, nothing evicted.
+        assert_eq!(seen.admit(id(3), "c", RelayId(0), true), Admit::New);
+        assert_eq!(seen.admit(id(4), "d", RelayId(0), true), Admit::New);
+        assert_eq!(seen.admit(id(3), "c", RelayId(1), true), Admit::Duplicate);
+        assert_eq!((seen.stats().ids, seen.stats().verifying), (4, 2));
+        // 3 fails: the memory is as before it came.
+        seen.forget(id(3));
+        assert!(seen.relays(id(1)).is_some() && seen.relays(id(2)).is_some());
+        // 4 passes: now the oldest delivered id goes.
+        seen.confirm(id(4));
+        assert_eq!(seen.relays(id(1)), None);
+        assert!(seen.relays(id(2)).is_some() && seen.relays(id(4)).is_some());
+        assert_eq!((seen.stats().ids, seen.stats().verifying), (2, 0));
+        assert_eq!(seen.stats().forgotten, 1);
     }
 }

@@ -80,7 +80,9 @@ pub struct PoolConfig {
     /// After the first relay's EOSE, give the others this long before reporting (`None`:
     /// wait for the full deadline).
     pub after_first_eose: Option<Duration>,
-    /// Event ids remembered per logical subscription for dedup (10 000).
+    /// Event ids remembered per logical subscription for dedup (10 000): the newest
+    /// delivered ones. Under [`PoolConfig::verify`] an id is also held while its copy
+    /// awaits a verdict; such an id evicts nothing until it is delivered.
     pub dedup_capacity: usize,
     /// Relays remembered per id in `seen_on` (8).
     pub seen_on_max: usize,
@@ -244,7 +246,9 @@ impl RelayPool {
     }
 
     /// Remove a relay: its socket is closed, and every subscription it served counts it as
-    /// missing (or ends, if it was the last relay serving it).
+    /// missing (or ends, if it was the last relay serving it). Its id may be handed to a
+    /// relay added later, whose session counts socket epochs from the start again: the
+    /// driver must not pass on anything the removed relay's socket still delivers.
     ///
     /// # Errors
     /// [`PoolError::UnknownRelay`].
@@ -286,7 +290,9 @@ impl RelayPool {
     }
 
     /// Subscribe on the given relays, each with its own filters (an outbox / NIP-65 router
-    /// decides the routing). Relays added later are not targeted.
+    /// decides the routing). Relays added later are not targeted. A relay named more than
+    /// once gets one subscription with all of its filters, in the order given (a REQ's
+    /// filters are alternatives, so it matches what the separate entries would).
     ///
     /// # Errors
     /// [`PoolError::UnknownRelay`], [`PoolError::TooManySubscriptions`], or
@@ -303,7 +309,20 @@ impl RelayPool {
         if routing.iter().any(|(_, f)| f.is_empty()) {
             return Err(PoolError::Session(Error::NoFilters));
         }
-        self.register(now, Targets::Routed, routing)
+        // One session subscription per relay: the logical subscription tracks each relay
+        // once, so a second entry for a relay would open a subscription it never hears of.
+        let mut merged: Vec<(RelayId, Vec<Filter>)> = Vec::with_capacity(routing.len());
+        let mut at: BTreeMap<RelayId, usize> = BTreeMap::new();
+        for (relay, filters) in routing {
+            match at.get(&relay) {
+                Some(&i) => merged[i].1.extend(filters),
+                None => {
+                    at.insert(relay, merged.len());
+                    merged.push((relay, filters));
+                }
+            }
+        }
+        self.register(now, Targets::Routed, merged)
     }
 
     /// Drop a logical subscription on every relay (CLOSE where its REQ is open). No
@@ -535,7 +554,10 @@ impl RelayPool {
             .verdict(ticket, verdict.is_ok())
             .ok_or(PoolError::UnknownTicket(ticket))?;
         let sub = match resolved {
-            Ok((sub, conflict)) => {
+            Ok((sub, id, conflict)) => {
+                if let Some(logical) = self.subs.get_mut(&sub) {
+                    logical.seen.confirm(id);
+                }
                 if let Some(relay) = conflict {
                     self.count(relay, |s| s.conflicts += 1);
                 }
@@ -843,7 +865,8 @@ impl RelayPool {
         let Some(logical) = self.subs.get_mut(&sub) else {
             return;
         };
-        let admit = logical.seen.admit(id, &raw, relay);
+        // Under verification a new id is held only until its verdict (`Seen::confirm`).
+        let admit = logical.seen.admit(id, &raw, relay, self.config.verify);
         if admit != dedup::Admit::New && self.config.verify {
             // Under verification the bytes themselves decide, not their summary.
             match self.held.other_copy(sub, id, relay, &raw) {
@@ -895,9 +918,10 @@ impl RelayPool {
             reason,
         });
         if let Some(logical) = self.subs.get_mut(&sub) {
-            logical.seen.forget(id);
-            if let Some((other, raw)) = &alternate {
-                let _ = logical.seen.admit(id, raw, *other);
+            match &alternate {
+                // Its age stays that of the first copy: the alternate is delivered in its place.
+                Some((other, raw)) => logical.seen.replace_copy(id, raw, *other),
+                None => logical.seen.forget(id),
             }
         }
         // Even for a subscription that has ended meanwhile: its queue waits on this slot.

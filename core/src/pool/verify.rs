@@ -23,6 +23,10 @@ use std::collections::{BTreeMap, VecDeque};
 use super::{PoolEvent, RelayId, SubId};
 use crate::nostr::message::EventId;
 
+/// A copy that passed: its subscription, its id, and the relay of the alternate copy it
+/// makes a conflict, if one was kept.
+pub(crate) type Passed = (SubId, EventId, Option<RelayId>);
+
 /// One event copy the driver must verify before the pool delivers it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyRequest {
@@ -202,12 +206,12 @@ impl Held {
 
     /// The driver's verdict on `ticket`: `None` for a ticket that is not awaited (its
     /// subscription was dropped, or the driver answered twice). A pass names the relay of
-    /// the alternate copy it makes a conflict, if one was kept.
+    /// the copy's id and the alternate copy it makes a conflict, if one was kept.
     pub(crate) fn verdict(
         &mut self,
         ticket: VerifyTicket,
         ok: bool,
-    ) -> Option<Result<(SubId, Option<RelayId>), Failed>> {
+    ) -> Option<Result<Passed, Failed>> {
         let (sub, pos) = self.tickets.remove(&ticket)?;
         let queue = self.queues.get_mut(&sub)?;
         let slot = queue.slot_mut(pos)?;
@@ -218,7 +222,7 @@ impl Held {
         if ok {
             w.verified = true;
             let conflict = w.alternate.take().map(|(relay, _)| relay);
-            return Some(Ok((sub, conflict)));
+            return Some(Ok((sub, w.id, conflict)));
         }
         let failed = Failed {
             sub,
