@@ -182,21 +182,28 @@ fn work(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::{Duration, Instant};
     use tether_core::nostr::message::EventId;
     use tether_core::pool::RelayId;
 
-    /// Busy for `ms` of CPU, like a signature check.
-    struct Busy(u64);
+    /// Holds each check until another one runs beside it (or 2 s pass), and remembers how
+    /// many ran at once: parallel workers meet, one at a time never does.
+    #[derive(Default)]
+    struct Meeting {
+        active: AtomicUsize,
+        most: AtomicUsize,
+    }
 
-    impl Verify for Busy {
+    impl Verify for Meeting {
         fn verify(&self, raw: &str) -> Result<(), String> {
-            let until = Instant::now() + Duration::from_millis(self.0);
-            let mut x = 0u64;
-            while Instant::now() < until {
-                x = x.wrapping_add(1);
+            let now = self.active.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most.fetch_max(now, Ordering::SeqCst);
+            let until = Instant::now() + Duration::from_secs(2);
+            while self.most.load(Ordering::SeqCst) < 2 && Instant::now() < until {
+                std::thread::yield_now();
             }
-            std::hint::black_box(x);
+            self.active.fetch_sub(1, Ordering::SeqCst);
             if raw == "bad" {
                 Err("bad".into())
             } else {
@@ -207,9 +214,8 @@ mod tests {
 
     #[test]
     fn workers_check_in_parallel_and_answer_every_ticket() {
-        let threads = 2;
-        let mut workers = Workers::start(Arc::new(Busy(20)), threads);
-        let started = Instant::now();
+        let meeting = Arc::new(Meeting::default());
+        let mut workers = Workers::start(Arc::clone(&meeting) as Arc<dyn Verify>, 2);
         for n in 0..8u64 {
             let request = VerifyRequest {
                 ticket: VerifyTicket(n),
@@ -227,18 +233,27 @@ mod tests {
             match workers.poll_verdict(&mut cx) {
                 Poll::Ready(Some(v)) => verdicts.push(v),
                 Poll::Ready(None) => panic!("nothing in flight with {} answered", verdicts.len()),
-                Poll::Pending => std::thread::sleep(Duration::from_millis(1)),
+                Poll::Pending => std::thread::yield_now(),
             }
         }
-        let elapsed = started.elapsed();
         verdicts.sort_by_key(|(t, _)| *t);
+        let tickets: Vec<u64> = verdicts.iter().map(|(t, _)| t.0).collect();
+        assert_eq!(
+            tickets,
+            (0..8).collect::<Vec<_>>(),
+            "each ticket answered once"
+        );
         let failed: Vec<u64> = verdicts
             .iter()
             .filter(|(_, v)| v.is_err())
             .map(|(t, _)| t.0)
             .collect();
         assert_eq!(failed, [3]);
-        // 8 checks of 20 ms on 2 workers: ~80 ms in parallel, 160 ms one at a time.
-        assert!(elapsed < Duration::from_millis(140), "{elapsed:?}");
+        assert_eq!(
+            meeting.most.load(Ordering::SeqCst),
+            2,
+            "two checks ran at once"
+        );
+        assert_eq!(workers.in_flight, 0);
     }
 }
