@@ -6,7 +6,7 @@
 //! the same on every runtime, and a fixed set of threads sized to the machine is what bounds
 //! it. Each worker has its own queue and the driver gives a check to the least loaded one;
 //! a busy worker answers in batches, so the driver is woken once per batch, not per check.
-//! The driver hands out at most [`Workers::capacity`] checks at a time; the rest wait in the
+//! The driver hands out at most 32 checks per worker at a time; the rest wait in the
 //! core pool's bounded queue while the driver stops reading sockets.
 
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TryRecvError, TrySendError};

@@ -163,7 +163,7 @@ where
 {
     /// Fetch each relay's NIP-11 document with `http` when it connects (bounded and
     /// refreshed rarely, per [`Config::relay_info`]) and give it to that relay's session, as
-    /// [`RelayDriver::with_relay_info`](crate::RelayDriver::with_relay_info) does.
+    /// [`RelayDriver::with_relay_info`](crate::relay::RelayDriver::with_relay_info) does.
     #[must_use]
     pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
         self.info_http = Some(http);
