@@ -56,6 +56,9 @@ pub(crate) struct Workers {
     answered: std::vec::IntoIter<Verdict>,
     in_flight: usize,
     capacity: usize,
+    /// When no thread could be started: check on the driver's own task rather than wait
+    /// for workers that do not exist (which would stop every socket for good).
+    inline: Option<Arc<dyn Verify>>,
 }
 
 impl Workers {
@@ -79,29 +82,37 @@ impl Workers {
             }
         }
         let capacity = queues.len() * PER_WORKER;
+        let inline = queues.is_empty().then(|| {
+            tracing::error!("no verification worker started: checking on the driver's task");
+            Arc::clone(&verifier)
+        });
         Workers {
             queues,
             verdicts,
             answered: Vec::new().into_iter(),
             in_flight: 0,
             capacity,
+            inline,
         }
     }
 
     /// Checks the workers hold or are running; at most this many are handed out at once.
     pub(crate) fn capacity(&self) -> usize {
-        self.capacity
+        self.capacity.max(1)
     }
 
     /// Whether another check can be handed out now.
     pub(crate) fn has_room(&self) -> bool {
-        self.in_flight < self.capacity
+        self.inline.is_some() || self.in_flight < self.capacity
     }
 
     /// Hand out one check to the least loaded worker; only while [`Workers::has_room`], so
     /// it never blocks. A check that cannot be handed out (no worker is left) comes back as
     /// a failed verdict.
     pub(crate) fn submit(&mut self, request: VerifyRequest) -> Option<Verdict> {
+        if let Some(verifier) = &self.inline {
+            return Some((request.ticket, verifier.verify(&request.raw)));
+        }
         let Some((jobs, load)) = self.queues.iter_mut().min_by_key(|(_, load)| *load) else {
             return Some((request.ticket, Err("no verification worker".to_owned())));
         };
