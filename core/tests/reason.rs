@@ -538,3 +538,50 @@ fn a_huge_refusal_text_is_classified_by_its_start() {
     let past_the_clip = format!("{} rate-limited: slow down", "y".repeat(2048));
     assert_eq!(classify(&past_the_clip), Class::Retryable);
 }
+
+/// The first row that matches, by a scan of the whole table (what `dialect` must equal).
+fn scan(text: &str) -> Option<&'static tether_core::nostr::reason::Dialect> {
+    DIALECTS.iter().find(|d| d.matches(text))
+}
+
+#[test]
+fn the_first_byte_index_finds_the_row_a_whole_scan_finds() {
+    for (_, text, _) in COLLECTED {
+        for variant in [
+            text.to_string(),
+            text.to_ascii_uppercase(),
+            format!("  {text}\n"),
+            text[1..].to_string(),
+            format!("x{text}"),
+        ] {
+            let (got, want) = (dialect(&variant), scan(&variant));
+            assert!(
+                got.map(|d| d as *const _) == want.map(|d| d as *const _),
+                "{variant:?}: index {:?}, scan {:?}",
+                got.map(|d| d.pattern),
+                want.map(|d| d.pattern)
+            );
+        }
+    }
+    assert_eq!(dialect(""), None);
+    assert_eq!(dialect(" \t"), None);
+}
+
+proptest::proptest! {
+    #[test]
+    fn the_first_byte_index_agrees_with_a_whole_scan_on_any_text(
+        row in 0..DIALECTS.len(),
+        cut in 0usize..80,
+        noise in "[ -~]{0,12}",
+        upper: bool,
+    ) {
+        // Texts near a row: a prefix of its pattern with noise after, in either case.
+        let pattern = DIALECTS[row].pattern.replace("{n}", "42").replace("{*}", "");
+        let mut text = format!("{}{noise}", &pattern[..cut.min(pattern.len())]);
+        if upper {
+            text = text.to_ascii_uppercase();
+        }
+        let (got, want) = (dialect(&text), scan(&text));
+        proptest::prop_assert_eq!(got.map(|d| d.pattern), want.map(|d| d.pattern));
+    }
+}

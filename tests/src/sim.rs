@@ -271,7 +271,13 @@ impl Sim {
             let Some((_, item)) = self.queue.pop_first() else {
                 return false;
             };
-            self.process(item);
+            if !self.process(item) {
+                // The session saw nothing (the relay model answered, a connection was
+                // accepted, an input for a socket that is gone): its outputs are still empty
+                // and every invariant reads the state the last check passed.
+                self.invariants.after_action();
+                return true;
+            }
         } else {
             self.session.handle_timeout(self.now);
             if self.check {
@@ -283,7 +289,8 @@ impl Sim {
         true
     }
 
-    fn process(&mut self, item: Item) {
+    /// Process one queued item; whether it reached the session.
+    fn process(&mut self, item: Item) -> bool {
         match item {
             Item::Script(action) => self.script(action),
             Item::Accept(conn) => {
@@ -293,7 +300,7 @@ impl Sim {
                         self.now + self.latency,
                         Item::ToSession(conn, Input::Close(SocketLoss::ConnectionRefused)),
                     );
-                    return;
+                    return false;
                 }
                 self.accepted = Some(conn);
                 let greeting = self.relay.accept(conn);
@@ -310,10 +317,11 @@ impl Sim {
                         Item::Script(Action::DropSocket),
                     );
                 }
+                false
             }
             Item::ToRelay(conn, text) => {
                 if self.conn != Some(conn) {
-                    return;
+                    return false;
                 }
                 for frame in self.relay.handle(self.now, conn, &text) {
                     self.push(
@@ -321,12 +329,14 @@ impl Sim {
                         Item::ToSession(conn, Input::Frame(frame)),
                     );
                 }
+                false
             }
             Item::ToSession(conn, input) => {
                 if self.conn != Some(conn) {
-                    return;
+                    return false;
                 }
                 self.deliver(Epoch(conn), input);
+                true
             }
         }
     }
@@ -359,10 +369,10 @@ impl Sim {
         }
     }
 
-    /// The network or the relay dropped the shared connection.
-    fn drop_conn(&mut self) {
+    /// The network or the relay dropped the shared connection; whether there was one.
+    fn drop_conn(&mut self) -> bool {
         let Some(conn) = self.conn.take() else {
-            return;
+            return false;
         };
         self.relay.drop_conn(conn);
         self.line("io", "dropped");
@@ -372,9 +382,11 @@ impl Sim {
         if let Err(e) = result {
             panic!("socket misuse by the Sim: {e}\n{}", self.transcript);
         }
+        true
     }
 
-    fn script(&mut self, action: Action) {
+    /// Run one script action; whether it reached the session.
+    fn script(&mut self, action: Action) -> bool {
         let now = self.now;
         if !self.quiet {
             let shown = match &action {
@@ -390,6 +402,11 @@ impl Sim {
             self.line("app", &shown);
         }
         self.invariants.before_action(&action);
+        let reaches = match &action {
+            Action::RelayUp | Action::Store(_) | Action::RelayFrame(_) | Action::Relay(_) => false,
+            Action::DropSocket | Action::RelayDown => self.conn.is_some(),
+            _ => true,
+        };
         match action {
             Action::Connect => self.session.connect(now),
             Action::Disconnect => self.session.disconnect(now),
@@ -419,7 +436,9 @@ impl Sim {
                     self.line("app", &format!("  -> error {e}"));
                 }
             }
-            Action::DropSocket => self.drop_conn(),
+            Action::DropSocket => {
+                self.drop_conn();
+            }
             Action::RelayDown => {
                 self.relay.down = true;
                 self.drop_conn();
@@ -454,6 +473,7 @@ impl Sim {
                 Err(_) => {}
             },
         }
+        reaches
     }
 
     /// Drain the session's outputs until both queues are empty (str0m's rule).

@@ -141,7 +141,55 @@ impl Dialect {
 
 /// The row of [`DIALECTS`] that `message` is, if any (the first that matches).
 pub fn dialect(message: &str) -> Option<&'static Dialect> {
-    DIALECTS.iter().find(|d| d.matches(message))
+    let text = message.trim().as_bytes();
+    let Some(&first) = text.first() else {
+        return DIALECTS.iter().find(|d| d.pattern.is_empty());
+    };
+    // Only the rows that can match this first byte are tried, in table order, so the first
+    // match is the one a scan of the whole table would find.
+    candidates(first)
+        .map(|row| &DIALECTS[row])
+        .find(|d| glob(d.pattern.as_bytes(), text))
+}
+
+/// Rows of the table that a text starting with `first` can match, in table order.
+fn candidates(first: u8) -> impl Iterator<Item = usize> {
+    let words = &BY_FIRST_BYTE[usize::from(first.to_ascii_lowercase())];
+    words.iter().enumerate().flat_map(|(w, &bits)| {
+        std::iter::successors((bits != 0).then_some(bits), |b| {
+            let rest = b & (b - 1);
+            (rest != 0).then_some(rest)
+        })
+        .map(move |b| w * 64 + b.trailing_zeros() as usize)
+    })
+}
+
+const INDEX_WORDS: usize = dialects::TABLE.len().div_ceil(64);
+
+/// For each (lower-cased) first byte, the rows whose pattern can start with it, as a bit set.
+/// Every refusal is matched against the table, and a hostile relay decides how often; most
+/// rows fail on the first byte, so they are not tried at all.
+static BY_FIRST_BYTE: [[u64; INDEX_WORDS]; 256] = first_byte_index(dialects::TABLE);
+
+const fn first_byte_index(rows: &[Dialect]) -> [[u64; INDEX_WORDS]; 256] {
+    let mut index = [[0u64; INDEX_WORDS]; 256];
+    let mut row = 0;
+    while row < rows.len() {
+        let pattern = rows[row].pattern.as_bytes();
+        let (word, bit) = (row / 64, 1u64 << (row % 64));
+        // A wildcard (or any `{`) may come first: such a row is a candidate for every byte.
+        if pattern.is_empty() || pattern[0] == b'{' {
+            let mut byte = 0;
+            while byte < 256 {
+                index[byte][word] |= bit;
+                byte += 1;
+            }
+        } else {
+            index[pattern[0].to_ascii_lowercase() as usize][word] |= bit;
+        }
+        row += 1;
+    }
+    index
 }
 
 /// Classify the message of a `CLOSED` or an `OK false`, by the rules in the module docs:
@@ -311,31 +359,31 @@ fn fallback(text: &str) -> Option<Class> {
 }
 
 /// Match a [`Dialect::pattern`] against a whole text, ignoring ASCII case.
+///
+/// Literal bytes are compared one at a time, so a row fails at its first differing byte
+/// without its pattern being scanned ahead for wildcards.
 fn glob(pattern: &[u8], text: &[u8]) -> bool {
-    if let Some(rest) = pattern.strip_prefix(b"{*}") {
-        return rest.is_empty() || (0..=text.len()).any(|i| glob(rest, &text[i..]));
-    }
-    if let Some(rest) = pattern.strip_prefix(b"{n}") {
-        let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
-        return (1..=digits).rev().any(|i| glob(rest, &text[i..]));
-    }
-    // Most rows fail on their first byte: say so before scanning the pattern for wildcards
-    // (this runs for every row on every refusal).
-    if let Some(&first) = pattern.first() {
-        if first != b'{' && text.first().is_none_or(|t| !t.eq_ignore_ascii_case(&first)) {
-            return false;
+    let (mut pattern, mut text) = (pattern, text);
+    loop {
+        match pattern {
+            [] => return text.is_empty(),
+            [b'{', b'*', b'}', rest @ ..] => {
+                return rest.is_empty() || (0..=text.len()).any(|i| glob(rest, &text[i..]));
+            }
+            [b'{', b'n', b'}', rest @ ..] => {
+                let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+                return (1..=digits).rev().any(|i| glob(rest, &text[i..]));
+            }
+            [literal, rest @ ..] => {
+                let Some((byte, after)) = text.split_first() else {
+                    return false;
+                };
+                if !literal.eq_ignore_ascii_case(byte) {
+                    return false;
+                }
+                (pattern, text) = (rest, after);
+            }
         }
-    }
-    let literal = (1..pattern.len())
-        .find(|&i| pattern[i..].starts_with(b"{*}") || pattern[i..].starts_with(b"{n}"))
-        .unwrap_or(pattern.len());
-    if text.len() < literal || !text[..literal].eq_ignore_ascii_case(&pattern[..literal]) {
-        return false;
-    }
-    if literal == pattern.len() {
-        text.len() == literal
-    } else {
-        glob(&pattern[literal..], &text[literal..])
     }
 }
 

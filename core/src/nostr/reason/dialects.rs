@@ -47,7 +47,10 @@ const fn d(
 }
 
 /// Every collected refusal text, grouped by implementation.
-pub static DIALECTS: &[Dialect] = &[
+pub static DIALECTS: &[Dialect] = TABLE;
+
+/// [`DIALECTS`] as a constant, so that the first-byte index is built at compile time.
+pub(super) const TABLE: &[Dialect] = &[
     // ----- strfry (hoytech/strfry @ f8a56a859676) -------------------------------------------
     // `sendNoticeError` and `sendClosedError` (src/apps/relay/RelayServer.h) put `ERROR: `
     // before every text, including texts that carry their own NIP-01 prefix.
