@@ -143,7 +143,7 @@ impl Dialect {
 pub fn dialect(message: &str) -> Option<&'static Dialect> {
     let text = message.trim().as_bytes();
     let Some(&first) = text.first() else {
-        return DIALECTS.iter().find(|d| d.pattern.is_empty());
+        return DIALECTS.iter().find(|d| glob(d.pattern.as_bytes(), text));
     };
     // Only the rows that can match this first byte are tried, in table order, so the first
     // match is the one a scan of the whole table would find.
