@@ -369,10 +369,10 @@ impl Sim {
         }
     }
 
-    /// The network or the relay dropped the shared connection; whether there was one.
-    fn drop_conn(&mut self) -> bool {
+    /// The network or the relay dropped the shared connection.
+    fn drop_conn(&mut self) {
         let Some(conn) = self.conn.take() else {
-            return false;
+            return;
         };
         self.relay.drop_conn(conn);
         self.line("io", "dropped");
@@ -382,7 +382,6 @@ impl Sim {
         if let Err(e) = result {
             panic!("socket misuse by the Sim: {e}\n{}", self.transcript);
         }
-        true
     }
 
     /// Run one script action; whether it reached the session.
@@ -436,9 +435,7 @@ impl Sim {
                     self.line("app", &format!("  -> error {e}"));
                 }
             }
-            Action::DropSocket => {
-                self.drop_conn();
-            }
+            Action::DropSocket => self.drop_conn(),
             Action::RelayDown => {
                 self.relay.down = true;
                 self.drop_conn();
