@@ -38,6 +38,7 @@ pub mod rng;
 pub mod sse;
 pub mod time;
 mod timers;
+pub mod wake;
 
 pub use backoff::{Backoff, BackoffPolicy, Jitter};
 pub use gate::{GateScope, RateLimitGate};
@@ -45,3 +46,4 @@ pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness, SocketE
 pub use rng::Rng;
 pub use sse::{SseConfig, SseSession};
 pub use time::{Clock, Instant, WallClock};
+pub use wake::Wake;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::backoff::{Backoff, BackoffPolicy};
 use crate::rng::Rng;
 use crate::time::Instant;
+use crate::wake::Wake;
 
 /// Identifies one socket; anything tagged with an older epoch is stale.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -372,12 +373,19 @@ impl Link {
     /// The next instant [`Link::handle_timeout`] has work to do.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.poll_wake().map(|(at, _)| at)
+    }
+
+    /// [`Link::poll_timeout`] with what it is for.
+    #[must_use]
+    pub fn poll_wake(&self) -> Option<(Instant, Wake)> {
         match self.state {
             LinkState::Idle => None,
-            LinkState::Waiting { until } => Some(until),
-            LinkState::Connecting { since, .. } => {
-                Some(since.saturating_add(self.config.connect_timeout))
-            }
+            LinkState::Waiting { until } => Some((until, Wake::Reconnect)),
+            LinkState::Connecting { since, .. } => Some((
+                since.saturating_add(self.config.connect_timeout),
+                Wake::ConnectTimeout,
+            )),
             LinkState::Open { .. } => self.watchdog_deadline(),
         }
     }
@@ -417,19 +425,21 @@ impl Link {
         LinkAction::Dead { reconnect_at }
     }
 
-    fn watchdog_deadline(&self) -> Option<Instant> {
+    fn watchdog_deadline(&self) -> Option<(Instant, Wake)> {
         if self.reading_paused {
             return None;
         }
         match self.config.liveness {
             Liveness::Off => None,
-            Liveness::Idle { timeout } => Some(self.last_inbound.saturating_add(timeout)),
+            Liveness::Idle { timeout } => {
+                Some((self.last_inbound.saturating_add(timeout), Wake::Idle))
+            }
             Liveness::Ping {
                 ping_after,
                 pong_timeout,
             } => Some(match self.ping_sent_at {
-                None => self.last_inbound.saturating_add(ping_after),
-                Some(sent) => sent.saturating_add(pong_timeout),
+                None => (self.last_inbound.saturating_add(ping_after), Wake::Ping),
+                Some(sent) => (sent.saturating_add(pong_timeout), Wake::PongTimeout),
             }),
         }
     }

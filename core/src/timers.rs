@@ -43,6 +43,12 @@ impl<K: Ord + Copy> Timers<K> {
         self.by_time.first().map(|&(at, _)| at)
     }
 
+    /// The earliest deadline and its key.
+    #[must_use]
+    pub(crate) fn first(&self) -> Option<(Instant, K)> {
+        self.by_time.first().copied()
+    }
+
     /// The key of the earliest deadline due at `now`, if any. The caller clears it from its
     /// owner with [`Timers::set`] (to `None` or a new deadline) before asking again.
     #[must_use]

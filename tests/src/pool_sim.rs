@@ -809,6 +809,10 @@ impl PoolSim {
                     self.push(now + latency * 2, Item::ToPool(relay, conn, Input::Pong));
                 }
             }
+            Transmit::FetchInfo => {
+                // The relay models serve no NIP-11 document: the ask is only recorded.
+                self.line(relay, "tx", "FetchInfo");
+            }
             Transmit::Send { text, carries } => {
                 if !self.quiet {
                     let shown = crate::sim::abbreviate(&text);

@@ -524,6 +524,10 @@ impl Sim {
                     self.push(now + self.latency * 2, Item::ToSession(conn, Input::Pong));
                 }
             }
+            Transmit::FetchInfo => {
+                // The relay model serves no NIP-11 document: the ask is only recorded.
+                self.line("tx", "FetchInfo");
+            }
             Transmit::Send { text, carries } => {
                 if !self.quiet {
                     let shown = self.show(&text);

@@ -37,9 +37,15 @@
 
 mod config;
 mod connect_error;
+mod delivery;
+mod drive;
+mod heard;
+mod machine;
 pub mod pool;
+mod ready;
 pub mod relay;
 pub mod relay_info;
+mod relays;
 mod retry_after;
 mod runtime;
 mod signer;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures_core::Stream;
 use futures_sink::Sink;
-use tether_core::Instant;
+use tether_core::{Instant, Wake};
 use tungstenite::Message;
 
 /// A boxed, sendable future: what the connector traits return.
@@ -43,28 +43,39 @@ pub trait Runtime: Send + Unpin + 'static {
 /// The one sleep a driver waits on, re-armed to each new deadline.
 pub(crate) struct Alarm<R: Runtime> {
     sleep: Option<R::Sleep>,
+    /// The deadline last logged, so a wake that keeps it logs nothing.
+    logged: Option<(Instant, Wake)>,
 }
 
 impl<R: Runtime> Alarm<R> {
     pub(crate) fn new() -> Self {
-        Alarm { sleep: None }
+        Alarm {
+            sleep: None,
+            logged: None,
+        }
     }
 
-    /// Ready once `deadline` has passed; with no deadline, pending with the sleep dropped (the
-    /// next input wakes the task). The clock is asked first: a runtime's cooperative budget
-    /// can keep a sleep pending past its deadline.
+    /// Ready once the deadline of `wake` has passed; with none, pending with the sleep
+    /// dropped (the next input wakes the task). The clock is asked first: a runtime's
+    /// cooperative budget can keep a sleep pending past its deadline. A new deadline is
+    /// logged (debug) with what it is for.
     pub(crate) fn poll(
         &mut self,
         rt: &R,
         cx: &mut Context<'_>,
-        deadline: Option<Instant>,
+        wake: Option<(Instant, Wake)>,
     ) -> Poll<()> {
-        let Some(deadline) = deadline else {
+        let Some((deadline, why)) = wake else {
             self.sleep = None;
             return Poll::Pending;
         };
-        if rt.now() >= deadline {
+        let now = rt.now();
+        if now >= deadline {
             return Poll::Ready(());
+        }
+        if self.logged != wake {
+            self.logged = wake;
+            tracing::debug!(wake = %why, after = ?deadline.saturating_duration_since(now), "sleeping");
         }
         let sleep = match self.sleep.as_mut() {
             Some(sleep) => {

@@ -16,10 +16,11 @@ use bytes::Bytes;
 use futures_core::Stream;
 use tether_core::link::{Epoch, SocketLoss};
 use tether_core::sse::{Event, Request, SseStats, Transmit};
-use tether_core::{Instant, SseSession};
+use tether_core::{Instant, SseSession, Wake};
 use tracing::{info, warn};
 
 use crate::config::{seed_or_random, EventSourceConfig};
+use crate::drive::{step, Steps};
 use crate::runtime::{Alarm, BoxFuture, HttpConnect, HttpError, HttpResponse, Runtime};
 use crate::sse_request::{describe, RequestError};
 
@@ -39,7 +40,10 @@ pub struct EventStream<R: Runtime> {
     /// Body bytes the session could not take yet (its event queue was full).
     unread: Bytes,
     alarm: Alarm<R>,
+    /// The core said the stream is over ([`Transmit::End`]); the events before that still go out.
     ended: bool,
+    /// The stream returned its end.
+    done: bool,
     /// The application has not asked for the next event since the last one was returned:
     /// the body is not being read (told to the core).
     reading_paused: bool,
@@ -77,6 +81,7 @@ impl<R: Runtime> EventStream<R> {
             unread: Bytes::new(),
             alarm: Alarm::new(),
             ended: false,
+            done: false,
             reading_paused: false,
             work_budget: 64,
         }
@@ -140,7 +145,13 @@ impl<R: Runtime> EventStream<R> {
                         self.unread.clear();
                     }
                 }
-                other => warn!(?other, "transmit this driver does not know"),
+                Transmit::End => {
+                    info!("stream ended");
+                    self.ended = true;
+                    self.request = None;
+                    self.body = None;
+                    self.unread.clear();
+                }
             }
         }
     }
@@ -236,7 +247,7 @@ impl<R: Runtime> Stream for EventStream<R> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         let this = self.get_mut();
-        if this.ended {
+        if this.done {
             return Poll::Ready(None);
         }
         let span = this.span.clone();
@@ -245,47 +256,64 @@ impl<R: Runtime> Stream for EventStream<R> {
             this.reading_paused = false;
             this.session.handle_read_paused(this.rt.now(), false);
         }
-        let mut budget = this.work_budget;
-        loop {
-            let now = this.rt.now();
-            if this.session.poll_timeout().is_some_and(|at| now >= at) {
-                this.session.handle_timeout(now);
-            }
-            this.drain_transmits();
-            if let Some(event) = this.session.poll_event() {
-                if matches!(
-                    event,
-                    Event::Failed { .. } | Event::Closed { .. } | Event::Ended { .. }
-                ) {
-                    info!(?event, "stream ended");
-                    this.ended = true;
-                    this.request = None;
-                    this.body = None;
-                }
-                if let Event::Reconnecting { why, attempt, at } = &event {
-                    let delay = at.saturating_duration_since(now);
-                    info!(?why, attempt, ?delay, "reconnecting");
-                }
-                // Until the next poll nobody reads the body: silence from here on is ours.
-                this.reading_paused = true;
-                this.session.handle_read_paused(now, true);
-                return Poll::Ready(Some(event));
-            }
-            let worked = this.poll_request(cx, now) || this.poll_body(cx, now);
-            if worked {
-                budget -= 1;
-                if budget == 0 {
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-                continue;
-            }
-            let deadline = this.session.poll_timeout();
-            if this.alarm.poll(&this.rt, cx, deadline).is_ready() {
-                continue;
-            }
-            return Poll::Pending;
+        let budget = this.work_budget;
+        let next = step(this, cx, budget);
+        if let Poll::Ready(None) = next {
+            this.done = true;
         }
+        next
+    }
+}
+
+/// The driver loop's steps (see `drive.rs`) for one stream: drain yields an event, work is
+/// the request and the body.
+impl<R: Runtime> Steps for EventStream<R> {
+    type Output = Option<Event>;
+
+    fn now(&self) -> Instant {
+        self.rt.now()
+    }
+
+    fn wake(&self) -> Option<(Instant, Wake)> {
+        self.session.poll_wake()
+    }
+
+    fn timeout(&mut self, now: Instant) {
+        self.session.handle_timeout(now);
+    }
+
+    fn drain(&mut self, _cx: &mut Context<'_>, now: Instant) -> Poll<Option<Event>> {
+        self.drain_transmits();
+        let Some(event) = self.session.poll_event() else {
+            // The core said the stream is over, and every event before that went out.
+            return if self.ended {
+                Poll::Ready(None)
+            } else {
+                Poll::Pending
+            };
+        };
+        if let Event::Reconnecting { why, attempt, at } = &event {
+            let delay = at.saturating_duration_since(now);
+            info!(?why, attempt, ?delay, "reconnecting");
+        }
+        // Until the next poll nobody reads the body: silence from here on is ours.
+        self.reading_paused = true;
+        self.session.handle_read_paused(now, true);
+        Poll::Ready(Some(event))
+    }
+
+    fn work(&mut self, cx: &mut Context<'_>, now: Instant) -> Poll<Result<(), Option<Event>>> {
+        if self.poll_request(cx, now) || self.poll_body(cx, now) {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
+    }
+
+    fn before_yield(&mut self, _now: Instant) {}
+
+    fn sleep(&mut self, cx: &mut Context<'_>, wake: Option<(Instant, Wake)>) -> Poll<()> {
+        self.alarm.poll(&self.rt, cx, wake)
     }
 }
 

@@ -1,13 +1,12 @@
 //! [`Wire`]: one relay's WebSocket as a driver holds it — the connect in flight, the open
 //! socket, frames waiting to be written, a socket finishing its close — turned into the
-//! core's socket inputs ([`WireInput`]). The relay driver and the pool driver both hold
-//! their sockets this way; what to do with each input is the core's business.
+//! core's socket inputs ([`WireInput`]). Every relay of a driver is held this way (see
+//! `relays.rs`); what to do with each input is the core's business.
 
 use std::collections::VecDeque;
 use std::task::{Context, Poll};
 
 use tether_core::link::{Epoch, SocketLoss};
-use tether_core::nostr::Transmit;
 use tracing::{info, warn};
 use tungstenite::Message;
 
@@ -50,28 +49,23 @@ impl Wire {
         self.outgoing.len()
     }
 
-    /// Carry out one of the core's transmits.
-    pub(crate) fn transmit(
-        &mut self,
-        ws: &dyn WsConnect,
-        url: &str,
-        max_frame: usize,
-        t: Transmit,
-    ) {
-        match t {
-            Transmit::Open { epoch } => {
-                self.drop_socket();
-                self.epoch = epoch;
-                self.connecting = Some(ws.connect(url, max_frame));
-            }
-            Transmit::Send { text, .. } => self.outgoing.push_back(Message::text(text)),
-            Transmit::Ping => self.outgoing.push_back(Message::Ping(Default::default())),
-            Transmit::Close { .. } => {
-                let socket = self.socket.take();
-                self.drop_socket();
-                self.closing = socket;
-            }
-        }
+    /// Open a new socket for `epoch`, abandoning any previous one.
+    pub(crate) fn open(&mut self, ws: &dyn WsConnect, url: &str, max_frame: usize, epoch: Epoch) {
+        self.drop_socket();
+        self.epoch = epoch;
+        self.connecting = Some(ws.connect(url, max_frame));
+    }
+
+    /// Queue a frame for the socket.
+    pub(crate) fn send(&mut self, message: Message) {
+        self.outgoing.push_back(message);
+    }
+
+    /// Start closing the socket; frames not yet written are dropped.
+    pub(crate) fn close(&mut self) {
+        let socket = self.socket.take();
+        self.drop_socket();
+        self.closing = socket;
     }
 
     /// Make progress on the connect, the writes and a closing socket, and read one message

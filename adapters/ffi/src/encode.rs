@@ -20,6 +20,8 @@ use crate::{duration_ms_ceil, millis_ceil};
 /// - `{"type":"send","text":"...","carries":{"req":SUB}|{"close":SUB}|{"event":"hex"}|{"auth":"hex"}}`
 /// - `{"type":"ping"}`
 /// - `{"type":"close","epoch":N}`
+/// - `{"type":"fetch_info"}`: fetch the relay's NIP-11 document (only asked when the
+///   session's `info_refresh` is set, which the C ABI does not do yet)
 pub fn encode_relay_transmit(transmit: &Transmit, out: &mut Vec<u8>) {
     let mut o = Obj::new(out);
     match transmit {
@@ -39,6 +41,7 @@ pub fn encode_relay_transmit(transmit: &Transmit, out: &mut Vec<u8>) {
         }
         Transmit::Ping => o.kind("ping"),
         Transmit::Close { epoch } => o.kind("close").num("epoch", epoch.0),
+        Transmit::FetchInfo => o.kind("fetch_info"),
     };
     o.end();
 }
@@ -132,6 +135,8 @@ pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
 /// - `{"type":"open","epoch":N,"last_event_id":"..."|null}`: start a GET with
 ///   `Accept: text/event-stream` (and `Last-Event-ID` when not null)
 /// - `{"type":"close","epoch":N}`: abort that request
+/// - `{"type":"end"}`: the stream is over; no request follows (deliver the queued events,
+///   the last of which says why)
 pub fn encode_sse_transmit(transmit: &sse::session::Transmit, out: &mut Vec<u8>) {
     use sse::session::Transmit;
     let mut o = Obj::new(out);
@@ -145,7 +150,7 @@ pub fn encode_sse_transmit(transmit: &sse::session::Transmit, out: &mut Vec<u8>)
             .num("epoch", epoch.0)
             .opt_str("last_event_id", last_event_id.as_deref()),
         Transmit::Close { epoch } => o.kind("close").num("epoch", epoch.0),
-        _ => o.kind("unknown"),
+        Transmit::End => o.kind("end"),
     };
     o.end();
 }

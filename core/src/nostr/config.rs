@@ -69,6 +69,13 @@ pub struct RelayConfig {
     pub max_outbox: usize,
     /// Largest inbound frame decoded (4 MiB); larger ones are dropped as a peer error.
     pub max_frame: usize,
+    /// Ask the driver for the relay's NIP-11 document ([`Transmit::FetchInfo`]) beside a
+    /// new socket when none was asked for yet or the last ask is older than this. `None`
+    /// (the default): never ask, for drivers that cannot fetch. A failed fetch counts as an
+    /// ask: one bounded request per period, however often the socket drops.
+    ///
+    /// [`Transmit::FetchInfo`]: super::Transmit::FetchInfo
+    pub info_refresh: Option<Duration>,
 }
 
 impl Default for RelayConfig {
@@ -93,6 +100,7 @@ impl Default for RelayConfig {
             publish_timeout: Duration::from_secs(10),
             max_outbox: 1_000,
             max_frame: DEFAULT_MAX_FRAME,
+            info_refresh: None,
         }
     }
 }

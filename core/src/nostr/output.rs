@@ -32,6 +32,10 @@ pub enum Transmit {
         /// The socket to close.
         epoch: Epoch,
     },
+    /// Fetch the relay's NIP-11 information document and give it to
+    /// `apply_relay_info` (or drop it when the fetch fails). Asked beside a new socket, at
+    /// most once per [`RelayConfig::info_refresh`](super::RelayConfig::info_refresh).
+    FetchInfo,
 }
 
 /// What a [`Transmit::Send`] frame carries.

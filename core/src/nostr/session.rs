@@ -20,6 +20,7 @@
 //! | publish | the outbox module |
 
 use std::collections::VecDeque;
+use std::time::Duration;
 
 use serde_json::value::RawValue;
 
@@ -40,6 +41,7 @@ use crate::nostr::subscription::{
 use crate::rng::Rng;
 use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
+use crate::wake::{earliest, Wake};
 
 #[cfg(feature = "fuzzing")]
 mod consistency;
@@ -94,6 +96,8 @@ pub struct RelaySession {
     declared: RelayInfo,
     /// REQs wait for authentication on this socket until then (`auth_required` relays).
     auth_hold: Option<Instant>,
+    /// When the relay's information document was last asked for ([`Transmit::FetchInfo`]).
+    info_asked_at: Option<Instant>,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -127,6 +131,7 @@ impl RelaySession {
             wall: None,
             declared: RelayInfo::default(),
             auth_hold: None,
+            info_asked_at: None,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -148,7 +153,7 @@ impl RelaySession {
     pub fn connect(&mut self, now: Instant) {
         self.clock.observe(now);
         if let Some(epoch) = self.link.connect(self.clock.now()) {
-            self.transmits.push_back(Transmit::Open { epoch });
+            self.open_socket_transmit(epoch);
         }
     }
 
@@ -462,7 +467,7 @@ impl RelaySession {
         let now = self.clock.observe(now);
         let (epoch, was_open) = (self.link.epoch(), self.link.is_open());
         match self.link.handle_timeout(now, &mut self.rng) {
-            Some(LinkAction::Open(epoch)) => self.transmits.push_back(Transmit::Open { epoch }),
+            Some(LinkAction::Open(epoch)) => self.open_socket_transmit(epoch),
             Some(LinkAction::Ping) => self.transmits.push_back(Transmit::Ping),
             Some(LinkAction::Dead { reconnect_at }) => {
                 let why = if was_open {
@@ -506,19 +511,50 @@ impl RelaySession {
     /// else the earliest deadline, else `None` (nothing will happen without an input).
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.poll_wake().map(|(at, _)| at)
+    }
+
+    /// [`RelaySession::poll_timeout`] with what it is for ([`Wake::Output`] while output is
+    /// queued).
+    #[must_use]
+    pub fn poll_wake(&self) -> Option<(Instant, Wake)> {
         if self.has_output() {
-            return Some(self.clock.now());
+            return Some((self.clock.now(), Wake::Output));
         }
-        [
-            self.link.poll_timeout(),
-            self.timers.next(),
-            self.outbox.next_timer(),
-            self.pump_deadline(),
-            self.auth_hold,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        let (link_at, link_why) = self
+            .link
+            .poll_wake()
+            .map_or((None, Wake::Reconnect), |(at, why)| (Some(at), why));
+        earliest([
+            (link_at, link_why),
+            (self.timers.next(), Wake::Subscription),
+            (self.outbox.next_timer(), Wake::Publish),
+            (self.pump_deadline(), Wake::ReplayBatch),
+            (self.auth_hold, Wake::AuthHold),
+        ])
+    }
+
+    /// Ask for the socket of `epoch`, and for the relay's information document when the
+    /// refresh rule says it is due (never asked, or asked longer ago than `info_refresh`).
+    fn open_socket_transmit(&mut self, epoch: Epoch) {
+        self.transmits.push_back(Transmit::Open { epoch });
+        let Some(refresh) = self.config.info_refresh else {
+            return;
+        };
+        let now = self.clock.now();
+        let fresh = self
+            .info_asked_at
+            .is_some_and(|at| now.saturating_duration_since(at) < refresh);
+        if !fresh {
+            self.info_asked_at = Some(now);
+            self.transmits.push_back(Transmit::FetchInfo);
+        }
+    }
+
+    /// Turn the information-document asks on (`Some(period)`) or off, e.g. once a driver
+    /// knows it can fetch (see [`RelayConfig::info_refresh`]).
+    pub fn set_info_refresh(&mut self, refresh: Option<Duration>) {
+        self.config.info_refresh = refresh;
     }
 
     // ----- inspection ----------------------------------------------------------------------------
@@ -744,7 +780,7 @@ impl RelaySession {
     fn lose_socket(&mut self, reconnect_at: Option<Instant>, why: SocketLoss) {
         // Frames queued for the dead socket can no longer be sent.
         self.transmits
-            .retain(|t| matches!(t, Transmit::Open { .. } | Transmit::Close { .. }));
+            .retain(|t| matches!(t, Transmit::Open { .. } | Transmit::Close { .. } | Transmit::FetchInfo));
         self.reset_for_socket();
         if self.config.gate_scope == GateScope::Connection {
             self.gate.reset();

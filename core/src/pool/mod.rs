@@ -57,6 +57,7 @@ use crate::nostr::{
 use crate::rng::Rng;
 use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
+use crate::wake::Wake;
 
 pub use dedup::DedupStats;
 use dedup::Seen;
@@ -586,6 +587,35 @@ impl RelayPool {
             return Some(self.clock.now());
         }
         self.timers.next()
+    }
+
+    /// [`RelayPool::poll_timeout`] with what it is for: a relay's own reason when the
+    /// earliest deadline is a relay session's, [`Wake::Outcome`] or
+    /// [`Wake::PublishOutcome`] for the pool's own.
+    #[must_use]
+    pub fn poll_wake(&self) -> Option<(Instant, Wake)> {
+        if !self.transmits.is_empty() || !self.events.is_empty() || self.held.has_requests() {
+            return Some((self.clock.now(), Wake::Output));
+        }
+        let (at, deadline) = self.timers.first()?;
+        let why = match deadline {
+            Deadline::Relay(relay) => self
+                .member(relay)
+                .and_then(|m| m.session.poll_wake())
+                .map_or(Wake::Output, |(_, why)| why),
+            Deadline::Outcome(_) => Wake::Outcome,
+            Deadline::Publish(_) => Wake::PublishOutcome,
+        };
+        Some((at, why))
+    }
+
+    /// Turn the NIP-11 document asks on or off for every relay, present and future (see
+    /// [`RelayConfig::info_refresh`](crate::nostr::RelayConfig::info_refresh)).
+    pub fn set_info_refresh(&mut self, refresh: Option<Duration>) {
+        self.config.relay.info_refresh = refresh;
+        for member in self.relays.iter_mut().flatten() {
+            member.session.set_info_refresh(refresh);
+        }
     }
 
     // ----- inspection ----------------------------------------------------------------------------

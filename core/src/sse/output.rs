@@ -11,8 +11,10 @@ use crate::sse::resume::Unsendable;
 use crate::time::Instant;
 
 /// What the driver must do on the wire.
+///
+/// Deliberately exhaustive, as the relay session's: a driver that ignored an instruction it
+/// did not know would break the session, so a new one must fail to compile instead.
 #[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Transmit {
     /// Send `request` (with `Accept: text/event-stream` unless it sets its own), tagged
     /// `epoch`.
@@ -32,6 +34,10 @@ pub enum Transmit {
         /// The request to abort.
         epoch: Epoch,
     },
+    /// The stream is over: no request follows (until the application calls `connect`
+    /// again). Drop any request or body still held, deliver the events still queued (the
+    /// last of them says why it ended), then end.
+    End,
 }
 
 /// What the application hears.

@@ -71,6 +71,7 @@ use crate::rng::Rng;
 use crate::sse::parser::{Item, Message, Parser, ParserConfig};
 use crate::sse::request::{Attempt, Progress, Request, Requests, Resume};
 use crate::time::{Clock, Instant};
+use crate::wake::Wake;
 
 pub use crate::sse::output::{
     CloseReason, DropReason, EndReason, Event, FailReason, SseStats, Transmit, MAX_DETAIL_LEN,
@@ -294,7 +295,7 @@ impl SseSession {
         self.rejection = None;
         self.link.disconnect();
         self.parser.finish();
-        self.events.push_back(Event::Closed {
+        self.emit(Event::Closed {
             why: CloseReason::Local,
         });
     }
@@ -339,14 +340,14 @@ impl SseSession {
             }
             Verdict::NoContent => {
                 self.stop(epoch);
-                self.events.push_back(Event::Closed {
+                self.emit(Event::Closed {
                     why: CloseReason::NoContent,
                 });
             }
             Verdict::Fail(FailReason::Status(404)) if self.attempt == Attempt::Resume => {
                 self.stop(epoch);
                 let progress = self.progress();
-                self.events.push_back(Event::Failed {
+                self.emit(Event::Failed {
                     why: FailReason::SessionGone { progress },
                 });
             }
@@ -360,7 +361,7 @@ impl SseSession {
             }
             Verdict::Fail(why) => {
                 self.stop(epoch);
-                self.events.push_back(Event::Failed { why });
+                self.emit(Event::Failed { why });
             }
         }
         Ok(())
@@ -466,7 +467,7 @@ impl SseSession {
             return Err(SocketError::AlreadyOpen(epoch));
         }
         self.stop(epoch);
-        self.events.push_back(Event::Failed {
+        self.emit(Event::Failed {
             why: FailReason::InvalidRequest(truncate(detail, MAX_DETAIL_LEN).to_owned()),
         });
         Ok(())
@@ -523,10 +524,17 @@ impl SseSession {
     /// queued, else the earliest deadline, or `None` when idle.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
+        self.poll_wake().map(|(at, _)| at)
+    }
+
+    /// [`SseSession::poll_timeout`] with what it is for ([`Wake::Output`] while output is
+    /// queued; else a reconnect, a connect timeout or the idle watchdog).
+    #[must_use]
+    pub fn poll_wake(&self) -> Option<(Instant, Wake)> {
         if !self.transmits.is_empty() || !self.events.is_empty() {
-            return Some(self.clock.now());
+            return Some((self.clock.now(), Wake::Output));
         }
-        self.link.poll_timeout()
+        self.link.poll_wake()
     }
 }
 
@@ -626,7 +634,7 @@ impl SseSession {
         };
         self.opened_once = true;
         self.lost_at = None;
-        self.events.push_back(event);
+        self.emit(event);
     }
 
     fn handle_end(
@@ -728,7 +736,7 @@ impl SseSession {
         self.live = None;
         self.link.disconnect();
         self.parser.finish();
-        self.events.push_back(event);
+        self.emit(event);
     }
 
     /// Keep up to `max_error_body` bytes of a refusal's body; once that much is in, stop.
@@ -787,6 +795,19 @@ impl SseSession {
                 why: FailReason::Exhausted(why),
             },
         };
+        self.emit(event);
+    }
+
+    /// Queue `event` for the application. A terminal one ([`Event::Failed`],
+    /// [`Event::Closed`], [`Event::Ended`]) also queues [`Transmit::End`]: the core, not the
+    /// driver, says when a stream is over.
+    fn emit(&mut self, event: Event) {
+        if matches!(
+            event,
+            Event::Failed { .. } | Event::Closed { .. } | Event::Ended { .. }
+        ) {
+            self.transmits.push_back(Transmit::End);
+        }
         self.events.push_back(event);
     }
 
@@ -809,22 +830,22 @@ impl SseSession {
                         if let Some(epoch) = self.live {
                             self.stop(epoch);
                         }
-                        self.events.push_back(last);
+                        self.emit(last);
                         return true;
                     }
                     self.stats.messages += 1;
                     self.delivered += 1;
-                    self.events.push_back(Event::Message(message));
+                    self.emit(Event::Message(message));
                 }
                 Item::Heartbeat => self.stats.heartbeats += 1,
                 Item::Retry(delay) => self.set_retry(delay),
                 Item::Error(error) => {
                     self.stats.parse_errors += 1;
-                    self.events.push_back(Event::ParseError(error));
+                    self.emit(Event::ParseError(error));
                 }
                 Item::UnsendableId { id, why } => {
                     self.stats.unsendable_ids += 1;
-                    self.events.push_back(Event::UnsendableId { id, why });
+                    self.emit(Event::UnsendableId { id, why });
                 }
             }
         }

@@ -2,14 +2,12 @@
 //! [`PoolSubscription`]) and the driver future that serves them ([`PoolDriver`], built by
 //! [`pool_driver`]) around the core's [`RelayPool`](tether_core::pool::RelayPool).
 //!
-//! Each relay has its own socket (a `Wire`), polled independently and only when its own
-//! waker says it has something to do (a ready queue), so a slow or
-//! dead relay never stalls the others; every rule — dedup, outcome, retries, replay — is the
-//! core pool's.
+//! Each relay has its own socket, polled independently and only when its own waker says it
+//! has something to do (see the driver loop), so a slow or dead relay never stalls the
+//! others; every rule (dedup, outcome, retries, replay) is the core pool's.
 
 mod driver;
 mod handle;
-mod ready;
 
 pub use driver::{pool_driver, PoolDriver};
 pub use handle::{PoolClientError, PoolEvents, PoolHandle, PoolItem, PoolSubscription};

@@ -3,13 +3,12 @@
 //! ([`RelayDriver`], built by [`relay_driver`]).
 
 mod client;
-mod dispatch;
 mod driver;
 mod handle;
 
 pub use client::{check_ws_url, connect_relay};
-pub(crate) use dispatch::{route, Route};
-pub(crate) use driver::unix_now;
+#[cfg(test)]
+pub(crate) use driver::RelayRoutes;
 pub use driver::{relay_driver, RelayDriver};
 pub use handle::{
     ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent, SessionEvents,

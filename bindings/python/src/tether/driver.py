@@ -313,6 +313,12 @@ class SseDriver(_Loop):
                 return
 
     def _transmit(self, transmit: dict) -> None:
+        if transmit["type"] == "end":
+            # The core says the stream is over: no request follows.
+            for task in self._tasks.values():
+                task.cancel()
+            self._tasks.clear()
+            return
         epoch = transmit["epoch"]
         if transmit["type"] == "open":
             headers = [("Accept", "text/event-stream"), *self.headers]

@@ -2,46 +2,61 @@
 //! with a waker of its own, which queues that relay here and wakes the driver; a wake of
 //! the driver then costs the relays that were woken, never a pass over every relay.
 //!
-//! The queue holds each relay at most once (a flag per relay id), so it is bounded by the
-//! pool's `max_relays`. A waker that outlives its relay, or one whose id was reused by a
-//! relay added later, at worst causes one poll that finds nothing to do.
+//! The queue holds each relay at most once (a flag per relay key), so it is bounded by the
+//! number of relays (one for a relay driver, the pool's `max_relays` for a pool). A waker that
+//! outlives its relay, or one whose key was reused by a relay added later, at worst causes
+//! one poll that finds nothing to do.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Wake, Waker};
 
 use futures_util::task::AtomicWaker;
-use tether_core::pool::RelayId;
+use crate::relays::Key;
 
 /// The ready queue, shared by the driver and every relay's waker.
-#[derive(Debug, Default)]
-pub(crate) struct Ready {
-    shared: Arc<Shared>,
+#[derive(Debug)]
+pub(crate) struct Ready<K> {
+    shared: Arc<Shared<K>>,
 }
 
-#[derive(Debug, Default)]
-struct Shared {
-    queue: Mutex<Queue>,
+impl<K> Default for Ready<K> {
+    fn default() -> Self {
+        Ready {
+            shared: Arc::new(Shared {
+                queue: Mutex::new(Queue {
+                    order: VecDeque::new(),
+                    queued: Vec::new(),
+                }),
+                driver: AtomicWaker::new(),
+            }),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Shared<K> {
+    queue: Mutex<Queue<K>>,
     /// The driver's own waker, taken by the first wake after each registration.
     driver: AtomicWaker,
 }
 
-#[derive(Debug, Default)]
-struct Queue {
-    order: VecDeque<RelayId>,
-    /// `queued[id]`: the relay is in `order`.
+#[derive(Debug)]
+struct Queue<K> {
+    order: VecDeque<K>,
+    /// `queued[key.index()]`: the relay is in `order`.
     queued: Vec<bool>,
 }
 
 /// The waker a relay's socket is polled with.
-struct RelayWaker {
-    relay: RelayId,
-    shared: Weak<Shared>,
+struct RelayWaker<K> {
+    relay: K,
+    shared: Weak<Shared<K>>,
 }
 
-impl Ready {
+impl<K: Key> Ready<K> {
     /// The waker to poll `relay`'s socket with: waking it queues the relay.
-    pub(crate) fn waker(&self, relay: RelayId) -> Waker {
+    pub(crate) fn waker(&self, relay: K) -> Waker {
         Waker::from(Arc::new(RelayWaker {
             relay,
             shared: Arc::downgrade(&self.shared),
@@ -55,17 +70,17 @@ impl Ready {
     }
 
     /// Queue `relay` from the driver itself (it was handed output, or its reads resume).
-    pub(crate) fn push(&self, relay: RelayId) {
+    pub(crate) fn push(&self, relay: K) {
         self.shared.push(relay);
     }
 
     /// Move every queued relay into `batch` (cleared first), in the order they were queued.
-    pub(crate) fn take(&self, batch: &mut Vec<RelayId>) {
+    pub(crate) fn take(&self, batch: &mut Vec<K>) {
         batch.clear();
         let mut queue = self.shared.lock();
         let Queue { order, queued } = &mut *queue;
         for relay in order.drain(..) {
-            if let Some(flag) = queued.get_mut(relay.0 as usize) {
+            if let Some(flag) = queued.get_mut(relay.index()) {
                 *flag = false;
             }
             batch.push(relay);
@@ -73,14 +88,14 @@ impl Ready {
     }
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Queue> {
+impl<K: Key> Shared<K> {
+    fn lock(&self) -> MutexGuard<'_, Queue<K>> {
         // The queue is a set of ids: a panic elsewhere while it was held leaves it usable.
         self.queue.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn push(&self, relay: RelayId) {
-        let index = relay.0 as usize;
+    fn push(&self, relay: K) {
+        let index = relay.index();
         let mut queue = self.lock();
         if queue.queued.len() <= index {
             queue.queued.resize(index + 1, false);
@@ -92,7 +107,7 @@ impl Shared {
     }
 }
 
-impl Wake for RelayWaker {
+impl<K: Key> Wake for RelayWaker<K> {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
@@ -109,6 +124,7 @@ impl Wake for RelayWaker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tether_core::pool::RelayId;
 
     #[test]
     fn a_relay_is_queued_once_however_often_it_is_woken_and_wakes_the_driver() {

@@ -1,0 +1,77 @@
+//! [`Wake`]: why a machine asks to be woken at its `poll_timeout`.
+//!
+//! Every machine's `poll_timeout` is the earliest of several deadlines. `poll_wake` returns
+//! the same instant together with the deadline it came from, so a driver's log and a test
+//! transcript can say what it is waiting for (as quinn's `TimerTable` names its timers and
+//! firezone pairs each deadline with a reason). The reason is information only: the machine
+//! acts on whatever is due when `handle_timeout` runs, whichever reason was named.
+
+use std::fmt;
+
+/// What the next deadline of a machine is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Wake {
+    /// Output is queued: drain it now.
+    Output,
+    /// The next connection attempt, after the reconnect backoff.
+    Reconnect,
+    /// A socket or request that has not opened gives up.
+    ConnectTimeout,
+    /// The relay has been silent for `ping_after`: send a ping.
+    Ping,
+    /// A ping went unanswered for `pong_timeout`: the socket is dead.
+    PongTimeout,
+    /// An SSE stream has been silent for `idle_timeout`: the stream is dead.
+    Idle,
+    /// A subscription's own timer: its refusal retry, its EOSE timeout or its wait for auth.
+    Subscription,
+    /// A publish's timer: its OK timeout or its retry.
+    Publish,
+    /// The next paced batch of REQs (replay, queue, retries behind the gate).
+    ReplayBatch,
+    /// REQs held for the relay's AUTH challenge stop waiting for it.
+    AuthHold,
+    /// A pool subscription's outcome deadline (`Complete` or `Partial`).
+    Outcome,
+    /// A pool publish's aggregate deadline.
+    PublishOutcome,
+}
+
+impl Wake {
+    /// A short, stable name for logs and transcripts.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wake::Output => "output",
+            Wake::Reconnect => "reconnect",
+            Wake::ConnectTimeout => "connect-timeout",
+            Wake::Ping => "ping",
+            Wake::PongTimeout => "pong-timeout",
+            Wake::Idle => "idle",
+            Wake::Subscription => "subscription",
+            Wake::Publish => "publish",
+            Wake::ReplayBatch => "replay-batch",
+            Wake::AuthHold => "auth-hold",
+            Wake::Outcome => "outcome",
+            Wake::PublishOutcome => "publish-outcome",
+        }
+    }
+}
+
+impl fmt::Display for Wake {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The earliest of `candidates`; on a tie, the first one named (callers list them in the
+/// order the machine acts on them).
+pub(crate) fn earliest<T: Ord + Copy>(
+    candidates: impl IntoIterator<Item = (Option<T>, Wake)>,
+) -> Option<(T, Wake)> {
+    candidates
+        .into_iter()
+        .filter_map(|(at, why)| at.map(|at| (at, why)))
+        .min_by_key(|&(at, _)| at)
+}
