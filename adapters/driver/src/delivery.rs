@@ -198,12 +198,10 @@ mod tests {
         Published, RelayEvent, RelayRoutes, SessionEvent, SessionEvents, SubscriptionEvent,
     };
     use futures::task::noop_waker_ref;
-    use tether_core::nostr::SubscriptionId;
     use futures::StreamExt;
+    use tether_core::nostr::SubscriptionId;
 
-    fn dispatch(
-        capacity: usize,
-    ) -> (Delivery<RelayRoutes>, Arc<Mutex<Option<SessionEvents>>>) {
+    fn dispatch(capacity: usize) -> (Delivery<RelayRoutes>, Arc<Mutex<Option<SessionEvents>>>) {
         let (tx, rx) = mpsc::channel(capacity - 1);
         let slot = Arc::new(Mutex::new(Some(SessionEvents::new(rx))));
         (Delivery::new(tx, Arc::clone(&slot)), slot)

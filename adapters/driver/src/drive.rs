@@ -63,7 +63,11 @@ pub(crate) trait Steps {
 }
 
 /// One `poll` of a driver: the steps of the module docs, until the machine waits.
-pub(crate) fn step<S: Steps>(steps: &mut S, cx: &mut Context<'_>, budget: usize) -> Poll<S::Output> {
+pub(crate) fn step<S: Steps>(
+    steps: &mut S,
+    cx: &mut Context<'_>,
+    budget: usize,
+) -> Poll<S::Output> {
     let mut budget = budget.max(1);
     loop {
         let now = steps.now();
@@ -129,7 +133,12 @@ pub(crate) trait App: Sized + Send + 'static {
     /// Every handle is gone: stop the machine (its closes are drained after this).
     fn shut_down(&mut self, machine: &mut Self::Machine, now: Instant);
     /// Work of the machine's own beside the sockets (a pool's verification workers).
-    fn poll_extra(&mut self, _parts: &mut Parts<Self>, _cx: &mut Context<'_>, _now: Instant) -> bool {
+    fn poll_extra(
+        &mut self,
+        _parts: &mut Parts<Self>,
+        _cx: &mut Context<'_>,
+        _now: Instant,
+    ) -> bool {
         false
     }
     /// Whether that work is so far behind that sockets should not be read.
@@ -216,7 +225,10 @@ impl<A: App, R: Runtime> Driver<A, R> {
     /// core's; `policy.fetch` off never asks).
     pub(crate) fn set_info_http(&mut self, http: Arc<dyn HttpConnect>) {
         self.info_http = Some(http);
-        let refresh = self.info_policy.fetch.then_some(self.info_policy.refresh_after);
+        let refresh = self
+            .info_policy
+            .fetch
+            .then_some(self.info_policy.refresh_after);
         self.parts.machine.set_info_refresh(refresh);
     }
 
@@ -304,7 +316,9 @@ impl<A: App, R: Runtime> Driver<A, R> {
         worked |= !done.is_empty();
         for finished in done {
             match finished {
-                Finished::Signed(key, challenge, result) => self.signed(now, key, challenge, result),
+                Finished::Signed(key, challenge, result) => {
+                    self.signed(now, key, challenge, result)
+                }
                 Finished::Fetched(key, result) => self.fetched(now, key, result),
             }
         }
@@ -376,7 +390,9 @@ impl<A: App, R: Runtime> Driver<A, R> {
                 SessionEvent::RelayInfoUnavailable { why }
             }
         };
-        self.parts.delivery.route(Route::Notice(A::notice(key, event)));
+        self.parts
+            .delivery
+            .route(Route::Notice(A::notice(key, event)));
     }
 
     /// Step 3.2: one command, if any; `Ready(false)` when every handle is gone.

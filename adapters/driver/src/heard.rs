@@ -63,4 +63,3 @@ pub(crate) fn heard(now: Instant, event: Event) -> Option<Heard> {
         _ => return None,
     })
 }
-

@@ -49,8 +49,12 @@ pub(crate) trait Machine: Send + 'static {
         event: &str,
     ) -> Result<(), PoolError>;
     /// `key`'s NIP-11 document arrived; `None` for a relay no longer held.
-    fn apply_relay_info(&mut self, now: Instant, key: Self::Key, info: &RelayInfo)
-        -> Option<Applied>;
+    fn apply_relay_info(
+        &mut self,
+        now: Instant,
+        key: Self::Key,
+        info: &RelayInfo,
+    ) -> Option<Applied>;
     /// The wall clock reads `unix_secs` at `now`.
     fn set_wall_clock(&mut self, now: Instant, unix_secs: u64);
     /// Ask for NIP-11 documents every `refresh` (`None`: never).
@@ -79,7 +83,13 @@ impl Machine for RelaySession {
         RelaySession::handle_timeout(self, now);
     }
 
-    fn feed(&mut self, now: Instant, _: Solo, epoch: Epoch, input: WireInput) -> Result<(), SocketError> {
+    fn feed(
+        &mut self,
+        now: Instant,
+        _: Solo,
+        epoch: Epoch,
+        input: WireInput,
+    ) -> Result<(), SocketError> {
         match input {
             WireInput::Open => self.handle_open(now, epoch),
             WireInput::Close(why) => self.handle_close(now, epoch, why),
@@ -181,7 +191,12 @@ impl Machine for RelayPool {
         RelayPool::authenticate(self, now, relay, challenge, event).map(drop)
     }
 
-    fn apply_relay_info(&mut self, now: Instant, relay: RelayId, info: &RelayInfo) -> Option<Applied> {
+    fn apply_relay_info(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        info: &RelayInfo,
+    ) -> Option<Applied> {
         RelayPool::apply_relay_info(self, now, relay, info).ok()
     }
 

@@ -11,8 +11,8 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Wake, Waker};
 
-use futures_util::task::AtomicWaker;
 use crate::relays::Key;
+use futures_util::task::AtomicWaker;
 
 /// The ready queue, shared by the driver and every relay's waker.
 #[derive(Debug)]

@@ -143,7 +143,9 @@ impl<K: Key> Relays<K> {
         };
         match transmit {
             Transmit::Open { epoch } => {
-                relay.wire.open(&*self.ws, &relay.url, self.max_frame, epoch);
+                relay
+                    .wire
+                    .open(&*self.ws, &relay.url, self.max_frame, epoch);
             }
             Transmit::Send { text, .. } => relay.wire.send(Message::text(text)),
             Transmit::Ping => relay.wire.send(Message::Ping(Default::default())),
@@ -160,7 +162,12 @@ impl<K: Key> Relays<K> {
 
     /// Start signing `key`'s challenge `id`, replacing an answer still being signed for an
     /// older one (the core would refuse that answer anyway).
-    pub(crate) fn sign(&mut self, key: K, id: ChallengeId, future: BoxFuture<Result<String, SignerError>>) {
+    pub(crate) fn sign(
+        &mut self,
+        key: K,
+        id: ChallengeId,
+        future: BoxFuture<Result<String, SignerError>>,
+    ) {
         if self.relays.contains_key(&key) {
             self.signing.insert(key, (id, future));
         }

@@ -25,7 +25,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 
 use crate::gate::{GateScope, RateLimitGate};
-use crate::link::{Epoch, Link, LinkAction, SocketError, SocketLoss};
+use crate::link::{Epoch, Link, LinkAction, LinkState, SocketError, SocketLoss};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::error::Error;
 use crate::nostr::message::{ClientMessage, EventId, RawEvent};
@@ -538,6 +538,10 @@ impl RelaySession {
     /// refresh rule says it is due (never asked, or asked longer ago than `info_refresh`).
     fn open_socket_transmit(&mut self, epoch: Epoch) {
         self.transmits.push_back(Transmit::Open { epoch });
+        self.ask_for_info_if_due();
+    }
+
+    fn ask_for_info_if_due(&mut self) {
         let Some(refresh) = self.config.info_refresh else {
             return;
         };
@@ -552,9 +556,13 @@ impl RelaySession {
     }
 
     /// Turn the information-document asks on (`Some(period)`) or off, e.g. once a driver
-    /// knows it can fetch (see [`RelayConfig::info_refresh`]).
+    /// knows it can fetch (see [`RelayConfig::info_refresh`]). Turned on while a socket is
+    /// opening or open, the document is asked for at once when due, as at a new socket.
     pub fn set_info_refresh(&mut self, refresh: Option<Duration>) {
         self.config.info_refresh = refresh;
+        if self.link.wants_connection() && !matches!(self.link.state(), LinkState::Waiting { .. }) {
+            self.ask_for_info_if_due();
+        }
     }
 
     // ----- inspection ----------------------------------------------------------------------------
@@ -779,8 +787,12 @@ impl RelaySession {
 
     fn lose_socket(&mut self, reconnect_at: Option<Instant>, why: SocketLoss) {
         // Frames queued for the dead socket can no longer be sent.
-        self.transmits
-            .retain(|t| matches!(t, Transmit::Open { .. } | Transmit::Close { .. } | Transmit::FetchInfo));
+        self.transmits.retain(|t| {
+            matches!(
+                t,
+                Transmit::Open { .. } | Transmit::Close { .. } | Transmit::FetchInfo
+            )
+        });
         self.reset_for_socket();
         if self.config.gate_scope == GateScope::Connection {
             self.gate.reset();

@@ -133,7 +133,12 @@ pub(crate) struct PoolApp {
 }
 
 impl PoolApp {
-    fn remove_relay(&mut self, parts: &mut Parts<Self>, now: Instant, relay: RelayId) -> Result<(), PoolError> {
+    fn remove_relay(
+        &mut self,
+        parts: &mut Parts<Self>,
+        now: Instant,
+        relay: RelayId,
+    ) -> Result<(), PoolError> {
         let result = parts.machine.remove_relay(now, relay);
         if let Some(url) = parts.relays.url(relay) {
             self.by_url.remove(url);

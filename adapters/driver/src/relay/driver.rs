@@ -1,10 +1,10 @@
 //! The relay driver: one future per relay connection, the driver loop of `drive.rs` around a
 //! [`RelaySession`]. What is its own: the handles' commands and where its events go.
 
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 
 use futures_channel::mpsc;
 use tether_core::nostr::{Event, RelaySession, SubscriptionId};
