@@ -25,6 +25,8 @@ pub(crate) struct Env<'a> {
     pub(crate) max_subid: Option<usize>,
     /// How a re-REQ catches up (`None`: catch-up is off).
     pub(crate) catch_up: Option<CatchUpWindow>,
+    /// REQs may go out: the socket is open and no AUTH hold keeps them back.
+    pub(crate) sending: bool,
     pub(crate) gate: &'a RateLimitGate,
     pub(crate) subs: &'a mut Registry,
     pub(crate) timers: &'a mut Timers<SubscriptionId>,
@@ -203,7 +205,7 @@ impl Scheduler {
     /// Send REQs from the queue: only outside a gate window, at most one batch per
     /// `replay_pause`, never past the subscription limit. The caller checks the socket.
     pub(crate) fn pump(&mut self, now: Instant, env: &mut Env<'_>) {
-        if self.send_queue.is_empty() {
+        if !env.sending || self.send_queue.is_empty() {
             return;
         }
         let configured = env.config.max_subscriptions;
@@ -237,10 +239,11 @@ impl Scheduler {
     /// When [`Scheduler::pump`] can next send, if anything waits and a slot is free.
     pub(crate) fn deadline(
         &self,
+        sending: bool,
         gate: &RateLimitGate,
         configured: Option<usize>,
     ) -> Option<Instant> {
-        if self.send_queue.is_empty() || !self.slot_available(configured) {
+        if !sending || self.send_queue.is_empty() || !self.slot_available(configured) {
             return None;
         }
         let gate = gate.ready_at().unwrap_or(Instant::ZERO);

@@ -529,7 +529,14 @@ impl RelaySession {
             (link_at, link_why),
             (self.timers.next(), Wake::Subscription),
             (self.outbox.next_timer(), Wake::Publish),
-            (self.pump_deadline(), Wake::ReplayBatch),
+            (
+                self.scheduler.deadline(
+                    self.link.is_open() && self.auth_hold.is_none(),
+                    &self.gate,
+                    self.config.max_subscriptions,
+                ),
+                Wake::ReplayBatch,
+            ),
             (self.auth_hold, Wake::AuthHold),
         ])
     }
@@ -844,6 +851,7 @@ impl RelaySession {
             .then(|| self.catch_up_window());
         let env = scheduler::Env {
             catch_up,
+            sending: self.link.is_open() && self.auth_hold.is_none(),
             config: &self.config,
             max_subid: self.declared.max_subid_length,
             gate: &self.gate,
@@ -854,6 +862,16 @@ impl RelaySession {
             stats: &mut self.stats,
         };
         (&mut self.scheduler, env)
+    }
+
+    /// Send queued REQs, paced and gated ([`Scheduler::pump`]).
+    fn pump(&mut self, now: Instant) {
+        let (scheduler, mut env) = self.scheduler();
+        scheduler.pump(now, &mut env);
+    }
+
+    fn slot_available(&self) -> bool {
+        self.scheduler.slot_available(self.config.max_subscriptions)
     }
 
     /// The outbox with the parts of the session it acts through, borrowed side by side.

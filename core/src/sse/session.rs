@@ -69,13 +69,14 @@ use crate::backoff::BackoffPolicy;
 use crate::link::{Epoch, Link, LinkAction, LinkConfig, Liveness, SocketError, SocketLoss};
 use crate::rng::Rng;
 use crate::sse::parser::{Item, Message, Parser, ParserConfig};
-use crate::sse::request::{Attempt, Progress, Request, Requests, Resume};
+use crate::sse::request::{Attempt, Progress, Request, Requests};
 use crate::time::{Clock, Instant};
 use crate::wake::Wake;
 
 pub use crate::sse::output::{
     CloseReason, DropReason, EndReason, Event, FailReason, SseStats, Transmit, MAX_DETAIL_LEN,
 };
+use crate::sse::resume::{AfterDrop, Dropped, Resumes};
 use crate::sse::status::{classify, Verdict};
 pub use crate::sse::status::{is_event_stream, parse_retry_after};
 
@@ -167,10 +168,8 @@ pub struct SseSession {
     requests: Requests,
     /// The application's request opened since `connect`: the server has it.
     accepted: bool,
-    /// Times a request that is not repeatable went out again before it was accepted.
-    unsent_retries: u32,
-    /// The `Last-Event-ID` of the latest resume, and how many resumes with it failed in a row.
-    resume_streak: (String, u32),
+    /// What the resume policy remembers of this run's drops.
+    resumes: Resumes,
     /// Messages delivered since `connect`.
     delivered: u64,
     /// A refused request whose error body is being read.
@@ -184,14 +183,6 @@ pub struct SseSession {
 struct Rejection {
     status: u16,
     body: Vec<u8>,
-}
-
-/// What to do after a stream or attempt was lost.
-enum AfterDrop {
-    /// Send again, no sooner than this.
-    Retry(Duration),
-    /// Stop: this is the last event.
-    Stop(Event),
 }
 
 impl SseSession {
@@ -220,8 +211,7 @@ impl SseSession {
             stats: SseStats::default(),
             requests: Requests::new(request),
             accepted: false,
-            unsent_retries: 0,
-            resume_streak: (String::new(), 0),
+            resumes: Resumes::default(),
             delivered: 0,
             rejection: None,
             attempt: Attempt::Original,
@@ -275,8 +265,7 @@ impl SseSession {
         self.opened_once = false;
         self.lost_at = None;
         self.accepted = false;
-        self.unsent_retries = 0;
-        self.resume_streak = (String::new(), 0);
+        self.resumes = Resumes::default();
         self.delivered = 0;
         self.rejection = None;
         self.send_request(epoch);
@@ -572,17 +561,6 @@ fn failed(why: FailReason) -> Event {
     Event::Failed { why }
 }
 
-/// Whether a loss before the response head proves the request never reached the server: the
-/// connection was never made (refused, TLS), or the server answered with a status saying it
-/// did not act on it (408, 429, 5xx).
-fn never_reached_server(why: DropReason) -> bool {
-    matches!(
-        why,
-        DropReason::Status(_)
-            | DropReason::NetworkError(SocketLoss::ConnectionRefused | SocketLoss::TlsRejected)
-    )
-}
-
 /// The longest prefix of `s` of at most `max` bytes that ends on a character boundary.
 fn truncate(s: &str, max: usize) -> &str {
     let mut end = s.len().min(max);
@@ -671,64 +649,18 @@ impl SseSession {
         }
     }
 
-    /// Whether anything may be sent again after `why`, by the rules in the module docs.
-    /// Counts the attempt against its limit when it may.
+    /// Whether anything may be sent again after `why`, by the resume policy
+    /// ([`Resumes::after_drop`]).
     fn after_drop(&mut self, why: DropReason) -> AfterDrop {
-        let request = &self.requests.original;
-        if !self.accepted {
-            if request.repeatable || request.resume == Resume::SameRequest {
-                return AfterDrop::Retry(Duration::ZERO);
-            }
-            if !never_reached_server(why) {
-                let progress = self.progress();
-                return AfterDrop::Stop(failed(FailReason::Interrupted { why, progress }));
-            }
-            self.unsent_retries = self.unsent_retries.saturating_add(1);
-            if self.unsent_retries > self.config.max_unsent_retries {
-                return AfterDrop::Stop(failed(FailReason::Exhausted(why)));
-            }
-            return AfterDrop::Retry(Duration::ZERO);
-        }
-        match &request.resume {
-            Resume::SameRequest => AfterDrop::Retry(Duration::ZERO),
-            Resume::Never => {
-                let progress = self.progress();
-                AfterDrop::Stop(if why == DropReason::Eof && !request.end.defines_end() {
-                    Event::Ended {
-                        why: EndReason::Eof,
-                        progress,
-                    }
-                } else {
-                    failed(FailReason::Interrupted { why, progress })
-                })
-            }
-            Resume::LastEventId { .. } => {
-                let id = self.parser.resume_id();
-                if id.is_empty() {
-                    // Nothing to resume from, and the request itself may not go again.
-                    let progress = self.progress();
-                    return AfterDrop::Stop(failed(FailReason::Interrupted { why, progress }));
-                }
-                if self.resume_streak.0 == id {
-                    self.resume_streak.1 = self.resume_streak.1.saturating_add(1);
-                } else {
-                    self.resume_streak = (id.to_owned(), 0);
-                }
-                let failures = self.resume_streak.1;
-                if failures >= self.config.max_same_id_resumes {
-                    let progress = self.progress();
-                    return AfterDrop::Stop(failed(FailReason::ResumeExhausted { why, progress }));
-                }
-                // A resume that opens and drops at once never looks unstable to the link if
-                // the server keeps it up past `stable_after`; the streak keeps the delays
-                // growing anyway (rmcp's 1 Hz loop on one Last-Event-ID).
-                let floor = match failures {
-                    0 => Duration::ZERO,
-                    n => self.config.reconnect.min_delay(n.saturating_add(1)),
-                };
-                AfterDrop::Retry(floor)
-            }
-        }
+        let progress = self.progress();
+        self.resumes.after_drop(Dropped {
+            request: &self.requests.original,
+            accepted: self.accepted,
+            why,
+            resume_id: self.parser.resume_id(),
+            progress,
+            config: &self.config,
+        })
     }
 
     /// Stop after a loss with `event` as the last word (the request is already gone).

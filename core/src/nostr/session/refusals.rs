@@ -133,25 +133,4 @@ impl RelaySession {
             _ => {}
         }
     }
-
-    /// Send queued REQs (see [`Scheduler::pump`]); only on an open socket.
-    pub(super) fn pump(&mut self, now: Instant) {
-        if !self.link.is_open() || self.auth_hold.is_some() {
-            return;
-        }
-        let (scheduler, mut env) = self.scheduler();
-        scheduler.pump(now, &mut env);
-    }
-
-    pub(super) fn pump_deadline(&self) -> Option<Instant> {
-        if !self.link.is_open() || self.auth_hold.is_some() {
-            return None;
-        }
-        self.scheduler
-            .deadline(&self.gate, self.config.max_subscriptions)
-    }
-
-    pub(super) fn slot_available(&self) -> bool {
-        self.scheduler.slot_available(self.config.max_subscriptions)
-    }
 }
