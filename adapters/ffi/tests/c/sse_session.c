@@ -141,6 +141,7 @@ int main(void) {
 
     /* A local close ends it, once. */
     CODE(tether_sse_disconnect(sse, 70000), TETHER_OK);
+    TRANSMIT(sse, "{\"type\":\"end\"}");
     EVENT(sse, "{\"type\":\"closed\",\"why\":\"local\"}");
     DRAINED(sse);
     uint64_t at = 0;
