@@ -100,10 +100,7 @@ pub(crate) trait Machine {
     type Item;
 
     /// The network the machine is on.
-    fn net(&self) -> &Net<Self::Item>;
-
-    /// The same, to queue items and move the clock.
-    fn net_mut(&mut self) -> &mut Net<Self::Item>;
+    fn net(&mut self) -> &mut Net<Self::Item>;
 
     /// The machine's own next deadline: its session's `poll_timeout`, its models' timers.
     fn next_timeout(&self) -> Option<Instant>;
@@ -134,10 +131,10 @@ pub(crate) fn step<M: Machine>(m: &mut M, end: Instant) -> bool {
     if t > end {
         return false;
     }
-    m.net_mut().advance_to(t);
+    m.net().advance_to(t);
     // The clock may be ahead of `t` (a test gave an input dated later than what was in
     // flight): everything that has arrived by then is delivered first, in order.
-    match m.net_mut().pop_due() {
+    match m.net().pop_due() {
         Some(item) => m.on_item(item),
         None => m.on_timeout(),
     }
@@ -149,7 +146,7 @@ pub(crate) fn step<M: Machine>(m: &mut M, end: Instant) -> bool {
 pub(crate) fn run_for<M: Machine>(m: &mut M, d: Duration) {
     let end = m.net().now() + d;
     while step(m, end) {}
-    m.net_mut().advance_to(end);
+    m.net().advance_to(end);
 }
 
 /// Run until `d` after the current time or until the machine has settled
@@ -164,6 +161,6 @@ pub(crate) fn run_until_settled<M: Machine>(m: &mut M, d: Duration) -> bool {
             break;
         }
     }
-    m.net_mut().advance_to(end);
+    m.net().advance_to(end);
     false
 }

@@ -879,11 +879,7 @@ impl PoolSim {
 impl Machine for PoolSim {
     type Item = Item;
 
-    fn net(&self) -> &Net<Item> {
-        &self.net
-    }
-
-    fn net_mut(&mut self) -> &mut Net<Item> {
+    fn net(&mut self) -> &mut Net<Item> {
         &mut self.net
     }
 

@@ -527,11 +527,7 @@ impl Sim {
 impl Machine for Sim {
     type Item = Item;
 
-    fn net(&self) -> &Net<Item> {
-        &self.net
-    }
-
-    fn net_mut(&mut self) -> &mut Net<Item> {
+    fn net(&mut self) -> &mut Net<Item> {
         &mut self.net
     }
 

@@ -516,11 +516,7 @@ impl SseSim {
 impl Machine for SseSim {
     type Item = Job;
 
-    fn net(&self) -> &Net<Job> {
-        &self.net
-    }
-
-    fn net_mut(&mut self) -> &mut Net<Job> {
+    fn net(&mut self) -> &mut Net<Job> {
         &mut self.net
     }
 
