@@ -7,6 +7,10 @@
 //! handles one and what its own next deadline is; [`step`], [`run_for`] and
 //! [`run_until_settled`] are the same for all of them. Items due at the same time come out
 //! in the order they were queued, so one seed gives one transcript.
+//!
+//! Latency is one value per run, as every simulator has used it. Loss and outages stay with
+//! the peer models (a socket dropped by script, a relay down, an SSE server's down periods
+//! answered with 503s): each protocol shows them to its session differently.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -108,7 +112,7 @@ pub(crate) trait Machine {
     /// `item` arrived (the clock reads its arrival time or later).
     fn on_item(&mut self, item: Self::Item);
 
-    /// The clock reached [`Machine::next_timeout`] and nothing in flight is due before it.
+    /// The clock reached [`Machine::next_timeout`] and nothing in flight has arrived by now.
     fn on_timeout(&mut self);
 
     /// Whether nothing the checks look at can change any more, so [`run_until_settled`] may

@@ -1,7 +1,7 @@
-//! `Sim`: a [`RelaySession`] and a [`RelayModel`] joined by a simulated network, always
-//! advanced to the earliest deadline of either side (quinn's `Pair`, str0m's `progress`).
-//! No sleeps, no real time: ten simulated minutes take milliseconds, and the same seed gives
-//! the same transcript.
+//! `Sim`: a [`RelaySession`] and a [`RelayModel`] joined by the simulated network
+//! (`net.rs`), always advanced to the earliest deadline of either side (quinn's `Pair`,
+//! str0m's `progress`). No sleeps, no real time: ten simulated minutes take milliseconds, and
+//! the same seed gives the same transcript.
 
 use std::fmt::Write as _;
 use std::time::Duration;
