@@ -429,7 +429,7 @@ impl RelayScript {
     /// A Sim with the world set up and every operation scheduled, checking invariants.
     pub fn sim(&self) -> Sim {
         let mut sim = Sim::new(self.config.clone(), self.seed, self.relay.clone());
-        sim.latency = self.latency;
+        sim.set_latency(self.latency);
         sim.auto_auth = self.auto_auth;
         sim.check = true;
         for (at, action) in &self.ops {
@@ -797,7 +797,7 @@ fn pool_run(data: &[u8], quiet: bool) -> String {
     let mut s = PoolSim::new(config, seed);
     s.keep_transcript = false;
     s.quiet = quiet;
-    s.latency = latency;
+    s.set_latency(latency);
     // `Received` events are checked as they come but not kept: nothing reads them here.
     s.forget_received_from.extend((0..=5).map(RelayId));
     for (model, mute) in relays {

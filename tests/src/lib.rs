@@ -8,6 +8,7 @@
 
 pub mod fuzz;
 pub mod invariants;
+mod net;
 #[cfg(feature = "server")]
 pub mod peers;
 pub mod pool_sim;

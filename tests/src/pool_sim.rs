@@ -13,16 +13,17 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
+use tether_core::link::{Epoch, SocketLoss};
 use tether_core::nostr::message::EventId;
-use tether_core::nostr::{Carries, Event, Filter, RelaySession, SubState, Transmit};
+use tether_core::nostr::{Carries, Event, Filter, Transmit};
 use tether_core::pool::{
     PoolConfig, PoolEvent, RelayId, RelayPool, SubId, VerifyRequest, VerifyTicket,
 };
 use tether_core::Instant;
 
+use crate::net::{self, Machine, Net};
 use crate::relay_model::{auth_event, RelayModel, StoredEvent};
-use crate::sim::UNIX_START;
+use crate::sim::{session_settled, Input, UNIX_START};
 
 /// Something the script makes happen.
 #[derive(Clone, Debug)]
@@ -73,8 +74,9 @@ pub enum PoolAction {
     },
 }
 
+/// What the PoolSim's network carries.
 #[derive(Clone, Debug)]
-enum Item {
+pub(crate) enum Item {
     Script(PoolAction),
     Accept(RelayId, u64),
     ToPool(RelayId, u64, Input),
@@ -119,14 +121,6 @@ impl Default for SimVerifier {
     }
 }
 
-#[derive(Clone, Debug)]
-enum Input {
-    Open,
-    Close(SocketLoss),
-    Frame(String),
-    Pong,
-}
-
 /// One simulated relay.
 #[derive(Debug)]
 pub struct Peer {
@@ -144,8 +138,6 @@ pub struct PoolSim {
     pub pool: RelayPool,
     /// Its relays.
     pub peers: BTreeMap<RelayId, Peer>,
-    /// One-way latency to every relay.
-    pub latency: Duration,
     /// Keep the whole transcript (default); when `false` only a tail is kept.
     pub keep_transcript: bool,
     /// Write no transcript at all (a fuzz run: formatting every line was a third of its
@@ -154,9 +146,7 @@ pub struct PoolSim {
     pub quiet: bool,
     /// Verifies copies when the pool's config has `verify`.
     pub verifier: SimVerifier,
-    now: Instant,
-    seq: u64,
-    queue: BTreeMap<(Instant, u64), Item>,
+    net: Net<Item>,
     transcript: String,
     /// Every event the application heard, with its time.
     pub events: Vec<(Instant, PoolEvent)>,
@@ -205,13 +195,10 @@ impl PoolSim {
         PoolSim {
             pool,
             peers: BTreeMap::new(),
-            latency: Duration::from_millis(10),
             keep_transcript: true,
             quiet: false,
             verifier: SimVerifier::default(),
-            now: Instant::ZERO,
-            seq: 0,
-            queue: BTreeMap::new(),
+            net: Net::new(Instant::ZERO, Duration::from_millis(10)),
             transcript: String::new(),
             events: Vec::new(),
             sent: Vec::new(),
@@ -225,15 +212,26 @@ impl PoolSim {
         }
     }
 
+    /// One-way latency to every relay (10 ms unless set).
+    pub fn latency(&self) -> Duration {
+        self.net.latency
+    }
+
+    /// Set the one-way latency to every relay.
+    pub fn set_latency(&mut self, latency: Duration) -> &mut Self {
+        self.net.latency = latency;
+        self
+    }
+
     /// Schedule `action` at `at` after the start.
     pub fn at(&mut self, at: Duration, action: PoolAction) -> &mut Self {
-        self.push(Instant::ZERO + at, Item::Script(action));
+        self.net.push(self.net.start() + at, Item::Script(action));
         self
     }
 
     /// The current simulated time.
     pub fn now(&self) -> Instant {
-        self.now
+        self.net.now()
     }
 
     /// The transcript so far.
@@ -261,25 +259,13 @@ impl PoolSim {
 
     /// Run until `d` after the current time.
     pub fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        while self.step(end) {}
-        self.now = self.now.max(end);
+        net::run_for(self, d);
     }
 
     /// Run until the run has settled ([`PoolSim::is_settled`]) or `d` after the current time,
     /// whichever comes first. Returns whether it settled.
     pub fn run_until_settled(&mut self, d: Duration) -> bool {
-        let end = self.now + d;
-        loop {
-            if self.is_settled() {
-                return true;
-            }
-            if !self.step(end) {
-                break;
-            }
-        }
-        self.now = self.now.max(end);
-        false
+        net::run_until_settled(self, d)
     }
 
     /// Whether nothing is pending but the sockets' keepalive: nothing in flight (a pong at
@@ -291,10 +277,13 @@ impl PoolSim {
     pub fn is_settled(&self) -> bool {
         if self.pool.unverified() > 0
             || !self.checks.publishing.is_empty()
-            || self.pool.poll_timeout().is_some_and(|t| t <= self.now)
+            || self
+                .pool
+                .poll_timeout()
+                .is_some_and(|t| t <= self.net.now())
             || !self
-                .queue
-                .values()
+                .net
+                .in_flight()
                 .all(|item| matches!(item, Item::ToPool(_, _, Input::Pong)))
         {
             return false;
@@ -306,39 +295,15 @@ impl PoolSim {
         outcomes_in
             && self.pool.relay_ids().all(|relay| {
                 match (self.pool.session(relay), self.peers.get(&relay)) {
-                    (Some(session), Some(peer)) => self.session_settled(session, peer),
+                    (Some(session), Some(peer)) => session_settled(
+                        session,
+                        peer.conn,
+                        self.net.latency * 2,
+                        !peer.mute && !peer.model.ignore_pings && peer.model.drop_after.is_none(),
+                    ),
                     _ => false,
                 }
             })
-    }
-
-    fn session_settled(&self, s: &RelaySession, peer: &Peer) -> bool {
-        if s.has_output() {
-            return false;
-        }
-        match s.link().state() {
-            LinkState::Idle => s.poll_timeout().is_none(),
-            LinkState::Open { epoch, .. } => {
-                let slot = s
-                    .subscription_limit()
-                    .is_none_or(|max| s.open_subscriptions() < max);
-                let answered = match s.link().config().liveness {
-                    Liveness::Ping { pong_timeout, .. } => self.latency * 2 < pong_timeout,
-                    Liveness::Off => true,
-                    Liveness::Idle { .. } => false,
-                };
-                peer.conn == Some(epoch.0)
-                    && answered
-                    && !peer.mute
-                    && !peer.model.ignore_pings
-                    && peer.model.drop_after.is_none()
-                    && s.outbox_len() == 0
-                    && s.subscriptions()
-                        .iter()
-                        .all(|v| v.timer.is_none() && !(slot && v.state == SubState::Queued))
-            }
-            LinkState::Connecting { .. } | LinkState::Waiting { .. } => false,
-        }
     }
 
     /// Whether `sub` has had its `Complete` (PoolSim fails a run on a second one).
@@ -362,32 +327,7 @@ impl PoolSim {
 
     /// Process the earliest thing due at or before `end`; `false` when nothing is.
     pub fn step(&mut self, end: Instant) -> bool {
-        let next_item = self.queue.first_key_value().map(|(&(t, _), _)| t);
-        let next_timeout = self.pool.poll_timeout();
-        let Some(t) = [next_item, next_timeout].into_iter().flatten().min() else {
-            return false;
-        };
-        if t > end {
-            return false;
-        }
-        self.now = self.now.max(t);
-        self.touched = false;
-        if next_item.is_some_and(|i| i <= t) {
-            let Some((_, item)) = self.queue.pop_first() else {
-                return false;
-            };
-            self.process(item);
-        } else {
-            self.touched = true;
-            self.pool.handle_timeout(self.now);
-        }
-        if self.touched {
-            self.drain();
-        }
-        if self.pool.poll_timeout().is_some_and(|at| at < self.now) {
-            self.fail("poll_timeout in the past after a step");
-        }
-        true
+        net::step(self, end)
     }
 
     fn process(&mut self, item: Item) {
@@ -399,17 +339,18 @@ impl PoolSim {
         match item {
             Item::Script(action) => self.script(action),
             Item::Accept(relay, conn) => {
-                let latency = self.latency;
-                let now = self.now;
+                let latency = self.net.latency;
+                let now = self.net.now();
                 let Some(peer) = self.peers.get_mut(&relay) else {
                     return;
                 };
                 if peer.model.down || peer.conn != Some(conn) {
                     self.line(relay, "io", "refused");
-                    self.push(
-                        now + latency,
-                        Item::ToPool(relay, conn, Input::Close(SocketLoss::ConnectionRefused)),
-                    );
+                    self.net.send(Item::ToPool(
+                        relay,
+                        conn,
+                        Input::Close(SocketLoss::ConnectionRefused),
+                    ));
                     return;
                 }
                 peer.accepted = Some(conn);
@@ -419,16 +360,14 @@ impl PoolSim {
                     peer.model.accept(conn)
                 };
                 let drop_after = peer.model.drop_after;
-                self.push(now + latency, Item::ToPool(relay, conn, Input::Open));
+                self.net.send(Item::ToPool(relay, conn, Input::Open));
                 for frame in greeting {
-                    self.push(
-                        now + latency,
-                        Item::ToPool(relay, conn, Input::Frame(frame)),
-                    );
+                    self.net
+                        .send(Item::ToPool(relay, conn, Input::Frame(frame)));
                 }
                 // Accept-then-drop: the relay closes this connection after a while.
                 if let Some(d) = drop_after {
-                    self.push(now + latency + d, Item::Cut(relay, conn));
+                    self.net.push(now + latency + d, Item::Cut(relay, conn));
                 }
             }
             Item::Cut(relay, conn) => {
@@ -437,7 +376,7 @@ impl PoolSim {
                 }
             }
             Item::ToRelay(relay, conn, text) => {
-                let (now, latency) = (self.now, self.latency);
+                let now = self.net.now();
                 let Some(peer) = self.peers.get_mut(&relay) else {
                     return;
                 };
@@ -445,10 +384,8 @@ impl PoolSim {
                     return;
                 }
                 for frame in peer.model.handle(now, conn, &text) {
-                    self.push(
-                        now + latency,
-                        Item::ToPool(relay, conn, Input::Frame(frame)),
-                    );
+                    self.net
+                        .send(Item::ToPool(relay, conn, Input::Frame(frame)));
                 }
             }
             Item::Verdict(ticket, verdict) => {
@@ -457,7 +394,7 @@ impl PoolSim {
                     self.line_raw("vf", &shown);
                 }
                 // A ticket of a subscription dropped meanwhile is not awaited any more.
-                let _ = self.pool.handle_verified(self.now, ticket, verdict);
+                let _ = self.pool.handle_verified(self.net.now(), ticket, verdict);
             }
             Item::ToPool(relay, conn, input) => {
                 if self.peers.get(&relay).and_then(|p| p.conn) != Some(conn) {
@@ -483,15 +420,18 @@ impl PoolSim {
                 }
                 for n in next..last {
                     let frame = flood_frame(&wire, n);
-                    if let Err(e) = self.pool.handle_frame(self.now, relay, Epoch(conn), &frame) {
+                    if let Err(e) =
+                        self.pool
+                            .handle_frame(self.net.now(), relay, Epoch(conn), &frame)
+                    {
                         self.fail(&format!("socket misuse by the PoolSim: {e}"));
                     }
                     // Drained as it goes, as a driver would: output never piles up.
                     self.drain_events();
                 }
                 if last < end {
-                    let at = self.now + Duration::from_millis(1);
-                    self.push(
+                    let at = self.net.now() + Duration::from_millis(1);
+                    self.net.push(
                         at,
                         Item::Flood {
                             relay,
@@ -509,7 +449,7 @@ impl PoolSim {
 
     fn deliver(&mut self, relay: RelayId, epoch: Epoch, input: Input) {
         self.touched = true;
-        let now = self.now;
+        let now = self.net.now();
         let result = match input {
             Input::Open => {
                 self.line(relay, "io", "open");
@@ -537,7 +477,7 @@ impl PoolSim {
     }
 
     fn script(&mut self, action: PoolAction) {
-        let now = self.now;
+        let now = self.net.now();
         if !self.quiet {
             let shown = match &action {
                 PoolAction::AddRelay(_) => "AddRelay".to_owned(),
@@ -560,7 +500,7 @@ impl PoolSim {
                     // Its connections are gone with it, and what they still had in flight:
                     // a relay added later may get the same id, and its session counts
                     // epochs from 1 again (a driver drops the old socket's wire likewise).
-                    self.queue.retain(|_, item| match item {
+                    self.net.retain(|item| match item {
                         Item::Accept(r, _)
                         | Item::ToPool(r, ..)
                         | Item::ToRelay(r, ..)
@@ -606,7 +546,6 @@ impl PoolSim {
                 }
             }
             PoolAction::Store(relay, event) => {
-                let latency = self.latency;
                 let Some(peer) = self.peers.get_mut(&relay) else {
                     return;
                 };
@@ -614,10 +553,8 @@ impl PoolSim {
                 let mute = peer.mute;
                 for (conn, frame) in frames {
                     if !mute {
-                        self.push(
-                            now + latency,
-                            Item::ToPool(relay, conn, Input::Frame(frame)),
-                        );
+                        self.net
+                            .send(Item::ToPool(relay, conn, Input::Frame(frame)));
                     }
                 }
             }
@@ -627,10 +564,8 @@ impl PoolSim {
                     .get(&relay)
                     .and_then(|p| p.conn.filter(|&c| p.accepted == Some(c)));
                 if let Some(conn) = open {
-                    self.push(
-                        now + self.latency,
-                        Item::ToPool(relay, conn, Input::Frame(frame)),
-                    );
+                    self.net
+                        .send(Item::ToPool(relay, conn, Input::Frame(frame)));
                 }
             }
             PoolAction::Mute(relay, mute) => {
@@ -655,24 +590,21 @@ impl PoolSim {
                     .get(&relay)
                     .and_then(|p| p.conn.filter(|&c| p.accepted == Some(c)));
                 if let Some(conn) = open {
-                    self.push(
-                        now + self.latency,
-                        Item::Flood {
-                            relay,
-                            conn,
-                            wire,
-                            next: first,
-                            end: first.saturating_add(count),
-                            per_ms,
-                        },
-                    );
+                    self.net.send(Item::Flood {
+                        relay,
+                        conn,
+                        wire,
+                        next: first,
+                        end: first.saturating_add(count),
+                        per_ms,
+                    });
                 }
             }
         }
     }
 
     fn add_relay(&mut self, model: RelayModel, mute: bool) {
-        match self.pool.add_relay(self.now) {
+        match self.pool.add_relay(self.net.now()) {
             Ok(relay) => {
                 self.peers.insert(
                     relay,
@@ -705,9 +637,9 @@ impl PoolSim {
         };
         peer.model.drop_conn(conn);
         self.line(relay, "io", "dropped");
-        let result = self
-            .pool
-            .handle_close(self.now, relay, Epoch(conn), SocketLoss::NetworkError);
+        let result =
+            self.pool
+                .handle_close(self.net.now(), relay, Epoch(conn), SocketLoss::NetworkError);
         if let Err(e) = result {
             self.fail(&format!("socket misuse by the PoolSim: {e}"));
         }
@@ -725,7 +657,7 @@ impl PoolSim {
             while let Some(req) = self.pool.poll_verify() {
                 progressed = true;
                 let verdict = (self.verifier.check)(&req.raw);
-                let at = self.now + (self.verifier.delay)(&req);
+                let at = self.net.now() + (self.verifier.delay)(&req);
                 if !self.quiet {
                     self.line(
                         req.relay,
@@ -733,7 +665,7 @@ impl PoolSim {
                         &format!("Verify {} {}", req.ticket.0, short(&req.id.to_string())),
                     );
                 }
-                self.push(at, Item::Verdict(req.ticket, verdict));
+                self.net.push(at, Item::Verdict(req.ticket, verdict));
             }
             if !progressed {
                 break;
@@ -777,7 +709,7 @@ impl PoolSim {
     }
 
     fn transmit(&mut self, relay: RelayId, t: Transmit) {
-        let (now, latency) = (self.now, self.latency);
+        let (now, latency) = (self.net.now(), self.net.latency);
         match t {
             Transmit::Open { epoch } => {
                 self.line(relay, "tx", "Open");
@@ -788,7 +720,7 @@ impl PoolSim {
                     peer.model.drop_conn(old);
                 }
                 peer.conn = Some(epoch.0);
-                self.push(now + latency, Item::Accept(relay, epoch.0));
+                self.net.send(Item::Accept(relay, epoch.0));
             }
             Transmit::Close { .. } => {
                 self.line(relay, "tx", "Close");
@@ -806,7 +738,8 @@ impl PoolSim {
                 };
                 if let (Some(conn), false, false) = (peer.conn, peer.model.ignore_pings, peer.mute)
                 {
-                    self.push(now + latency * 2, Item::ToPool(relay, conn, Input::Pong));
+                    self.net
+                        .push(now + latency * 2, Item::ToPool(relay, conn, Input::Pong));
                 }
             }
             Transmit::FetchInfo => {
@@ -820,14 +753,14 @@ impl PoolSim {
                 }
                 self.sent.push((now, relay, carries, text.clone()));
                 if let Some(conn) = self.peers.get(&relay).and_then(|p| p.conn) {
-                    self.push(now + latency, Item::ToRelay(relay, conn, text));
+                    self.net.send(Item::ToRelay(relay, conn, text));
                 }
             }
         }
     }
 
     fn event(&mut self, e: PoolEvent) {
-        let now = self.now;
+        let now = self.net.now();
         if let PoolEvent::Received { relay, .. } = &e {
             *self.received_from.entry(*relay).or_default() += 1;
             if self.forget_received_from.contains(relay) {
@@ -914,11 +847,6 @@ impl PoolSim {
         }
     }
 
-    fn push(&mut self, at: Instant, item: Item) {
-        self.seq += 1;
-        self.queue.insert((at, self.seq), item);
-    }
-
     fn line(&mut self, relay: RelayId, who: &str, what: &str) {
         if !self.quiet {
             self.line_raw(who, &format!("{relay} {what}"));
@@ -929,7 +857,7 @@ impl PoolSim {
         if self.quiet {
             return;
         }
-        let ms = self.now.since_origin().as_millis();
+        let ms = self.net.elapsed().as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
         if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
             let cut = self.transcript.len() - 8 * 1024;
@@ -949,6 +877,45 @@ impl PoolSim {
             tail.join("\n")
         };
         panic!("pool invariant violated: {what}\n--- last transcript lines ---\n{tail}");
+    }
+}
+
+impl Machine for PoolSim {
+    type Item = Item;
+
+    fn net(&mut self) -> &mut Net<Item> {
+        &mut self.net
+    }
+
+    fn next_timeout(&self) -> Option<Instant> {
+        self.pool.poll_timeout()
+    }
+
+    fn on_item(&mut self, item: Item) {
+        self.touched = false;
+        self.process(item);
+        if self.touched {
+            self.drain();
+        }
+    }
+
+    fn on_timeout(&mut self) {
+        self.pool.handle_timeout(self.net.now());
+        self.drain();
+    }
+
+    fn settled(&self) -> bool {
+        self.is_settled()
+    }
+
+    fn after_step(&mut self) {
+        if self
+            .pool
+            .poll_timeout()
+            .is_some_and(|at| at < self.net.now())
+        {
+            self.fail("poll_timeout in the past after a step");
+        }
     }
 }
 

@@ -1,9 +1,8 @@
-//! `Sim`: a [`RelaySession`] and a [`RelayModel`] joined by a simulated network, always
-//! advanced to the earliest deadline of either side (quinn's `Pair`, str0m's `progress`).
-//! No sleeps, no real time: ten simulated minutes take milliseconds, and the same seed gives
-//! the same transcript.
+//! `Sim`: a [`RelaySession`] and a [`RelayModel`] joined by the simulated network
+//! (`net.rs`), always advanced to the earliest deadline of either side (quinn's `Pair`,
+//! str0m's `progress`). No sleeps, no real time: ten simulated minutes take milliseconds, and
+//! the same seed gives the same transcript.
 
-use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use tether_core::nostr::{
 use tether_core::Instant;
 
 use crate::invariants::Invariants;
+use crate::net::{self, Machine, Net};
 use crate::relay_model::{auth_event, RelayModel, StoredEvent};
 
 /// The wall clock at the Sim's time zero (2025-06-15): late enough that the RelayModel's
@@ -53,8 +53,9 @@ pub enum Action {
     RelayInfo(String),
 }
 
+/// What the Sim's network carries.
 #[derive(Clone, Debug)]
-enum Item {
+pub(crate) enum Item {
     Script(Action),
     /// The relay accepts connection `conn` (or refuses it if down).
     Accept(u64),
@@ -62,8 +63,9 @@ enum Item {
     ToRelay(u64, String),
 }
 
+/// What a socket hands the session (the PoolSim's too).
 #[derive(Clone, Debug)]
-enum Input {
+pub(crate) enum Input {
     Open,
     Close(SocketLoss),
     Frame(String),
@@ -76,8 +78,6 @@ pub struct Sim {
     pub session: RelaySession,
     /// Its peer.
     pub relay: RelayModel,
-    /// One-way network latency.
-    pub latency: Duration,
     /// Answer every AUTH challenge automatically (the app's signer).
     pub auto_auth: bool,
     /// Check invariants after every step (panics with the transcript on a violation).
@@ -87,10 +87,7 @@ pub struct Sim {
     /// Keep no transcript and no [`Sim::sent`] log at all: the fuzz target, which replays a
     /// failing input with the transcript on to show it (a run is deterministic).
     pub quiet: bool,
-    start: Instant,
-    now: Instant,
-    seq: u64,
-    queue: BTreeMap<(Instant, u64), Item>,
+    net: Net<Item>,
     /// The connection the relay and session share: the session's socket epoch.
     conn: Option<u64>,
     /// The connection the relay accepted last: it can only send on that one.
@@ -115,15 +112,11 @@ impl Sim {
         Sim {
             session,
             relay,
-            latency: Duration::from_millis(10),
             auto_auth: true,
             check: true,
             keep_transcript: true,
             quiet: false,
-            start: Instant::ZERO,
-            now: Instant::ZERO,
-            seq: 0,
-            queue: BTreeMap::new(),
+            net: Net::new(Instant::ZERO, Duration::from_millis(10)),
             conn: None,
             accepted: None,
             transcript: String::new(),
@@ -134,27 +127,38 @@ impl Sim {
         }
     }
 
+    /// One-way network latency (10 ms unless set).
+    pub fn latency(&self) -> Duration {
+        self.net.latency
+    }
+
+    /// Set the one-way network latency.
+    pub fn set_latency(&mut self, latency: Duration) -> &mut Self {
+        self.net.latency = latency;
+        self
+    }
+
     /// Schedule `action` at `at` after the start.
     pub fn at(&mut self, at: Duration, action: Action) -> &mut Self {
-        self.push(self.start + at, Item::Script(action));
+        self.net.push(self.net.start() + at, Item::Script(action));
         self
     }
 
     /// Schedule `action` now.
     pub fn act(&mut self, action: Action) -> &mut Self {
-        self.push(self.now, Item::Script(action));
+        self.net.push(self.net.now(), Item::Script(action));
         self.run_for(Duration::ZERO);
         self
     }
 
     /// The current simulated time.
     pub fn now(&self) -> Instant {
-        self.now
+        self.net.now()
     }
 
     /// Time since the start.
     pub fn elapsed(&self) -> Duration {
-        self.now - self.start
+        self.net.elapsed()
     }
 
     /// The transcript so far.
@@ -186,26 +190,14 @@ impl Sim {
 
     /// Run until `d` after the current time, processing everything due on the way.
     pub fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        while self.step(end) {}
-        self.now = self.now.max(end);
+        net::run_for(self, d);
     }
 
     /// Run until `d` after the current time, or until the run has settled
     /// ([`Sim::is_settled`]): from then on only pings and pongs would happen, which change
     /// nothing the invariants look at. Returns whether it settled before `d` ran out.
     pub fn run_until_settled(&mut self, d: Duration) -> bool {
-        let end = self.now + d;
-        loop {
-            if self.is_settled() {
-                return true;
-            }
-            if !self.step(end) {
-                break;
-            }
-        }
-        self.now = self.now.max(end);
-        false
+        net::run_until_settled(self, d)
     }
 
     /// Whether nothing is pending but the socket's keepalive: no script item, frame or
@@ -215,36 +207,15 @@ impl Sim {
     /// such a state the only future is ping, pong, ping, ...: the state the invariants see
     /// does not change again.
     pub fn is_settled(&self) -> bool {
-        let s = &self.session;
-        if s.has_output()
-            || !self
-                .queue
-                .values()
-                .all(|item| matches!(item, Item::ToSession(_, Input::Pong)))
-        {
-            return false;
-        }
-        match s.link().state() {
-            LinkState::Idle => s.poll_timeout().is_none(),
-            LinkState::Open { epoch, .. } => {
-                let slot = s
-                    .subscription_limit()
-                    .is_none_or(|max| s.open_subscriptions() < max);
-                let answered = match s.link().config().liveness {
-                    Liveness::Ping { pong_timeout, .. } => self.latency * 2 < pong_timeout,
-                    Liveness::Off => true,
-                    Liveness::Idle { .. } => false,
-                };
-                self.conn == Some(epoch.0)
-                    && answered
-                    && !self.relay.ignore_pings
-                    && s.outbox_len() == 0
-                    && s.subscriptions()
-                        .iter()
-                        .all(|v| v.timer.is_none() && !(slot && v.state == SubState::Queued))
-            }
-            LinkState::Connecting { .. } | LinkState::Waiting { .. } => false,
-        }
+        self.net
+            .in_flight()
+            .all(|item| matches!(item, Item::ToSession(_, Input::Pong)))
+            && session_settled(
+                &self.session,
+                self.conn,
+                self.net.latency * 2,
+                !self.relay.ignore_pings,
+            )
     }
 
     /// Run the invariants' whole sweep now, whatever [`Sim::check`] says: the end of a fuzz
@@ -258,35 +229,7 @@ impl Sim {
 
     /// Process the earliest thing due at or before `end`. Returns `false` when nothing is.
     pub fn step(&mut self, end: Instant) -> bool {
-        let next_item = self.queue.first_key_value().map(|(&(t, _), _)| t);
-        let next_timeout = self.session.poll_timeout();
-        let Some(t) = [next_item, next_timeout].into_iter().flatten().min() else {
-            return false;
-        };
-        if t > end {
-            return false;
-        }
-        self.now = self.now.max(t);
-        if next_item.is_some_and(|i| i <= t) {
-            let Some((_, item)) = self.queue.pop_first() else {
-                return false;
-            };
-            if !self.process(item) {
-                // The session saw nothing (the relay model answered, a connection was
-                // accepted, an input for a socket that is gone): its outputs are still empty
-                // and every invariant reads the state the last check passed.
-                self.invariants.after_action();
-                return true;
-            }
-        } else {
-            self.session.handle_timeout(self.now);
-            if self.check {
-                self.invariants
-                    .after_timeout(self.now, &self.session, &self.transcript);
-            }
-        }
-        self.drain();
-        true
+        net::step(self, end)
     }
 
     /// Process one queued item; whether it reached the session.
@@ -296,24 +239,21 @@ impl Sim {
             Item::Accept(conn) => {
                 if self.relay.down || self.conn != Some(conn) {
                     self.line("io", "refused");
-                    self.push(
-                        self.now + self.latency,
-                        Item::ToSession(conn, Input::Close(SocketLoss::ConnectionRefused)),
-                    );
+                    self.net.send(Item::ToSession(
+                        conn,
+                        Input::Close(SocketLoss::ConnectionRefused),
+                    ));
                     return false;
                 }
                 self.accepted = Some(conn);
                 let greeting = self.relay.accept(conn);
-                self.push(self.now + self.latency, Item::ToSession(conn, Input::Open));
+                self.net.send(Item::ToSession(conn, Input::Open));
                 for frame in greeting {
-                    self.push(
-                        self.now + self.latency,
-                        Item::ToSession(conn, Input::Frame(frame)),
-                    );
+                    self.net.send(Item::ToSession(conn, Input::Frame(frame)));
                 }
                 if let Some(d) = self.relay.drop_after {
-                    self.push(
-                        self.now + self.latency + d,
+                    self.net.push(
+                        self.net.now() + self.net.latency + d,
                         Item::Script(Action::DropSocket),
                     );
                 }
@@ -323,11 +263,8 @@ impl Sim {
                 if self.conn != Some(conn) {
                     return false;
                 }
-                for frame in self.relay.handle(self.now, conn, &text) {
-                    self.push(
-                        self.now + self.latency,
-                        Item::ToSession(conn, Input::Frame(frame)),
-                    );
+                for frame in self.relay.handle(self.net.now(), conn, &text) {
+                    self.net.send(Item::ToSession(conn, Input::Frame(frame)));
                 }
                 false
             }
@@ -342,7 +279,7 @@ impl Sim {
     }
 
     fn deliver(&mut self, epoch: Epoch, input: Input) {
-        let now = self.now;
+        let now = self.net.now();
         let result = match input {
             Input::Open => {
                 self.line("io", "open");
@@ -376,9 +313,9 @@ impl Sim {
         };
         self.relay.drop_conn(conn);
         self.line("io", "dropped");
-        let result = self
-            .session
-            .handle_close(self.now, Epoch(conn), SocketLoss::NetworkError);
+        let result =
+            self.session
+                .handle_close(self.net.now(), Epoch(conn), SocketLoss::NetworkError);
         if let Err(e) = result {
             panic!("socket misuse by the Sim: {e}\n{}", self.transcript);
         }
@@ -386,7 +323,7 @@ impl Sim {
 
     /// Run one script action; whether it reached the session.
     fn script(&mut self, action: Action) -> bool {
-        let now = self.now;
+        let now = self.net.now();
         if !self.quiet {
             let shown = match &action {
                 // A large event would drown the transcript: its size and id's tail say enough.
@@ -443,19 +380,13 @@ impl Sim {
             Action::RelayUp => self.relay.down = false,
             Action::Store(event) => {
                 for (conn, frame) in self.relay.store(event) {
-                    self.push(
-                        now + self.latency,
-                        Item::ToSession(conn, Input::Frame(frame)),
-                    );
+                    self.net.send(Item::ToSession(conn, Input::Frame(frame)));
                 }
             }
             Action::RelayFrame(frame) => {
                 // A relay can only write on a connection it accepted.
                 if let Some(conn) = self.conn.filter(|&c| self.accepted == Some(c)) {
-                    self.push(
-                        now + self.latency,
-                        Item::ToSession(conn, Input::Frame(frame)),
-                    );
+                    self.net.send(Item::ToSession(conn, Input::Frame(frame)));
                 }
             }
             Action::Relay(change) => change(&mut self.relay),
@@ -490,15 +421,19 @@ impl Sim {
             }
         }
         if self.check {
-            self.invariants
-                .after_step(self.now, &self.session, &self.events, &self.transcript);
+            self.invariants.after_step(
+                self.net.now(),
+                &self.session,
+                &self.events,
+                &self.transcript,
+            );
         }
         // What an application call caused is foreground until it has been drained.
         self.invariants.after_action();
     }
 
     fn transmit(&mut self, t: Transmit) {
-        let now = self.now;
+        let now = self.net.now();
         match t {
             Transmit::Open { epoch } => {
                 self.line("tx", "Open");
@@ -508,7 +443,7 @@ impl Sim {
                 }
                 let conn = epoch.0;
                 self.conn = Some(conn);
-                self.push(now + self.latency, Item::Accept(conn));
+                self.net.send(Item::Accept(conn));
             }
             Transmit::Close { .. } => {
                 self.line("tx", "Close");
@@ -521,7 +456,9 @@ impl Sim {
                 self.line("tx", "Ping");
                 self.invariants.transmitted("Ping", &self.transcript);
                 if let (Some(conn), false) = (self.conn, self.relay.ignore_pings) {
-                    self.push(now + self.latency * 2, Item::ToSession(conn, Input::Pong));
+                    let round_trip = self.net.latency * 2;
+                    self.net
+                        .push(now + round_trip, Item::ToSession(conn, Input::Pong));
                 }
             }
             Transmit::FetchInfo => {
@@ -539,14 +476,14 @@ impl Sim {
                     self.sent.push((now, carries, text.clone()));
                 }
                 if let Some(conn) = self.conn {
-                    self.push(now + self.latency, Item::ToRelay(conn, text));
+                    self.net.send(Item::ToRelay(conn, text));
                 }
             }
         }
     }
 
     fn event(&mut self, e: Event) {
-        let now = self.now;
+        let now = self.net.now();
         if !self.quiet {
             let shown = match &e {
                 Event::Received { sub, id, .. } => {
@@ -574,16 +511,11 @@ impl Sim {
         frame.chars().take(60).collect()
     }
 
-    fn push(&mut self, at: Instant, item: Item) {
-        self.seq += 1;
-        self.queue.insert((at, self.seq), item);
-    }
-
     fn line(&mut self, who: &str, what: &str) {
         if self.quiet {
             return;
         }
-        let ms = (self.now - self.start).as_millis();
+        let ms = self.net.elapsed().as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
         if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
             // Keep only a tail, enough for an invariant failure to show what led to it.
@@ -593,6 +525,79 @@ impl Sim {
                 .map_or(cut, |i| cut + i + 1);
             self.transcript.drain(..cut);
         }
+    }
+}
+
+impl Machine for Sim {
+    type Item = Item;
+
+    fn net(&mut self) -> &mut Net<Item> {
+        &mut self.net
+    }
+
+    fn next_timeout(&self) -> Option<Instant> {
+        self.session.poll_timeout()
+    }
+
+    fn on_item(&mut self, item: Item) {
+        if self.process(item) {
+            self.drain();
+        } else {
+            // The session saw nothing (the relay model answered, a connection was accepted,
+            // an input for a socket that is gone): its outputs are still empty and every
+            // invariant reads the state the last check passed.
+            self.invariants.after_action();
+        }
+    }
+
+    fn on_timeout(&mut self) {
+        let now = self.net.now();
+        self.session.handle_timeout(now);
+        if self.check {
+            self.invariants
+                .after_timeout(now, &self.session, &self.transcript);
+        }
+        self.drain();
+    }
+
+    fn settled(&self) -> bool {
+        self.is_settled()
+    }
+}
+
+/// Whether `s` is past changing, as far as its own state goes: no output queued, and either
+/// idle with no deadline, or open on `conn` with nothing queued to send, no subscription on a
+/// timer or waiting for a free slot, and pings that come back (a round trip within the pong
+/// timeout, from a peer that is `steady`: it answers pings and keeps the socket).
+pub(crate) fn session_settled(
+    s: &RelaySession,
+    conn: Option<u64>,
+    round_trip: Duration,
+    steady: bool,
+) -> bool {
+    if s.has_output() {
+        return false;
+    }
+    match s.link().state() {
+        LinkState::Idle => s.poll_timeout().is_none(),
+        LinkState::Open { epoch, .. } => {
+            let slot = s
+                .subscription_limit()
+                .is_none_or(|max| s.open_subscriptions() < max);
+            let answered = match s.link().config().liveness {
+                Liveness::Ping { pong_timeout, .. } => round_trip < pong_timeout,
+                Liveness::Off => true,
+                Liveness::Idle { .. } => false,
+            };
+            conn == Some(epoch.0)
+                && answered
+                && steady
+                && s.outbox_len() == 0
+                && s.subscriptions()
+                    .iter()
+                    .all(|v| v.timer.is_none() && !(slot && v.state == SubState::Queued))
+        }
+        LinkState::Connecting { .. } | LinkState::Waiting { .. } => false,
     }
 }
 

@@ -36,6 +36,7 @@ use tether_core::link::{Epoch, SocketError, SocketLoss};
 use tether_core::sse::{Attempt, Event, Request, SseConfig, SseSession, SseStats, Transmit};
 use tether_core::Instant;
 
+use crate::net::{self, Machine, Net};
 use crate::sse_invariants::{SseInput, SseInvariants};
 
 /// The modelled server and its ingress.
@@ -125,8 +126,8 @@ pub struct SeenRequest {
 pub struct SseSim {
     session: SseSession,
     server: Server,
-    start: Instant,
-    now: Instant,
+    /// Requests on their way to the server and what it sent on their way back.
+    net: Net<Job>,
     transcript: String,
     keep_transcript: bool,
     requests: Vec<Duration>,
@@ -180,9 +181,8 @@ impl SseSim {
         SseSim {
             invariants: SseInvariants::new(session.config()),
             session,
+            net: Net::new(start, server.latency),
             server: Server::new(server, start),
-            start,
-            now: start,
             transcript: String::new(),
             keep_transcript: true,
             requests: Vec::new(),
@@ -205,12 +205,12 @@ impl SseSim {
 
     /// The application calls `connect`.
     pub fn connect(&mut self) {
-        self.connect_at(self.now);
+        self.connect_at(self.net.now());
     }
 
     /// The application calls `disconnect`.
     pub fn disconnect(&mut self) {
-        self.disconnect_at(self.now);
+        self.disconnect_at(self.net.now());
     }
 
     /// The application calls `connect` at `now`.
@@ -359,24 +359,7 @@ impl SseSim {
 
     /// Advance simulated time by `d`, handling every deadline of either side on the way.
     pub fn run_for(&mut self, d: Duration) {
-        let end = self.now + d;
-        loop {
-            let next = [self.session.poll_timeout(), self.server.next_deadline()]
-                .into_iter()
-                .flatten()
-                .min();
-            let Some(next) = next.filter(|t| *t <= end) else {
-                break;
-            };
-            self.now = self.now.max(next);
-            if let Some(delivery) = self.server.poll(self.now) {
-                self.deliver(delivery);
-            } else if self.session.poll_timeout().is_some_and(|t| t <= self.now) {
-                self.session.handle_timeout(self.now);
-                self.drain(SseInput::Timeout);
-            }
-        }
-        self.now = end;
+        net::run_for(self, d);
     }
 
     /// Everything that happened so far.
@@ -396,17 +379,17 @@ impl SseSim {
 
     /// The current simulated time.
     pub fn now(&self) -> Instant {
-        self.now
+        self.net.now()
     }
 
     /// Time since the start of the run.
     pub fn elapsed(&self) -> Duration {
-        self.now - self.start
+        self.net.elapsed()
     }
 
     /// Time as the session sees it never goes backwards; the transcript follows the newest.
     fn observe(&mut self, now: Instant) {
-        self.now = self.now.max(now);
+        self.net.advance_to(now);
     }
 
     /// Log a refusal as misuse, then drain with the matching input kind.
@@ -425,7 +408,8 @@ impl SseSim {
     /// driver would: a request whose header cannot be built is reported at once, the rest go
     /// to the server (which only queues work, so draining everything first changes nothing).
     fn drain(&mut self, input: SseInput) {
-        let out = match self.invariants.drain(self.now, input, &mut self.session) {
+        let now = self.net.now();
+        let out = match self.invariants.drain(now, input, &mut self.session) {
             Ok(out) => out,
             Err(what) => panic!(
                 "SSE invariant violated: {what}\n--- transcript ---\n{}",
@@ -446,23 +430,23 @@ impl SseSim {
                     unbuildable = Some(*epoch);
                     continue;
                 }
-                self.requests.push(self.now - self.start);
+                self.requests.push(self.net.elapsed());
             }
-            self.server.on_transmit(self.now, t);
+            self.server.on_transmit(&mut self.net, t);
         }
         for e in out.events {
             self.log("ev", &self.show_event(&e));
             self.taken.1.push(e.clone());
-            self.heard.push((self.now, e));
+            self.heard.push((now, e));
         }
         if let Some(epoch) = unbuildable {
             // What reqwest's "builder error" would have been.
-            let _ = self.handle_request_invalid(self.now, epoch, "invalid Last-Event-ID header");
+            let _ = self.handle_request_invalid(now, epoch, "invalid Last-Event-ID header");
         }
     }
 
     fn deliver(&mut self, delivery: Delivery) {
-        let now = self.now;
+        let now = self.net.now();
         let _ = match delivery {
             Delivery::Response {
                 epoch,
@@ -480,7 +464,7 @@ impl SseSim {
     fn feed(&mut self, epoch: Epoch, mut bytes: &[u8]) -> Result<(), SocketError> {
         while !bytes.is_empty() {
             let queued = self.taken.1.len();
-            let n = self.handle_bytes(self.now, epoch, bytes)?;
+            let n = self.handle_bytes(self.net.now(), epoch, bytes)?;
             // Progress is bytes taken or events queued (see the parser's `feed_limited`).
             assert!(
                 n > 0 || self.taken.1.len() > queued,
@@ -493,7 +477,7 @@ impl SseSim {
     }
 
     fn log(&mut self, who: &str, what: &str) {
-        let ms = (self.now - self.start).as_millis();
+        let ms = self.net.elapsed().as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
         if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
             // Keep only a tail, enough for an invariant failure to show what led to it.
@@ -510,7 +494,7 @@ impl SseSim {
 
     /// An instant as the transcript shows it: relative to the start, like the relay `Sim`.
     fn show_at(&self, at: Instant) -> String {
-        format!("t+{}ms", (at - self.start).as_millis())
+        format!("t+{}ms", (at - self.net.start()).as_millis())
     }
 
     fn show_event(&self, e: &Event) -> String {
@@ -525,6 +509,50 @@ impl SseSim {
             ),
             Event::Reconnected { gap } => format!("Reconnected {{ gap: {}ms }}", gap.as_millis()),
             other => format!("{other:?}"),
+        }
+    }
+}
+
+impl Machine for SseSim {
+    type Item = Job;
+
+    fn net(&mut self) -> &mut Net<Job> {
+        &mut self.net
+    }
+
+    fn next_timeout(&self) -> Option<Instant> {
+        [self.session.poll_timeout(), self.server.next_deadline()]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn on_item(&mut self, job: Job) {
+        match job {
+            Job::Deliver(delivery) => self.deliver(delivery),
+            Job::Accept {
+                epoch,
+                last_event_id,
+            } => {
+                let now = self.net.now();
+                let (head, replay) = self.server.accept(now, epoch, last_event_id);
+                self.deliver(head);
+                // Catch-up rides right behind the head, unless the head made the session
+                // close the stream.
+                if let Some(bytes) = replay.filter(|_| self.server.streaming(epoch)) {
+                    self.deliver(Delivery::Bytes { epoch, bytes });
+                }
+            }
+        }
+    }
+
+    fn on_timeout(&mut self) {
+        let now = self.net.now();
+        if let Some(delivery) = self.server.poll(now) {
+            self.deliver(delivery);
+        } else if self.session.poll_timeout().is_some_and(|t| t <= now) {
+            self.session.handle_timeout(now);
+            self.drain(SseInput::Timeout);
         }
     }
 }
@@ -596,7 +624,7 @@ fn show_transmit(t: &Transmit) -> String {
 
 /// Something the network hands the session.
 #[derive(Clone, Debug, PartialEq, Eq)]
-enum Delivery {
+pub(crate) enum Delivery {
     Response {
         epoch: Epoch,
         status: u16,
@@ -616,9 +644,10 @@ enum Delivery {
     },
 }
 
-/// Work the server will do at a time: answer a request, or hand over a delivery.
+/// What the SseSim's network carries: a request on its way to the server (which answers it
+/// on arrival), or something the server sent on its way to the session.
 #[derive(Clone, Debug)]
-enum Job {
+pub(crate) enum Job {
     Accept {
         epoch: Epoch,
         last_event_id: Option<String>,
@@ -638,7 +667,6 @@ struct Server {
     config: ServerConfig,
     start: Instant,
     script: VecDeque<Reply>,
-    jobs: VecDeque<(Instant, Job)>,
     stream: Option<Stream>,
     published: u64,
     seen: Vec<SeenRequest>,
@@ -652,23 +680,22 @@ impl Server {
             config,
             start,
             script: VecDeque::new(),
-            jobs: VecDeque::new(),
             stream: None,
             published: 0,
             seen: Vec::new(),
         }
     }
 
-    fn on_transmit(&mut self, now: Instant, t: Transmit) {
+    fn on_transmit(&mut self, net: &mut Net<Job>, t: Transmit) {
         match t {
             Transmit::Open {
                 epoch,
                 last_event_id,
                 request,
                 ..
-            } => self.on_request(now, epoch, last_event_id, &request),
+            } => self.on_request(net, epoch, last_event_id, &request),
             Transmit::Close { epoch } => {
-                self.jobs.retain(|(_, job)| job_epoch(job) != epoch);
+                net.retain(|job| job_epoch(job) != epoch);
                 if self.stream.is_some_and(|s| s.epoch == epoch) {
                     self.stream = None;
                 }
@@ -679,12 +706,12 @@ impl Server {
 
     fn on_request(
         &mut self,
-        now: Instant,
+        net: &mut Net<Job>,
         epoch: Epoch,
         last_event_id: Option<String>,
         request: &Request,
     ) {
-        let at = now + self.config.latency;
+        let at = net.now() + net.latency;
         if !self.config.answers {
             return;
         }
@@ -697,15 +724,12 @@ impl Server {
         let Some(reply) = self.script.pop_front() else {
             if self.is_down(at) {
                 let status = self.config.down_status;
-                self.push(at, Job::Deliver(response(epoch, status, None, None)));
+                net.send(Job::Deliver(response(epoch, status, None, None)));
             } else {
-                self.push(
-                    at,
-                    Job::Accept {
-                        epoch,
-                        last_event_id,
-                    },
-                );
+                net.send(Job::Accept {
+                    epoch,
+                    last_event_id,
+                });
             }
             return;
         };
@@ -714,75 +738,59 @@ impl Server {
                 status,
                 content_type,
                 retry_after,
-            } => self.push(
-                at,
-                Job::Deliver(response(epoch, status, content_type, retry_after)),
-            ),
+            } => net.send(Job::Deliver(response(
+                epoch,
+                status,
+                content_type,
+                retry_after,
+            ))),
             Reply::Body(bytes) => {
-                self.push(at, Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
-                self.push(at, Job::Deliver(Delivery::Bytes { epoch, bytes }));
-                self.push(at, Job::Deliver(Delivery::Eof { epoch }));
+                net.send(Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
+                net.send(Job::Deliver(Delivery::Bytes { epoch, bytes }));
+                net.send(Job::Deliver(Delivery::Eof { epoch }));
             }
             Reply::AcceptThenDrop => {
-                self.push(at, Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
-                self.push(at, Job::Deliver(Delivery::Eof { epoch }));
+                net.send(Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
+                net.send(Job::Deliver(Delivery::Eof { epoch }));
             }
             Reply::StatusBody {
                 status,
                 content_type,
                 body,
             } => {
-                self.push(
-                    at,
-                    Job::Deliver(response(epoch, status, content_type, None)),
-                );
-                self.push(at, Job::Deliver(Delivery::Bytes { epoch, bytes: body }));
-                self.push(at, Job::Deliver(Delivery::Eof { epoch }));
+                net.send(Job::Deliver(response(epoch, status, content_type, None)));
+                net.send(Job::Deliver(Delivery::Bytes { epoch, bytes: body }));
+                net.send(Job::Deliver(Delivery::Eof { epoch }));
             }
             Reply::BodyThenReset(bytes) => {
-                self.push(at, Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
-                self.push(at, Job::Deliver(Delivery::Bytes { epoch, bytes }));
-                self.push(
-                    at,
-                    Job::Deliver(Delivery::Error {
-                        epoch,
-                        loss: SocketLoss::NetworkError,
-                    }),
-                );
+                net.send(Job::Deliver(response(epoch, 200, EVENT_STREAM, None)));
+                net.send(Job::Deliver(Delivery::Bytes { epoch, bytes }));
+                net.send(Job::Deliver(Delivery::Error {
+                    epoch,
+                    loss: SocketLoss::NetworkError,
+                }));
             }
             Reply::Refused => {
                 // Refused before the server could see it.
                 self.seen.pop();
-                self.push(
-                    at,
-                    Job::Deliver(Delivery::Error {
-                        epoch,
-                        loss: SocketLoss::ConnectionRefused,
-                    }),
-                );
+                net.send(Job::Deliver(Delivery::Error {
+                    epoch,
+                    loss: SocketLoss::ConnectionRefused,
+                }));
             }
         }
     }
 
+    /// When the server's own next work is due (a publish, a stream's crash, idle close or
+    /// heartbeat); what is in flight is the network's.
     fn next_deadline(&self) -> Option<Instant> {
-        let job = self.jobs.front().map(|(at, _)| *at);
         let publish = self.next_publish();
         let stream = self.stream.and_then(|s| self.stream_deadline(s));
-        [job, publish, stream].into_iter().flatten().min()
+        [publish, stream].into_iter().flatten().min()
     }
 
-    /// The next delivery due at `now`, after doing any of the server's own due work.
+    /// The next delivery due at `now` from the server's own work, after doing any of it.
     fn poll(&mut self, now: Instant) -> Option<Delivery> {
-        if self.jobs.front().is_some_and(|(at, _)| *at <= now) {
-            let (_, job) = self.jobs.pop_front()?;
-            return match job {
-                Job::Deliver(d) => Some(d),
-                Job::Accept {
-                    epoch,
-                    last_event_id,
-                } => Some(self.accept(now, epoch, last_event_id)),
-            };
-        }
         if let Some(s) = self.stream {
             if let Some(d) = self.stream_due(now, s) {
                 return Some(d);
@@ -806,27 +814,30 @@ impl Server {
         None
     }
 
-    fn accept(&mut self, now: Instant, epoch: Epoch, last_event_id: Option<String>) -> Delivery {
+    /// Open the stream for `epoch`: its response head, and the events a `Last-Event-ID`
+    /// says the client missed, to send right behind it.
+    fn accept(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        last_event_id: Option<String>,
+    ) -> (Delivery, Option<Vec<u8>>) {
         self.stream = Some(Stream {
             epoch,
             opened_at: now,
             last_sent: now,
         });
-        // Catch-up: replay what the client missed, right behind the response head.
-        let from = last_event_id.and_then(|id| id.parse::<u64>().ok());
-        if let Some(from) = from {
-            let replay: Vec<u8> = (from + 1..=self.published).flat_map(event_bytes).collect();
-            if !replay.is_empty() {
-                self.jobs.push_front((
-                    now,
-                    Job::Deliver(Delivery::Bytes {
-                        epoch,
-                        bytes: replay,
-                    }),
-                ));
-            }
-        }
-        response(epoch, 200, EVENT_STREAM, None)
+        let replay: Vec<u8> = match last_event_id.and_then(|id| id.parse::<u64>().ok()) {
+            Some(from) => (from + 1..=self.published).flat_map(event_bytes).collect(),
+            None => Vec::new(),
+        };
+        let head = response(epoch, 200, EVENT_STREAM, None);
+        (head, Some(replay).filter(|r| !r.is_empty()))
+    }
+
+    /// Whether the stream of `epoch` is still open.
+    fn streaming(&self, epoch: Epoch) -> bool {
+        self.stream.is_some_and(|s| s.epoch == epoch)
     }
 
     fn stream_deadline(&self, s: Stream) -> Option<Instant> {
@@ -884,12 +895,6 @@ impl Server {
             .down
             .iter()
             .any(|(s, e)| self.start + *s <= at && at < self.start + *e)
-    }
-
-    fn push(&mut self, at: Instant, job: Job) {
-        // Stable: jobs at the same time keep their order.
-        let i = self.jobs.partition_point(|(t, _)| *t <= at);
-        self.jobs.insert(i, (at, job));
     }
 }
 

@@ -40,7 +40,7 @@ fn soak(seed: u64) -> Sim {
         seed,
         relay,
     );
-    sim.latency = Duration::from_millis(5 + pick(150));
+    sim.set_latency(Duration::from_millis(5 + pick(150)));
     sim.keep_transcript = false;
     sim.at(Duration::ZERO, Action::Connect);
     for i in 0..SUBS {

@@ -71,7 +71,7 @@ fn a_relay_that_refuses_everything_cannot_make_the_session_loop() {
 #[test]
 fn replay_pacing_restarts_with_each_socket() {
     let mut sim = Sim::new(RelayConfig::default(), 1, RelayModel::with_events(0));
-    sim.latency = Duration::ZERO;
+    sim.set_latency(Duration::ZERO);
     let kinds = || vec![r#"{"kinds":[1]}"#.to_owned()];
     // Subscribed before the socket opens: its REQ is the open's replay, a background batch.
     sim.at(Duration::ZERO, Action::Connect)

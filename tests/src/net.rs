@@ -1,0 +1,170 @@
+//! The simulated network under every simulator: a clock, a queue of timed items and the one
+//! loop that drives a machine through them, always to the earliest deadline of either the
+//! queue or the machine (str0m's `netem`, firezone's `sim_net`).
+//!
+//! The network knows nothing of Nostr or SSE. A simulator says what an item is (a frame on
+//! its way, a connection being accepted, a scripted action) and, as a [`Machine`], how it
+//! handles one and what its own next deadline is; [`step`], [`run_for`] and
+//! [`run_until_settled`] are the same for all of them. Items due at the same time come out
+//! in the order they were queued, so one seed gives one transcript.
+//!
+//! Latency is one value per run, as every simulator has used it. Loss and outages stay with
+//! the peer models (a socket dropped by script, a relay down, an SSE server's down periods
+//! answered with 503s): each protocol shows them to its session differently.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tether_core::Instant;
+
+/// The clock, the one-way latency and everything in flight.
+#[derive(Debug)]
+pub(crate) struct Net<I> {
+    /// One-way latency of an item [`Net::send`]s.
+    pub(crate) latency: Duration,
+    start: Instant,
+    now: Instant,
+    /// Breaks ties between items due at the same time: the one queued first comes out first.
+    seq: u64,
+    queue: BTreeMap<(Instant, u64), I>,
+}
+
+impl<I> Net<I> {
+    /// An empty network whose clock starts at `start`.
+    pub(crate) fn new(start: Instant, latency: Duration) -> Self {
+        Net {
+            latency,
+            start,
+            now: start,
+            seq: 0,
+            queue: BTreeMap::new(),
+        }
+    }
+
+    /// The current simulated time.
+    pub(crate) fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// When the run started.
+    pub(crate) fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// Time since the start.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.now - self.start
+    }
+
+    /// Move the clock to `t` if that is later: time never goes backwards, even when a test
+    /// hands a machine an input dated earlier than the last.
+    pub(crate) fn advance_to(&mut self, t: Instant) {
+        self.now = self.now.max(t);
+    }
+
+    /// Queue `item` to arrive at `at`.
+    pub(crate) fn push(&mut self, at: Instant, item: I) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), item);
+    }
+
+    /// Queue `item` to arrive one latency from now.
+    pub(crate) fn send(&mut self, item: I) {
+        self.push(self.now + self.latency, item);
+    }
+
+    /// When the earliest item arrives.
+    pub(crate) fn next_at(&self) -> Option<Instant> {
+        self.queue.first_key_value().map(|(&(at, _), _)| at)
+    }
+
+    /// The earliest item, if it has arrived by now.
+    fn pop_due(&mut self) -> Option<I> {
+        if self.next_at()? > self.now {
+            return None;
+        }
+        self.queue.pop_first().map(|(_, item)| item)
+    }
+
+    /// Everything in flight, earliest first.
+    pub(crate) fn in_flight(&self) -> impl Iterator<Item = &I> + '_ {
+        self.queue.values()
+    }
+
+    /// Drop every item in flight that `keep` refuses (a connection gone with what was on it).
+    pub(crate) fn retain(&mut self, mut keep: impl FnMut(&I) -> bool) {
+        self.queue.retain(|_, item| keep(item));
+    }
+}
+
+/// One simulator's machine on the network: the session under test, its peer's model and the
+/// checks, which handle the items the network delivers and have deadlines of their own.
+pub(crate) trait Machine {
+    /// What travels on the network.
+    type Item;
+
+    /// The network the machine is on.
+    fn net(&mut self) -> &mut Net<Self::Item>;
+
+    /// The machine's own next deadline: its session's `poll_timeout`, its models' timers.
+    fn next_timeout(&self) -> Option<Instant>;
+
+    /// `item` arrived (the clock reads its arrival time or later).
+    fn on_item(&mut self, item: Self::Item);
+
+    /// The clock reached [`Machine::next_timeout`] and nothing in flight has arrived by now.
+    fn on_timeout(&mut self);
+
+    /// Whether nothing the checks look at can change any more, so [`run_until_settled`] may
+    /// stop. Never, unless the machine says otherwise.
+    fn settled(&self) -> bool {
+        false
+    }
+
+    /// After every step, whatever it did: checks that hold between steps.
+    fn after_step(&mut self) {}
+}
+
+/// Handle the earliest thing due at or before `end`: an item that has arrived by then goes
+/// before the machine's own deadline. Returns `false` when nothing is due.
+pub(crate) fn step<M: Machine>(m: &mut M, end: Instant) -> bool {
+    let next_item = m.net().next_at();
+    let Some(t) = [next_item, m.next_timeout()].into_iter().flatten().min() else {
+        return false;
+    };
+    if t > end {
+        return false;
+    }
+    m.net().advance_to(t);
+    // The clock may be ahead of `t` (a test gave an input dated later than what was in
+    // flight): everything that has arrived by then is delivered first, in order.
+    match m.net().pop_due() {
+        Some(item) => m.on_item(item),
+        None => m.on_timeout(),
+    }
+    m.after_step();
+    true
+}
+
+/// Run until `d` after the current time, handling everything due on the way.
+pub(crate) fn run_for<M: Machine>(m: &mut M, d: Duration) {
+    let end = m.net().now() + d;
+    while step(m, end) {}
+    m.net().advance_to(end);
+}
+
+/// Run until `d` after the current time or until the machine has settled
+/// ([`Machine::settled`]), whichever comes first. Returns whether it settled.
+pub(crate) fn run_until_settled<M: Machine>(m: &mut M, d: Duration) -> bool {
+    let end = m.net().now() + d;
+    loop {
+        if m.settled() {
+            return true;
+        }
+        if !step(m, end) {
+            break;
+        }
+    }
+    m.net().advance_to(end);
+    false
+}
