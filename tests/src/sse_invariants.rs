@@ -122,6 +122,7 @@ impl SseInvariants {
         }
         self.check_transmits(&out.transmits)?;
         self.check_events(&out.events)?;
+        check_end(&out)?;
         if out.events.iter().any(|e| matches!(e, Event::Open)) {
             self.accepted = true;
         }
@@ -195,7 +196,8 @@ impl SseInvariants {
                         return Err(format!("{epoch:?} aborted twice"));
                     }
                 }
-                _ => return Err(format!("unknown transmit {t:?}")),
+                // Checked against the events in `check_end`.
+                Transmit::End => {}
             }
         }
         Ok(())
@@ -237,4 +239,30 @@ impl SseInvariants {
         }
         Ok(())
     }
+}
+
+/// The core says a stream is over ([`Transmit::End`]) exactly when it queues the event that
+/// says why, and that event is the last.
+fn check_end(out: &SseOutputs) -> Result<(), String> {
+    let last_word = |e: &Event| {
+        matches!(
+            e,
+            Event::Failed { .. } | Event::Closed { .. } | Event::Ended { .. }
+        )
+    };
+    let ends = out
+        .transmits
+        .iter()
+        .filter(|t| matches!(t, Transmit::End))
+        .count();
+    let words = out.events.iter().filter(|e| last_word(e)).count();
+    if ends != words {
+        return Err(format!(
+            "{ends} end transmits for {words} final events: {out:?}"
+        ));
+    }
+    if words > 0 && !out.events.last().is_some_and(last_word) {
+        return Err(format!("an event after the final one: {out:?}"));
+    }
+    Ok(())
 }

@@ -618,7 +618,7 @@ fn show_transmit(t: &Transmit) -> String {
             line
         }
         Transmit::Close { epoch } => format!("Close #{}", epoch.0),
-        other => format!("{other:?}"),
+        Transmit::End => "End".to_owned(),
     }
 }
 
@@ -700,7 +700,8 @@ impl Server {
                     self.stream = None;
                 }
             }
-            _ => {}
+            // The session is over; what it still had open it closed first.
+            Transmit::End => {}
         }
     }
 

@@ -99,7 +99,7 @@ fn ok_with_another_content_type_fails_without_reconnect() {
         s.take();
         s.handle_response(ms(10), Epoch(1), 200, ct, None).unwrap();
         let (t, e) = s.take();
-        assert_eq!(t, [Transmit::Close { epoch: Epoch(1) }]);
+        assert_eq!(t, [Transmit::Close { epoch: Epoch(1) }, Transmit::End]);
         assert_eq!(
             e,
             [Event::Failed {
@@ -120,7 +120,7 @@ fn status_204_closes_for_good() {
     assert_eq!(
         s.take(),
         (
-            vec![Transmit::Close { epoch: Epoch(1) }],
+            vec![Transmit::Close { epoch: Epoch(1) }, Transmit::End],
             vec![Event::Closed {
                 why: CloseReason::NoContent
             }]
@@ -140,7 +140,11 @@ fn other_statuses_fail_without_reconnect() {
         s.handle_response(ms(10), Epoch(1), status, ES, Some(Duration::from_secs(5)))
             .unwrap();
         let (t, e) = s.take();
-        assert_eq!(t, [Transmit::Close { epoch: Epoch(1) }], "{status}");
+        assert_eq!(
+            t,
+            [Transmit::Close { epoch: Epoch(1) }, Transmit::End],
+            "{status}"
+        );
         assert_eq!(
             e,
             [Event::Failed {
@@ -392,7 +396,7 @@ fn disconnect_during_backoff_cancels_everything() {
     assert_eq!(
         s.take(),
         (
-            vec![],
+            vec![Transmit::End],
             vec![Event::Closed {
                 why: CloseReason::Local
             }]
@@ -412,7 +416,7 @@ fn disconnect_with_an_open_stream_closes_it() {
     assert_eq!(
         s.take(),
         (
-            vec![Transmit::Close { epoch: Epoch(1) }],
+            vec![Transmit::Close { epoch: Epoch(1) }, Transmit::End],
             vec![Event::Closed {
                 why: CloseReason::Local
             }]
@@ -532,7 +536,7 @@ fn a_request_that_cannot_be_built_fails_once_and_is_not_retried() {
     assert_eq!(
         s.take(),
         (
-            vec![Transmit::Close { epoch: Epoch(1) }],
+            vec![Transmit::Close { epoch: Epoch(1) }, Transmit::End],
             vec![Event::Failed {
                 why: FailReason::InvalidRequest("x".repeat(256))
             }]
