@@ -859,12 +859,8 @@ impl PoolSim {
         }
         let ms = self.net.elapsed().as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
-        if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
-            let cut = self.transcript.len() - 8 * 1024;
-            let cut = self.transcript[cut..]
-                .find('\n')
-                .map_or(cut, |i| cut + i + 1);
-            self.transcript.drain(..cut);
+        if !self.keep_transcript {
+            crate::sim::keep_tail(&mut self.transcript);
         }
     }
 
@@ -900,6 +896,9 @@ impl Machine for PoolSim {
     }
 
     fn on_timeout(&mut self) {
+        if let Some((_, why)) = self.pool.poll_wake() {
+            self.line_raw("due", why.as_str());
+        }
         self.pool.handle_timeout(self.net.now());
         self.drain();
     }

@@ -517,13 +517,8 @@ impl Sim {
         }
         let ms = self.net.elapsed().as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
-        if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
-            // Keep only a tail, enough for an invariant failure to show what led to it.
-            let cut = self.transcript.len() - 8 * 1024;
-            let cut = self.transcript[cut..]
-                .find('\n')
-                .map_or(cut, |i| cut + i + 1);
-            self.transcript.drain(..cut);
+        if !self.keep_transcript {
+            keep_tail(&mut self.transcript);
         }
     }
 }
@@ -552,6 +547,9 @@ impl Machine for Sim {
 
     fn on_timeout(&mut self) {
         let now = self.net.now();
+        if let Some((_, why)) = self.session.poll_wake() {
+            self.line("due", why.as_str());
+        }
         self.session.handle_timeout(now);
         if self.check {
             self.invariants
@@ -626,4 +624,22 @@ pub(crate) fn abbreviate(frame: &str) -> String {
 fn short_id(hex: &str) -> String {
     let trimmed = hex.trim_start_matches('0');
     format!("ev#{}", if trimmed.is_empty() { "0" } else { trimmed })
+}
+
+/// Past 64 KiB, keep only the last 8 KiB of a transcript from a line start: enough for an
+/// invariant failure to show what led to it. A newline byte never sits inside a multi-byte
+/// character, so the cut is a character boundary whatever the frames held.
+pub(crate) fn keep_tail(transcript: &mut String) {
+    if transcript.len() <= 64 * 1024 {
+        return;
+    }
+    let from = transcript.len() - 8 * 1024;
+    let Some(newline) = transcript.as_bytes()[from..]
+        .iter()
+        .position(|&b| b == b'\n')
+    else {
+        transcript.clear();
+        return;
+    };
+    transcript.drain(..from + newline + 1);
 }

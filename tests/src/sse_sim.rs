@@ -313,6 +313,7 @@ impl SseSim {
     /// The driver wakes at `now` ([`SseSession::handle_timeout`]).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.observe(now);
+        self.log_wake();
         self.session.handle_timeout(now);
         self.drain(SseInput::Timeout);
     }
@@ -476,6 +477,13 @@ impl SseSim {
         Ok(())
     }
 
+    /// What the session's deadline is for, as the transcript's `due` line.
+    fn log_wake(&mut self) {
+        if let Some((_, why)) = self.session.poll_wake() {
+            self.log("due", why.as_str());
+        }
+    }
+
     fn log(&mut self, who: &str, what: &str) {
         let ms = self.net.elapsed().as_millis();
         let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
@@ -551,6 +559,7 @@ impl Machine for SseSim {
         if let Some(delivery) = self.server.poll(now) {
             self.deliver(delivery);
         } else if self.session.poll_timeout().is_some_and(|t| t <= now) {
+            self.log_wake();
             self.session.handle_timeout(now);
             self.drain(SseInput::Timeout);
         }
