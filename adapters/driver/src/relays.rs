@@ -178,9 +178,8 @@ impl<K: Key> Relays<K> {
         let Some(relay) = self.relays.get(&key) else {
             return;
         };
-        if !self.fetches.contains_key(&key) {
-            let fetch = future(&relay.url);
-            self.fetches.insert(key, fetch);
+        if let std::collections::btree_map::Entry::Vacant(slot) = self.fetches.entry(key) {
+            slot.insert(future(&relay.url));
         }
     }
 
