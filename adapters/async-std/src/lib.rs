@@ -74,6 +74,9 @@ mod spawn;
 mod ws;
 
 pub use event_source::EventSource;
+pub use http::HyperHttp;
+#[cfg(any(feature = "async-std", feature = "smol"))]
+pub use pool::pool;
 pub use pool::pool_with;
 pub use relay::RelayClient;
 pub use runtime::{AsyncIoRuntime, Sleep};

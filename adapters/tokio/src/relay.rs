@@ -67,8 +67,8 @@ impl RelayClient {
     pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
         let (handle, driver) = connect_relay(url, config, TokioRuntime::new(), Arc::new(TokioWs))?;
         // The relay's NIP-11 document over reqwest, bounded by `config.relay_info`.
-        let driver = match reqwest::Client::builder().build() {
-            Ok(client) => driver.with_relay_info(Arc::new(ReqwestHttp::new(client))),
+        let driver = match ReqwestHttp::default_client() {
+            Ok(http) => driver.with_relay_info(Arc::new(http)),
             Err(error) => {
                 tracing::warn!(%error, "no HTTP client: the relay information document is not fetched");
                 driver
@@ -104,9 +104,7 @@ pub async fn fetch_relay_info(
     relay_url: &str,
     policy: tether_driver::InfoPolicy,
 ) -> Result<Vec<u8>, tether_driver::InfoFetchError> {
-    let client = reqwest::Client::builder()
-        .build()
+    let http = ReqwestHttp::default_client()
         .map_err(|e| tether_driver::InfoFetchError::Request(e.to_string()))?;
-    let http = Arc::new(ReqwestHttp::new(client));
-    tether_driver::fetch_info(&TokioRuntime::new(), http, relay_url, policy).await
+    tether_driver::fetch_info(&TokioRuntime::new(), Arc::new(http), relay_url, policy).await
 }
