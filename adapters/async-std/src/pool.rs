@@ -15,7 +15,7 @@ use crate::ws::AsyncIoWs;
 /// `tether_tokio::pool`. Add relays with [`PoolHandle::add_relay`] and subscribe across all
 /// of them with [`PoolHandle::subscribe`].
 #[cfg(any(feature = "async-std", feature = "smol"))]
-#[must_use = "the pool's driver stops when every handle is dropped"]
+#[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
     pool_with(pool_config, config, &crate::DefaultSpawn::default())
 }
@@ -23,7 +23,7 @@ pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
 /// Like [`pool`], spawning the driver with `spawner` (for example `Smol` with the `smol`
 /// feature, or a closure handing the task to your own executor), as
 /// [`RelayClient::connect_with`](crate::RelayClient::connect_with) does for one relay.
-#[must_use = "the pool's driver stops when every handle is dropped"]
+#[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool_with(pool_config: PoolConfig, config: Config, spawner: &dyn Spawn) -> PoolHandle {
     let (handle, driver) = pool_driver(
         pool_config,

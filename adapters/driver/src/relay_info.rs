@@ -14,8 +14,10 @@ use tether_core::sse::Request;
 use crate::runtime::{BoxFuture, HttpConnect, Runtime};
 use crate::sse_request::RequestError;
 
-/// How a relay driver fetches the relay's information document.
+/// How a relay driver fetches the relay's information document. Start from
+/// [`InfoPolicy::default`], as for [`Config`](crate::Config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InfoPolicy {
     /// Fetch it at all (true).
     pub fetch: bool,

@@ -16,6 +16,7 @@ use crate::ws::TokioWs;
 ///
 /// # Panics
 /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
+#[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
     let (handle, driver) = pool_driver(pool_config, config, TokioRuntime::new(), Arc::new(TokioWs));
     // Each relay's NIP-11 document over reqwest, bounded by `config.relay_info`.

@@ -50,6 +50,7 @@ use crate::ConnectError;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
+#[must_use = "the connection closes once every handle and subscription is dropped"]
 pub struct RelayClient {
     handle: RelayHandle,
 }
@@ -60,7 +61,9 @@ impl RelayClient {
     /// once; the socket opens in the background.
     ///
     /// # Errors
-    /// [`ConnectError::InvalidUrl`] when `url` is not a WebSocket URL.
+    /// [`ConnectError::InvalidUrl`] when `url` breaks the URL rule
+    /// ([`check_ws_url`](tether_driver::check_ws_url): ws:// or wss://, a host, a port of
+    /// 1-65535 if one is written).
     ///
     /// # Panics
     /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).

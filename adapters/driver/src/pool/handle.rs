@@ -73,7 +73,8 @@ pub enum PoolItem {
 pub enum PoolClientError {
     /// The pool refused the call (unknown relay or subscription, bounds, invalid input).
     Pool(PoolError),
-    /// Not a ws:// or wss:// URL.
+    /// The URL breaks the rule of [`check_ws_url`](crate::check_ws_url) (scheme, host,
+    /// port): what is wrong.
     InvalidUrl(String),
     /// The driver is gone.
     Shutdown,
@@ -93,6 +94,7 @@ impl std::error::Error for PoolClientError {}
 
 /// A handle to a pool and the driver that serves it. Cheap to clone.
 #[derive(Clone, Debug)]
+#[must_use = "the pool's driver stops once every handle is dropped"]
 pub struct PoolHandle {
     pub(crate) commands: mpsc::Sender<PoolCommand>,
     pub(crate) subscription_capacity: usize,
@@ -103,6 +105,7 @@ pub struct PoolHandle {
 /// notices, auth, rate limits, learned limits, peer errors. A bounded channel: when the
 /// application does not read it, the driver stops reading sockets, as for subscriptions.
 #[derive(Debug)]
+#[must_use = "dropping PoolEvents discards relay events from then on"]
 pub struct PoolEvents {
     pub(crate) rx: mpsc::Receiver<(RelayId, SessionEvent)>,
 }
@@ -147,6 +150,7 @@ pub(crate) enum PoolCommand {
 
 impl PoolHandle {
     /// The relay-wide events, once (`None` after the first call).
+    #[must_use = "the stream can be taken only once; dropping it discards relay events"]
     pub fn events(&self) -> Option<PoolEvents> {
         self.events.lock().ok()?.take()
     }
@@ -155,7 +159,9 @@ impl PoolHandle {
     /// relay are replayed on it, paced and gated.
     ///
     /// # Errors
-    /// [`PoolClientError::Pool`] for an invalid URL or too many relays.
+    /// [`PoolClientError::InvalidUrl`] for a URL the relay clients would refuse
+    /// ([`check_ws_url`](crate::check_ws_url)), checked before the driver hears of it;
+    /// [`PoolClientError::Pool`] for too many relays.
     pub async fn add_relay(&self, url: &str) -> Result<RelayId, PoolClientError> {
         crate::check_ws_url(url).map_err(|e| PoolClientError::InvalidUrl(e.to_string()))?;
         let url = url.to_owned();
@@ -254,6 +260,7 @@ impl PoolHandle {
 
 /// One logical subscription: a `Stream` of [`PoolItem`]s. Dropping it unsubscribes.
 #[derive(Debug)]
+#[must_use = "dropping a PoolSubscription unsubscribes"]
 pub struct PoolSubscription {
     sub: SubId,
     items: mpsc::Receiver<PoolItem>,
