@@ -112,10 +112,8 @@ impl Client {
     async fn tether(urls: &[String], subs: usize) -> Client {
         use tether_tokio::tether_driver::verify::Verifier;
         use tether_tokio::{Config, Filter, PoolConfig, PoolItem};
-        let config = Config {
-            verifier: Some(Arc::new(Verifier::new())),
-            ..Config::default()
-        };
+        let mut config = Config::default();
+        config.verifier = Some(Arc::new(Verifier::new()));
         let mut pool_config = PoolConfig::default();
         pool_config.eose_deadline = Duration::from_secs(300);
         let pool = tether_tokio::pool(pool_config, config);

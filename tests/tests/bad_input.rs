@@ -141,10 +141,8 @@ impl Harness {
 }
 
 fn config() -> Config {
-    let mut config = Config {
-        seed: Some(9),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = Some(9);
     config.relay.link.reconnect = common::quick_reconnect(100, 400);
     config
 }
@@ -310,10 +308,8 @@ impl Signer for CountingSigner {
 #[tokio::test]
 async fn an_auth_challenge_loop_is_answered_at_most_once_each_and_latest_last() {
     let _serial = SERIAL.lock().await;
-    let config = Config {
-        signer: Some(Arc::new(CountingSigner(AtomicU64::new(0)))),
-        ..config()
-    };
+    let mut config = config();
+    config.signer = Some(Arc::new(CountingSigner(AtomicU64::new(0))));
     let mut h = Harness::start(RelayModel::with_events(3), config).await;
     let before = rss();
     h.flood((0..2_000).map(|i| format!(r#"["AUTH","loop-{i}"]"#)), 500)

@@ -99,10 +99,8 @@ async fn handler(State(server): State<Arc<Server>>, headers: HeaderMap) -> Respo
 }
 
 fn source(url: &str, idle_timeout: Duration, seed: u64) -> EventSource {
-    let mut config = EventSourceConfig {
-        seed: Some(seed),
-        ..EventSourceConfig::default()
-    };
+    let mut config = EventSourceConfig::default();
+    config.seed = Some(seed);
     config.sse.reconnect = common::quick_reconnect(200, 800);
     // Each stream lives ~3 s here; a longer stable period lets the delays grow.
     config.sse.stable_after = Duration::from_secs(30);

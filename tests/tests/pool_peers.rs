@@ -31,10 +31,8 @@ fn binary() -> Option<PathBuf> {
 }
 
 fn config(seed: u64) -> Config {
-    let mut config = Config {
-        seed: Some(seed),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = Some(seed);
     // Real time: reconnect within a second instead of 1-30 s.
     config.relay.link.reconnect = common::quick_reconnect(200, 800);
     config

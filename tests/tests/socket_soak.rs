@@ -31,10 +31,8 @@ struct Received {
 }
 
 fn config() -> Config {
-    let mut config = Config {
-        seed: Some(21),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = Some(21);
     config.relay.link.reconnect = common::quick_reconnect(100, 500);
     // A blackhole is found by the ping watchdog and a hung handshake by the connect timeout.
     config.relay.link.liveness = Liveness::Ping {

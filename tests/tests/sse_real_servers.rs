@@ -58,10 +58,8 @@ async fn an_mcp_tool_call_cut_mid_stream_resumes_with_get_and_last_event_id() {
     // event produced at that instant is stored but not sent.)
     let proxy = FaultProxy::start(server.addr()).await.unwrap();
     let call = count_call(&session, r#"{"to":10,"pause_after":[3,7],"pause":1.5}"#);
-    let mut config = EventSourceConfig {
-        seed: Some(18),
-        ..EventSourceConfig::default()
-    };
+    let mut config = EventSourceConfig::default();
+    config.seed = Some(18);
     config.sse.reconnect = common::quick_reconnect(2_500, 5_000);
     let url = format!("http://{}/mcp", proxy.addr());
     let mut events = EventSource::connect_request(&url, call, config).unwrap();
@@ -392,10 +390,8 @@ fn generation(extra: &str) -> Request {
 /// Reconnect delays of a few hundred milliseconds, should anything reconnect (nothing here
 /// may: a POST is never re-sent after its stream opened).
 fn quick_config(seed: u64) -> EventSourceConfig {
-    let mut config = EventSourceConfig {
-        seed: Some(seed),
-        ..EventSourceConfig::default()
-    };
+    let mut config = EventSourceConfig::default();
+    config.seed = Some(seed);
     config.sse.reconnect = common::quick_reconnect(200, 800);
     config
 }

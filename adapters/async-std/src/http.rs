@@ -7,6 +7,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -16,21 +17,31 @@ use http_body_util::Full;
 use hyper::body::{Body, Incoming};
 use hyper::client::conn::http1::{self, Connection};
 use hyper::header::HOST;
-use hyper::{Request, Uri};
+use hyper::Request;
 use smol_hyper::rt::FuturesIo;
 use tether_core::link::SocketLoss;
 use tether_core::sse::Request as SseRequest;
+use tether_driver::url::parse_http_url;
 use tether_driver::{
-    request_headers, retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse, RequestError,
+    request_headers, BoxFuture, ConnectError, DefaultHttp, HttpConnect, HttpError, HttpResponse,
+    RequestError,
 };
 
 use crate::net::{self, Conn};
+use crate::runtime::AsyncIoRuntime;
 
 type ClientConn = Connection<FuturesIo<Conn>, Full<Bytes>>;
 
-/// hyper, one connection per request (an SSE stream holds its connection for its life).
+/// hyper as tether's HTTP client (SSE streams, NIP-11 documents): one connection per
+/// request, since an SSE stream holds its connection for its life.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct HyperHttp;
+pub struct HyperHttp;
+
+impl DefaultHttp for AsyncIoRuntime {
+    fn default_http() -> Result<(Self, Arc<dyn HttpConnect>), ConnectError> {
+        Ok((AsyncIoRuntime::new(), Arc::new(HyperHttp)))
+    }
+}
 
 impl HttpConnect for HyperHttp {
     fn send(
@@ -46,34 +57,19 @@ impl HttpConnect for HyperHttp {
     }
 }
 
-/// Whether `url` is an http:// or https:// URL with a host, as [`HyperHttp`] needs.
-pub(crate) fn check_url(url: &str) -> Result<Uri, String> {
-    let uri: Uri = url.parse().map_err(|e| format!("{url}: {e}"))?;
-    if !matches!(uri.scheme_str(), Some("http" | "https")) {
-        return Err(format!("{url}: expected http:// or https://"));
-    }
-    if uri.host().is_none_or(str::is_empty) {
-        return Err(format!("{url}: no host"));
-    }
-    Ok(uri)
-}
-
 async fn send(
     url: &str,
     sse: &SseRequest,
     last_event_id: Option<&str>,
 ) -> Result<HttpResponse, RequestError> {
-    let uri = check_url(url).map_err(RequestError::Invalid)?;
-    let tls = uri.scheme_str() == Some("https");
-    let host = uri.host().unwrap_or_default();
-    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+    // The entry points checked the URL already; a document URL derived from a relay's comes
+    // through here unchecked.
+    let url = parse_http_url(url).map_err(|e| RequestError::Invalid(e.to_string()))?;
     // Built before connecting: a request that cannot be built must not cost a connection.
-    let authority = uri.authority().map_or(host, |a| a.as_str());
-    let path = uri.path_and_query().map_or("/", |p| p.as_str());
     let mut request = Request::builder()
         .method(sse.method.as_str())
-        .uri(path)
-        .header(HOST, authority);
+        .uri(url.path_and_query())
+        .header(HOST, url.authority());
     for (name, value) in request_headers(sse, last_event_id) {
         request = request.header(name, value);
     }
@@ -81,7 +77,9 @@ async fn send(
     let request = request
         .body(Full::new(Bytes::from(sse.body.clone())))
         .map_err(|e| RequestError::invalid(&e))?;
-    let conn = net::connect(host, port, tls).await.map_err(connect_error)?;
+    let conn = net::connect(url.host(), url.port(), url.secure())
+        .await
+        .map_err(connect_error)?;
     let (mut sender, mut connection) = http1::handshake(FuturesIo::new(conn))
         .await
         .map_err(hyper_error)?;
@@ -107,27 +105,17 @@ async fn send(
         response.as_mut().poll(cx).map_err(hyper_error)
     })
     .await?;
-    let header = |name: &str| {
-        response
-            .headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-    };
-    let content_type = header("content-type");
-    let retry_after = header("retry-after").as_deref().and_then(retry_after);
-    let status = response.status().as_u16();
+    let (head, body) = response.into_parts();
     let body = ConnBody {
         // A finished connection future is not polled again.
         connection: (!finished).then_some(connection),
-        body: response.into_body(),
+        body,
     };
-    Ok(HttpResponse {
-        status,
-        content_type,
-        retry_after,
-        body: Box::pin(body),
-    })
+    Ok(HttpResponse::from_head(
+        head.status,
+        &head.headers,
+        Box::pin(body),
+    ))
 }
 
 /// A failure to open the connection: a host that cannot be a TLS server name is the URL's

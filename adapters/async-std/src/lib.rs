@@ -2,8 +2,8 @@
 //! real HTTP, on async-std or smol.
 //!
 //! The same client surface as tether-tokio ([`RelayClient`], [`Subscription`] streams,
-//! [`publish`](RelayHandle::publish), [`Signer`], [`EventSource`]): switching runtime is a
-//! change of crate name. The protocol decisions are made by [tether-core](tether_core); the
+//! [`publish`](RelayHandle::publish), [`Signer`], [`EventSource`], [`pool`]): switching
+//! runtime is a change of crate name. The protocol decisions are made by [tether-core](tether_core); the
 //! handles, channels and drain loop are shared with every runtime in
 //! [tether-driver](tether_driver). This crate adds only what is runtime-specific, built on
 //! the crates async-std and smol share: timers from async-io ([`AsyncIoRuntime`]), sockets
@@ -74,6 +74,9 @@ mod spawn;
 mod ws;
 
 pub use event_source::EventSource;
+pub use http::HyperHttp;
+#[cfg(any(feature = "async-std", feature = "smol"))]
+pub use pool::pool;
 pub use pool::pool_with;
 pub use relay::RelayClient;
 pub use runtime::{AsyncIoRuntime, Sleep};

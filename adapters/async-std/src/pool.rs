@@ -1,4 +1,5 @@
-//! [`pool_with`]: many relays as one subscription, driven by one task of your executor.
+//! [`pool`] and [`pool_with`]: many relays as one subscription, driven by one task of your
+//! executor.
 
 use std::sync::Arc;
 
@@ -9,8 +10,20 @@ use crate::runtime::AsyncIoRuntime;
 use crate::spawn::Spawn;
 use crate::ws::AsyncIoWs;
 
-/// Start an empty relay pool, its driver spawned with `spawner` (async-std's, smol's or your
-/// own); the handle works as on tokio (see `tether_tokio::pool`).
+/// Start an empty relay pool, its driver spawned with [`DefaultSpawn`](crate::DefaultSpawn)
+/// (async-std's, or smol's without the `async-std` feature): the same entry as
+/// `tether_tokio::pool`. Add relays with [`PoolHandle::add_relay`] and subscribe across all
+/// of them with [`PoolHandle::subscribe`].
+#[cfg(any(feature = "async-std", feature = "smol"))]
+#[must_use = "the pool's driver stops once every handle is dropped"]
+pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
+    pool_with(pool_config, config, &crate::DefaultSpawn::default())
+}
+
+/// Like [`pool`], spawning the driver with `spawner` (for example `Smol` with the `smol`
+/// feature, or a closure handing the task to your own executor), as
+/// [`RelayClient::connect_with`](crate::RelayClient::connect_with) does for one relay.
+#[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool_with(pool_config: PoolConfig, config: Config, spawner: &dyn Spawn) -> PoolHandle {
     let (handle, driver) = pool_driver(
         pool_config,

@@ -51,6 +51,7 @@ use crate::ws::AsyncIoWs;
 /// # }
 /// ```
 #[derive(Clone, Debug)]
+#[must_use = "the connection closes once every handle and subscription is dropped"]
 pub struct RelayClient {
     handle: RelayHandle,
 }
@@ -63,7 +64,9 @@ impl RelayClient {
     /// feature).
     ///
     /// # Errors
-    /// [`ConnectError::InvalidUrl`] when `url` is not a WebSocket URL.
+    /// [`ConnectError::InvalidUrl`] when `url` breaks the URL rule
+    /// ([`check_ws_url`](tether_driver::check_ws_url): ws:// or wss://, a host, a port of
+    /// 1-65535 if one is written).
     #[cfg(any(feature = "async-std", feature = "smol"))]
     pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
         RelayClient::connect_with(url, config, &crate::DefaultSpawn::default())
@@ -73,7 +76,9 @@ impl RelayClient {
     /// `Smol` with the `smol` feature, or a closure handing the task to your own executor).
     ///
     /// # Errors
-    /// [`ConnectError::InvalidUrl`] when `url` is not a WebSocket URL.
+    /// [`ConnectError::InvalidUrl`] when `url` breaks the URL rule
+    /// ([`check_ws_url`](tether_driver::check_ws_url): ws:// or wss://, a host, a port of
+    /// 1-65535 if one is written).
     pub fn connect_with(
         url: &str,
         config: Config,

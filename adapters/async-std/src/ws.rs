@@ -6,6 +6,7 @@ use std::io;
 use async_tungstenite::tungstenite::client::IntoClientRequest;
 use async_tungstenite::tungstenite::error::UrlError;
 use async_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tether_driver::url::parse_ws_url;
 use tether_driver::{BoxFuture, BoxSocket, WsConnect, WsError};
 
 use crate::net;
@@ -23,16 +24,13 @@ impl WsConnect for AsyncIoWs {
             .max_message_size(Some(max_message))
             .max_frame_size(Some(max_message));
         Box::pin(async move {
+            // The entry points checked the URL already; the rule's port is the one to dial.
+            let target = parse_ws_url(&url)
+                .map_err(|e| WsError::Url(UrlError::UnableToConnect(e.to_string())))?;
             let request = url.into_client_request()?;
-            let uri = request.uri();
-            let tls = match uri.scheme_str() {
-                Some("wss") => true,
-                Some("ws") => false,
-                _ => return Err(WsError::Url(UrlError::UnsupportedUrlScheme)),
-            };
-            let host = uri.host().ok_or(WsError::Url(UrlError::NoHostName))?;
-            let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-            let conn = net::connect(host, port, tls).await.map_err(io_error)?;
+            let conn = net::connect(target.host(), target.port(), target.secure())
+                .await
+                .map_err(io_error)?;
             let (socket, _response) =
                 async_tungstenite::client_async_with_config(request, conn, Some(config)).await?;
             Ok(Box::pin(socket) as BoxSocket)

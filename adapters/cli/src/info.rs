@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tether_tokio::tether_core::nostr::{RelayConfig, RelayInfo, RelaySession};
-use tether_tokio::tether_driver::{info_url, InfoPolicy};
+use tether_tokio::tether_driver::{check_ws_url, info_url, InfoPolicy};
 
 use crate::output::{raw_json, JsonLines};
 use crate::{parse_secs, Failure};
@@ -56,11 +56,11 @@ enum Line<'a> {
 
 pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     let relay = args.relay.as_str();
+    // The relay clients' rule, and its message, before the URL is mapped to http(s)://.
+    check_ws_url(relay).map_err(|e| Failure::Usage(e.to_string()))?;
     let url = info_url(relay).map_err(|e| Failure::Usage(e.to_string()))?;
-    let policy = InfoPolicy {
-        timeout: args.timeout,
-        ..InfoPolicy::default()
-    };
+    let mut policy = InfoPolicy::default();
+    policy.timeout = args.timeout;
     let mut out = JsonLines::new();
     let fetched = tether_tokio::fetch_relay_info(relay, policy)
         .await

@@ -1,10 +1,13 @@
-//! JSON lines on stdout: one object per line, written and flushed as it happens.
+//! JSON lines on stdout: one object per line, written and flushed as it happens, and the
+//! field values every command's lines share.
 
 use std::borrow::Cow;
 use std::io::{self, Write};
 
 use serde::Serialize;
 use serde_json::value::RawValue;
+use tether_tokio::tether_core::link::SocketLoss;
+use tether_tokio::tether_core::nostr::Disconnect;
 
 /// Writes one JSON object per line to stdout.
 #[derive(Debug)]
@@ -50,4 +53,19 @@ pub(crate) fn raw_json(raw: &str) -> Cow<'_, RawValue> {
 /// Milliseconds, for the `*_ms` fields.
 pub(crate) fn millis(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// For `#[serde(skip_serializing_if = "is_zero")]`: a count of nothing is left out.
+pub(crate) fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// The `why` (and `close_code`) of a `disconnected` line, with one relay or several.
+pub(crate) fn disconnect_why(why: Disconnect) -> (&'static str, Option<u16>) {
+    match why {
+        Disconnect::Lost(loss @ SocketLoss::ClosedByPeer { code }) => (loss.as_str(), code),
+        Disconnect::Lost(loss) => (loss.as_str(), None),
+        Disconnect::Requested => ("requested", None),
+        _ => ("unknown", None),
+    }
 }

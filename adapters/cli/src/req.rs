@@ -7,15 +7,14 @@ use std::time::Duration;
 use futures_util::stream::{select_all, StreamExt};
 use serde::Serialize;
 use serde_json::value::RawValue;
-use tether_tokio::tether_core::link::SocketLoss;
-use tether_tokio::tether_core::nostr::{Disconnect, RelayConfig};
+use tether_tokio::tether_driver::check_ws_url;
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
 use tether_tokio::{
     Config, Filter, RelayClient, SessionEvent, SessionEvents, Signer, SubscriptionEvent,
     SubscriptionId,
 };
 
-use crate::output::{millis, raw_json, JsonLines};
+use crate::output::{disconnect_why, is_zero, millis, raw_json, JsonLines};
 use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
 use crate::signer::KeySigner;
 use crate::{parse_secs, stop_requested, Failure};
@@ -157,10 +156,6 @@ enum Line<'a> {
     },
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
 /// Run `tether req`.
 ///
 /// # Errors
@@ -172,6 +167,13 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         .iter()
         .take_while(|a| a.starts_with("ws://") || a.starts_with("wss://"))
         .count();
+    let mut relays = vec![args.url.clone()];
+    relays.extend(args.filters[..extra].iter().cloned());
+    // Every relay URL before anything starts: a port out of range would otherwise reach a
+    // socket as the default port and be retried forever.
+    for url in &relays {
+        check_ws_url(url).map_err(|e| Failure::Usage(e.to_string()))?;
+    }
     let filters = parse_filters(&args.filters[extra..])?;
     let signer = match &args.secret_key {
         Some(key) => {
@@ -179,22 +181,14 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         }
         None => None,
     };
-    let config = Config {
-        relay: {
-            let mut config = RelayConfig::default();
-            config.max_subscriptions = args.max_subscriptions;
-            config
-        },
-        seed: args.seed,
-        signer,
-        verifier: args
-            .verify
-            .then(|| Arc::new(Verifier::new()) as Arc<dyn Verify>),
-        ..Config::default()
-    };
-    if extra > 0 || args.verify {
-        let mut relays = vec![args.url.clone()];
-        relays.extend(args.filters[..extra].iter().cloned());
+    let mut config = Config::default();
+    config.relay.max_subscriptions = args.max_subscriptions;
+    config.seed = args.seed;
+    config.signer = signer;
+    config.verifier = args
+        .verify
+        .then(|| Arc::new(Verifier::new()) as Arc<dyn Verify>);
+    if relays.len() > 1 || args.verify {
         return crate::req_pool::run(crate::req_pool::PoolArgs {
             relays,
             filters,
@@ -384,16 +378,6 @@ impl Run {
                 Ok(())
             }
         }
-    }
-}
-
-/// The `why` (and `close_code`) of a `disconnected` line.
-pub(crate) fn disconnect_why(why: Disconnect) -> (&'static str, Option<u16>) {
-    match why {
-        Disconnect::Lost(loss @ SocketLoss::ClosedByPeer { code }) => (loss.as_str(), code),
-        Disconnect::Lost(loss) => (loss.as_str(), None),
-        Disconnect::Requested => ("requested", None),
-        _ => ("unknown", None),
     }
 }
 

@@ -15,9 +15,8 @@ use tether_tokio::{
     Config, Outcome, PoolConfig, PoolItem, RelayId, SessionEvent, SubscriptionEvent,
 };
 
-use crate::output::{millis, raw_json, JsonLines};
+use crate::output::{disconnect_why, is_zero, millis, raw_json, JsonLines};
 use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
-use crate::req::disconnect_why;
 use crate::{stop_requested, Failure};
 
 /// What the pool run needs from `tether req`'s arguments.
@@ -121,10 +120,6 @@ enum Line<'a> {
         #[serde(skip_serializing_if = "is_zero")]
         suppressed: u64,
     },
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 /// Run `tether req` over several relays.

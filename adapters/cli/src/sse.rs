@@ -9,10 +9,9 @@ use serde::Serialize;
 use tether_tokio::sse::{
     CloseReason, DropReason, EndReason, Event, FailReason, ParseError, Progress, Request, Resume,
 };
-use tether_tokio::tether_core::SseConfig;
-use tether_tokio::{EventSource, EventSourceConfig};
+use tether_tokio::{ConnectError, EventSource, EventSourceConfig};
 
-use crate::output::{millis, JsonLines};
+use crate::output::{is_zero, millis, JsonLines};
 use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
 use crate::{parse_secs, stop_requested, Failure};
 
@@ -145,20 +144,17 @@ enum Line<'a> {
 /// in a way retrying will not fix.
 pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     let request = build_request(&args)?;
-    let client = reqwest::Client::builder()
-        .build()
-        .map_err(|e| Failure::Failed(format!("HTTP client: {e}")))?;
-    let mut sse = SseConfig::default();
+    let mut config = EventSourceConfig::default();
     if let Some(idle) = args.idle_timeout {
-        sse.idle_timeout = (!idle.is_zero()).then_some(idle);
+        config.sse.idle_timeout = (!idle.is_zero()).then_some(idle);
     }
-    let config = EventSourceConfig {
-        sse,
-        seed: args.seed,
-    };
+    config.seed = args.seed;
     let stop = stop_requested()?;
-    let mut stream = EventSource::request_with_client(&args.url, request, config, client)
-        .map_err(|e| Failure::Usage(e.to_string()))?;
+    let mut stream =
+        EventSource::connect_request(&args.url, request, config).map_err(|e| match e {
+            ConnectError::InvalidUrl(_) => Failure::Usage(e.to_string()),
+            _ => Failure::Failed(e.to_string()),
+        })?;
     let mut out = JsonLines::new();
     let mut peer_errors = RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1));
     let mut stop = pin!(stop);
@@ -399,15 +395,12 @@ fn parse_resume(text: &str) -> Result<Resume, String> {
     }
 }
 
-/// The typed `why` of a `reconnecting` line.
+/// The typed `why` of a `reconnecting` line: the core's name for the drop, a network error
+/// named by its socket loss.
 fn drop_kind(why: DropReason) -> &'static str {
     match why {
-        DropReason::Status(_) => "status",
         DropReason::NetworkError(loss) => loss.as_str(),
-        DropReason::Eof => "eof",
-        DropReason::ConnectTimeout => "connect_timeout",
-        DropReason::IdleTimeout => "idle_timeout",
-        _ => "other",
+        other => other.as_str(),
     }
 }
 
@@ -440,10 +433,6 @@ fn peer_error(event: &Event, suppressed: u64) -> Option<Line<'static>> {
         excerpt: rate_limit::excerpt(&excerpt),
         suppressed,
     })
-}
-
-fn is_zero(n: &u64) -> bool {
-    *n == 0
 }
 
 fn closed_reason(why: CloseReason) -> &'static str {

@@ -538,6 +538,41 @@ async fn bad_urls_are_a_one_line_error_and_exit_2() {
     }
 }
 
+/// A port that is not 1-65535 used to be read as absent, and the socket dialled port 80.
+#[tokio::test]
+async fn bad_ports_are_a_usage_error_naming_the_port() {
+    for port in ["99999", "65536", "abc"] {
+        let relay = format!("ws://127.0.0.1:{port}/");
+        let endpoint = format!("http://127.0.0.1:{port}/events");
+        let mut runs = vec![
+            vec!["req".to_owned(), relay.clone()],
+            vec!["sse".to_owned(), endpoint],
+        ];
+        if !other_binary() {
+            // The pool path (a further relay is checked as the first is) and `tether info`
+            // are this binary's.
+            runs.push(vec![
+                "req".to_owned(),
+                "ws://127.0.0.1:1".to_owned(),
+                relay.clone(),
+            ]);
+            runs.push(vec!["info".to_owned(), relay.clone()]);
+        }
+        for args in runs {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let output = run(&args).await;
+            assert_usage_error(&output);
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert!(
+                stderr.contains(&format!("port {port}"))
+                    || stderr.contains(&format!("port \"{port}\"")),
+                "{args:?}: {}",
+                explain(&output)
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn bad_arguments_are_a_one_line_error_and_exit_2() {
     for args in [

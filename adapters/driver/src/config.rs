@@ -10,8 +10,13 @@ use crate::relay_info::InfoPolicy;
 use crate::signer::Signer;
 use crate::verify::Verify;
 
-/// Configuration of a relay client.
+/// Configuration of a relay client or pool.
+///
+/// Start from [`Config::default`] and set the fields you need (`let mut config =
+/// Config::default(); config.seed = Some(7);`): fields are added over time, so the struct
+/// cannot be built with a literal outside this crate.
 #[derive(Clone)]
+#[non_exhaustive]
 pub struct Config {
     /// The session's rules (retries, gate, replay, timeouts, bounds).
     pub relay: RelayConfig,
@@ -73,8 +78,10 @@ impl fmt::Debug for Config {
     }
 }
 
-/// Configuration of an SSE event source.
+/// Configuration of an SSE event source. Start from [`EventSourceConfig::default`], as for
+/// [`Config`].
 #[derive(Clone, Debug, Default)]
+#[non_exhaustive]
 pub struct EventSourceConfig {
     /// The session's rules (backoff, `Retry-After` cap, idle watchdog, bounds).
     pub sse: SseConfig,

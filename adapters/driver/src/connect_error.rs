@@ -2,8 +2,10 @@
 
 /// Why a client could not be created.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ConnectError {
-    /// The URL cannot be used (wrong scheme, no host, not a URL).
+    /// The URL cannot be used (wrong scheme, no host, a port outside 1-65535, not a URL;
+    /// see [`crate::url`]): the URL and what is wrong with it.
     InvalidUrl(String),
     /// The HTTP client could not be built (its TLS backend failed to initialise).
     Http(String),

@@ -13,8 +13,13 @@
 //!   Nostr relay connection. [`relay_driver`] builds the matching driver future, which the
 //!   runtime adapter spawns.
 //! - [`EventStream`]: a `Stream` of SSE events that drives an
-//!   [`SseSession`](tether_core::SseSession) as it is polled; [`sse_request`] has the
-//!   request headers and failure kinds every HTTP client shares.
+//!   [`SseSession`](tether_core::SseSession) as it is polled (a runtime crate's
+//!   `EventSource` is an `EventStream` on its runtime; [`EventStream::connect`] and
+//!   [`EventStream::open`] check the URL first); [`sse_request`] has the request headers and
+//!   failure kinds every HTTP client shares, [`HttpResponse::from_head`] reads a response
+//!   head.
+//! - [`url`]: the one URL rule every entry point applies (scheme, host, port), and
+//!   [`normalize_relay_url`], one spelling per relay.
 //! - [`Signer`]: how the application answers NIP-42 challenges without the driver holding keys.
 //! - [`Verify`]: how a pool checks events before the application hears them, on worker
 //!   threads (the `verify` feature supplies libsecp256k1's check).
@@ -39,6 +44,7 @@ mod config;
 mod connect_error;
 mod delivery;
 mod drive;
+mod event_source;
 mod heard;
 mod machine;
 pub mod pool;
@@ -51,17 +57,19 @@ mod runtime;
 mod signer;
 pub mod sse;
 pub mod sse_request;
+pub mod url;
 pub mod verify;
 mod wire;
 
 pub use config::{seed_or_random, Config, EventSourceConfig};
 pub use connect_error::ConnectError;
+pub use event_source::DefaultHttp;
 pub use pool::{
     pool_driver, PoolClientError, PoolDriver, PoolEvents, PoolHandle, PoolItem, PoolSubscription,
 };
 pub use relay::{
-    check_ws_url, connect_relay, relay_driver, ClientError, Published, Rejected, RelayEvent,
-    RelayHandle, SessionEvent, SessionEvents, Subscription, SubscriptionEvent,
+    connect_relay, relay_driver, ClientError, Published, Rejected, RelayEvent, RelayHandle,
+    SessionEvent, SessionEvents, Subscription, SubscriptionEvent,
 };
 pub use relay_info::{fetch_info, info_url, InfoFetchError, InfoPolicy};
 pub use retry_after::retry_after;
@@ -72,6 +80,7 @@ pub use runtime::{
 pub use signer::{Signer, SignerError};
 pub use sse::EventStream;
 pub use sse_request::{request_headers, RequestError};
+pub use url::{check_http_url, check_ws_url, normalize_relay_url};
 pub use verify::Verify;
 
 /// The core and protocol types an application meets through the handles.

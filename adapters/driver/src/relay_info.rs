@@ -14,8 +14,10 @@ use tether_core::sse::Request;
 use crate::runtime::{BoxFuture, HttpConnect, Runtime};
 use crate::sse_request::RequestError;
 
-/// How a relay driver fetches the relay's information document.
+/// How a relay driver fetches the relay's information document. Start from
+/// [`InfoPolicy::default`], as for [`Config`](crate::Config).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct InfoPolicy {
     /// Fetch it at all (true).
     pub fetch: bool,
@@ -46,7 +48,7 @@ impl Default for InfoPolicy {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum InfoFetchError {
-    /// The relay URL has no HTTP counterpart (not ws:// or wss://).
+    /// The relay URL has no HTTP counterpart (it is not a relay URL): what is wrong with it.
     Url(String),
     /// The request failed before a response head.
     Request(String),
@@ -66,7 +68,7 @@ pub enum InfoFetchError {
 impl fmt::Display for InfoFetchError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            InfoFetchError::Url(url) => write!(f, "{url}: no information document URL"),
+            InfoFetchError::Url(why) => write!(f, "no information document URL: {why}"),
             InfoFetchError::Request(why) => write!(f, "request failed: {why}"),
             InfoFetchError::Status(status) => write!(f, "HTTP status {status}"),
             InfoFetchError::TooLarge { max } => write!(f, "document larger than {max} bytes"),
@@ -82,19 +84,19 @@ impl std::error::Error for InfoFetchError {}
 /// the rest kept.
 ///
 /// # Errors
-/// [`InfoFetchError::Url`] for any other scheme.
+/// [`InfoFetchError::Url`] for a URL the relay clients would refuse
+/// ([`check_ws_url`](crate::check_ws_url)).
 pub fn info_url(relay_url: &str) -> Result<String, InfoFetchError> {
-    let (scheme, rest) = relay_url
-        .split_once("://")
-        .ok_or_else(|| InfoFetchError::Url(relay_url.to_owned()))?;
-    let http = if scheme.eq_ignore_ascii_case("ws") {
-        "http"
-    } else if scheme.eq_ignore_ascii_case("wss") {
-        "https"
+    let checked = crate::url::parse_ws_url(relay_url).map_err(|e| match e {
+        crate::ConnectError::InvalidUrl(why) => InfoFetchError::Url(why),
+        other => InfoFetchError::Url(other.to_string()),
+    })?;
+    let (http, rest) = if checked.secure() {
+        ("https", &relay_url["wss".len()..])
     } else {
-        return Err(InfoFetchError::Url(relay_url.to_owned()));
+        ("http", &relay_url["ws".len()..])
     };
-    Ok(format!("{http}://{rest}"))
+    Ok(format!("{http}{rest}"))
 }
 
 /// The request that asks for the document.
@@ -162,10 +164,10 @@ mod tests {
             "http://127.0.0.1:7777"
         );
         assert_eq!(
-            info_url("WSS://relay.example.com/path?x=1").unwrap(),
+            info_url("wss://relay.example.com/path?x=1").unwrap(),
             "https://relay.example.com/path?x=1"
         );
-        for bad in ["http://x", "relay.example.com", ""] {
+        for bad in ["http://x", "relay.example.com", "", "ws://127.0.0.1:99999"] {
             assert!(
                 matches!(info_url(bad), Err(InfoFetchError::Url(_))),
                 "{bad}"

@@ -1,5 +1,8 @@
 //! The runtime-specific part of an adapter, as three traits: a clock with sleeps, a WebSocket
 //! connector and an HTTP request for SSE.
+//!
+//! This module depends on [`sse_request`](crate::sse_request) (what an HTTP request carries
+//! and how it fails) and never the other way round.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,8 +21,8 @@ pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
 /// runtime's tungstenite binding).
 pub type WsError = tungstenite::Error;
 
-/// Why an HTTP request or body failed.
-pub type HttpError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub use crate::sse_request::HttpError;
+use crate::sse_request::RequestError;
 
 /// Time as the core sees it, and sleeps, from one runtime.
 ///
@@ -121,6 +124,25 @@ pub struct HttpResponse {
     pub body: Pin<Box<dyn Stream<Item = Result<bytes::Bytes, HttpError>> + Send>>,
 }
 
+impl HttpResponse {
+    /// A response as the SSE driver needs it, from the head every HTTP client built on the
+    /// `http` crate exposes (reqwest, hyper): the status, `Content-Type` when it is text, and
+    /// `Retry-After` converted by [`retry_after`](crate::retry_after).
+    pub fn from_head(
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        body: Pin<Box<dyn Stream<Item = Result<bytes::Bytes, HttpError>> + Send>>,
+    ) -> Self {
+        let header = |name| headers.get(name).and_then(|v| v.to_str().ok());
+        HttpResponse {
+            status: status.as_u16(),
+            content_type: header(http::header::CONTENT_TYPE).map(str::to_owned),
+            retry_after: header(http::header::RETRY_AFTER).and_then(crate::retry_after),
+            body,
+        }
+    }
+}
+
 impl std::fmt::Debug for HttpResponse {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HttpResponse")
@@ -136,11 +158,11 @@ pub trait HttpConnect: Send + Sync + 'static {
     /// Send `request` (its method and body, as given) to `url` with the
     /// [`request_headers`](crate::sse_request::request_headers) for `request` and
     /// `last_event_id`. A failure says whether the request could not be built or was lost on
-    /// the network, and why ([`RequestError`](crate::sse_request::RequestError)).
+    /// the network, and why ([`RequestError`]).
     fn send(
         &self,
         url: &str,
         request: &tether_core::sse::Request,
         last_event_id: Option<&str>,
-    ) -> BoxFuture<Result<HttpResponse, crate::sse_request::RequestError>>;
+    ) -> BoxFuture<Result<HttpResponse, RequestError>>;
 }

@@ -30,6 +30,7 @@ type Body = Pin<Box<dyn Stream<Item = Result<Bytes, HttpError>> + Send>>;
 ///
 /// It yields every [`Event`] of the session (open, messages, reconnecting, reconnected, parse
 /// errors) and ends after [`Event::Failed`], [`Event::Closed`] or [`Event::Ended`].
+#[must_use = "a stream does nothing unless polled"]
 pub struct EventStream<R: Runtime> {
     rt: R,
     http: Arc<dyn HttpConnect>,

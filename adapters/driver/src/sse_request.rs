@@ -8,7 +8,8 @@ use std::io;
 use tether_core::link::SocketLoss;
 use tether_core::sse::Request;
 
-use crate::runtime::HttpError;
+/// Why an HTTP request or body failed: the client's own error.
+pub type HttpError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// The headers an SSE request carries, in order: `Accept: text/event-stream` and
 /// `Cache-Control: no-cache` (an intermediary must not answer from a cache) unless the
@@ -49,6 +50,7 @@ pub fn request_headers<'a>(
 
 /// Why an SSE request produced no response head.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum RequestError {
     /// The client could not build the request (a header or URL it refuses). A local failure:
     /// the same request would fail again, so the session stops instead of retrying. The text

@@ -52,10 +52,8 @@ fn poll(driver: &mut (impl Future<Output = ()> + Unpin)) -> Poll<()> {
 fn a_due_timeout_runs_even_if_the_sleep_never_fires() {
     let rt = Crank::default();
     let ws = Arc::new(Refusing::default());
-    let config = Config {
-        seed: Some(1),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = Some(1);
     let (_handle, mut driver) = relay_driver("ws://test", config, rt.clone(), ws.clone());
     assert!(poll(&mut driver).is_pending());
     assert_eq!(ws.attempts.load(Ordering::SeqCst), 1);

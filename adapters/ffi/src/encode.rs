@@ -237,15 +237,12 @@ pub fn encode_sse_event(event: &sse::Event, out: &mut Vec<u8>) {
 }
 
 fn drop_fields(o: &mut Obj<'_>, why: DropReason) {
-    let (kind, status, loss) = match why {
-        DropReason::Status(status) => ("status", Some(u64::from(status)), None),
-        DropReason::NetworkError(loss) => ("network_error", None, Some(loss.as_str())),
-        DropReason::Eof => ("eof", None, None),
-        DropReason::ConnectTimeout => ("connect_timeout", None, None),
-        DropReason::IdleTimeout => ("idle_timeout", None, None),
-        _ => ("unknown", None, None),
+    let (status, loss) = match why {
+        DropReason::Status(status) => (Some(u64::from(status)), None),
+        DropReason::NetworkError(loss) => (None, Some(loss.as_str())),
+        _ => (None, None),
     };
-    o.str("drop", kind)
+    o.str("drop", why.as_str())
         .opt_num("status", status)
         .opt_str("loss", loss);
 }

@@ -45,6 +45,7 @@
 mod encode;
 mod outbuf;
 #[allow(unsafe_code)]
+#[macro_use]
 mod ptr;
 #[allow(unsafe_code)]
 pub mod relay;
@@ -132,12 +133,96 @@ impl Failure {
     }
 }
 
-/// What every handle keeps for [`ptr::guard`]: poisoning and the last error.
+/// What every handle keeps for [`ptr::guard`]: whether it is poisoned, and the last error.
+#[derive(Debug, Default)]
+struct Health {
+    poisoned: bool,
+    error: String,
+}
+
+impl Health {
+    fn poison(&mut self) {
+        self.poisoned = true;
+        self.error = "a call panicked; the handle is poisoned".to_owned();
+    }
+}
+
+/// A handle [`ptr::guard`] can run entry points on.
 trait Guarded {
-    fn poisoned(&self) -> bool;
-    fn poison(&mut self);
-    fn error(&self) -> &str;
-    fn set_error(&mut self, message: String);
+    fn health(&mut self) -> &mut Health;
+    fn health_ref(&self) -> &Health;
+}
+
+/// The code for a socket input's outcome: an epoch never handed out is
+/// [`TETHER_ERR_UNKNOWN_ID`], any other refusal [`TETHER_ERR_WRONG_STATE`].
+fn socket(result: Result<(), tether_core::SocketError>) -> Result<i32, Failure> {
+    result.map(|()| TETHER_OK).map_err(socket_failure)
+}
+
+fn socket_failure(e: tether_core::SocketError) -> Failure {
+    let code = match e {
+        tether_core::SocketError::UnknownEpoch(_) => TETHER_ERR_UNKNOWN_ID,
+        _ => TETHER_ERR_WRONG_STATE,
+    };
+    Failure::new(code, e.to_string())
+}
+
+/// Hand the held or next item to the host, keeping it when the buffer is too small.
+///
+/// # Safety
+/// As [`ptr::copy_out`].
+#[allow(unsafe_code)]
+unsafe fn deliver(
+    pending: &mut outbuf::Pending,
+    buf: *mut u8,
+    len: *mut usize,
+    next: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> Result<i32, Failure> {
+    if len.is_null() {
+        return Err(Failure::arg(TETHER_ERR_NULL, "len"));
+    }
+    let Some(item) = pending.get(next) else {
+        return Ok(TETHER_DONE);
+    };
+    // SAFETY: the contract is passed on.
+    let code = unsafe { ptr::copy_out(item, buf, len) };
+    match code {
+        TETHER_OK => {
+            pending.consume();
+            Ok(TETHER_OK)
+        }
+        TETHER_ERR_NULL => Err(Failure::arg(TETHER_ERR_NULL, "buf")),
+        other => Ok(other),
+    }
+}
+
+/// `*_poll_timeout`: the latest `now_ms` while output is `held` (the host must poll it
+/// first), else the session's `next` deadline, stored at `out_ms`; [`TETHER_DONE`] when
+/// there is neither.
+///
+/// # Safety
+/// `out_ms` is null or writable.
+#[allow(unsafe_code)]
+unsafe fn poll_timeout(
+    out_ms: *mut u64,
+    held: bool,
+    now: u64,
+    next: Option<tether_core::Instant>,
+) -> Result<i32, Failure> {
+    if out_ms.is_null() {
+        return Err(Failure::arg(TETHER_ERR_NULL, "out_ms"));
+    }
+    let deadline = if held {
+        Some(now)
+    } else {
+        next.map(millis_ceil)
+    };
+    let Some(deadline) = deadline else {
+        return Ok(TETHER_DONE);
+    };
+    // SAFETY: non-null and writable by this function's contract.
+    let _ = unsafe { ptr::write(out_ms, deadline) };
+    Ok(TETHER_OK)
 }
 
 /// The socket loss a host's `loss` code names; `None` for an unknown code.

@@ -3,8 +3,27 @@
 //! `extern "C"` entry points, whose own contracts pass the validity requirements on.
 
 use std::mem::size_of;
+use std::panic::UnwindSafe;
 
 use crate::{TETHER_ERR_BUFFER_TOO_SMALL, TETHER_ERR_NULL, TETHER_ERR_UTF8, TETHER_OK};
+
+/// The body of an entry point that acts on a handle: `guarded!(handle, |h| ...)` runs the
+/// closure under [`guard`] (null and poison checks, panics caught, failures recorded as the
+/// last error). Written once here so the 37 such entry points do not each repeat the unsafe
+/// call and its justification.
+///
+/// Use it only as the body of an `extern "C"` function whose `# Safety` section requires
+/// `handle` to be null or a live handle used by no other thread during the call.
+macro_rules! guarded {
+    ($handle:expr, $body:expr) => {{
+        // Bound outside the unsafe block, so the body's own unsafe operations still need
+        // (and carry) their own blocks and SAFETY comments.
+        let (handle, body) = ($handle, $body);
+        // SAFETY: the entry point's contract makes `handle` null or a live handle from its
+        // `*_new`, used by no other thread during the call: what `guard` requires.
+        unsafe { $crate::ptr::guard(handle, body) }
+    }};
+}
 
 /// The bytes at `ptr`: an empty slice for `len == 0` (any pointer, null included).
 ///
@@ -146,21 +165,18 @@ pub(crate) unsafe fn versioned<T: Copy>(
 /// Write the first `struct_size` bytes of `defaults` (this library's defaults, its own size
 /// in `struct_size`) over the host's struct at `config`, keeping the host's `struct_size`.
 /// Bytes past what this library knows are zeroed: no field there has a non-zero default.
+/// Returns the `*_config_default` code.
 ///
 /// # Safety
 /// As [`versioned`], for writes.
-pub(crate) unsafe fn write_versioned<T: Copy>(
-    config: *mut T,
-    defaults: T,
-    min_size: usize,
-) -> Result<(), i32> {
+pub(crate) unsafe fn write_versioned<T: Copy>(config: *mut T, defaults: T, min_size: usize) -> i32 {
     if config.is_null() {
-        return Err(TETHER_ERR_NULL);
+        return TETHER_ERR_NULL;
     }
     // SAFETY: the struct starts with its `u32` size, readable by this function's contract.
     let size = unsafe { config.cast::<u32>().read_unaligned() } as usize;
     if size < min_size {
-        return Err(crate::TETHER_ERR_INVALID_ARGUMENT);
+        return crate::TETHER_ERR_INVALID_ARGUMENT;
     }
     let ours = size_of::<T>();
     let known = size.min(ours);
@@ -177,7 +193,7 @@ pub(crate) unsafe fn write_versioned<T: Copy>(
     // The host's size stays: the struct is still the host's version.
     // SAFETY: as above.
     unsafe { config.cast::<u32>().write_unaligned(size as u32) };
-    Ok(())
+    TETHER_OK
 }
 
 /// Run one entry point on the handle at `handle`: null is [`TETHER_ERR_NULL`], a poisoned
@@ -196,7 +212,7 @@ pub(crate) unsafe fn guard<H: crate::Guarded>(
     let Some(h) = (unsafe { handle.as_mut() }) else {
         return TETHER_ERR_NULL;
     };
-    if h.poisoned() {
+    if h.health().poisoned {
         return crate::TETHER_ERR_POISONED;
     }
     // A panic leaves the session in an unknown state, so the handle is poisoned and never
@@ -206,38 +222,47 @@ pub(crate) unsafe fn guard<H: crate::Guarded>(
         Ok(Err(failure)) => {
             // SAFETY: as above; the closure's borrow ended.
             let h = unsafe { &mut *handle };
-            let code = failure.code;
-            h.set_error(failure.message);
-            code
+            h.health().error = failure.message;
+            failure.code
         }
         Err(_) => {
             // SAFETY: as above; the closure's borrow ended with the unwind.
             let h = unsafe { &mut *handle };
-            h.poison();
+            h.health().poison();
             crate::TETHER_ERR_PANIC
         }
     }
 }
 
-/// Move `value` to the heap and hand the host its pointer at `out`.
+/// A `*_new`: build the handle with `make` (a panic is [`crate::TETHER_ERR_PANIC`], an
+/// error its code), move it to the heap and hand the host its pointer at `out`.
 ///
 /// # Safety
 /// `out` is null or valid for a write of a pointer.
-pub(crate) unsafe fn hand_out<H>(out: *mut *mut H, value: H) -> i32 {
+pub(crate) unsafe fn construct<H>(
+    out: *mut *mut H,
+    make: impl FnOnce() -> Result<H, i32> + UnwindSafe,
+) -> i32 {
     if out.is_null() {
         return TETHER_ERR_NULL;
     }
-    let raw = Box::into_raw(Box::new(value));
-    // SAFETY: non-null and writable by this function's contract.
-    unsafe { out.write_unaligned(raw) };
-    TETHER_OK
+    match std::panic::catch_unwind(make) {
+        Ok(Ok(value)) => {
+            let raw = Box::into_raw(Box::new(value));
+            // SAFETY: non-null and writable by this function's contract.
+            unsafe { out.write_unaligned(raw) };
+            TETHER_OK
+        }
+        Ok(Err(code)) => code,
+        Err(_) => crate::TETHER_ERR_PANIC,
+    }
 }
 
-/// Take back and drop a handle from [`hand_out`]; null is a no-op. A panic in a destructor
+/// Take back and drop a handle from [`construct`]; null is a no-op. A panic in a destructor
 /// is caught (the memory may leak then, but never unwinds into the host).
 ///
 /// # Safety
-/// `handle` is null or a live handle from [`hand_out`], freed at most once.
+/// `handle` is null or a live handle from [`construct`], freed at most once.
 pub(crate) unsafe fn free<H>(handle: *mut H) {
     if handle.is_null() {
         return;
@@ -261,5 +286,5 @@ pub(crate) unsafe fn last_error<H: crate::Guarded>(
         return TETHER_ERR_NULL;
     };
     // SAFETY: the contract is passed on.
-    unsafe { copy_out(h.error().as_bytes(), buf, len) }
+    unsafe { copy_out(h.health_ref().error.as_bytes(), buf, len) }
 }

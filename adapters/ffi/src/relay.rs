@@ -11,13 +11,14 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use tether_core::nostr::RelaySession;
 use tether_core::nostr::{ChallengeId, Error, Filter, Priority, RelayConfig, SubscriptionId};
-use tether_core::{Epoch, GateScope, SocketError};
+use tether_core::{Epoch, GateScope};
 
 use crate::encode::{encode_relay_event, encode_relay_transmit};
 use crate::outbuf::Pending;
 use crate::{
-    instant, ptr, socket_loss, Failure, Guarded, TETHER_DONE, TETHER_ERR_INVALID_ARGUMENT,
-    TETHER_ERR_LIMIT, TETHER_ERR_NULL, TETHER_ERR_UNKNOWN_ID, TETHER_ERR_WRONG_STATE, TETHER_OK,
+    deliver, instant, ptr, socket, socket_loss, Failure, Guarded, Health,
+    TETHER_ERR_INVALID_ARGUMENT, TETHER_ERR_LIMIT, TETHER_ERR_NULL, TETHER_ERR_UNKNOWN_ID,
+    TETHER_ERR_WRONG_STATE, TETHER_OK,
 };
 
 /// Configuration of a relay session. Size-versioned: set `struct_size` to
@@ -94,23 +95,15 @@ pub struct TetherRelay {
     event: Pending,
     /// The latest `now_ms` seen: what `poll_timeout` says while output is held.
     now: u64,
-    poisoned: bool,
-    error: String,
+    health: Health,
 }
 
 impl Guarded for TetherRelay {
-    fn poisoned(&self) -> bool {
-        self.poisoned
+    fn health(&mut self) -> &mut Health {
+        &mut self.health
     }
-    fn poison(&mut self) {
-        self.poisoned = true;
-        self.error = "a call panicked; the handle is poisoned".to_owned();
-    }
-    fn error(&self) -> &str {
-        &self.error
-    }
-    fn set_error(&mut self, message: String) {
-        self.error = message;
+    fn health_ref(&self) -> &Health {
+        &self.health
     }
 }
 
@@ -132,10 +125,7 @@ impl TetherRelay {
 #[no_mangle]
 pub unsafe extern "C" fn tether_relay_config_default(config: *mut TetherRelayConfig) -> i32 {
     // SAFETY: the contract is the caller's.
-    match unsafe { ptr::write_versioned(config, TetherRelayConfig::defaults(), CONFIG_V1) } {
-        Ok(()) => TETHER_OK,
-        Err(code) => code,
-    }
+    unsafe { ptr::write_versioned(config, TetherRelayConfig::defaults(), CONFIG_V1) }
 }
 
 /// Create a disconnected relay session and store its handle at `out`.
@@ -151,28 +141,20 @@ pub unsafe extern "C" fn tether_relay_new(
     config: *const TetherRelayConfig,
     out: *mut *mut TetherRelay,
 ) -> i32 {
-    if out.is_null() {
-        return TETHER_ERR_NULL;
-    }
-    let made = std::panic::catch_unwind(|| {
+    let make = || {
         // SAFETY: the contract is the caller's.
         let host = unsafe { ptr::versioned(config, TetherRelayConfig::defaults(), CONFIG_V1) }?;
         let core = host.to_core().map_err(|f| f.code)?;
-        Ok::<_, i32>(TetherRelay {
+        Ok(TetherRelay {
             session: RelaySession::new(core, host.seed),
             transmit: Pending::default(),
             event: Pending::default(),
             now: 0,
-            poisoned: false,
-            error: String::new(),
+            health: Health::default(),
         })
-    });
-    match made {
-        // SAFETY: `out` is non-null and writable by the contract.
-        Ok(Ok(relay)) => unsafe { ptr::hand_out(out, relay) },
-        Ok(Err(code)) => code,
-        Err(_) => crate::TETHER_ERR_PANIC,
-    }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::construct(out, make) }
 }
 
 /// Free a session; null is a no-op. Poisoned handles are freed too.
@@ -213,13 +195,11 @@ pub unsafe extern "C" fn tether_relay_set_wall_clock(
     now_ms: u64,
     unix_secs: u64,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         r.session.set_wall_clock(now, unix_secs);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Start connecting, and keep reconnecting until [`tether_relay_disconnect`].
@@ -228,13 +208,11 @@ pub unsafe extern "C" fn tether_relay_set_wall_clock(
 /// As [`tether_relay_set_wall_clock`].
 #[no_mangle]
 pub unsafe extern "C" fn tether_relay_connect(relay: *mut TetherRelay, now_ms: u64) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         r.session.connect(now);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Stop: close the socket, cancel the reconnect and every retry (queued transmits are
@@ -244,15 +222,13 @@ pub unsafe extern "C" fn tether_relay_connect(relay: *mut TetherRelay, now_ms: u
 /// As [`tether_relay_set_wall_clock`].
 #[no_mangle]
 pub unsafe extern "C" fn tether_relay_disconnect(relay: *mut TetherRelay, now_ms: u64) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         // The core drops its queued transmits; one held for a larger buffer goes too.
         r.transmit.clear();
         r.session.disconnect(now);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Register a subscription: `filters` is a JSON array of NIP-01 filter objects (`len`
@@ -273,7 +249,7 @@ pub unsafe extern "C" fn tether_relay_subscribe(
     priority: i32,
     out_sub: *mut u64,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         if out_sub.is_null() {
             return Err(Failure::arg(TETHER_ERR_NULL, "out_sub"));
         }
@@ -298,9 +274,7 @@ pub unsafe extern "C" fn tether_relay_subscribe(
         // SAFETY: non-null (checked above) and writable by the contract.
         let _ = unsafe { ptr::write(out_sub, id.0) };
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Drop subscription `sub`; a CLOSE goes out if its REQ is open.
@@ -316,15 +290,13 @@ pub unsafe extern "C" fn tether_relay_unsubscribe(
     now_ms: u64,
     sub: u64,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         r.session
             .unsubscribe(now, SubscriptionId(sub))
             .map_err(|e| failure(&e))?;
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Publish a signed event (a JSON object, `len` bytes); its 32-byte id is written to
@@ -345,7 +317,7 @@ pub unsafe extern "C" fn tether_relay_publish(
     len: usize,
     out_id: *mut u8,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         // SAFETY: the contract is the caller's.
         let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
         let now = r.at(now_ms);
@@ -353,9 +325,7 @@ pub unsafe extern "C" fn tether_relay_publish(
         // SAFETY: null or writable by the contract.
         unsafe { ptr::write_opt(out_id.cast::<[u8; 32]>(), id.0) };
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Answer the NIP-42 challenge `challenge` (the `id` of an `auth_challenge` event) with a
@@ -376,7 +346,7 @@ pub unsafe extern "C" fn tether_relay_authenticate(
     len: usize,
     out_id: *mut u8,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         // SAFETY: the contract is the caller's.
         let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
         let now = r.at(now_ms);
@@ -387,9 +357,7 @@ pub unsafe extern "C" fn tether_relay_authenticate(
         // SAFETY: null or writable by the contract.
         unsafe { ptr::write_opt(out_id.cast::<[u8; 32]>(), id.0) };
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// The socket of `epoch` opened.
@@ -405,12 +373,10 @@ pub unsafe extern "C" fn tether_relay_handle_open(
     now_ms: u64,
     epoch: u64,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         socket(r.session.handle_open(now, Epoch(epoch)))
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// The socket of `epoch` closed or failed without the application asking: `loss` is a
@@ -430,7 +396,7 @@ pub unsafe extern "C" fn tether_relay_handle_close(
     loss: u32,
     close_code: i32,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let Some(loss) = socket_loss(loss, close_code) else {
             return Err(Failure::new(
                 TETHER_ERR_INVALID_ARGUMENT,
@@ -439,9 +405,7 @@ pub unsafe extern "C" fn tether_relay_handle_close(
         };
         let now = r.at(now_ms);
         socket(r.session.handle_close(now, Epoch(epoch), loss))
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// A text frame (`len` bytes of UTF-8) arrived on `epoch`. Malformed frames are the peer's
@@ -461,14 +425,12 @@ pub unsafe extern "C" fn tether_relay_handle_frame(
     text: *const u8,
     len: usize,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         // SAFETY: the contract is the caller's.
         let text = unsafe { ptr::text(text, len) }.map_err(|c| Failure::arg(c, "frame"))?;
         let now = r.at(now_ms);
         socket(r.session.handle_frame(now, Epoch(epoch), text))
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// A binary frame of `len` bytes arrived on `epoch` (counted and ignored: NIP-01 is text).
@@ -482,12 +444,10 @@ pub unsafe extern "C" fn tether_relay_handle_binary(
     epoch: u64,
     len: usize,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         socket(r.session.handle_binary(now, Epoch(epoch), len))
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// A pong (or ping) arrived on `epoch`.
@@ -500,12 +460,10 @@ pub unsafe extern "C" fn tether_relay_handle_pong(
     now_ms: u64,
     epoch: u64,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         socket(r.session.handle_pong(now, Epoch(epoch)))
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// The host stopped (`paused` non-zero) or resumed reading the socket, for backpressure;
@@ -519,13 +477,11 @@ pub unsafe extern "C" fn tether_relay_handle_read_paused(
     now_ms: u64,
     paused: u32,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         r.session.handle_read_paused(now, paused != 0);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Time passed: fire what is due at `now_ms` (a fresh reading, not the deadline slept to).
@@ -534,13 +490,11 @@ pub unsafe extern "C" fn tether_relay_handle_read_paused(
 /// As [`tether_relay_set_wall_clock`].
 #[no_mangle]
 pub unsafe extern "C" fn tether_relay_handle_timeout(relay: *mut TetherRelay, now_ms: u64) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let now = r.at(now_ms);
         r.session.handle_timeout(now);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Take the next transmit (a JSON object, see the crate docs) into `buf` of capacity `*len`.
@@ -557,7 +511,7 @@ pub unsafe extern "C" fn tether_relay_poll_transmit(
     buf: *mut u8,
     len: *mut usize,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let TetherRelay {
             session, transmit, ..
         } = r;
@@ -570,9 +524,7 @@ pub unsafe extern "C" fn tether_relay_poll_transmit(
                     .is_some()
             })
         }
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// Take the next event (a JSON object, see the crate docs) into `buf` of capacity `*len`.
@@ -588,7 +540,7 @@ pub unsafe extern "C" fn tether_relay_poll_event(
     buf: *mut u8,
     len: *mut usize,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
+    guarded!(relay, |r: &mut TetherRelay| {
         let TetherRelay { session, event, .. } = r;
         // SAFETY: the contract is the caller's.
         unsafe {
@@ -599,9 +551,7 @@ pub unsafe extern "C" fn tether_relay_poll_event(
                     .is_some()
             })
         }
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
+    })
 }
 
 /// When to call [`tether_relay_handle_timeout`] next, in `now_ms` milliseconds, stored at
@@ -617,62 +567,10 @@ pub unsafe extern "C" fn tether_relay_poll_timeout(
     relay: *mut TetherRelay,
     out_ms: *mut u64,
 ) -> i32 {
-    let call = |r: &mut TetherRelay| {
-        if out_ms.is_null() {
-            return Err(Failure::arg(TETHER_ERR_NULL, "out_ms"));
-        }
-        let deadline = if r.transmit.is_ready() || r.event.is_ready() {
-            Some(r.now)
-        } else {
-            r.session.poll_timeout().map(crate::millis_ceil)
-        };
-        let Some(deadline) = deadline else {
-            return Ok(TETHER_DONE);
-        };
-        // SAFETY: non-null and writable by the contract.
-        let _ = unsafe { ptr::write(out_ms, deadline) };
-        Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(relay, call) }
-}
-
-/// Hand the held or next item to the host, keeping it when the buffer is too small.
-///
-/// # Safety
-/// As [`ptr::copy_out`].
-pub(crate) unsafe fn deliver(
-    pending: &mut Pending,
-    buf: *mut u8,
-    len: *mut usize,
-    next: impl FnOnce(&mut Vec<u8>) -> bool,
-) -> Result<i32, Failure> {
-    if len.is_null() {
-        return Err(Failure::arg(TETHER_ERR_NULL, "len"));
-    }
-    let Some(item) = pending.get(next) else {
-        return Ok(TETHER_DONE);
-    };
-    // SAFETY: the contract is passed on.
-    let code = unsafe { ptr::copy_out(item, buf, len) };
-    match code {
-        TETHER_OK => {
-            pending.consume();
-            Ok(TETHER_OK)
-        }
-        TETHER_ERR_NULL => Err(Failure::arg(TETHER_ERR_NULL, "buf")),
-        other => Ok(other),
-    }
-}
-
-/// The code for a socket input's outcome.
-fn socket(result: Result<(), SocketError>) -> Result<i32, Failure> {
-    result.map(|()| TETHER_OK).map_err(|e| {
-        let code = match e {
-            SocketError::UnknownEpoch(_) => TETHER_ERR_UNKNOWN_ID,
-            _ => TETHER_ERR_WRONG_STATE,
-        };
-        Failure::new(code, e.to_string())
+    guarded!(relay, |r: &mut TetherRelay| {
+        let held = r.transmit.is_ready() || r.event.is_ready();
+        // SAFETY: the contract is the caller's.
+        unsafe { crate::poll_timeout(out_ms, held, r.now, r.session.poll_timeout()) }
     })
 }
 

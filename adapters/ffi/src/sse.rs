@@ -9,14 +9,13 @@ use std::mem::size_of;
 use std::time::{Duration, UNIX_EPOCH};
 
 use tether_core::sse::{parse_retry_after, SseConfig, SseSession};
-use tether_core::{Epoch, SocketError};
+use tether_core::Epoch;
 
 use crate::encode::{encode_sse_event, encode_sse_transmit};
 use crate::outbuf::Pending;
-use crate::relay::deliver;
 use crate::{
-    instant, ptr, socket_loss, Failure, Guarded, TETHER_DONE, TETHER_ERR_INVALID_ARGUMENT,
-    TETHER_ERR_NULL, TETHER_ERR_UNKNOWN_ID, TETHER_ERR_WRONG_STATE, TETHER_OK,
+    deliver, instant, ptr, socket, socket_failure, socket_loss, Failure, Guarded, Health,
+    TETHER_ERR_INVALID_ARGUMENT, TETHER_ERR_NULL, TETHER_OK,
 };
 
 /// Configuration of an SSE session; size-versioned like
@@ -76,23 +75,15 @@ pub struct TetherSse {
     /// `(now_ms, unix_secs)` from [`tether_sse_set_wall_clock`]: turns an HTTP-date
     /// `Retry-After` into a delay.
     wall: Option<(u64, u64)>,
-    poisoned: bool,
-    error: String,
+    health: Health,
 }
 
 impl Guarded for TetherSse {
-    fn poisoned(&self) -> bool {
-        self.poisoned
+    fn health(&mut self) -> &mut Health {
+        &mut self.health
     }
-    fn poison(&mut self) {
-        self.poisoned = true;
-        self.error = "a call panicked; the handle is poisoned".to_owned();
-    }
-    fn error(&self) -> &str {
-        &self.error
-    }
-    fn set_error(&mut self, message: String) {
-        self.error = message;
+    fn health_ref(&self) -> &Health {
+        &self.health
     }
 }
 
@@ -126,10 +117,7 @@ impl TetherSse {
 #[no_mangle]
 pub unsafe extern "C" fn tether_sse_config_default(config: *mut TetherSseConfig) -> i32 {
     // SAFETY: the contract is the caller's.
-    match unsafe { ptr::write_versioned(config, TetherSseConfig::defaults(), CONFIG_V1) } {
-        Ok(()) => TETHER_OK,
-        Err(code) => code,
-    }
+    unsafe { ptr::write_versioned(config, TetherSseConfig::defaults(), CONFIG_V1) }
 }
 
 /// Create an idle SSE session and store its handle at `out`.
@@ -144,29 +132,21 @@ pub unsafe extern "C" fn tether_sse_new(
     config: *const TetherSseConfig,
     out: *mut *mut TetherSse,
 ) -> i32 {
-    if out.is_null() {
-        return TETHER_ERR_NULL;
-    }
-    let made = std::panic::catch_unwind(|| {
+    let make = || {
         // SAFETY: the contract is the caller's.
         let host = unsafe { ptr::versioned(config, TetherSseConfig::defaults(), CONFIG_V1) }?;
         let core = host.to_core()?;
-        Ok::<_, i32>(TetherSse {
+        Ok(TetherSse {
             session: SseSession::new(core, host.seed),
             transmit: Pending::default(),
             event: Pending::default(),
             now: 0,
             wall: None,
-            poisoned: false,
-            error: String::new(),
+            health: Health::default(),
         })
-    });
-    match made {
-        // SAFETY: `out` is non-null and writable by the contract.
-        Ok(Ok(sse)) => unsafe { ptr::hand_out(out, sse) },
-        Ok(Err(code)) => code,
-        Err(_) => crate::TETHER_ERR_PANIC,
-    }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::construct(out, make) }
 }
 
 /// Free a session; null is a no-op.
@@ -210,16 +190,14 @@ pub unsafe extern "C" fn tether_sse_last_event_id(
     buf: *mut u8,
     len: *mut usize,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         // SAFETY: the contract is the caller's.
         let code = unsafe { ptr::copy_out(s.session.last_event_id().as_bytes(), buf, len) };
         match code {
             TETHER_ERR_NULL => Err(Failure::arg(TETHER_ERR_NULL, "buf or len")),
             code => Ok(code),
         }
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// The wall clock read `unix_secs` at `now_ms`: used only to turn an HTTP-date
@@ -233,13 +211,11 @@ pub unsafe extern "C" fn tether_sse_set_wall_clock(
     now_ms: u64,
     unix_secs: u64,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         s.at(now_ms);
         s.wall = Some((now_ms, unix_secs));
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// The application wants the stream: asks for a request unless one is open or pending.
@@ -248,13 +224,11 @@ pub unsafe extern "C" fn tether_sse_set_wall_clock(
 /// As [`tether_sse_set_wall_clock`].
 #[no_mangle]
 pub unsafe extern "C" fn tether_sse_connect(sse: *mut TetherSse, now_ms: u64) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         let now = s.at(now_ms);
         s.session.connect(now);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// The application no longer wants the stream: aborts the request, ends with `closed`.
@@ -263,13 +237,11 @@ pub unsafe extern "C" fn tether_sse_connect(sse: *mut TetherSse, now_ms: u64) ->
 /// As [`tether_sse_set_wall_clock`].
 #[no_mangle]
 pub unsafe extern "C" fn tether_sse_disconnect(sse: *mut TetherSse, now_ms: u64) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         let now = s.at(now_ms);
         s.session.disconnect(now);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// The response head of `epoch` arrived: HTTP `status`, the `Content-Type` header
@@ -292,7 +264,7 @@ pub unsafe extern "C" fn tether_sse_handle_response(
     retry_after: *const u8,
     retry_after_len: usize,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         // SAFETY: the contract is the caller's.
         let content_type = unsafe { ptr::opt_text(content_type, content_type_len) }
             .map_err(|c| Failure::arg(c, "content_type"))?;
@@ -305,9 +277,7 @@ pub unsafe extern "C" fn tether_sse_handle_response(
             s.session
                 .handle_response(now, Epoch(epoch), status, content_type, retry_after),
         )
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// Body bytes of `epoch` arrived; how many were consumed goes to `out_consumed`: all unless
@@ -328,7 +298,7 @@ pub unsafe extern "C" fn tether_sse_handle_bytes(
     len: usize,
     out_consumed: *mut usize,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         if out_consumed.is_null() {
             return Err(Failure::arg(TETHER_ERR_NULL, "out_consumed"));
         }
@@ -342,9 +312,7 @@ pub unsafe extern "C" fn tether_sse_handle_bytes(
         // SAFETY: non-null and writable by the contract.
         let _ = unsafe { ptr::write(out_consumed, consumed) };
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// The body of `epoch` ended cleanly; the session reconnects after backoff.
@@ -357,12 +325,10 @@ pub unsafe extern "C" fn tether_sse_handle_eof(
     now_ms: u64,
     epoch: u64,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         let now = s.at(now_ms);
         socket(s.session.handle_eof(now, Epoch(epoch)))
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// The request or body of `epoch` failed on the network (`loss`, a `TETHER_LOSS_*` code).
@@ -379,7 +345,7 @@ pub unsafe extern "C" fn tether_sse_handle_error(
     epoch: u64,
     loss: u32,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         let Some(loss) = socket_loss(loss, -1) else {
             return Err(Failure::new(
                 TETHER_ERR_INVALID_ARGUMENT,
@@ -388,9 +354,7 @@ pub unsafe extern "C" fn tether_sse_handle_error(
         };
         let now = s.at(now_ms);
         socket(s.session.handle_error(now, Epoch(epoch), loss))
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// The host could not build the request of `epoch` (`detail`, UTF-8, says why): the
@@ -406,14 +370,12 @@ pub unsafe extern "C" fn tether_sse_handle_request_invalid(
     detail: *const u8,
     len: usize,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         // SAFETY: the contract is the caller's.
         let detail = unsafe { ptr::text(detail, len) }.map_err(|c| Failure::arg(c, "detail"))?;
         let now = s.at(now_ms);
         socket(s.session.handle_request_invalid(now, Epoch(epoch), detail))
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// The host stopped (`paused` non-zero) or resumed reading the body.
@@ -426,13 +388,11 @@ pub unsafe extern "C" fn tether_sse_handle_read_paused(
     now_ms: u64,
     paused: u32,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         let now = s.at(now_ms);
         s.session.handle_read_paused(now, paused != 0);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// Act on any deadline passed at `now_ms`.
@@ -441,13 +401,11 @@ pub unsafe extern "C" fn tether_sse_handle_read_paused(
 /// As [`tether_sse_set_wall_clock`].
 #[no_mangle]
 pub unsafe extern "C" fn tether_sse_handle_timeout(sse: *mut TetherSse, now_ms: u64) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         let now = s.at(now_ms);
         s.session.handle_timeout(now);
         Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// Take the next transmit into `buf` (capacity `*len`), as
@@ -461,7 +419,7 @@ pub unsafe extern "C" fn tether_sse_poll_transmit(
     buf: *mut u8,
     len: *mut usize,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         let TetherSse {
             session, transmit, ..
         } = s;
@@ -474,9 +432,7 @@ pub unsafe extern "C" fn tether_sse_poll_transmit(
                     .is_some()
             })
         }
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// Take the next event into `buf` (capacity `*len`).
@@ -489,7 +445,7 @@ pub unsafe extern "C" fn tether_sse_poll_event(
     buf: *mut u8,
     len: *mut usize,
 ) -> i32 {
-    let call = |s: &mut TetherSse| {
+    guarded!(sse, |s: &mut TetherSse| {
         let TetherSse { session, event, .. } = s;
         // SAFETY: the contract is the caller's.
         unsafe {
@@ -500,9 +456,7 @@ pub unsafe extern "C" fn tether_sse_poll_event(
                     .is_some()
             })
         }
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
+    })
 }
 
 /// When to call [`tether_sse_handle_timeout`] next, stored at `out_ms`.
@@ -514,34 +468,9 @@ pub unsafe extern "C" fn tether_sse_poll_event(
 /// As [`tether_sse_set_wall_clock`]; `out_ms` writable.
 #[no_mangle]
 pub unsafe extern "C" fn tether_sse_poll_timeout(sse: *mut TetherSse, out_ms: *mut u64) -> i32 {
-    let call = |s: &mut TetherSse| {
-        if out_ms.is_null() {
-            return Err(Failure::arg(TETHER_ERR_NULL, "out_ms"));
-        }
-        let deadline = if s.transmit.is_ready() || s.event.is_ready() {
-            Some(s.now)
-        } else {
-            s.session.poll_timeout().map(crate::millis_ceil)
-        };
-        let Some(deadline) = deadline else {
-            return Ok(TETHER_DONE);
-        };
-        // SAFETY: non-null and writable by the contract.
-        let _ = unsafe { ptr::write(out_ms, deadline) };
-        Ok(TETHER_OK)
-    };
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::guard(sse, call) }
-}
-
-fn socket(result: Result<(), SocketError>) -> Result<i32, Failure> {
-    result.map(|()| TETHER_OK).map_err(socket_failure)
-}
-
-fn socket_failure(e: SocketError) -> Failure {
-    let code = match e {
-        SocketError::UnknownEpoch(_) => TETHER_ERR_UNKNOWN_ID,
-        _ => TETHER_ERR_WRONG_STATE,
-    };
-    Failure::new(code, e.to_string())
+    guarded!(sse, |s: &mut TetherSse| {
+        let held = s.transmit.is_ready() || s.event.is_ready();
+        // SAFETY: the contract is the caller's.
+        unsafe { crate::poll_timeout(out_ms, held, s.now, s.session.poll_timeout()) }
+    })
 }

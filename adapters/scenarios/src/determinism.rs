@@ -32,10 +32,8 @@ pub async fn transcript<H: Harness>(seed: u64) -> Vec<String> {
         hint: true,
     });
     let relay = H::on_server(TestRelay::start(model)).await.unwrap();
-    let mut config = Config {
-        seed: Some(seed),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = Some(seed);
     config.relay.link.reconnect.base = Duration::from_millis(100);
     // The NIP-11 fetch runs beside the socket: when it ends depends on the runtime.
     config.relay_info.fetch = false;

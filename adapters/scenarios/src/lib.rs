@@ -117,6 +117,7 @@ macro_rules! suite {
                     a_dead_relay_never_stalls_the_others_and_the_outcome_says_so,
                     verification_drops_forgeries_and_counts_them_against_their_relay,
                     each_relay_of_a_pool_gets_its_information_document,
+                    the_same_relay_given_twice_is_one_relay,
                 ]
             );
         }

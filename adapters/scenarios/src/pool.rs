@@ -213,3 +213,41 @@ pub async fn each_relay_of_a_pool_gets_its_information_document<H: Harness>() {
     assert_eq!(with.log().info_requests.len(), 1);
     assert_eq!(without.log().info_requests.len(), 1);
 }
+
+/// A relay URL given twice, spelled differently (a trailing slash), is one relay: one id,
+/// one socket, one REQ.
+pub async fn the_same_relay_given_twice_is_one_relay<H: Harness>() {
+    let relay = H::on_server(TestRelay::start(RelayModel::with_events(2)))
+        .await
+        .unwrap();
+    let mut pool_config = PoolConfig::default();
+    pool_config.relay = config().relay;
+    let pool = H::pool(pool_config, config());
+    let url = relay.url();
+    let first = pool.add_relay(&url).await.unwrap();
+    let again = pool.add_relay(&format!("{url}/")).await.unwrap();
+    assert_eq!(again, first);
+    let mut sub = pool
+        .subscribe(vec![Filter::new(r#"{"kinds":[1]}"#).unwrap()])
+        .await
+        .unwrap();
+    let mut events = 0;
+    loop {
+        let item = within::<H, _>(Duration::from_secs(10), sub.next())
+            .await
+            .expect("an item within 10 s")
+            .expect("the subscription goes on");
+        match item {
+            PoolItem::Event { .. } => events += 1,
+            PoolItem::Complete(outcome) => {
+                assert_eq!(outcome, Outcome::Complete);
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(events, 2);
+    let log = relay.log();
+    assert_eq!(log.accepted.len(), 1, "one socket");
+    assert_eq!(log.frames("REQ").count(), 1, "one REQ");
+}

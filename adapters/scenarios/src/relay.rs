@@ -32,10 +32,8 @@ pub const REPLAY_PAUSE: Duration = Duration::from_millis(200);
 
 /// The scenarios' client configuration: seed 7 and the core's defaults with short delays.
 pub fn config() -> Config {
-    let mut config = Config {
-        seed: Some(7),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = Some(7);
     let link = &mut config.relay.link;
     link.reconnect.base = RECONNECT_BASE;
     link.liveness = Liveness::Ping {
@@ -364,13 +362,9 @@ pub async fn auth_required_relay_with_a_signer<H: Harness>() {
     let mut model = RelayModel::with_events(2);
     model.auth_required = true;
     let relay = start::<H>(model).await;
-    let client = H::relay(
-        &relay.url(),
-        Config {
-            signer: Some(Arc::new(FakeSigner)),
-            ..config()
-        },
-    );
+    let mut config = config();
+    config.signer = Some(Arc::new(FakeSigner));
+    let client = H::relay(&relay.url(), config);
     let mut events = client.events().unwrap();
     let mut sub = client.subscribe(kind1()).await.unwrap();
     next_matching::<H, _, _>(&mut events, Duration::from_secs(10), |e| {
@@ -541,13 +535,9 @@ pub async fn a_slow_reader_holds_the_relay_back_and_loses_nothing<H: Harness>() 
         model.events.push(event);
     }
     let relay = start::<H>(model).await;
-    let client = H::relay(
-        &relay.url(),
-        Config {
-            subscription_capacity: 8,
-            ..config()
-        },
-    );
+    let mut config = config();
+    config.subscription_capacity = 8;
+    let client = H::relay(&relay.url(), config);
     let mut sub = client.subscribe(kind1()).await.unwrap();
     assert!(matches!(
         sub.next().await,

@@ -19,10 +19,8 @@ pub const IDLE_TIMEOUT: Duration = Duration::from_millis(300);
 
 /// The scenarios' stream configuration: seed 3 and the core's defaults with short delays.
 pub fn config() -> EventSourceConfig {
-    let mut config = EventSourceConfig {
-        seed: Some(3),
-        ..EventSourceConfig::default()
-    };
+    let mut config = EventSourceConfig::default();
+    config.seed = Some(3);
     config.sse.reconnect.base = RECONNECT_BASE;
     config.sse.idle_timeout = Some(IDLE_TIMEOUT);
     config

@@ -1,28 +1,20 @@
 //! [`EventSource`]: an SSE stream over reqwest.
 
-use std::ops::{Deref, DerefMut};
-use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use tether_driver::EventStream;
 
-use futures_util::Stream;
-use tether_core::sse::{Event, Request};
-use tether_driver::{EventSourceConfig, EventStream};
-
-use crate::http::ReqwestHttp;
 use crate::runtime::TokioRuntime;
-use crate::ConnectError;
 
 /// A Server-Sent Events stream kept alive across drops, over reqwest with rustls.
 ///
-/// The runtime-independent stream is [`EventStream`], which this derefs to (last event ID,
-/// counters, `close`). Sends `Accept: text/event-stream` and, after a drop, `Last-Event-ID`; hands the status,
-/// content type and `Retry-After` of every response to the core and streams the body into
-/// it. Yields every [`Event`]: [`Open`](Event::Open), [`Message`](Event::Message)s,
-/// [`Reconnecting`](Event::Reconnecting), [`Reconnected`](Event::Reconnected) (run one
-/// catch-up fetch), and ends after [`Failed`](Event::Failed), [`Closed`](Event::Closed) or
-/// [`Ended`](Event::Ended).
-/// Nothing runs in the background: the body is read as the stream is polled.
+/// The runtime-independent [`EventStream`] on tokio's clock: open one with
+/// [`EventSource::connect`] (a GET) or [`EventSource::connect_request`] (any method, headers,
+/// body), or with your own reqwest client through [`EventSource::open`] and
+/// [`ReqwestHttp`](crate::ReqwestHttp). Sends `Accept: text/event-stream` and, after a drop,
+/// `Last-Event-ID`; hands the status, content type and `Retry-After` of every response to
+/// the core and streams the body into it. Yields every [`Event`](crate::sse::Event):
+/// `Open`, `Message`s, `Reconnecting`, `Reconnected` (run one catch-up fetch), and ends
+/// after `Failed`, `Closed` or `Ended`. Nothing runs in the background: the body is read as
+/// the stream is polled.
 ///
 /// # Example
 ///
@@ -53,100 +45,23 @@ use crate::ConnectError;
 /// assert_eq!((message.data.as_str(), message.id.as_str()), ("hello", "1"));
 /// # Ok(()) }
 /// ```
-#[derive(Debug)]
-pub struct EventSource {
-    inner: EventStream<TokioRuntime>,
-}
-
-impl EventSource {
-    /// Start streaming `url` (http:// or https://). Returns at once; the request starts
-    /// when the stream is first polled.
-    ///
-    /// # Errors
-    /// [`ConnectError::InvalidUrl`] for a URL reqwest cannot use, [`ConnectError::Http`] if
-    /// the HTTP client cannot be built.
-    pub fn connect(url: &str, config: EventSourceConfig) -> Result<EventSource, ConnectError> {
-        let client = reqwest::Client::builder()
-            .build()
-            .map_err(|e| ConnectError::Http(e.to_string()))?;
-        EventSource::with_client(url, config, client)
-    }
-
-    /// Like [`EventSource::connect`] with your own reqwest client (proxy, extra headers,
-    /// custom roots). Do not give it an overall request timeout: the stream is meant to stay
-    /// open, and the core's idle watchdog judges liveness.
-    ///
-    /// # Errors
-    /// [`ConnectError::InvalidUrl`] for a URL reqwest cannot use.
-    pub fn with_client(
-        url: &str,
-        config: EventSourceConfig,
-        client: reqwest::Client,
-    ) -> Result<EventSource, ConnectError> {
-        EventSource::request_with_client(url, Request::get(), config, client)
-    }
-
-    /// Stream the events `request` to `url` answers with: a POST with headers and a body
-    /// (an LLM generation, an MCP call), sent again only where the core's retry-safety rules
-    /// allow ([`tether_core::sse::request`]), resumed as its [`Resume`](crate::sse::Resume)
-    /// policy says, and ended by its [`EndRules`](crate::sse::EndRules) (`[DONE]`). Returns at once.
-    ///
-    /// # Errors
-    /// As [`EventSource::connect`].
-    pub fn connect_request(
-        url: &str,
-        request: Request,
-        config: EventSourceConfig,
-    ) -> Result<EventSource, ConnectError> {
-        let client = reqwest::Client::builder()
-            .build()
-            .map_err(|e| ConnectError::Http(e.to_string()))?;
-        EventSource::request_with_client(url, request, config, client)
-    }
-
-    /// [`EventSource::connect_request`] with your own reqwest client (see
-    /// [`EventSource::with_client`]).
-    ///
-    /// # Errors
-    /// [`ConnectError::InvalidUrl`] for a URL reqwest cannot use.
-    pub fn request_with_client(
-        url: &str,
-        request: Request,
-        config: EventSourceConfig,
-        client: reqwest::Client,
-    ) -> Result<EventSource, ConnectError> {
-        let parsed =
-            reqwest::Url::parse(url).map_err(|e| ConnectError::InvalidUrl(e.to_string()))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(ConnectError::InvalidUrl(format!(
-                "{url}: expected http:// or https://"
-            )));
-        }
-        let http = Arc::new(ReqwestHttp::new(client));
-        Ok(EventSource {
-            inner: EventStream::with_request(url, request, config, TokioRuntime::new(), http),
-        })
-    }
-}
-
-impl Deref for EventSource {
-    type Target = EventStream<TokioRuntime>;
-
-    fn deref(&self) -> &Self::Target {
-        &self.inner
-    }
-}
-
-impl DerefMut for EventSource {
-    fn deref_mut(&mut self) -> &mut Self::Target {
-        &mut self.inner
-    }
-}
-
-impl Stream for EventSource {
-    type Item = Event;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
-        Pin::new(&mut self.inner).poll_next(cx)
-    }
-}
+///
+/// With your own reqwest client (a proxy, extra roots; no overall request timeout):
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use tether_tokio::{sse, EventSource, EventSourceConfig, ReqwestHttp, TokioRuntime};
+///
+/// # fn run(client: reqwest::Client) -> Result<(), tether_tokio::ConnectError> {
+/// let http = Arc::new(ReqwestHttp::new(client));
+/// let events = EventSource::open(
+///     "https://example.com/events",
+///     sse::Request::get(),
+///     EventSourceConfig::default(),
+///     TokioRuntime::new(),
+///     http,
+/// )?;
+/// # drop(events);
+/// # Ok(()) }
+/// ```
+pub type EventSource = EventStream<TokioRuntime>;

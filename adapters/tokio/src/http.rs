@@ -1,24 +1,47 @@
 //! The SSE request through reqwest (rustls).
 
+use std::sync::Arc;
+
 use futures_util::{StreamExt, TryStreamExt};
 use tether_core::link::SocketLoss;
 use tether_core::sse::Request;
 use tether_driver::sse_request::connect_loss;
 use tether_driver::{
-    request_headers, retry_after, BoxFuture, HttpConnect, HttpError, HttpResponse, RequestError,
+    request_headers, BoxFuture, ConnectError, DefaultHttp, HttpConnect, HttpError, HttpResponse,
+    RequestError,
 };
 
-/// reqwest, set up for long-lived event streams.
+use crate::runtime::TokioRuntime;
+
+/// reqwest as tether's HTTP client (SSE streams, NIP-11 documents).
 #[derive(Clone, Debug)]
-pub(crate) struct ReqwestHttp {
+pub struct ReqwestHttp {
     client: reqwest::Client,
 }
 
 impl ReqwestHttp {
-    /// `client` should have no overall timeout: the stream is meant to stay open. Liveness
-    /// is the core's idle watchdog; connecting is bounded by its connect timeout.
-    pub(crate) fn new(client: reqwest::Client) -> Self {
+    /// Send through `client`. It should have no overall timeout: a stream is meant to stay
+    /// open. Liveness is the core's idle watchdog; connecting is bounded by its connect
+    /// timeout.
+    pub fn new(client: reqwest::Client) -> Self {
         ReqwestHttp { client }
+    }
+
+    /// A default reqwest client (rustls with the webpki roots).
+    pub(crate) fn default_client() -> Result<Self, ConnectError> {
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| ConnectError::Http(e.to_string()))?;
+        Ok(ReqwestHttp::new(client))
+    }
+}
+
+impl DefaultHttp for TokioRuntime {
+    fn default_http() -> Result<(Self, Arc<dyn HttpConnect>), ConnectError> {
+        Ok((
+            TokioRuntime::new(),
+            Arc::new(ReqwestHttp::default_client()?),
+        ))
     }
 }
 
@@ -47,25 +70,11 @@ impl HttpConnect for ReqwestHttp {
         let request = builder;
         Box::pin(async move {
             let response = request.send().await.map_err(classify)?;
-            let header = |name: &str| {
-                response
-                    .headers()
-                    .get(name)
-                    .and_then(|v| v.to_str().ok())
-                    .map(str::to_owned)
-            };
-            let content_type = header("content-type");
-            let retry_after = header("retry-after").as_deref().and_then(retry_after);
-            let status = response.status().as_u16();
+            let (status, headers) = (response.status(), response.headers().clone());
             let body = response
                 .bytes_stream()
                 .map_err(|e| Box::new(e) as HttpError);
-            Ok(HttpResponse {
-                status,
-                content_type,
-                retry_after,
-                body: body.boxed(),
-            })
+            Ok(HttpResponse::from_head(status, &headers, body.boxed()))
         })
     }
 }

@@ -54,6 +54,7 @@ mod runtime;
 mod ws;
 
 pub use event_source::EventSource;
+pub use http::ReqwestHttp;
 pub use pool::pool;
 pub use relay::{fetch_relay_info, RelayClient};
 pub use runtime::TokioRuntime;

@@ -16,11 +16,12 @@ use crate::ws::TokioWs;
 ///
 /// # Panics
 /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
+#[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
     let (handle, driver) = pool_driver(pool_config, config, TokioRuntime::new(), Arc::new(TokioWs));
     // Each relay's NIP-11 document over reqwest, bounded by `config.relay_info`.
-    let driver = match reqwest::Client::builder().build() {
-        Ok(client) => driver.with_relay_info(Arc::new(crate::http::ReqwestHttp::new(client))),
+    let driver = match crate::http::ReqwestHttp::default_client() {
+        Ok(http) => driver.with_relay_info(Arc::new(http)),
         Err(error) => {
             tracing::warn!(%error, "no HTTP client: relay information documents are not fetched");
             driver

@@ -50,6 +50,7 @@ use crate::ConnectError;
 /// # Ok(()) }
 /// ```
 #[derive(Clone, Debug)]
+#[must_use = "the connection closes once every handle and subscription is dropped"]
 pub struct RelayClient {
     handle: RelayHandle,
 }
@@ -60,15 +61,17 @@ impl RelayClient {
     /// once; the socket opens in the background.
     ///
     /// # Errors
-    /// [`ConnectError::InvalidUrl`] when `url` is not a WebSocket URL.
+    /// [`ConnectError::InvalidUrl`] when `url` breaks the URL rule
+    /// ([`check_ws_url`](tether_driver::check_ws_url): ws:// or wss://, a host, a port of
+    /// 1-65535 if one is written).
     ///
     /// # Panics
     /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
     pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
         let (handle, driver) = connect_relay(url, config, TokioRuntime::new(), Arc::new(TokioWs))?;
         // The relay's NIP-11 document over reqwest, bounded by `config.relay_info`.
-        let driver = match reqwest::Client::builder().build() {
-            Ok(client) => driver.with_relay_info(Arc::new(ReqwestHttp::new(client))),
+        let driver = match ReqwestHttp::default_client() {
+            Ok(http) => driver.with_relay_info(Arc::new(http)),
             Err(error) => {
                 tracing::warn!(%error, "no HTTP client: the relay information document is not fetched");
                 driver
@@ -104,9 +107,7 @@ pub async fn fetch_relay_info(
     relay_url: &str,
     policy: tether_driver::InfoPolicy,
 ) -> Result<Vec<u8>, tether_driver::InfoFetchError> {
-    let client = reqwest::Client::builder()
-        .build()
+    let http = ReqwestHttp::default_client()
         .map_err(|e| tether_driver::InfoFetchError::Request(e.to_string()))?;
-    let http = Arc::new(ReqwestHttp::new(client));
-    tether_driver::fetch_info(&TokioRuntime::new(), http, relay_url, policy).await
+    tether_driver::fetch_info(&TokioRuntime::new(), Arc::new(http), relay_url, policy).await
 }

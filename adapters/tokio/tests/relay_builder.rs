@@ -19,10 +19,9 @@ async fn start(builder: RelayBuilder) -> (LocalRelay, String) {
 }
 
 fn config() -> Config {
-    Config {
-        seed: Some(11),
-        ..Config::default()
-    }
+    let mut config = Config::default();
+    config.seed = Some(11);
+    config
 }
 
 fn notes() -> Vec<Filter> {
@@ -117,14 +116,9 @@ async fn nip42_auth_completes_then_reads_and_writes_succeed() {
     }))
     .await;
     let keys = Keys::generate();
-    let client = RelayClient::connect(
-        &url,
-        Config {
-            signer: Some(Arc::new(KeySigner(keys.clone()))),
-            ..config()
-        },
-    )
-    .unwrap();
+    let mut config = config();
+    config.signer = Some(Arc::new(KeySigner(keys.clone())));
+    let client = RelayClient::connect(&url, config).unwrap();
     let mut events = client.events().unwrap();
     let mut sub = client.subscribe(notes()).await.unwrap();
     next_matching(&mut events, Duration::from_secs(10), |e| {

@@ -17,10 +17,8 @@ fn notes() -> Vec<Filter> {
 }
 
 fn config() -> Config {
-    let mut config = Config {
-        seed: Some(3),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = Some(3);
     config.relay_info.timeout = Duration::from_secs(1);
     config
 }

@@ -105,6 +105,16 @@ def test_usage_errors_are_one_line_and_exit_2():
         assert done.stderr.startswith("tether: ") and done.stderr.count("\n") == 1, done.stderr
 
 
+def test_a_port_out_of_range_is_a_usage_error_not_endless_retries():
+    for url in ("ws://127.0.0.1:99999/", "ws://127.0.0.1:65536", "ws://127.0.0.1:abc/"):
+        done = run("req", url)
+        assert done.returncode == 2, (url, done)
+        assert done.stderr.startswith(f"tether: invalid URL: {url}: port"), done.stderr
+    done = run("sse", "http://127.0.0.1:0/events")
+    assert done.returncode == 2, done
+    assert "port 0 is not in 1-65535" in done.stderr, done.stderr
+
+
 def note(n: int, data: str) -> str:
     return f"retry: 500\nevent: note\nid: {n}\ndata: {data}\n\n"
 

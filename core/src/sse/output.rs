@@ -124,6 +124,21 @@ pub enum DropReason {
     IdleTimeout,
 }
 
+impl DropReason {
+    /// A stable snake_case name of the kind, for logs, JSON lines and the C ABI: `status`,
+    /// `network_error`, `eof`, `connect_timeout` or `idle_timeout` (the status code and the
+    /// socket loss are the variant's data).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DropReason::Status(_) => "status",
+            DropReason::NetworkError(_) => "network_error",
+            DropReason::Eof => "eof",
+            DropReason::ConnectTimeout => "connect_timeout",
+            DropReason::IdleTimeout => "idle_timeout",
+        }
+    }
+}
+
 /// Why the session gave up.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

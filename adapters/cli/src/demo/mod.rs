@@ -72,11 +72,9 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     let relay = HostileRelay::start()
         .await
         .map_err(|e| Failure::Failed(format!("cannot start the demo relay: {e}")))?;
-    let config = Config {
-        seed: args.seed,
-        signer: Some(Arc::new(KeySigner::generate())),
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = args.seed;
+    config.signer = Some(Arc::new(KeySigner::generate()));
     let bound = config.relay.closed_retry.max_attempts.unwrap_or(u32::MAX);
     let client = RelayClient::connect(&relay.url(), config)
         .map_err(|e| Failure::Failed(format!("demo relay URL: {e}")))?;

@@ -100,10 +100,8 @@ pub(crate) async fn run(
         (Role::Silent, relay_with(1..=30)),
         (Role::Flapper, relay_with(25..=30)),
     ];
-    let mut config = Config {
-        seed,
-        ..Config::default()
-    };
+    let mut config = Config::default();
+    config.seed = seed;
     // Reconnect in a quarter second rather than a second, so two flaps fit in seconds.
     config.relay.link.reconnect = BackoffPolicy {
         base: Duration::from_millis(250),

@@ -66,6 +66,7 @@ pub fn pool_driver<R: Runtime>(
             workers,
             to_verify: VecDeque::new(),
             by_url: BTreeMap::new(),
+            url_of: BTreeMap::new(),
         },
         delivery: Delivery::new(relay_events, slot),
         commands,
@@ -128,8 +129,10 @@ pub(crate) struct PoolApp {
     /// asked for that they have no room for yet.
     workers: Option<Workers>,
     to_verify: VecDeque<VerifyRequest>,
-    /// Relays by URL: the same relay given twice is one relay.
+    /// Relays by normalised URL (`normalize_relay_url`): the same relay given twice is one
+    /// relay.
     by_url: BTreeMap<Arc<str>, RelayId>,
+    url_of: BTreeMap<RelayId, Arc<str>>,
 }
 
 impl PoolApp {
@@ -140,8 +143,8 @@ impl PoolApp {
         relay: RelayId,
     ) -> Result<(), PoolError> {
         let result = parts.machine.remove_relay(now, relay);
-        if let Some(url) = parts.relays.url(relay) {
-            self.by_url.remove(url);
+        if let Some(key) = self.url_of.remove(&relay) {
+            self.by_url.remove(&key);
         }
         parts.relays.remove(relay);
         result
@@ -162,9 +165,8 @@ impl App for PoolApp {
 
     fn command(&mut self, parts: &mut Parts<Self>, now: Instant, command: PoolCommand) {
         match command {
-            PoolCommand::AddRelay { url, reply } => {
-                let url: Arc<str> = Arc::from(url.as_str());
-                if let Some(&relay) = self.by_url.get(&url) {
+            PoolCommand::AddRelay { url, key, reply } => {
+                if let Some(&relay) = self.by_url.get(key.as_str()) {
                     debug!(%url, %relay, "relay already in the pool");
                     let _ = reply.send(Ok(relay));
                     return;
@@ -172,8 +174,10 @@ impl App for PoolApp {
                 let result = parts.machine.add_relay(now);
                 if let Ok(relay) = result {
                     debug!(%url, %relay, "relay added");
-                    parts.relays.add(relay, Arc::clone(&url));
-                    self.by_url.insert(url, relay);
+                    parts.relays.add(relay, Arc::from(url.as_str()));
+                    let key: Arc<str> = Arc::from(key.as_str());
+                    self.by_url.insert(Arc::clone(&key), relay);
+                    self.url_of.insert(relay, key);
                 }
                 let _ = reply.send(result);
             }

@@ -73,7 +73,8 @@ pub enum PoolItem {
 pub enum PoolClientError {
     /// The pool refused the call (unknown relay or subscription, bounds, invalid input).
     Pool(PoolError),
-    /// Not a ws:// or wss:// URL.
+    /// The URL breaks the rule of [`check_ws_url`](crate::check_ws_url) (scheme, host,
+    /// port): what is wrong.
     InvalidUrl(String),
     /// The driver is gone.
     Shutdown,
@@ -93,6 +94,7 @@ impl std::error::Error for PoolClientError {}
 
 /// A handle to a pool and the driver that serves it. Cheap to clone.
 #[derive(Clone, Debug)]
+#[must_use = "the pool's driver stops once every handle is dropped"]
 pub struct PoolHandle {
     pub(crate) commands: mpsc::Sender<PoolCommand>,
     pub(crate) subscription_capacity: usize,
@@ -103,6 +105,7 @@ pub struct PoolHandle {
 /// notices, auth, rate limits, learned limits, peer errors. A bounded channel: when the
 /// application does not read it, the driver stops reading sockets, as for subscriptions.
 #[derive(Debug)]
+#[must_use = "dropping PoolEvents discards relay events from then on"]
 pub struct PoolEvents {
     pub(crate) rx: mpsc::Receiver<(RelayId, SessionEvent)>,
 }
@@ -118,6 +121,8 @@ impl Stream for PoolEvents {
 pub(crate) enum PoolCommand {
     AddRelay {
         url: String,
+        /// `url` normalised: one relay per key.
+        key: String,
         reply: oneshot::Sender<Result<RelayId, PoolError>>,
     },
     RemoveRelay {
@@ -147,19 +152,26 @@ pub(crate) enum PoolCommand {
 
 impl PoolHandle {
     /// The relay-wide events, once (`None` after the first call).
+    #[must_use = "the stream can be taken only once; dropping it discards relay events"]
     pub fn events(&self) -> Option<PoolEvents> {
         self.events.lock().ok()?.take()
     }
 
     /// Add a relay (ws:// or wss://) and start connecting to it; subscriptions on every
-    /// relay are replayed on it, paced and gated.
+    /// relay are replayed on it, paced and gated. The same relay given again, spelled the
+    /// same after [`normalize_relay_url`](crate::normalize_relay_url) (case of scheme and
+    /// host, default port, trailing slash), is the relay already held: its id is returned
+    /// and no second socket opens.
     ///
     /// # Errors
-    /// [`PoolClientError::Pool`] for an invalid URL or too many relays.
+    /// [`PoolClientError::InvalidUrl`] for a URL the relay clients would refuse
+    /// ([`check_ws_url`](crate::check_ws_url)), checked before the driver hears of it;
+    /// [`PoolClientError::Pool`] for too many relays.
     pub async fn add_relay(&self, url: &str) -> Result<RelayId, PoolClientError> {
-        crate::check_ws_url(url).map_err(|e| PoolClientError::InvalidUrl(e.to_string()))?;
+        let key = crate::normalize_relay_url(url)
+            .map_err(|e| PoolClientError::InvalidUrl(e.to_string()))?;
         let url = url.to_owned();
-        self.call(|reply| PoolCommand::AddRelay { url, reply })
+        self.call(|reply| PoolCommand::AddRelay { url, key, reply })
             .await?
             .map_err(PoolClientError::Pool)
     }
@@ -254,6 +266,7 @@ impl PoolHandle {
 
 /// One logical subscription: a `Stream` of [`PoolItem`]s. Dropping it unsubscribes.
 #[derive(Debug)]
+#[must_use = "dropping a PoolSubscription unsubscribes"]
 pub struct PoolSubscription {
     sub: SubId,
     items: mpsc::Receiver<PoolItem>,

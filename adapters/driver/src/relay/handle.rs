@@ -24,6 +24,7 @@ use crate::signer::SignerError;
 /// answer. When the driver is gone (every handle and subscription dropped, or the runtime
 /// shut down) they return [`ClientError::Shutdown`] / [`Rejected::Shutdown`].
 #[derive(Clone)]
+#[must_use = "the driver stops once every handle and subscription is dropped"]
 pub struct RelayHandle {
     pub(crate) commands: mpsc::Sender<Command>,
     pub(crate) session: Arc<Mutex<Option<SessionEvents>>>,
@@ -35,6 +36,7 @@ pub struct RelayHandle {
 ///
 /// Dropping it unsubscribes. If it is not read, its channel fills and the driver stops
 /// reading the socket (backpressure): read every subscription you keep.
+#[must_use = "dropping a Subscription unsubscribes"]
 pub struct Subscription {
     id: SubscriptionId,
     events: mpsc::Receiver<SubscriptionEvent>,
@@ -48,6 +50,7 @@ pub struct Subscription {
 /// [`Config::session_capacity`](crate::Config::session_capacity) and then dropped; once taken,
 /// a full channel holds the driver back like a subscription does. Dropping it discards
 /// session events from then on.
+#[must_use = "dropping SessionEvents discards session events from then on"]
 pub struct SessionEvents {
     events: mpsc::Receiver<SessionEvent>,
 }
@@ -167,6 +170,7 @@ pub struct Published {
 
 /// Why a publish did not succeed.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Rejected {
     /// The relay refused it, or no OK came in time on any attempt.
     Relay {
@@ -183,6 +187,7 @@ pub enum Rejected {
 
 /// A handle call that failed.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum ClientError {
     /// The session refused the call (unknown subscription, no filters, not connected, ...).
     Session(Error),
@@ -296,6 +301,7 @@ impl RelayHandle {
     }
 
     /// Take the session-level event stream; `None` if it was taken already.
+    #[must_use = "the stream can be taken only once; dropping it discards session events"]
     pub fn events(&self) -> Option<SessionEvents> {
         self.session.lock().ok()?.take()
     }

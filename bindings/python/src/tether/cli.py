@@ -17,10 +17,9 @@ import signal
 import sys
 import time
 from typing import Any
-from urllib.parse import urlsplit
 
 from ._ffi import Relay, Sse
-from .driver import RelayDriver, SseDriver
+from .driver import RelayDriver, SseDriver, check_url
 
 DEFAULT_FILTER = '{"limit":10}'
 PEER_ERRORS_PER_SECOND = 10
@@ -117,12 +116,9 @@ def _install_stop(loop: asyncio.AbstractEventLoop, stop) -> None:
 
 def _relay_url(url: str) -> str:
     try:
-        parts = urlsplit(url)
+        return check_url(url, ("ws", "wss"))
     except ValueError as error:
-        raise Usage(f"{url!r}: {error}") from None
-    if parts.scheme not in ("ws", "wss") or not parts.hostname:
-        raise Usage(f"{url!r} is not a relay URL: expected ws:// or wss://")
-    return url
+        raise Usage(str(error)) from None
 
 
 def _embedded(raw: str) -> str:
@@ -282,12 +278,9 @@ def _headers(args: list[str]) -> list[tuple[str, str]]:
 
 def _sse_url(url: str) -> str:
     try:
-        parts = urlsplit(url)
+        return check_url(url, ("http", "https"))
     except ValueError as error:
-        raise Usage(f"{url!r}: {error}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Usage(f"{url!r} is not an SSE URL: expected http:// or https://")
-    return url
+        raise Usage(str(error)) from None
 
 
 def _drop_kind(event: dict) -> str:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import ssl
 import sys
 import time
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from . import _ffi
 from ._ffi import Relay, Sse, TetherError
@@ -52,12 +54,49 @@ class _Loop:
             return None
 
 
+def check_url(url: str, schemes: tuple[str, ...]) -> str:
+    """``url`` if it passes tether's URL rule (``tether_driver::url``): one of ``schemes``,
+    a host, and a port of 1-65535 when one is written; else :class:`ValueError` saying what
+    is wrong, worded as the Rust entry points word it.
+
+    Checked before a driver starts: ``urlsplit`` does not check the port, and a port out of
+    range would only surface as reconnects failing forever.
+    """
+
+    def invalid(why: str) -> ValueError:
+        return ValueError(f"invalid URL: {url}: {why}")
+
+    try:
+        parts = urlsplit(url)
+    except ValueError as error:
+        raise invalid(str(error)) from None
+    if parts.scheme not in schemes:
+        raise invalid("expected " + " or ".join(f"{s}://" for s in schemes))
+    if not parts.hostname:
+        raise invalid("no host")
+    host_port = parts.netloc.rpartition("@")[2]
+    if host_port.startswith("["):
+        rest = host_port.partition("]")[2]
+        port = rest[1:] if rest.startswith(":") else None
+    else:
+        port = host_port.rpartition(":")[2] if ":" in host_port else None
+    if port is not None:
+        if not port:
+            raise invalid("empty port")
+        if not (port.isascii() and port.isdigit()):
+            raise invalid(f"port {json.dumps(port)} is not a number")
+        if not 1 <= int(port) <= 65535:
+            raise invalid(f"port {port} is not in 1-65535")
+    return url
+
+
 def _warn(message: str) -> None:
     print(f"tether: {message}", file=sys.stderr)
 
 
 class RelayDriver(_Loop):
-    """Drives a :class:`Relay` over WebSockets to ``url``.
+    """Drives a :class:`Relay` over WebSockets to ``url`` (ws:// or wss://, checked by
+    :func:`check_url`: a bad one is a :class:`ValueError` here, not endless reconnects).
 
     ``sign(url, challenge)`` answers NIP-42 challenges (a signed kind 22242 event as JSON);
     without it challenges only reach ``on_event``.
@@ -71,7 +110,7 @@ class RelayDriver(_Loop):
         sign: Callable[[str, str], str] | None = None,
     ) -> None:
         super().__init__(relay)
-        self.url = url
+        self.url = check_url(url, ("ws", "wss"))
         self.relay = relay
         self.on_event = on_event
         self.sign = sign
@@ -238,12 +277,12 @@ class RelayDriver(_Loop):
 
 
 class SseDriver(_Loop):
-    """Drives an :class:`Sse` session: GET ``url`` with aiohttp, ``headers`` on every
-    request."""
+    """Drives an :class:`Sse` session: GET ``url`` (http:// or https://, checked by
+    :func:`check_url`) with aiohttp, ``headers`` on every request."""
 
     def __init__(self, url: str, sse: Sse, on_event: EventSink, headers: list) -> None:
         super().__init__(sse)
-        self.url = url
+        self.url = check_url(url, ("http", "https"))
         self.sse = sse
         self.on_event = on_event
         self.headers = headers
