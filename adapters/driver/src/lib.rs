@@ -26,11 +26,15 @@
 //!
 //! # The driver loop
 //!
-//! One loop per connection, in a fixed order per wake: a due timeout (checked against a
-//! fresh `now` *before* the sleep is polled, because a cooperative-budget runtime may report a
-//! sleep as pending past its deadline), then the drain of every transmit and event the core
-//! queued, then commands from handles, then socket reads. Each wake does at most
-//! [`Config::work_budget`] units of work and then yields.
+//! One loop, written once for the relay driver, the pool driver and [`EventStream`], over
+//! one machine interface that the core's `RelaySession` and `RelayPool` implement. Per wake,
+//! in a fixed order: a due timeout (checked against a fresh `now` *before* the sleep is
+//! polled, because a cooperative-budget runtime may report a sleep as pending past its
+//! deadline), then the drain of every transmit and event the core queued, then side tasks
+//! (the delivery backlog, signer answers, NIP-11 documents, verification), then one command
+//! from the handles, then the sockets that woke. Each wake does at most
+//! [`Config::work_budget`] passes of work and then yields. The machine says what its next
+//! deadline is for ([`tether_core::Wake`]), and the driver logs it at debug level.
 //!
 //! # Backpressure
 //!
