@@ -1,5 +1,5 @@
 //! The resume policy: whether a lost stream may be sent again, and as what
-//! ([`Resumes::after_drop`]); and which last event IDs can be sent back as a
+//! (`Resumes::after_drop`); and which last event IDs can be sent back as a
 //! `Last-Event-ID` header ([`check_sendable`]), one rule for every driver.
 //!
 //! # Sending again
