@@ -8,6 +8,7 @@
 //! one poll that finds nothing to do.
 
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Wake, Waker};
 
@@ -28,6 +29,7 @@ impl<K> Default for Ready<K> {
                     order: VecDeque::new(),
                     queued: Vec::new(),
                 }),
+                any: AtomicBool::new(false),
                 driver: AtomicWaker::new(),
             }),
         }
@@ -37,6 +39,9 @@ impl<K> Default for Ready<K> {
 #[derive(Debug)]
 struct Shared<K> {
     queue: Mutex<Queue<K>>,
+    /// Whether `queue` holds anything: read without the lock, so a pass with no socket
+    /// woken takes no lock (set under the lock by every push, cleared by `take`).
+    any: AtomicBool,
     /// The driver's own waker, taken by the first wake after each registration.
     driver: AtomicWaker,
 }
@@ -77,8 +82,13 @@ impl<K: Key> Ready<K> {
     /// Move every queued relay into `batch` (cleared first), in the order they were queued.
     pub(crate) fn take(&self, batch: &mut Vec<K>) {
         batch.clear();
+        // A wake after this load finds the driver's waker registered, and wakes it again.
+        if !self.shared.any.load(Ordering::Acquire) {
+            return;
+        }
         let mut queue = self.shared.lock();
         let Queue { order, queued } = &mut *queue;
+        self.shared.any.store(false, Ordering::Release);
         for relay in order.drain(..) {
             if let Some(flag) = queued.get_mut(relay.index()) {
                 *flag = false;
@@ -103,6 +113,7 @@ impl<K: Key> Shared<K> {
         if !queue.queued[index] {
             queue.queued[index] = true;
             queue.order.push_back(relay);
+            self.any.store(true, Ordering::Release);
         }
     }
 }

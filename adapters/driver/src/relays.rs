@@ -195,6 +195,10 @@ impl<K: Key> Relays<K> {
 
     /// Signer answers and document fetches that finished, into `done`.
     pub(crate) fn poll_side_tasks(&mut self, cx: &mut Context<'_>, done: &mut Vec<Finished<K>>) {
+        // The common case, checked first: a wake of a busy relay costs no map walk.
+        if self.signing.is_empty() && self.fetches.is_empty() {
+            return;
+        }
         self.signing.retain(|&key, (challenge, future)| {
             let Poll::Ready(result) = future.as_mut().poll(cx) else {
                 return true;
