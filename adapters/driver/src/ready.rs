@@ -74,14 +74,9 @@ impl<K: Key> Ready<K> {
         self.shared.driver.register(waker);
     }
 
-    /// Queue `relay` from the driver itself (it was handed output, or its reads resume).
-    pub(crate) fn push(&self, relay: K) {
-        self.shared.push(relay);
-    }
-
-    /// Move every queued relay into `batch` (cleared first), in the order they were queued.
-    pub(crate) fn take(&self, batch: &mut Vec<K>) {
-        batch.clear();
+    /// Append every queued relay to `batch` in the order they were queued, but those
+    /// `skip` says are there already.
+    pub(crate) fn take_into(&self, batch: &mut Vec<K>, skip: impl Fn(K) -> bool) {
         // A wake after this load finds the driver's waker registered, and wakes it again.
         if !self.shared.any.load(Ordering::Acquire) {
             return;
@@ -93,7 +88,9 @@ impl<K: Key> Ready<K> {
             if let Some(flag) = queued.get_mut(relay.index()) {
                 *flag = false;
             }
-            batch.push(relay);
+            if !skip(relay) {
+                batch.push(relay);
+            }
         }
     }
 }
@@ -145,20 +142,39 @@ mod tests {
         let w3 = ready.waker(RelayId(3));
         w3.wake_by_ref();
         w3.wake_by_ref();
-        ready.push(RelayId(1));
+        ready.waker(RelayId(1)).wake();
         let mut batch = Vec::new();
-        ready.take(&mut batch);
+        ready.take_into(&mut batch, |_| false);
         assert_eq!(batch, [RelayId(3), RelayId(1)]);
         assert_eq!(
             woken.count(),
             1,
             "the driver's waker is taken by the first wake"
         );
-        ready.take(&mut batch);
+        batch.clear();
+        ready.take_into(&mut batch, |_| false);
         assert!(batch.is_empty());
         w3.wake();
-        ready.take(&mut batch);
+        ready.take_into(&mut batch, |_| false);
         assert_eq!(batch, [RelayId(3)], "queued again once taken");
+    }
+
+    #[test]
+    fn a_relay_already_in_the_batch_is_not_taken_twice() {
+        let ready = Ready::default();
+        ready.waker(RelayId(2)).wake();
+        ready.waker(RelayId(5)).wake();
+        let mut batch = vec![RelayId(5)];
+        ready.take_into(&mut batch, |relay| relay == RelayId(5));
+        assert_eq!(batch, [RelayId(5), RelayId(2)]);
+        batch.clear();
+        ready.waker(RelayId(5)).wake();
+        ready.take_into(&mut batch, |_| false);
+        assert_eq!(
+            batch,
+            [RelayId(5)],
+            "a skipped relay is dequeued, and can be queued again"
+        );
     }
 
     #[derive(Default)]

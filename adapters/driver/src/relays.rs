@@ -67,8 +67,13 @@ pub(crate) struct Relays<K: Key> {
     ws: Arc<dyn WsConnect>,
     max_frame: usize,
     relays: BTreeMap<K, Relay>,
-    /// Relays whose socket woke or was handed output.
+    /// Relays whose socket woke (their wakers queue them here, from any thread).
     ready: Ready<K>,
+    /// Relays the driver itself queued (handed output, progressed, reads resumed): kept
+    /// apart from `ready` so the busy path takes no lock. `queued[key.index()]` says which
+    /// are in it.
+    local: Vec<K>,
+    queued: Vec<bool>,
     /// The relays taken from `ready` for this pass (kept to reuse its allocation).
     batch: Vec<K>,
     /// Relays that had something to read while reading was paused: the core was told their
@@ -97,6 +102,8 @@ impl<K: Key> Relays<K> {
             max_frame,
             relays: BTreeMap::new(),
             ready: Ready::default(),
+            local: Vec::new(),
+            queued: Vec::new(),
             batch: Vec::new(),
             deferred: BTreeSet::new(),
             backed_up: BTreeSet::new(),
@@ -156,7 +163,7 @@ impl<K: Key> Relays<K> {
             self.backed_up.insert(key);
         }
         // Its socket has work (a connect, a write): poll it this pass.
-        self.ready.push(key);
+        self.queue(key);
         true
     }
 
@@ -230,7 +237,7 @@ impl<K: Key> Relays<K> {
         // Registered before taking the batch: a socket waking in between wakes the driver.
         self.ready.register(cx.waker());
         let mut batch = std::mem::take(&mut self.batch);
-        self.ready.take(&mut batch);
+        self.take_batch(&mut batch);
         let mut worked = false;
         for &key in &batch {
             let Some(relay) = self.relays.get_mut(&key) else {
@@ -257,7 +264,7 @@ impl<K: Key> Relays<K> {
             }
             if progressed {
                 // It may have more ready than one pass took: its waker is not armed.
-                self.ready.push(key);
+                self.queue(key);
                 worked = true;
             }
         }
@@ -271,7 +278,35 @@ impl<K: Key> Relays<K> {
     pub(crate) fn resume_reading(&mut self, resumed: &mut dyn FnMut(K)) {
         for key in std::mem::take(&mut self.deferred) {
             resumed(key);
-            self.ready.push(key);
+            self.queue(key);
+        }
+    }
+
+    /// Poll `key`'s socket in the next pass.
+    fn queue(&mut self, key: K) {
+        let index = key.index();
+        if self.queued.len() <= index {
+            self.queued.resize(index + 1, false);
+        }
+        if !self.queued[index] {
+            self.queued[index] = true;
+            self.local.push(key);
+        }
+    }
+
+    /// The relays to poll this pass, each once: those the driver queued, then those whose
+    /// waker fired.
+    fn take_batch(&mut self, batch: &mut Vec<K>) {
+        batch.clear();
+        batch.append(&mut self.local);
+        let queued = &self.queued;
+        self.ready.take_into(batch, |key| {
+            queued.get(key.index()).copied().unwrap_or(false)
+        });
+        for key in batch.iter() {
+            if let Some(flag) = self.queued.get_mut(key.index()) {
+                *flag = false;
+            }
         }
     }
 
