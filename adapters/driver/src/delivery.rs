@@ -10,9 +10,8 @@
 //! driver-wide notice channel (kept for the application until it takes the receiver, and
 //! never allowed to hold the driver back before that), and a publish's one-shot reply.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Debug;
-use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
@@ -22,7 +21,7 @@ use tether_core::nostr::message::EventId;
 /// What one kind of driver delivers.
 pub(crate) trait Routes {
     /// Names a subscription's channel.
-    type Sub: Copy + Eq + Hash + Debug;
+    type Sub: Copy + Ord + Debug;
     /// What a subscription's channel carries.
     type Item: Debug;
     /// What the driver-wide channel carries.
@@ -51,8 +50,8 @@ enum Pending<C: Routes> {
 
 /// The application's channels and the items waiting for room in them.
 pub(crate) struct Delivery<C: Routes> {
-    subs: HashMap<C::Sub, mpsc::Sender<C::Item>>,
-    publishes: HashMap<EventId, oneshot::Sender<C::Reply>>,
+    subs: BTreeMap<C::Sub, mpsc::Sender<C::Item>>,
+    publishes: BTreeMap<EventId, oneshot::Sender<C::Reply>>,
     notices: mpsc::Sender<C::Notice>,
     /// Whether the application took the notice receiver yet.
     notices_taken: Box<dyn Fn() -> bool + Send>,
@@ -68,8 +67,8 @@ impl<C: Routes> Delivery<C> {
         slot: Arc<Mutex<Option<T>>>,
     ) -> Self {
         Delivery {
-            subs: HashMap::new(),
-            publishes: HashMap::new(),
+            subs: BTreeMap::new(),
+            publishes: BTreeMap::new(),
             notices,
             notices_taken: Box::new(move || slot.lock().map_or(true, |slot| slot.is_none())),
             backlog: VecDeque::new(),
