@@ -68,10 +68,7 @@ impl fmt::Display for Wake {
 /// The earliest of `candidates`; on a tie, the first one named (callers list them in the
 /// order the machine acts on them).
 pub(crate) fn earliest<T: Ord + Copy>(
-    candidates: impl IntoIterator<Item = (Option<T>, Wake)>,
+    candidates: impl IntoIterator<Item = Option<(T, Wake)>>,
 ) -> Option<(T, Wake)> {
-    candidates
-        .into_iter()
-        .filter_map(|(at, why)| at.map(|at| (at, why)))
-        .min_by_key(|&(at, _)| at)
+    candidates.into_iter().flatten().min_by_key(|&(at, _)| at)
 }

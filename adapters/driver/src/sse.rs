@@ -43,8 +43,6 @@ pub struct EventStream<R: Runtime> {
     alarm: Alarm<R>,
     /// The core said the stream is over ([`Transmit::End`]); the events before that still go out.
     ended: bool,
-    /// The stream returned its end.
-    done: bool,
     /// The application has not asked for the next event since the last one was returned:
     /// the body is not being read (told to the core).
     reading_paused: bool,
@@ -82,7 +80,6 @@ impl<R: Runtime> EventStream<R> {
             unread: Bytes::new(),
             alarm: Alarm::new(),
             ended: false,
-            done: false,
             reading_paused: false,
             work_budget: 64,
         }
@@ -248,9 +245,6 @@ impl<R: Runtime> Stream for EventStream<R> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Event>> {
         let this = self.get_mut();
-        if this.done {
-            return Poll::Ready(None);
-        }
         let span = this.span.clone();
         let _entered = span.enter();
         if this.reading_paused {
@@ -258,11 +252,7 @@ impl<R: Runtime> Stream for EventStream<R> {
             this.session.handle_read_paused(this.rt.now(), false);
         }
         let budget = this.work_budget;
-        let next = step(this, cx, budget);
-        if let Poll::Ready(None) = next {
-            this.done = true;
-        }
-        next
+        step(this, cx, budget)
     }
 }
 

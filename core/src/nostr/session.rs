@@ -521,24 +521,23 @@ impl RelaySession {
         if self.has_output() {
             return Some((self.clock.now(), Wake::Output));
         }
-        let (link_at, link_why) = self
-            .link
-            .poll_wake()
-            .map_or((None, Wake::Reconnect), |(at, why)| (Some(at), why));
+        let named = |at: Option<Instant>, why| at.map(|at| (at, why));
         earliest([
-            (link_at, link_why),
-            (self.timers.next(), Wake::Subscription),
-            (self.outbox.next_timer(), Wake::Publish),
-            (
-                self.scheduler.deadline(
-                    self.link.is_open() && self.auth_hold.is_none(),
-                    &self.gate,
-                    self.config.max_subscriptions,
-                ),
+            self.link.poll_wake(),
+            named(self.timers.next(), Wake::Subscription),
+            named(self.outbox.next_timer(), Wake::Publish),
+            named(
+                self.scheduler
+                    .deadline(self.sending(), &self.gate, self.config.max_subscriptions),
                 Wake::ReplayBatch,
             ),
-            (self.auth_hold, Wake::AuthHold),
+            named(self.auth_hold, Wake::AuthHold),
         ])
+    }
+
+    /// REQs may go out: the socket is open and no AUTH hold keeps them back.
+    fn sending(&self) -> bool {
+        self.link.is_open() && self.auth_hold.is_none()
     }
 
     /// Ask for the socket of `epoch`, and for the relay's information document when the
@@ -851,7 +850,7 @@ impl RelaySession {
             .then(|| self.catch_up_window());
         let env = scheduler::Env {
             catch_up,
-            sending: self.link.is_open() && self.auth_hold.is_none(),
+            sending: self.sending(),
             config: &self.config,
             max_subid: self.declared.max_subid_length,
             gate: &self.gate,

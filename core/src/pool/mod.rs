@@ -583,7 +583,7 @@ impl RelayPool {
     /// else the earliest deadline of any relay or subscription.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if !self.transmits.is_empty() || !self.events.is_empty() || self.held.has_requests() {
+        if self.output_queued() {
             return Some(self.clock.now());
         }
         self.timers.next()
@@ -594,7 +594,7 @@ impl RelayPool {
     /// [`Wake::PublishOutcome`] for the pool's own.
     #[must_use]
     pub fn poll_wake(&self) -> Option<(Instant, Wake)> {
-        if !self.transmits.is_empty() || !self.events.is_empty() || self.held.has_requests() {
+        if self.output_queued() {
             return Some((self.clock.now(), Wake::Output));
         }
         let (at, deadline) = self.timers.first()?;
@@ -607,6 +607,11 @@ impl RelayPool {
             Deadline::Publish(_) => Wake::PublishOutcome,
         };
         Some((at, why))
+    }
+
+    /// Transmits, events or checks are waiting to be drained.
+    fn output_queued(&self) -> bool {
+        !self.transmits.is_empty() || !self.events.is_empty() || self.held.has_requests()
     }
 
     /// Turn the NIP-11 document asks on or off for every relay, present and future (see
