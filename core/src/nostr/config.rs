@@ -5,6 +5,7 @@ use std::time::Duration;
 use crate::backoff::BackoffPolicy;
 use crate::gate::{GateScope, DEFAULT_WINDOW, MAX_WINDOW};
 use crate::link::LinkConfig;
+use crate::nostr::catch_up::CatchUpConfig;
 use crate::nostr::message::DEFAULT_MAX_FRAME;
 
 /// Configuration of a [`RelaySession`](super::session::RelaySession).
@@ -29,14 +30,13 @@ pub struct RelayConfig {
     pub replay_batch: usize,
     /// Pause between replay batches (50 ms).
     pub replay_pause: Duration,
-    /// Re-REQ a subscription that had seen events with `since = newest - slack` (5 s);
-    /// `None` re-requests everything.
-    pub catch_up: Option<Duration>,
-    /// Event ids remembered per subscription to drop re-deliveries of the catch-up overlap (256).
-    pub dedup_capacity: usize,
+    /// How a subscription that was live catches up when it is sent again (see
+    /// [`CatchUpConfig`]); `None` re-sends the user's filters as they are, and re-deliveries
+    /// are only dropped while the memory holds them.
+    pub catch_up: Option<CatchUpConfig>,
     /// How far past the wall clock an event's `created_at` may be and still count for
     /// catch-up (5 min). A later one is delivered and counted ([`Stats::future_dated`]) but
-    /// never moves `since` nor evicts the id memory: one event dated 2106 must not make a
+    /// kept out of the remembered window: one event dated 2106 must not make a
     /// subscription deaf after the next reconnect. Needs the wall clock
     /// ([`RelaySession::set_wall_clock`]); without one, nothing is judged.
     ///
@@ -88,8 +88,7 @@ impl Default for RelayConfig {
             closed_retry: BackoffPolicy::closed_retry(),
             replay_batch: 8,
             replay_pause: Duration::from_millis(50),
-            catch_up: Some(Duration::from_secs(5)),
-            dedup_capacity: 256,
+            catch_up: Some(CatchUpConfig::default()),
             future_tolerance: Duration::from_secs(300),
             max_subscriptions: None,
             authenticates: false,

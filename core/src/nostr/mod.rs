@@ -1,5 +1,6 @@
 //! Nostr (NIP-01) over WebSocket: the frame codec, refusal reasons, and the relay session.
 
+pub mod catch_up;
 pub mod config;
 pub mod error;
 pub mod message;
@@ -13,6 +14,7 @@ pub mod session;
 pub mod stats;
 pub mod subscription;
 
+pub use catch_up::{CatchUpConfig, CatchUpMethod};
 pub use config::RelayConfig;
 pub use error::Error;
 pub use output::{Carries, ChallengeId, Disconnect, Event, Rejection, Transmit};

@@ -2,6 +2,7 @@
 //! and tells its application ([`Event`]).
 
 use crate::link::{Epoch, SocketLoss};
+use crate::nostr::catch_up::CatchUpMethod;
 use crate::nostr::message::{EventId, FrameError};
 use crate::nostr::subscription::SubscriptionId;
 use crate::time::Instant;
@@ -50,6 +51,8 @@ pub enum Carries {
     Event(EventId),
     /// An AUTH answering a challenge.
     Auth(EventId),
+    /// A NIP-77 frame (`NEG-OPEN`, `NEG-MSG`, `NEG-CLOSE`) of this subscription's catch-up.
+    Negentropy(SubscriptionId),
 }
 
 /// Why the session's socket is gone.
@@ -88,6 +91,19 @@ pub enum Event {
         id: EventId,
         /// The event's JSON, byte for byte.
         raw: String,
+    },
+    /// A catch-up after a gap completed: every event the relay holds for the filter with
+    /// `created_at >= exact_since` has now been delivered once.
+    CaughtUp {
+        /// The subscription.
+        sub: SubscriptionId,
+        /// NIP-77 or the `since` fallback.
+        method: CatchUpMethod,
+        /// From which `created_at` the catch-up is exact: the window's start, later than the
+        /// lookback asked when the memory's bound was hit (or a page could not be split).
+        exact_since: u64,
+        /// Events older than the catch-up's start that it delivered for the first time.
+        recovered: u64,
     },
     /// Stored events are done for this subscription; it is live.
     Eose {

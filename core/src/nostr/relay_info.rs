@@ -53,6 +53,10 @@ pub struct RelayInfo {
     pub max_limit: Option<usize>,
     /// `limitation.auth_required`: NIP-42 authentication before anything else.
     pub auth_required: bool,
+    /// Whether `supported_nips` lists 77 (negentropy); `None` without a `supported_nips`
+    /// list. Only a hint: relays list NIP-77 and then refuse it, and the session learns
+    /// from what the relay does.
+    pub negentropy: Option<bool>,
 }
 
 /// Why a document was not read; the session is unchanged.
@@ -112,6 +116,10 @@ impl RelayInfo {
             max_subid_length: count(limitation, "max_subid_length", MIN_SUBID_LENGTH),
             max_limit: count(limitation, "max_limit", 1),
             auth_required: limitation.get("auth_required") == Some(&Value::Bool(true)),
+            negentropy: doc
+                .get("supported_nips")
+                .and_then(Value::as_array)
+                .map(|nips| nips.iter().any(|n| n.as_u64() == Some(77))),
         })
     }
 

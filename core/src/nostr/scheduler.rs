@@ -10,11 +10,12 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::gate::RateLimitGate;
 use crate::nostr::config::RelayConfig;
+use crate::nostr::catch_up::{self, NegFailure};
 use crate::nostr::message::ClientMessage;
 use crate::nostr::output::{Carries, Event, Transmit};
 use crate::nostr::registry::Registry;
 use crate::nostr::stats::Stats;
-use crate::nostr::subscription::{CatchUpWindow, QueueKey, SubState, SubscriptionId};
+use crate::nostr::subscription::{neg_wire_id, QueueKey, SubState, SubscriptionId};
 use crate::time::Instant;
 use crate::timers::Timers;
 
@@ -23,8 +24,8 @@ pub(crate) struct Env<'a> {
     pub(crate) config: &'a RelayConfig,
     /// The relay's declared `max_subid_length`, which wire ids keep to.
     pub(crate) max_subid: Option<usize>,
-    /// How a re-REQ catches up (`None`: catch-up is off).
-    pub(crate) catch_up: Option<CatchUpWindow>,
+    /// How a REQ catches up (`None`: catch-up is off).
+    pub(crate) catch_up: Option<catch_up::Ctx<'a>>,
     /// REQs may go out: the socket is open and no AUTH hold keeps them back.
     pub(crate) sending: bool,
     pub(crate) gate: &'a RateLimitGate,
@@ -41,6 +42,10 @@ pub(crate) struct Scheduler {
     send_queue: BTreeSet<QueueKey>,
     /// Which queued subscriptions were told they wait for a slot.
     told_queued: BTreeSet<SubscriptionId>,
+    /// Live subscriptions whose catch-up has a next step to send (a page, a fetch batch, a
+    /// fallback, a `NEG-OPEN`): under their open REQ, so no slot is needed, but paced and
+    /// gated like any replay.
+    steps: BTreeSet<QueueKey>,
     /// Subscriptions waiting for EOSE, by send order (to attribute id-less NOTICE refusals).
     pending_by_seq: BTreeMap<u64, SubscriptionId>,
     req_seq: u64,
@@ -175,6 +180,7 @@ impl Scheduler {
     pub(crate) fn reset(&mut self) {
         self.send_queue.clear();
         self.told_queued.clear();
+        self.steps.clear();
         self.pending_by_seq.clear();
         self.open_reqs = 0;
         self.probe = None;
@@ -202,33 +208,45 @@ impl Scheduler {
         }
     }
 
-    /// Send REQs from the queue: only outside a gate window, at most one batch per
-    /// `replay_pause`, never past the subscription limit. The caller checks the socket.
+    /// `id`'s catch-up has a step to send (see [`Scheduler::pump`]).
+    pub(crate) fn schedule_step(&mut self, id: SubscriptionId, env: &mut Env<'_>) {
+        if let Some(sub) = env.subs.get(id) {
+            self.steps.insert(sub.queue_key());
+        }
+    }
+
+    /// Send REQs from the queue, then catch-up steps: only outside a gate window, at most
+    /// one batch per `replay_pause`, REQs never past the subscription limit. The caller
+    /// checks the socket.
     pub(crate) fn pump(&mut self, now: Instant, env: &mut Env<'_>) {
-        if !env.sending || self.send_queue.is_empty() {
+        if !env.sending || (self.send_queue.is_empty() && self.steps.is_empty()) {
             return;
         }
         let configured = env.config.max_subscriptions;
         // Checked before the pause and the gate: with no slot free, nothing wakes the pump
         // again until a slot frees up, so whoever waits must hear `Queued` now.
-        if !self.slot_available(configured) {
+        if !self.send_queue.is_empty() && !self.slot_available(configured) {
             self.tell_all_queued(env);
-            return;
         }
         if now < self.next_batch_at || env.gate.is_open(now) {
             return;
         }
         let mut sent = 0;
         while sent < env.config.replay_batch.max(1) {
-            if !self.slot_available(configured) {
-                self.tell_all_queued(env);
+            if !self.send_queue.is_empty() && self.slot_available(configured) {
+                let Some((_, _, id)) = self.send_queue.pop_first() else {
+                    break;
+                };
+                self.told_queued.remove(&id);
+                self.send_req(now, id, env);
+            } else if let Some((_, _, id)) = self.steps.pop_first() {
+                self.send_step(now, id, env);
+            } else {
+                if !self.send_queue.is_empty() {
+                    self.tell_all_queued(env);
+                }
                 break;
             }
-            let Some((_, _, id)) = self.send_queue.pop_first() else {
-                break;
-            };
-            self.told_queued.remove(&id);
-            self.send_req(now, id, env);
             sent += 1;
         }
         if sent > 0 {
@@ -236,18 +254,91 @@ impl Scheduler {
         }
     }
 
-    /// When [`Scheduler::pump`] can next send, if anything waits and a slot is free.
+    /// When [`Scheduler::pump`] can next send, if anything waits that may go.
     pub(crate) fn deadline(
         &self,
         sending: bool,
         gate: &RateLimitGate,
         configured: Option<usize>,
     ) -> Option<Instant> {
-        if !sending || self.send_queue.is_empty() || !self.slot_available(configured) {
+        let reqs = !self.send_queue.is_empty() && self.slot_available(configured);
+        if !sending || !(reqs || !self.steps.is_empty()) {
             return None;
         }
         let gate = gate.ready_at().unwrap_or(Instant::ZERO);
         Some(self.next_batch_at.max(gate))
+    }
+
+    /// Send `id`'s next catch-up step: the NIP-77 session's `NEG-OPEN`, or its REQ again
+    /// under the same wire id (relays replace a subscription re-sent under its id, so the
+    /// live half never lapses and no second slot is taken).
+    fn send_step(&mut self, now: Instant, id: SubscriptionId, env: &mut Env<'_>) {
+        let Some(ctx) = env.catch_up else {
+            return;
+        };
+        let Some(sub) = env.subs.get_mut(id) else {
+            return;
+        };
+        if sub.state != SubState::Live {
+            return;
+        }
+        if sub.catch_up.wants_negentropy() {
+            let Some(filter) = sub.user_filters().first().map(|&f| f.to_owned()) else {
+                return;
+            };
+            match sub.catch_up.open_negentropy(&filter, &sub.memory, &ctx) {
+                Ok((filter, first)) => {
+                    let text = ClientMessage::NegOpen {
+                        sub: neg_wire_id(id, sub.attempt).into(),
+                        filter: &filter,
+                        message: first.into(),
+                    }
+                    .encode();
+                    let deadline = now.saturating_add(ctx.config.negentropy_timeout);
+                    env.timers.set(id, &mut sub.timer, Some(deadline));
+                    env.stats.negentropy += 1;
+                    env.transmits.push_back(Transmit::Send {
+                        text,
+                        carries: Carries::Negentropy(id),
+                    });
+                }
+                Err(NegFailure::Malformed(_) | NegFailure::TooManyRounds | NegFailure::TooManyIds) => {
+                    // Our own items could not start a session: catch up by `since` instead.
+                    sub.catch_up.fall_back(&ctx, &sub.memory);
+                    self.reissue(now, id, env);
+                }
+            }
+            return;
+        }
+        self.reissue(now, id, env);
+    }
+
+    /// Send live `id`'s REQ again under its wire id, with what its catch-up asks now.
+    fn reissue(&mut self, now: Instant, id: SubscriptionId, env: &mut Env<'_>) {
+        let Some(sub) = env.subs.get_mut(id) else {
+            return;
+        };
+        sub.responded = false;
+        sub.state = SubState::Pending;
+        self.req_seq += 1;
+        sub.sent_seq = self.req_seq;
+        let filters = sub.req_filters(env.catch_up.as_ref());
+        let text = ClientMessage::Req {
+            sub: sub.wire_id().into(),
+            filters: filters.iter().map(|f| &**f).collect(),
+        }
+        .encode();
+        env.timers.set(
+            id,
+            &mut sub.timer,
+            Some(now.saturating_add(env.config.eose_timeout)),
+        );
+        self.pending_by_seq.insert(self.req_seq, id);
+        env.stats.reqs += 1;
+        env.transmits.push_back(Transmit::Send {
+            text,
+            carries: Carries::Req(id),
+        });
     }
 
     /// Send `id`'s REQ now (a foreground subscribe, or the pump), with its EOSE timeout.
@@ -265,6 +356,9 @@ impl Scheduler {
         sub.state = SubState::Pending;
         self.req_seq += 1;
         sub.sent_seq = self.req_seq;
+        if let Some(ctx) = &env.catch_up {
+            sub.catch_up.begin(ctx, &sub.memory, sub.filter_count);
+        }
         let filters = sub.req_filters(env.catch_up.as_ref());
         let text = ClientMessage::Req {
             sub: sub.wire_id().into(),
@@ -298,6 +392,7 @@ impl Scheduler {
         if sub.state == SubState::Pending {
             self.pending_by_seq.remove(&sub.sent_seq);
         }
+        self.steps.remove(&sub.queue_key());
         if sub.state.is_open() {
             self.open_reqs -= 1;
             sub.state = SubState::Idle;
@@ -383,6 +478,13 @@ impl Scheduler {
         }
         if open != self.open_reqs {
             return Err(format!("open_reqs {} but {open} open", self.open_reqs));
+        }
+        if let Some((_, _, id)) = self
+            .steps
+            .iter()
+            .find(|&&(_, _, id)| subs.get(id).is_none_or(|sub| !sub.state.is_open()))
+        {
+            return Err(format!("{id} has a catch-up step but no open REQ"));
         }
         if pending != self.pending_by_seq.len() {
             return Err(format!(

@@ -26,6 +26,7 @@ use serde_json::value::RawValue;
 
 use crate::gate::{GateScope, RateLimitGate};
 use crate::link::{Epoch, Link, LinkAction, LinkState, SocketError, SocketLoss};
+use crate::nostr::catch_up::{self as catch_up_plan, Support};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::error::Error;
 use crate::nostr::message::{ClientMessage, EventId, RawEvent};
@@ -36,13 +37,14 @@ use crate::nostr::relay_info::{Applied, RelayInfo};
 use crate::nostr::scheduler::{self, Scheduler};
 use crate::nostr::stats::Stats;
 use crate::nostr::subscription::{
-    parse_wire_id, CatchUpWindow, Filter, Priority, SubState, Subscription, SubscriptionId,
+    neg_wire_id, parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId,
 };
 use crate::rng::Rng;
 use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
 use crate::wake::{earliest, Wake};
 
+mod catch_up;
 #[cfg(feature = "fuzzing")]
 mod consistency;
 mod frames;
@@ -98,6 +100,10 @@ pub struct RelaySession {
     auth_hold: Option<Instant>,
     /// When the relay's information document was last asked for ([`Transmit::FetchInfo`]).
     info_asked_at: Option<Instant>,
+    /// Whether NIP-77 may be tried with this relay.
+    negentropy: Support,
+    /// Events remembered across all subscriptions (bounded by `memory_total`).
+    remembered: usize,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -132,6 +138,8 @@ impl RelaySession {
             declared: RelayInfo::default(),
             auth_hold: None,
             info_asked_at: None,
+            negentropy: Support::default(),
+            remembered: 0,
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             stats: Stats::default(),
@@ -326,6 +334,7 @@ impl RelaySession {
     pub fn apply_relay_info(&mut self, now: Instant, info: &RelayInfo) -> Applied {
         let now = self.clock.observe(now);
         self.declared = *info;
+        self.negentropy = self.negentropy.declare(info.negentropy);
         if let Some(max) = self.scheduler.declare_limit(info.max_subscriptions) {
             self.events.push_back(Event::SubscriptionLimit { max });
         }
@@ -698,8 +707,20 @@ impl RelaySession {
         self.transmits.push_back(Transmit::Send { text, carries });
     }
 
-    /// `id`'s REQ is no longer open on the relay.
+    /// `id`'s REQ is no longer open on the relay: it is not live until it catches up, and a
+    /// NIP-77 session it had open is closed.
     fn leave_open(&mut self, id: SubscriptionId) {
+        let unix_now = self.unix_now();
+        let open = self.link.is_open();
+        if let Some(sub) = self.subs.get_mut(id) {
+            if sub.catch_up.on_left_open(unix_now, &sub.memory) && open {
+                let text = ClientMessage::NegClose {
+                    sub: neg_wire_id(id, sub.attempt).into(),
+                }
+                .encode();
+                self.send(text, Carries::Negentropy(id));
+            }
+        }
         let (scheduler, mut env) = self.scheduler();
         scheduler.leave_open(id, &mut env);
     }
@@ -730,6 +751,7 @@ impl RelaySession {
         let Some(sub) = self.subs.remove(id) else {
             return;
         };
+        self.remembered = self.remembered.saturating_sub(sub.memory.len());
         self.scheduler.dequeue(sub.queue_key());
     }
 
@@ -760,7 +782,9 @@ impl RelaySession {
     /// The socket is gone (or a new one starts): nothing is open, nothing is scheduled, and
     /// refusal history belongs to the old connection.
     fn reset_for_socket(&mut self) {
+        let unix_now = self.unix_now();
         for sub in self.subs.iter_mut() {
+            sub.catch_up.on_left_open(unix_now, &sub.memory);
             sub.state = SubState::Idle;
             sub.timer = None;
             sub.clear_retry_state();
@@ -832,22 +856,20 @@ impl RelaySession {
         self.wall.map(|w| w.unix_secs(self.clock.now()))
     }
 
-    fn catch_up_window(&self) -> CatchUpWindow {
-        CatchUpWindow {
-            slack: self.config.catch_up.unwrap_or_default(),
-            capacity: self.config.dedup_capacity,
-            unix_now: self.unix_now(),
-            tolerance: self.config.future_tolerance,
-        }
+    /// The latest plausible `created_at`: wall clock plus tolerance, if known.
+    fn latest_plausible(&self) -> Option<u64> {
+        let tolerance = self.config.future_tolerance.as_secs();
+        self.unix_now().map(|now| now.saturating_add(tolerance))
     }
 
     /// The scheduler with the parts of the session it acts through, borrowed side by side.
     fn scheduler(&mut self) -> (&mut Scheduler, scheduler::Env<'_>) {
-        let catch_up = self
-            .config
-            .catch_up
-            .is_some()
-            .then(|| self.catch_up_window());
+        let catch_up = catch_up_ctx(
+            &self.config,
+            self.wall.map(|w| w.unix_secs(self.clock.now())),
+            self.negentropy.usable(self.clock.now()),
+            &self.declared,
+        );
         let env = scheduler::Env {
             catch_up,
             sending: self.sending(),
@@ -887,6 +909,24 @@ impl RelaySession {
     }
 }
 
+/// What a subscription's catch-up plans with: `None` when catch-up is off; NIP-77 only with
+/// the wall clock (its window is anchored in wall-clock time) and a relay not known to refuse.
+fn catch_up_ctx<'a>(
+    config: &'a RelayConfig,
+    unix_now: Option<u64>,
+    negentropy_usable: bool,
+    declared: &RelayInfo,
+) -> Option<catch_up_plan::Ctx<'a>> {
+    let config = config.catch_up.as_ref()?;
+    Some(catch_up_plan::Ctx {
+        config,
+        unix_now,
+        negentropy: config.negentropy && unix_now.is_some() && negentropy_usable,
+        max_limit: declared.max_limit,
+        max_message_length: declared.max_message_length,
+    })
+}
+
 fn view(sub: &Subscription) -> SubscriptionView {
     SubscriptionView {
         id: sub.id,
@@ -897,13 +937,15 @@ fn view(sub: &Subscription) -> SubscriptionView {
     }
 }
 
-/// An upper bound on the bytes of `["REQ","<wire id>",<filter>,...]`, leaving room for the longest wire id and a catch-up `since` in each filter.
-/// (`filters_len` bytes of JSON in `count` filters; a subscription's stored `[f1,f2]` text
-/// counts a few bytes more, which only makes the bound safer.)
+/// An upper bound on the bytes of `["REQ","<wire id>",<filter>,...]` as a catch-up sends it:
+/// the longest wire id, and each filter twice (the live half and the window), the window's
+/// with `since`, `until` and `limit`. (`filters_len` bytes of JSON in `count` filters; a
+/// subscription's stored `[f1,f2]` text counts a few bytes more, which only makes the bound
+/// safer.) A fetch batch is sized to the relay's limit separately.
 fn req_frame_bound(filters_len: usize, count: usize) -> usize {
     const FRAME: usize = r#"["REQ","",]"#.len() + 25;
-    const SINCE: usize = r#","since":18446744073709551615"#.len();
-    FRAME + filters_len + count * (1 + SINCE)
+    const BOUND: usize = r#","since":18446744073709551615"#.len();
+    FRAME + 2 * filters_len + count * (2 + 3 * BOUND)
 }
 
 fn invalid_event(error: crate::nostr::message::FrameError) -> Error {

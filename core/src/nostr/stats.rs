@@ -20,8 +20,13 @@ pub struct Stats {
     pub unknown_subscription: u64,
     /// Frames for an earlier attempt of a live subscription.
     pub stale_attempt: u64,
-    /// Events dropped as re-deliveries of the catch-up overlap.
+    /// Events dropped as re-deliveries (a catch-up's overlap, a retry, a relay that repeats).
     pub duplicates: u64,
+    /// NIP-77 sessions opened.
+    pub negentropy: u64,
+    /// NIP-77 sessions that ended in the `since` fallback (refused, silent, malformed, over a
+    /// bound).
+    pub negentropy_failed: u64,
     /// Events dated more than `future_tolerance` past the wall clock: delivered, but kept
     /// out of catch-up (a peer oddity: a wrong clock, or an attempt to silence a
     /// subscription).

@@ -1,13 +1,13 @@
 //! One subscription's state: its filters, where it stands with the relay, its bounded retry
-//! count, its catch-up point and its memory of recently delivered event ids.
+//! count, its catch-up and its memory of delivered event ids.
 
 use std::cmp::Reverse;
-use std::collections::VecDeque;
 use std::fmt;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
 
+use crate::nostr::catch_up::{self, CatchUp, Memory};
 use crate::nostr::message::EventId;
 use crate::time::Instant;
 
@@ -140,9 +140,9 @@ pub(crate) struct Subscription {
     pub(crate) timer: Option<Instant>,
     /// What the last EOSE cleared, until the subscription proves stable.
     pub(crate) forgiven: Option<Forgiven>,
-    /// Newest `created_at` delivered, for `since` catch-up.
-    pub(crate) newest: Option<u64>,
-    pub(crate) recent: RecentIds,
+    /// What it delivered, exact above the floor: dedup and the NIP-77 "have" set.
+    pub(crate) memory: Memory,
+    pub(crate) catch_up: CatchUp,
 }
 
 impl Subscription {
@@ -176,8 +176,8 @@ impl Subscription {
             sent_seq: 0,
             timer: None,
             forgiven: None,
-            newest: None,
-            recent: RecentIds::default(),
+            memory: Memory::default(),
+            catch_up: CatchUp::default(),
         }
     }
 
@@ -223,68 +223,47 @@ impl Subscription {
         }
     }
 
-    /// The filters for the next REQ: with `since` moved up when events were seen before
-    /// (see [`CatchUpWindow::since`]); `None` as the window turns catch-up off.
-    pub(crate) fn req_filters(&self, window: Option<&CatchUpWindow>) -> Vec<Box<RawValue>> {
-        let since = window.zip(self.newest).map(|(w, newest)| w.since(newest));
+    /// The user's filters as given.
+    pub(crate) fn user_filters(&self) -> Vec<&RawValue> {
         // The text was built from validated filter objects, so it always parses.
-        let raw: Vec<&RawValue> = serde_json::from_str(&self.filters).unwrap_or_default();
-        raw.into_iter()
-            .map(|f| match since {
-                Some(since) => with_since(f, since),
-                None => f.to_owned(),
-            })
-            .collect()
+        serde_json::from_str(&self.filters).unwrap_or_default()
     }
 
-    /// Record a delivered event. Returns `false` when it is a re-delivery to drop.
+    /// The filters for the next REQ: the user's, or with catch-up on, what its catch-up
+    /// phase asks (see [`CatchUp::req_filters`]).
+    pub(crate) fn req_filters(&self, ctx: Option<&catch_up::Ctx<'_>>) -> Vec<Box<RawValue>> {
+        let user = self.user_filters();
+        match ctx {
+            Some(ctx) => self.catch_up.req_filters(&user, ctx),
+            None => user.into_iter().map(ToOwned::to_owned).collect(),
+        }
+    }
+
+    /// Record a delivered event. `latest` is the latest plausible `created_at` (wall clock
+    /// plus tolerance) if known; `room` is what the memory may add without evicting.
     ///
-    /// An event dated after `latest` (the wall clock plus its tolerance) is admitted but
-    /// kept apart: it moves neither the catch-up watermark nor the overlap window, so it
-    /// cannot push `since` into the future or evict the ids a re-REQ will deliver again.
-    pub(crate) fn admit(&mut self, id: EventId, created_at: u64, window: &CatchUpWindow) -> Admit {
-        if self.recent.contains(id) {
-            return Admit::Duplicate;
+    /// An event dated after `latest` is admitted but kept apart: it never moves the memory's
+    /// window, so one event dated 2106 cannot push the remembered window past everything
+    /// else.
+    pub(crate) fn admit(
+        &mut self,
+        id: EventId,
+        created_at: u64,
+        latest: Option<u64>,
+        room: usize,
+    ) -> (Admit, catch_up::Stored) {
+        let nothing = catch_up::Stored {
+            added: 0,
+            evicted: 0,
+        };
+        if self.memory.contains(created_at, id) {
+            return (Admit::Duplicate, nothing);
         }
-        if window.latest().is_some_and(|latest| created_at > latest) {
-            self.recent.insert_future(id);
-            return Admit::FutureDated;
+        if latest.is_some_and(|latest| created_at > latest) {
+            self.memory.insert_future(created_at, id);
+            return (Admit::FutureDated, nothing);
         }
-        let newest = self.newest.map_or(created_at, |n| n.max(created_at));
-        self.newest = Some(newest);
-        // The overlap starts where the next `since` will: both are capped by the wall clock.
-        let horizon = window.since(newest);
-        self.recent.insert(id, created_at, horizon, window.capacity);
-        Admit::Fresh
-    }
-}
-
-/// What catch-up asks again and keeps of delivered events, for [`Subscription::admit`]
-/// and [`Subscription::req_filters`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct CatchUpWindow {
-    /// The overlap a `since` re-REQ delivers again.
-    pub(crate) slack: Duration,
-    /// Ids remembered at most.
-    pub(crate) capacity: usize,
-    /// Wall-clock seconds now, if the driver gave the wall clock.
-    pub(crate) unix_now: Option<u64>,
-    /// How far past `unix_now` a `created_at` is still plausible.
-    pub(crate) tolerance: Duration,
-}
-
-impl CatchUpWindow {
-    /// The `since` of a re-REQ after events up to `newest`: `newest - slack`, but never
-    /// later than wall-clock now minus the slack.
-    pub(crate) fn since(&self, newest: u64) -> u64 {
-        let newest = self.unix_now.map_or(newest, |now| newest.min(now));
-        newest.saturating_sub(self.slack.as_secs())
-    }
-
-    /// The latest plausible `created_at`, if the wall clock is known.
-    fn latest(&self) -> Option<u64> {
-        self.unix_now
-            .map(|now| now.saturating_add(self.tolerance.as_secs()))
+        (Admit::Fresh, self.memory.insert(created_at, id, room))
     }
 }
 
@@ -293,28 +272,10 @@ impl CatchUpWindow {
 pub(crate) enum Admit {
     /// New: deliver it.
     Fresh,
-    /// New but dated implausibly far ahead: deliver it, keep it out of catch-up.
+    /// New but dated implausibly far ahead: deliver it, keep it out of the window.
     FutureDated,
     /// Delivered before: drop it.
     Duplicate,
-}
-
-/// `filter` with `since` raised to at least `since` (catch-up after a gap), never lowered.
-fn with_since(filter: &RawValue, since: u64) -> Box<RawValue> {
-    let Ok(mut map) =
-        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(filter.get())
-    else {
-        return filter.to_owned();
-    };
-    let current = map
-        .get("since")
-        .and_then(serde_json::Value::as_u64)
-        .unwrap_or(0);
-    map.insert("since".into(), since.max(current).into());
-    serde_json::to_string(&map)
-        .ok()
-        .and_then(|s| RawValue::from_string(s).ok())
-        .unwrap_or_else(|| filter.to_owned())
 }
 
 /// Retry state cleared by an EOSE, kept until the subscription has stayed up.
@@ -330,6 +291,16 @@ pub(crate) fn wire_id(id: SubscriptionId, attempt: u32) -> String {
     format!("{:x}:{:x}", id.0, attempt)
 }
 
+/// The wire id of `attempt`'s NIP-77 session: its REQ's, marked with `n`.
+pub(crate) fn neg_wire_id(id: SubscriptionId, attempt: u32) -> String {
+    format!("n{}", wire_id(id, attempt))
+}
+
+/// Decode a NIP-77 session's wire id.
+pub(crate) fn parse_neg_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
+    parse_wire_id(wire.strip_prefix('n')?)
+}
+
 /// Decode a wire id; `None` for anything this session could not have sent.
 pub(crate) fn parse_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
     let (id, attempt) = wire.split_once(':')?;
@@ -339,91 +310,6 @@ pub(crate) fn parse_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
     let id = u64::from_str_radix(id, 16).ok()?;
     let attempt = u32::from_str_radix(attempt, 16).ok()?;
     Some((SubscriptionId(id), attempt))
-}
-
-/// Ids of events delivered within the catch-up overlap: the only ones a `since` re-REQ can
-/// deliver again. Bounded by `capacity`: when full, ids older than the overlap go first, then
-/// the oldest by `created_at` (which might then be delivered twice: the capacity makes that
-/// unlikely rather than impossible). Ids are stored as 8 bytes folded from all 32: a false
-/// "duplicate" needs a 64-bit collision.
-///
-/// Every delivered event is checked and recorded here, so a busy live subscription must not
-/// pay for the whole memory on each event: entries are kept in `created_at` order (live
-/// events arrive in order, so an insert is an append), which makes expiry and eviction a
-/// pop from the front.
-///
-/// Future-dated events (see [`Subscription::admit`]) are remembered apart, at most
-/// [`FUTURE_IDS`] of them, oldest forgotten first: they are re-delivered by every `since`
-/// re-REQ, yet must not take the overlap's room.
-#[derive(Debug, Default)]
-pub(crate) struct RecentIds {
-    /// `(created_at, key)`, ascending.
-    entries: VecDeque<(u64, u64)>,
-    /// Boxed: one pointer for the many subscriptions that never see a future date.
-    future: Option<Box<FutureIds>>,
-}
-
-/// A ring of the last [`FUTURE_IDS`] future-dated keys.
-#[derive(Debug, Default)]
-struct FutureIds {
-    keys: [u64; FUTURE_IDS],
-    len: usize,
-    next: usize,
-}
-
-/// Future-dated ids remembered per subscription.
-pub(crate) const FUTURE_IDS: usize = 16;
-
-impl RecentIds {
-    fn contains(&self, id: EventId) -> bool {
-        let key = short(id);
-        self.entries.iter().any(|&(_, k)| k == key)
-            || self
-                .future
-                .as_ref()
-                .is_some_and(|f| f.keys[..f.len].contains(&key))
-    }
-
-    fn insert_future(&mut self, id: EventId) {
-        let ring = self.future.get_or_insert_with(Box::default);
-        ring.keys[ring.next] = short(id);
-        ring.next = (ring.next + 1) % FUTURE_IDS;
-        ring.len = (ring.len + 1).min(FUTURE_IDS);
-    }
-
-    fn insert(&mut self, id: EventId, created_at: u64, horizon: u64, capacity: usize) {
-        while self.entries.front().is_some_and(|&(t, _)| t < horizon) {
-            self.entries.pop_front();
-        }
-        if created_at < horizon || capacity == 0 {
-            return;
-        }
-        if self.entries.len() >= capacity {
-            self.entries.pop_front();
-        }
-        // Stored events arrive newest first, live ones in order: search from the back.
-        let at = self
-            .entries
-            .iter()
-            .rposition(|&(t, _)| t <= created_at)
-            .map_or(0, |i| i + 1);
-        self.entries.insert(at, (created_at, short(id)));
-    }
-
-    /// How many ids are remembered.
-    #[cfg(test)]
-    pub(crate) fn len(&self) -> usize {
-        self.entries.len()
-    }
-}
-
-/// All 32 bytes folded into 8, so ids that share a prefix (test ids, vanity ids) still differ.
-fn short(id: EventId) -> u64 {
-    id.0.chunks_exact(8).fold(0u64, |acc, c| {
-        let mut b = [0u8; 8];
-        b.copy_from_slice(c);
-        acc.rotate_left(17) ^ u64::from_le_bytes(b)
-    })
 }
 
 #[cfg(test)]
@@ -452,50 +338,5 @@ mod tests {
         ] {
             assert_eq!(parse_wire_id(foreign), None, "{foreign}");
         }
-    }
-
-    #[test]
-    fn since_is_raised_never_lowered() {
-        let f = Filter::new(r#"{"kinds":[1],"since":100}"#).unwrap();
-        let raw = RawValue::from_string(f.json().to_owned()).unwrap();
-        assert_eq!(with_since(&raw, 50).get(), r#"{"kinds":[1],"since":100}"#);
-        assert_eq!(with_since(&raw, 500).get(), r#"{"kinds":[1],"since":500}"#);
-        assert!(Filter::new("[1]").is_err());
-        assert!(Filter::new("{").is_err());
-    }
-
-    #[test]
-    fn recent_ids_keep_the_overlap_window_within_capacity() {
-        let mut s = Subscription::new(SubscriptionId(1), &[], Priority::NORMAL, 0);
-        let id = |n: u8| EventId([n; 32]);
-        let w = CatchUpWindow {
-            slack: Duration::from_secs(5),
-            capacity: 4,
-            unix_now: None,
-            tolerance: Duration::ZERO,
-        };
-        assert_eq!(s.admit(id(1), 100, &w), Admit::Fresh);
-        assert_eq!(s.admit(id(1), 100, &w), Admit::Duplicate);
-        // 100 is now older than 110 - 5: forgotten; 104 is not worth remembering.
-        assert_eq!(s.admit(id(2), 110, &w), Admit::Fresh);
-        assert_eq!(s.admit(id(9), 104, &w), Admit::Fresh);
-        assert_eq!(s.recent.len(), 1);
-        for (n, t) in [(3, 110), (4, 111), (5, 111)] {
-            assert_eq!(s.admit(id(n), t, &w), Admit::Fresh);
-        }
-        assert_eq!(s.recent.len(), 4);
-        // Full: the oldest by created_at goes, whatever the arrival order.
-        assert_eq!(s.admit(id(6), 108, &w), Admit::Fresh);
-        assert_eq!(s.recent.len(), 4);
-        assert_eq!(s.admit(id(3), 110, &w), Admit::Duplicate);
-        assert_eq!(s.admit(id(6), 108, &w), Admit::Duplicate);
-        assert_eq!(s.admit(id(7), 112, &w), Admit::Fresh);
-        assert_eq!(
-            s.admit(id(3), 110, &w),
-            Admit::Duplicate,
-            "108 went, not 110"
-        );
-        assert_eq!(s.recent.len(), 4);
-        assert_eq!(s.newest, Some(112));
     }
 }

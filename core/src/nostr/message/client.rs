@@ -41,6 +41,27 @@ pub enum ClientMessage<'a> {
         /// One or more filter objects.
         filters: Vec<&'a RawValue>,
     },
+    /// `["NEG-OPEN", sub, filter, hex]` (NIP-77): start a negentropy reconciliation.
+    NegOpen {
+        /// The negentropy subscription id.
+        sub: Cow<'a, str>,
+        /// The one filter whose events are reconciled.
+        filter: &'a RawValue,
+        /// The initial message, hex-encoded.
+        message: Cow<'a, str>,
+    },
+    /// `["NEG-MSG", sub, hex]` (NIP-77): the client's next negentropy message.
+    NegMsg {
+        /// The negentropy subscription id.
+        sub: Cow<'a, str>,
+        /// The message, hex-encoded.
+        message: Cow<'a, str>,
+    },
+    /// `["NEG-CLOSE", sub]` (NIP-77): end a negentropy session.
+    NegClose {
+        /// The negentropy subscription id.
+        sub: Cow<'a, str>,
+    },
 }
 
 impl<'a> ClientMessage<'a> {
@@ -103,6 +124,52 @@ impl<'a> ClientMessage<'a> {
                     ClientMessage::Auth { event }
                 })
             }
+            "NEG-OPEN" => {
+                let [sub, filter, message] = rest else {
+                    return Err(FrameError::Arity {
+                        verb: "NEG-OPEN",
+                        expected: 4,
+                        got: items.len(),
+                    });
+                };
+                if !filter.get().starts_with('{') {
+                    return Err(FrameError::WrongType {
+                        verb: "NEG-OPEN",
+                        index: 2,
+                        expected: "a filter object",
+                    });
+                }
+                Ok(ClientMessage::NegOpen {
+                    sub: client_sub("NEG-OPEN", sub)?,
+                    filter,
+                    message: client_text("NEG-OPEN", 3, message)?,
+                })
+            }
+            "NEG-MSG" => {
+                let [sub, message] = rest else {
+                    return Err(FrameError::Arity {
+                        verb: "NEG-MSG",
+                        expected: 3,
+                        got: items.len(),
+                    });
+                };
+                Ok(ClientMessage::NegMsg {
+                    sub: client_sub("NEG-MSG", sub)?,
+                    message: client_text("NEG-MSG", 2, message)?,
+                })
+            }
+            "NEG-CLOSE" => {
+                let [sub] = rest else {
+                    return Err(FrameError::Arity {
+                        verb: "NEG-CLOSE",
+                        expected: 2,
+                        got: items.len(),
+                    });
+                };
+                Ok(ClientMessage::NegClose {
+                    sub: client_sub("NEG-CLOSE", sub)?,
+                })
+            }
             other => Err(FrameError::UnknownVerb(truncate(other))),
         }
     }
@@ -124,6 +191,28 @@ impl<'a> ClientMessage<'a> {
             ClientMessage::Auth { event } => {
                 out.push_str("[\"AUTH\",");
                 out.push_str(event.get());
+            }
+            ClientMessage::NegOpen {
+                sub,
+                filter,
+                message,
+            } => {
+                out.push_str("[\"NEG-OPEN\",");
+                push_str(&mut out, sub);
+                out.push(',');
+                out.push_str(filter.get());
+                out.push(',');
+                push_str(&mut out, message);
+            }
+            ClientMessage::NegMsg { sub, message } => {
+                out.push_str("[\"NEG-MSG\",");
+                push_str(&mut out, sub);
+                out.push(',');
+                push_str(&mut out, message);
+            }
+            ClientMessage::NegClose { sub } => {
+                out.push_str("[\"NEG-CLOSE\",");
+                push_str(&mut out, sub);
             }
         }
         out.push(']');
@@ -167,6 +256,18 @@ fn client_sub<'a>(verb: &'static str, raw: &'a RawValue) -> Result<Cow<'a, str>,
         expected: "a subscription id string",
     })?;
     check_sub(sub)
+}
+
+fn client_text<'a>(
+    verb: &'static str,
+    index: usize,
+    raw: &'a RawValue,
+) -> Result<Cow<'a, str>, FrameError> {
+    parse_str(raw).ok_or(FrameError::WrongType {
+        verb,
+        index,
+        expected: "a string",
+    })
 }
 
 fn push_filters(out: &mut String, verb: &str, sub: &str, filters: &[&RawValue]) {

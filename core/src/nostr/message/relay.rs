@@ -58,6 +58,20 @@ pub enum RelayMessage<'a> {
         /// The count.
         count: u64,
     },
+    /// `["NEG-MSG", sub, hex]` (NIP-77): the relay's next negentropy message.
+    NegMsg {
+        /// The negentropy subscription id.
+        sub: Cow<'a, str>,
+        /// The message, hex-encoded as on the wire (decoded by the catch-up, which bounds it).
+        message: Cow<'a, str>,
+    },
+    /// `["NEG-ERR", sub, reason]` (NIP-77): the relay ended a negentropy session.
+    NegErr {
+        /// The negentropy subscription id.
+        sub: Cow<'a, str>,
+        /// Machine-readable prefix (`blocked:`, `closed:`, ...) and human text.
+        message: Cow<'a, str>,
+    },
 }
 
 impl<'a> RelayMessage<'a> {
@@ -120,6 +134,18 @@ impl<'a> RelayMessage<'a> {
                 out.push_str("[\"COUNT\",");
                 push_str(&mut out, sub);
                 out.push_str(&format!(",{{\"count\":{count}}}"));
+            }
+            RelayMessage::NegMsg { sub, message } => {
+                out.push_str("[\"NEG-MSG\",");
+                push_str(&mut out, sub);
+                out.push(',');
+                push_str(&mut out, message);
+            }
+            RelayMessage::NegErr { sub, message } => {
+                out.push_str("[\"NEG-ERR\",");
+                push_str(&mut out, sub);
+                out.push(',');
+                push_str(&mut out, message);
             }
         }
         out.push(']');
@@ -204,6 +230,13 @@ impl<'de> Visitor<'de> for RelayFrameVisitor<'de> {
                 })
             }),
             "COUNT" => self.count(seq),
+            "NEG-MSG" => simple(seq, "NEG-MSG", |[sub, message]: [Atom<'de>; 2]| {
+                Ok(RelayMessage::NegMsg {
+                    sub: relay_sub("NEG-MSG", sub)?,
+                    message: text("NEG-MSG", 2, message)?,
+                })
+            }),
+            "NEG-ERR" => neg_err(seq),
             other => {
                 let err = FrameError::UnknownVerb(truncate(other));
                 finish(seq, 1, Err(err))
@@ -315,6 +348,28 @@ impl<'de> RelayFrameVisitor<'de> {
             });
         Ok(relay_sub("COUNT", sub).and_then(|sub| Ok(RelayMessage::Count { sub, count: count? })))
     }
+}
+
+/// `["NEG-ERR", sub, reason, ...]`: strfry appends a fourth element (the result count it
+/// refused), so anything after the reason is skipped rather than refused.
+fn neg_err<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<Decoded<'de>, A::Error> {
+    let (Some(sub), Some(message)) = (
+        seq.next_element::<Atom<'de>>()?,
+        seq.next_element::<Atom<'de>>()?,
+    ) else {
+        return Ok(Err(FrameError::Arity {
+            verb: "NEG-ERR",
+            expected: 3,
+            got: 2,
+        }));
+    };
+    count_rest(&mut seq)?;
+    Ok(relay_sub("NEG-ERR", sub).and_then(|sub| {
+        Ok(RelayMessage::NegErr {
+            sub,
+            message: text("NEG-ERR", 2, message)?,
+        })
+    }))
 }
 
 /// Decode a fixed number of atoms, then hand them to `build`; wrong arity is reported with

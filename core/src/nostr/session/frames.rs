@@ -1,6 +1,7 @@
-//! The relay's frames, one handler per verb: EVENT, EOSE, CLOSED, OK, NOTICE, AUTH.
+//! The relay's frames, one handler per verb: EVENT, EOSE, CLOSED, OK, NOTICE, AUTH (NIP-77's
+//! NEG-MSG and NEG-ERR are the catch-up's, in `session/catch_up.rs`).
 
-use super::RelaySession;
+use super::{catch_up_ctx, RelaySession};
 use crate::nostr::message::{EventId, RawEvent, RelayMessage};
 use crate::nostr::output::{ChallengeId, Event};
 use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
@@ -40,6 +41,8 @@ impl RelaySession {
                 });
             }
             RelayMessage::Count { .. } => self.stats.unexpected += 1,
+            RelayMessage::NegMsg { sub, message } => self.on_neg_msg(now, &sub, &message),
+            RelayMessage::NegErr { sub, message } => self.on_neg_err(now, &sub, &message),
         }
     }
 
@@ -47,7 +50,14 @@ impl RelaySession {
         let Some(id) = self.route(wire) else {
             return;
         };
-        let window = self.catch_up_window();
+        let latest = self.latest_plausible();
+        let (per_sub, total) = self.memory_bounds();
+        let ctx = catch_up_ctx(
+            &self.config,
+            self.wall.map(|w| w.unix_secs(self.clock.now())),
+            false,
+            &self.declared,
+        );
         let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
@@ -55,9 +65,19 @@ impl RelaySession {
             self.stats.stale_attempt += 1;
             return;
         }
-        let first_response = sub.state == SubState::Pending && !sub.responded;
+        let pending = sub.state == SubState::Pending;
+        let first_response = pending && !sub.responded;
         sub.responded = true;
-        let admitted = sub.admit(event.id(), event.created_at(), &window);
+        let room = per_sub
+            .saturating_sub(sub.memory.len())
+            .min(total.saturating_sub(self.remembered));
+        let (admitted, stored) = sub.admit(event.id(), event.created_at(), latest, room);
+        self.remembered = (self.remembered + stored.added).saturating_sub(stored.evicted);
+        if let Some(ctx) = &ctx {
+            let fresh = admitted != Admit::Duplicate;
+            sub.catch_up
+                .on_event(event.created_at(), fresh, pending, ctx);
+        }
         if first_response {
             // A REQ that streams is slow, not stalled: no EOSE timeout for it.
             self.set_timer(id, None);
@@ -96,6 +116,7 @@ impl RelaySession {
         if let Some(max) = self.scheduler.accepted(id) {
             self.events.push_back(Event::SubscriptionLimit { max });
         }
+        self.catch_up_eose(now, id);
         self.pump(now);
     }
 
@@ -147,7 +168,9 @@ impl RelaySession {
                 let until = self.gate.refuse(now, retry_after);
                 self.events.push_back(Event::RateLimited { until });
             }
-            _ => {}
+            // Relays without NIP-77 answer NEG-OPEN with a NOTICE (nostr-rs-relay "could not
+            // parse command", strfry "ERROR: bad msg: ...", rnostr "Unsupported message").
+            _ => self.negentropy_noticed(now, message),
         }
     }
 

@@ -123,6 +123,7 @@ impl RelaySession {
                     &format!("eose-timeout: no answer to REQ within {secs}s"),
                 );
             }
+            SubState::Live if sub.catch_up.negotiating() => self.negentropy_timed_out(now, id),
             SubState::AwaitingAuth => {
                 let secs = self.config.auth_timeout.as_secs();
                 self.surface(

@@ -1,0 +1,501 @@
+//! Catch-up: what a subscription that was live asks for when it is sent again, so that
+//! nothing that reached the relay meanwhile is lost and nothing already delivered is
+//! delivered twice.
+//!
+//! - The **live half** of every REQ after the first keeps the user's filter, with `limit: 0`:
+//!   a catch-up never narrows what the relay pushes live.
+//! - The **window** is what is exact: from `exact_since` on, every event the relay holds for
+//!   the filter is delivered once. Its start is the later of the [`Memory`]'s floor (below
+//!   it nothing delivered is remembered, so nothing below it may be asked again) and, per
+//!   method:
+//!   - **NIP-77** (negentropy, learned per relay): from when the subscription went live,
+//!     minus the lookback. The remembered ids are reconciled with the relay's set and only
+//!     the missing ids are fetched, as `ids` filters in the subscription's own REQ.
+//!   - **`since`** (the fallback): from the wall-clock time the subscription stopped being
+//!     live, minus the lookback, so an event that reaches the relay up to `lookback` late
+//!     is still found. The window filters ride in the subscription's own REQ, beside the live
+//!     half, paged with `until` when an answer fills a page.
+//!
+//! Both methods re-send the subscription's REQ under its own wire id, which relays treat as
+//! a replacement (NIP-01): no second slot is taken against the relay's subscription cap, and
+//! the live half never has a gap.
+
+mod filters;
+mod memory;
+mod reconcile;
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+
+use crate::nostr::message::EventId;
+use crate::time::Instant;
+
+pub(crate) use memory::{Memory, Stored};
+pub(crate) use reconcile::NegFailure;
+use reconcile::{Limits, Reconciliation, Step};
+
+/// How a catch-up was done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CatchUpMethod {
+    /// NIP-77 negentropy: the remembered ids reconciled with the relay's, the missing ones
+    /// fetched by id.
+    Negentropy,
+    /// A `since` query over the lookback window (the relay has no NIP-77, or refused it).
+    Since,
+}
+
+impl CatchUpMethod {
+    /// `negentropy` or `since`, as the CLI writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CatchUpMethod::Negentropy => "negentropy",
+            CatchUpMethod::Since => "since",
+        }
+    }
+}
+
+/// How subscriptions catch up after a gap, and what that may cost.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct CatchUpConfig {
+    /// How late an event may reach the relay and still be found by a `since` catch-up
+    /// (2 min): the window starts this long before the subscription stopped being live.
+    pub lookback: Duration,
+    /// Events remembered per subscription (1 024, 40 bytes each): the dedup memory and the
+    /// NIP-77 "have" set. When full, the oldest second is forgotten and the exact window
+    /// starts after it.
+    pub memory: usize,
+    /// Events remembered across all subscriptions of the session (65 536, 2.5 MiB).
+    pub memory_total: usize,
+    /// Events asked per page of a `since` catch-up (500), lowered to the relay's declared
+    /// `max_limit`. A page that comes back full is followed by the next, older one.
+    pub page: usize,
+    /// Try NIP-77 where the relay may have it (true).
+    pub negentropy: bool,
+    /// A negentropy session with no answer for this long falls back (10 s).
+    pub negentropy_timeout: Duration,
+    /// After a relay refused or failed NIP-77, how long it is not asked again (1 h).
+    pub negentropy_retry_after: Duration,
+    /// Relay messages answered per negentropy session at most (32).
+    pub negentropy_rounds: u32,
+    /// Largest negentropy message sent, in bytes before hex (60 000; at least 4 096).
+    pub negentropy_frame: u64,
+    /// Missing ids one reconciliation may find at most (10 000); past it, it falls back.
+    pub max_missing: usize,
+    /// Ids fetched per REQ (100).
+    pub fetch_batch: usize,
+}
+
+impl Default for CatchUpConfig {
+    fn default() -> Self {
+        CatchUpConfig {
+            lookback: Duration::from_secs(120),
+            memory: 1_024,
+            memory_total: 65_536,
+            page: 500,
+            negentropy: true,
+            negentropy_timeout: Duration::from_secs(10),
+            negentropy_retry_after: Duration::from_secs(3_600),
+            negentropy_rounds: 32,
+            negentropy_frame: 60_000,
+            max_missing: 10_000,
+            fetch_batch: 100,
+        }
+    }
+}
+
+/// What the session knows, when a subscription plans its next step.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Ctx<'a> {
+    pub(crate) config: &'a CatchUpConfig,
+    /// Wall-clock seconds now, if the driver gave the wall clock.
+    pub(crate) unix_now: Option<u64>,
+    /// NIP-77 may be tried with this relay now.
+    pub(crate) negentropy: bool,
+    /// The relay's declared `max_limit`.
+    pub(crate) max_limit: Option<usize>,
+    /// The relay's declared `max_message_length`.
+    pub(crate) max_message_length: Option<usize>,
+}
+
+impl Ctx<'_> {
+    fn page(&self) -> usize {
+        let page = self.config.page.max(1);
+        self.max_limit.map_or(page, |m| page.min(m.max(1)))
+    }
+
+    fn lookback(&self) -> u64 {
+        self.config.lookback.as_secs()
+    }
+
+    /// Ids per fetch: the configured batch, fewer when the relay's frame limit needs it (an
+    /// id costs 67 bytes in a filter; half the frame is left for the live half).
+    fn fetch_batch(&self) -> usize {
+        let batch = self.config.fetch_batch.max(1);
+        self.max_message_length
+            .map_or(batch, |max| batch.min((max / 2 / 67).max(1)))
+    }
+}
+
+/// One subscription's catch-up state.
+#[derive(Debug, Default)]
+pub(crate) struct CatchUp {
+    /// Wall-clock seconds of the subscription's first EOSE: before it, the first answer
+    /// (the user's `limit`) was all it asked for.
+    live_from: Option<u64>,
+    /// Wall-clock seconds it stopped being live, until a catch-up completes.
+    gap_from: Option<u64>,
+    phase: Phase,
+}
+
+/// Where a catch-up stands.
+#[derive(Debug, Default)]
+enum Phase {
+    /// None in flight: the REQ is the user's filters (first) or the live half alone.
+    #[default]
+    Idle,
+    /// The REQ carries the window from `since`, up to `until` (paging).
+    Window {
+        since: u64,
+        until: Option<u64>,
+        /// The `page` newest `created_at` of the current answer: full means paging on.
+        newest: BinaryHeap<Reverse<u64>>,
+        recovered: u64,
+        started: u64,
+    },
+    /// The REQ carries the live half; a NIP-77 session reconciles `since` onwards.
+    Reconcile {
+        since: u64,
+        session: Option<Box<Reconciliation>>,
+        recovered: u64,
+        started: u64,
+    },
+    /// The REQ carries `batch`; `missing` follow.
+    Fetch {
+        since: u64,
+        batch: Vec<EventId>,
+        missing: VecDeque<EventId>,
+        recovered: u64,
+        started: u64,
+    },
+}
+
+/// What the session does after an EOSE or a negentropy message.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// Nothing: the catch-up (if any) goes on by itself.
+    Wait,
+    /// Re-send the REQ under its own wire id (next page, next fetch batch, fallback).
+    Reissue,
+    /// Open the NIP-77 session.
+    Reconcile,
+    /// Send this `NEG-MSG`.
+    NegMsg(String),
+    /// The catch-up is complete.
+    Done(CaughtUp),
+}
+
+/// A completed catch-up, as the application hears it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CaughtUp {
+    pub(crate) method: CatchUpMethod,
+    pub(crate) exact_since: u64,
+    pub(crate) recovered: u64,
+}
+
+impl CatchUp {
+    /// Whether a NIP-77 session is open on the relay.
+    pub(crate) fn negotiating(&self) -> bool {
+        matches!(
+            self.phase,
+            Phase::Reconcile {
+                session: Some(_),
+                ..
+            }
+        )
+    }
+
+    /// Whether the next step is opening the NIP-77 session.
+    pub(crate) fn wants_negentropy(&self) -> bool {
+        matches!(self.phase, Phase::Reconcile { session: None, .. })
+    }
+
+    /// A fresh REQ (not a re-send under the same id) is about to go out: choose how it
+    /// catches up. `filter_count` filters; `memory` as it stands.
+    pub(crate) fn begin(&mut self, ctx: &Ctx<'_>, memory: &Memory, filter_count: usize) {
+        let Some(live_from) = self.live_from else {
+            self.phase = Phase::Idle;
+            return;
+        };
+        let now = ctx.unix_now.or(memory.newest()).unwrap_or(0);
+        let gap_from = *self.gap_from.get_or_insert(now);
+        let started = now;
+        // NIP-77 sessions take one filter each; several filters take the `since` path.
+        self.phase = if ctx.negentropy && filter_count == 1 {
+            Phase::Reconcile {
+                since: live_from.saturating_sub(ctx.lookback()).max(memory.floor()),
+                session: None,
+                recovered: 0,
+                started,
+            }
+        } else {
+            window(gap_from, ctx, memory, started)
+        };
+    }
+
+    /// The filters of the REQ now going out.
+    pub(crate) fn req_filters(&self, user: &[&RawValue], ctx: &Ctx<'_>) -> Vec<Box<RawValue>> {
+        if self.live_from.is_none() {
+            return user.iter().map(|f| (*f).to_owned()).collect();
+        }
+        if let Phase::Reconcile { .. } = self.phase {
+            return user.iter().map(|f| filters::newest(f)).collect();
+        }
+        let mut out: Vec<Box<RawValue>> = user.iter().map(|f| filters::live(f)).collect();
+        match &self.phase {
+            Phase::Idle | Phase::Reconcile { .. } => {}
+            Phase::Window { since, until, .. } => {
+                let page = ctx.page();
+                out.extend(
+                    user.iter()
+                        .map(|f| filters::window(f, *since, *until, page)),
+                );
+            }
+            Phase::Fetch { batch, .. } => out.extend(filters::ids(batch)),
+        }
+        out
+    }
+
+    /// An event arrived (`pending`: for the REQ waiting for EOSE); `fresh` if it was
+    /// delivered.
+    pub(crate) fn on_event(&mut self, created_at: u64, fresh: bool, pending: bool, ctx: &Ctx<'_>) {
+        let page = ctx.page();
+        let (recovered, started) = match &mut self.phase {
+            Phase::Idle => return,
+            Phase::Window {
+                newest,
+                recovered,
+                started,
+                ..
+            } => {
+                if pending {
+                    newest.push(Reverse(created_at));
+                    if newest.len() > page {
+                        newest.pop();
+                    }
+                }
+                (recovered, *started)
+            }
+            Phase::Reconcile {
+                recovered, started, ..
+            }
+            | Phase::Fetch {
+                recovered, started, ..
+            } => (recovered, *started),
+        };
+        // Only what is older than the catch-up itself was recovered; the rest is live.
+        if fresh && created_at <= started {
+            *recovered += 1;
+        }
+    }
+
+    /// The REQ got its EOSE at wall-clock `unix_now`.
+    pub(crate) fn on_eose(&mut self, ctx: &Ctx<'_>, memory: &Memory) -> Next {
+        if self.live_from.is_none() {
+            self.live_from = Some(ctx.unix_now.or(memory.newest()).unwrap_or(0));
+            return Next::Wait;
+        }
+        let page = ctx.page();
+        match &mut self.phase {
+            Phase::Idle => Next::Wait,
+            Phase::Window {
+                since,
+                until,
+                newest,
+                recovered,
+                ..
+            } => {
+                let Some(&Reverse(oldest_kept)) = newest.peek().filter(|_| newest.len() >= page)
+                else {
+                    return self.done(CatchUpMethod::Since, None);
+                };
+                if until.is_some_and(|u| oldest_kept >= u) || oldest_kept <= *since {
+                    // A full page within one second (or at the window's start): no older
+                    // page can be asked without skipping; exact only after it.
+                    let stuck = oldest_kept.saturating_add(1).max(*since);
+                    let _ = recovered;
+                    return self.done(CatchUpMethod::Since, Some(stuck));
+                }
+                *until = Some(oldest_kept);
+                newest.clear();
+                Next::Reissue
+            }
+            Phase::Reconcile { session: None, .. } => Next::Reconcile,
+            Phase::Reconcile { .. } => Next::Wait,
+            Phase::Fetch { batch, missing, .. } => {
+                batch.clear();
+                if missing.is_empty() {
+                    return self.done(CatchUpMethod::Negentropy, None);
+                }
+                let take = ctx.fetch_batch().min(missing.len());
+                batch.extend(missing.drain(..take));
+                Next::Reissue
+            }
+        }
+    }
+
+    /// Open the NIP-77 session: the filter to reconcile and the first message (hex).
+    pub(crate) fn open_negentropy(
+        &mut self,
+        user: &RawValue,
+        memory: &Memory,
+        ctx: &Ctx<'_>,
+    ) -> Result<(Box<RawValue>, String), NegFailure> {
+        let Phase::Reconcile { since, session, .. } = &mut self.phase else {
+            return Err(NegFailure::Malformed("no reconciliation due".into()));
+        };
+        let (opened, first) = Reconciliation::open(memory.items_since(*since), limits(ctx))?;
+        *session = Some(Box::new(opened));
+        Ok((filters::reconciled(user, *since), first))
+    }
+
+    /// The relay's `NEG-MSG`.
+    pub(crate) fn on_negentropy(&mut self, message: &str) -> Result<Next, NegFailure> {
+        let Phase::Reconcile {
+            since,
+            session: Some(session),
+            recovered,
+            started,
+        } = &mut self.phase
+        else {
+            return Ok(Next::Wait);
+        };
+        match session.on_message(message)? {
+            Step::Send(next) => Ok(Next::NegMsg(next)),
+            Step::Done(missing) => {
+                let (since, recovered, started) = (*since, *recovered, *started);
+                if missing.is_empty() {
+                    return Ok(self.done(CatchUpMethod::Negentropy, None));
+                }
+                self.phase = Phase::Fetch {
+                    since,
+                    batch: Vec::new(),
+                    missing: missing.into(),
+                    recovered,
+                    started,
+                };
+                Ok(Next::Reissue)
+            }
+        }
+    }
+
+    /// NIP-77 failed (refused, silent, malformed, over a bound): catch up with `since`
+    /// instead, by re-sending the REQ with the window.
+    pub(crate) fn fall_back(&mut self, ctx: &Ctx<'_>, memory: &Memory) -> Next {
+        let (recovered, started) = match &self.phase {
+            Phase::Reconcile {
+                recovered, started, ..
+            }
+            | Phase::Fetch {
+                recovered, started, ..
+            } => (*recovered, *started),
+            Phase::Idle | Phase::Window { .. } => return Next::Wait,
+        };
+        let now = ctx.unix_now.or(memory.newest()).unwrap_or(0);
+        let gap_from = *self.gap_from.get_or_insert(now);
+        self.phase = window(gap_from, ctx, memory, started);
+        if let Phase::Window { recovered: r, .. } = &mut self.phase {
+            *r = recovered;
+        }
+        Next::Reissue
+    }
+
+    /// The REQ is no longer open (socket lost, refused, timed out): the subscription is not
+    /// live from `unix_now` until a catch-up completes. Returns whether a NIP-77 session was
+    /// open on the relay (to close it while the socket lives).
+    pub(crate) fn on_left_open(&mut self, unix_now: Option<u64>, memory: &Memory) -> bool {
+        let negotiating = self.negotiating();
+        if self.live_from.is_some() && self.gap_from.is_none() {
+            self.gap_from = Some(unix_now.or(memory.newest()).unwrap_or(0));
+        }
+        self.phase = Phase::Idle;
+        negotiating
+    }
+
+    fn done(&mut self, method: CatchUpMethod, stuck: Option<u64>) -> Next {
+        let phase = std::mem::take(&mut self.phase);
+        let (since, recovered) = match phase {
+            Phase::Window {
+                since, recovered, ..
+            }
+            | Phase::Reconcile {
+                since, recovered, ..
+            }
+            | Phase::Fetch {
+                since, recovered, ..
+            } => (since, recovered),
+            Phase::Idle => return Next::Wait,
+        };
+        self.gap_from = None;
+        Next::Done(CaughtUp {
+            method,
+            exact_since: stuck.unwrap_or(since),
+            recovered,
+        })
+    }
+}
+
+/// The `since` window from `gap_from`: the lookback before it, never below the memory's floor.
+fn window(gap_from: u64, ctx: &Ctx<'_>, memory: &Memory, started: u64) -> Phase {
+    Phase::Window {
+        since: gap_from.saturating_sub(ctx.lookback()).max(memory.floor()),
+        until: None,
+        newest: BinaryHeap::new(),
+        recovered: 0,
+        started,
+    }
+}
+
+fn limits(ctx: &Ctx<'_>) -> Limits {
+    Limits {
+        frame: ctx.config.negentropy_frame,
+        rounds: ctx.config.negentropy_rounds,
+        need: ctx.config.max_missing,
+    }
+}
+
+/// Whether NIP-77 may be tried with a relay: what it did outranks what it declared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Support {
+    /// Nothing known: try it.
+    #[default]
+    Unknown,
+    /// Its NIP-11 document lists NIP-77 (`true`) or lists NIPs without it (`false`).
+    Declared(bool),
+    /// A reconciliation worked on this relay.
+    Works,
+    /// It refused or failed: not asked again until then.
+    Failed(Instant),
+}
+
+impl Support {
+    /// Whether to try NIP-77 now.
+    pub(crate) fn usable(self, now: Instant) -> bool {
+        match self {
+            Support::Unknown | Support::Works | Support::Declared(true) => true,
+            Support::Declared(false) => false,
+            Support::Failed(until) => now >= until,
+        }
+    }
+
+    /// The relay's document said `declared`.
+    pub(crate) fn declare(self, declared: Option<bool>) -> Support {
+        match (self, declared) {
+            (Support::Works | Support::Failed(_), _) | (_, None) => self,
+            (_, Some(d)) => Support::Declared(d),
+        }
+    }
+}
