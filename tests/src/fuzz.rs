@@ -22,7 +22,7 @@ use tether_core::link::{Epoch, SocketLoss};
 use tether_core::nostr::message::{
     ClientMessage, FrameError, RawEvent, RelayMessage, DEFAULT_MAX_FRAME, MAX_SUB_ID_CHARS,
 };
-use tether_core::nostr::{Priority, RelayConfig, SubscriptionId};
+use tether_core::nostr::{CatchUpConfig, Priority, RelayConfig, SubscriptionId};
 use tether_core::pool::{PoolConfig, RelayId, SubId};
 use tether_core::sse::{
     Item, Message, Parser, ParserConfig, Request, Resume, SseConfig, Unsendable,
@@ -490,12 +490,12 @@ fn relay_world(u: &mut Unstructured<'_>) -> Result<World> {
         None
     };
     config.replay_batch = u.int_in_range(1..=8)?;
-    config.catch_up = if u.ratio(1, 4)? {
-        None
-    } else {
-        Some(Duration::from_secs(5))
-    };
-    config.dedup_capacity = u.int_in_range(0..=4)?;
+    let catch_up = !u.ratio(1, 4)?;
+    let mut memory = CatchUpConfig::default();
+    memory.memory = u.int_in_range(0..=4)?;
+    // A short lookback keeps windows (and so the bytes re-delivered) small.
+    memory.lookback = Duration::from_secs(5);
+    config.catch_up = catch_up.then_some(memory);
     config.max_registered = u.int_in_range(1..=16)?;
     config.eose_timeout = Duration::from_secs(u.int_in_range(1..=30)?);
     config.max_outbox = u.int_in_range(1..=4)?;
@@ -887,7 +887,9 @@ fn pool_world(u: &mut Unstructured<'_>) -> Result<PoolWorld> {
     config.max_subscriptions = u.int_in_range(1..=12)?;
     config.relay.eose_timeout = Duration::from_secs(u.int_in_range(1..=30)?);
     config.relay.publish_timeout = Duration::from_secs(u.int_in_range(1..=10)?);
-    config.relay.dedup_capacity = u.int_in_range(0..=4)?;
+    if let Some(catch_up) = config.relay.catch_up.as_mut() {
+        catch_up.memory = u.int_in_range(0..=4)?;
+    }
     config.relay.max_subscriptions = if u.ratio(1, 4)? {
         Some(u.int_in_range(1..=3)?)
     } else {

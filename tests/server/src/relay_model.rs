@@ -187,6 +187,12 @@ impl RelayModel {
             }
             ClientMessage::Event { event } => self.publish(conn, event.get()),
             ClientMessage::Auth { event } => self.auth(conn, event.get()),
+            ClientMessage::NegOpen { .. }
+            | ClientMessage::NegMsg { .. }
+            | ClientMessage::NegClose { .. } => vec![RelayMessage::Notice {
+                message: "could not parse command".into(),
+            }
+            .encode()],
             ClientMessage::Count { sub, .. } => {
                 vec![RelayMessage::Closed {
                     sub,
