@@ -1,7 +1,8 @@
 //! tether-testserver: peers that misbehave the way real relays do, to test clients against.
 //!
-//! [`RelayModel`] is a sans-IO Nostr relay (REQ budgets refused with `retry in Ns`,
-//! subscription caps as CLOSED or as a bare NOTICE, NIP-42, scripted refusals, silence,
+//! [`RelayModel`] is a sans-IO Nostr relay (stored answers newest first and capped per
+//! filter, REQ budgets refused with `retry in Ns`, subscription caps as CLOSED or as a bare
+//! NOTICE, NIP-42, NIP-77 negentropy or its absence, scripted refusals, silence,
 //! accept-then-drop). tether-testkit's simulator drives it in virtual time; with the
 //! `server` feature, `server::TestRelay` serves it over a real WebSocket on 127.0.0.1
 //! with transport faults on top. With the `sse` feature, `sse::ScriptedSse` answers SSE
@@ -16,4 +17,6 @@ pub mod server;
 #[cfg(feature = "sse")]
 pub mod sse;
 
-pub use relay_model::{auth_event, LimitStyle, RelayModel, ReqBudget, StoredEvent};
+pub use relay_model::{
+    auth_event, AnswerOrder, LimitStyle, Nip77, RelayModel, ReqBudget, StoredEvent,
+};
