@@ -113,6 +113,12 @@ enum Line<'a> {
     Eose {
         sub: &'a str,
     },
+    CaughtUp {
+        sub: &'a str,
+        method: &'static str,
+        exact_since: u64,
+        recovered: u64,
+    },
     Retrying {
         sub: &'a str,
         in_ms: u64,
@@ -321,6 +327,12 @@ impl Run {
                 sub,
                 in_ms: millis(*after),
                 attempt: *attempt,
+            })?,
+            SubscriptionEvent::CaughtUp(c) => self.out.write(&Line::CaughtUp {
+                sub,
+                method: c.method.as_str(),
+                exact_since: c.exact_since,
+                recovered: c.recovered,
             })?,
             SubscriptionEvent::Queued => self.out.write(&Line::Queued { sub })?,
             SubscriptionEvent::EoseTimeout => self.out.write(&Line::EoseTimeout { sub })?,

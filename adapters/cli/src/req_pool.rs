@@ -58,6 +58,13 @@ enum Line<'a> {
         sub: &'a str,
         relay: &'a str,
     },
+    CaughtUp {
+        sub: &'a str,
+        relay: &'a str,
+        method: &'static str,
+        exact_since: u64,
+        recovered: u64,
+    },
     Retrying {
         sub: &'a str,
         relay: &'a str,
@@ -273,6 +280,13 @@ impl Run {
             PoolItem::Eose { relay } => self.out.write(&Line::Eose {
                 sub,
                 relay: url(&self.urls, *relay),
+            })?,
+            PoolItem::CaughtUp { relay, caught_up } => self.out.write(&Line::CaughtUp {
+                sub,
+                relay: url(&self.urls, *relay),
+                method: caught_up.method.as_str(),
+                exact_since: caught_up.exact_since,
+                recovered: caught_up.recovered,
             })?,
             PoolItem::RelayClosed {
                 relay,

@@ -7,7 +7,9 @@ use tether_core::nostr::message::EventId;
 use tether_core::nostr::{Event, SubscriptionId};
 use tether_core::Instant;
 
-use crate::relay::{Published, Rejected, RelayEvent, SessionEvent, SubscriptionEvent};
+use crate::relay::{
+    CaughtUp, Published, Rejected, RelayEvent, SessionEvent, SubscriptionEvent,
+};
 
 /// One relay event, translated.
 pub(crate) enum Heard {
@@ -33,6 +35,19 @@ pub(crate) fn heard(now: Instant, event: Event) -> Option<Heard> {
             Heard::Sub(sub, SubscriptionEvent::Event(RelayEvent { id, raw }))
         }
         Event::Eose { sub } => Heard::Sub(sub, SubscriptionEvent::Eose),
+        Event::CaughtUp {
+            sub,
+            method,
+            exact_since,
+            recovered,
+        } => Heard::Sub(
+            sub,
+            SubscriptionEvent::CaughtUp(CaughtUp {
+                method,
+                exact_since,
+                recovered,
+            }),
+        ),
         Event::Closed {
             sub,
             reason,

@@ -55,6 +55,7 @@ pub fn encode_relay_transmit(transmit: &Transmit, out: &mut Vec<u8>) {
 ///   `network_error`)
 /// - `{"type":"received","sub":N,"id":"hex","event":{...the relay's bytes...}}`
 /// - `{"type":"eose","sub":N}`, `{"type":"queued","sub":N}`, `{"type":"eose_timeout","sub":N}`
+/// - `{"type":"caught_up","sub":N,"method":"negentropy"|"since","exact_since":N,"recovered":N}`
 /// - `{"type":"closed","sub":N,"reason":"...","attempts":N}`
 /// - `{"type":"retrying","sub":N,"at_ms":N,"attempt":N}`
 /// - `{"type":"rate_limited","until_ms":N}`, `{"type":"subscription_limit","max":N}`
@@ -90,6 +91,17 @@ pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
             .hex("id", &id.0)
             .raw("event", raw),
         Event::Eose { sub } => o.kind("eose").num("sub", sub.0),
+        Event::CaughtUp {
+            sub,
+            method,
+            exact_since,
+            recovered,
+        } => o
+            .kind("caught_up")
+            .num("sub", sub.0)
+            .str("method", method.as_str())
+            .num("exact_since", *exact_since)
+            .num("recovered", *recovered),
         Event::Closed {
             sub,
             reason,

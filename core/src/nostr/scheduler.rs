@@ -282,6 +282,11 @@ impl Scheduler {
         if sub.state != SubState::Live {
             return;
         }
+        if sub.catch_up.wants_negentropy() && !ctx.negentropy {
+            // The relay refused NIP-77 since this catch-up began (another subscription
+            // learned it): straight to `since`.
+            sub.catch_up.fall_back(&ctx, &sub.memory);
+        }
         if sub.catch_up.wants_negentropy() {
             let Some(filter) = sub.user_filters().first().map(|&f| f.to_owned()) else {
                 return;

@@ -872,6 +872,26 @@ impl RelayPool {
                 );
                 self.relay_gone(now, logical_id, relay, Missing::Closed(reason));
             }
+            Event::CaughtUp {
+                sub,
+                method,
+                exact_since,
+                recovered,
+            } => {
+                let Some(logical_id) = route(self, sub) else {
+                    return;
+                };
+                self.emit(
+                    logical_id,
+                    PoolEvent::CaughtUp {
+                        sub: logical_id,
+                        relay,
+                        method,
+                        exact_since,
+                        recovered,
+                    },
+                );
+            }
             Event::Published { id } => self.publish_answer(id, relay, None),
             Event::Rejected { id, reason } => {
                 let why = match reason {

@@ -5,7 +5,7 @@ use std::fmt;
 
 use crate::link::SocketError;
 use crate::nostr::message::EventId;
-use crate::nostr::{Error, Event};
+use crate::nostr::{CatchUpMethod, Error, Event};
 
 /// One relay of a pool; ids of removed relays are reused by relays added later.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -41,6 +41,22 @@ pub enum PoolEvent {
         id: EventId,
         /// Its JSON, byte for byte as that relay sent it.
         raw: String,
+    },
+    /// `relay` caught `sub` up after a gap: every event it holds for the filter from
+    /// `exact_since` on has been delivered once (see the relay session's `CaughtUp`).
+    /// Cross-relay dedup is unchanged: `recovered` counts what this relay's catch-up
+    /// delivered to the pool, some of which another relay may have delivered first.
+    CaughtUp {
+        /// The logical subscription.
+        sub: SubId,
+        /// The relay.
+        relay: RelayId,
+        /// NIP-77 or the `since` fallback.
+        method: CatchUpMethod,
+        /// From which `created_at` the catch-up is exact.
+        exact_since: u64,
+        /// Events older than the catch-up's start that the relay delivered for the first time.
+        recovered: u64,
     },
     /// `relay` finished sending stored events for `sub`.
     Eose {

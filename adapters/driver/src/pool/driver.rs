@@ -17,6 +17,7 @@ use tether_core::Instant;
 use tracing::{debug, info, warn};
 
 use super::handle::{PoolCommand, PoolEvents, PoolHandle, PoolItem};
+use crate::relay::CaughtUp;
 use crate::config::{seed_or_random, Config};
 use crate::delivery::{Delivery, Route, Routes};
 use crate::drive::{unix_now, App, Driver, Parts, Setup};
@@ -230,6 +231,23 @@ impl App for PoolApp {
                 raw,
             } => Route::Sub(sub, PoolItem::Event { relay, id, raw }),
             PoolEvent::Eose { sub, relay } => Route::Sub(sub, PoolItem::Eose { relay }),
+            PoolEvent::CaughtUp {
+                sub,
+                relay,
+                method,
+                exact_since,
+                recovered,
+            } => Route::Sub(
+                sub,
+                PoolItem::CaughtUp {
+                    relay,
+                    caught_up: CaughtUp {
+                        method,
+                        exact_since,
+                        recovered,
+                    },
+                },
+            ),
             PoolEvent::RelayClosed {
                 sub,
                 relay,

@@ -10,7 +10,7 @@ use tether_core::nostr::message::EventId;
 use tether_core::nostr::Filter;
 use tether_core::pool::{Outcome, PoolError, PoolStats, PublishOutcome, RelayId, SubId};
 
-use crate::relay::{SessionEvent, SubscriptionEvent};
+use crate::relay::{CaughtUp, SessionEvent, SubscriptionEvent};
 
 /// What a pool subscription yields: each event once, whichever relay sent it first, and
 /// how the query went.
@@ -25,6 +25,13 @@ pub enum PoolItem {
         id: EventId,
         /// Its JSON, as that relay sent it.
         raw: String,
+    },
+    /// `relay` caught this subscription up after a gap.
+    CaughtUp {
+        /// The relay.
+        relay: RelayId,
+        /// How, and from which `created_at` it is exact.
+        caught_up: CaughtUp,
     },
     /// `relay` sent its stored events.
     Eose {

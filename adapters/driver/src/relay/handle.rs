@@ -13,7 +13,8 @@ use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::{EventId, FrameError};
 use tether_core::nostr::{
-    Applied, ChallengeId, Disconnect, Error, Filter, Priority, Rejection, RelayInfo, SubscriptionId,
+    Applied, CatchUpMethod, ChallengeId, Disconnect, Error, Filter, Priority, Rejection, RelayInfo,
+    SubscriptionId,
 };
 
 use crate::signer::SignerError;
@@ -64,6 +65,17 @@ pub struct RelayEvent {
     pub raw: String,
 }
 
+/// How a subscription caught up after a gap (a reconnect, a refusal, a restart).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CaughtUp {
+    /// NIP-77 negentropy, or the `since` fallback.
+    pub method: CatchUpMethod,
+    /// From which `created_at` the catch-up is exact.
+    pub exact_since: u64,
+    /// Events older than the catch-up's start that it delivered for the first time.
+    pub recovered: u64,
+}
+
 /// What a [`Subscription`] yields.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -72,6 +84,9 @@ pub enum SubscriptionEvent {
     Event(RelayEvent),
     /// Stored events are done; new ones stream in from here.
     Eose,
+    /// A catch-up after a gap completed: everything the relay holds for the filter from
+    /// `exact_since` on has now been delivered once.
+    CaughtUp(CaughtUp),
     /// The relay refused the REQ; it is re-sent after `after` (this is retry `attempt`).
     Retrying {
         /// Delay until the REQ re-enters the send queue.

@@ -11,6 +11,7 @@ pub use client::{check_ws_url, connect_relay};
 pub(crate) use driver::RelayRoutes;
 pub use driver::{relay_driver, RelayDriver};
 pub use handle::{
-    ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent, SessionEvents,
+    CaughtUp, ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
+    SessionEvents,
     Subscription, SubscriptionEvent,
 };

@@ -175,6 +175,14 @@ class _Req:
                 "in_ms": max(0, event["at_ms"] - now),
                 "attempt": event["attempt"],
             }
+        elif kind == "caught_up" and sub is not None:
+            line = {
+                "type": "caught_up",
+                "sub": sub,
+                "method": event["method"],
+                "exact_since": event["exact_since"],
+                "recovered": event["recovered"],
+            }
         elif kind in ("queued", "eose_timeout") and sub is not None:
             line = {"type": kind, "sub": sub}
         elif kind == "closed" and sub is not None:
