@@ -28,4 +28,6 @@ pub mod wait;
 pub use sim::{Action, Sim, UNIX_START};
 #[cfg(feature = "server")]
 pub use tether_testserver::server;
-pub use tether_testserver::{relay_model, LimitStyle, RelayModel, ReqBudget, StoredEvent};
+pub use tether_testserver::{
+    relay_model, AnswerOrder, LimitStyle, Nip77, RelayModel, ReqBudget, StoredEvent,
+};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tether_core::nostr::message::EventId;
 use tether_core::pool::{PoolConfig, PoolEvent, RelayId, SubId};
 use tether_testkit::pool_sim::{PoolAction, PoolSim};
-use tether_testkit::{RelayModel, StoredEvent};
+use tether_testkit::{AnswerOrder, RelayModel, StoredEvent};
 
 const R0: RelayId = RelayId(0);
 const R1: RelayId = RelayId(1);
@@ -30,9 +30,13 @@ fn forged(n: u64) -> StoredEvent {
     event
 }
 
+/// A relay that answers in the order given: these tests script the order copies reach the
+/// pool (the verification's arrival order), not a relay's storage order, which the pool's
+/// property tests cover both ways.
 fn relay(events: Vec<StoredEvent>) -> RelayModel {
     let mut model = RelayModel::default();
     model.events = events;
+    model.order = AnswerOrder::OldestFirst;
     model
 }
 

@@ -286,7 +286,14 @@ fn a_malformed_document_changes_nothing() {
     s.at(ms(100), kinds1());
     s.run_for(secs(1));
     assert_eq!(s.session.subscription_limit(), None);
-    assert!(s.session.relay_info().is_empty());
+    let info = s.session.relay_info();
+    assert_eq!(
+        (info.max_subscriptions, info.max_message_length, info.auth_required),
+        (None, None, false),
+        "no malformed limit is taken"
+    );
+    // Its well-formed `supported_nips` is read: no NIP-77.
+    assert_eq!(info.negentropy, Some(false));
     assert_eq!(s.relay.reqs.len(), 1);
     insta::assert_snapshot!(s.transcript());
 }

@@ -324,6 +324,7 @@ impl Scheduler {
             return;
         };
         sub.responded = false;
+        sub.reissued = true;
         sub.state = SubState::Pending;
         self.req_seq += 1;
         sub.sent_seq = self.req_seq;
@@ -358,6 +359,7 @@ impl Scheduler {
         };
         sub.attempt = sub.attempt.wrapping_add(1) & attempt_mask(id, env.max_subid);
         sub.responded = false;
+        sub.reissued = false;
         sub.state = SubState::Pending;
         self.req_seq += 1;
         sub.sent_seq = self.req_seq;

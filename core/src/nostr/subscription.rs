@@ -136,6 +136,9 @@ pub(crate) struct Subscription {
     pub(crate) responded: bool,
     /// Order of the current REQ among all sent, to attribute id-less NOTICE refusals.
     pub(crate) sent_seq: u64,
+    /// The current REQ is a catch-up's re-send under the same wire id: its EOSE is the
+    /// catch-up's, and the application already heard this attempt's.
+    pub(crate) reissued: bool,
     /// The deadline of this subscription's one timer, if any (retry, EOSE or auth hold).
     pub(crate) timer: Option<Instant>,
     /// What the last EOSE cleared, until the subscription proves stable.
@@ -174,6 +177,7 @@ impl Subscription {
             auth_retried: false,
             responded: false,
             sent_seq: 0,
+            reissued: false,
             timer: None,
             forgiven: None,
             memory: Memory::default(),

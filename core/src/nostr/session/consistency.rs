@@ -26,7 +26,9 @@ impl RelaySession {
                 return Err(format!("{id} is {:?} without an open socket", sub.state));
             }
             let wants_timer = match sub.state {
-                SubState::Idle | SubState::Queued | SubState::Live => false,
+                SubState::Idle | SubState::Queued => false,
+                // A NIP-77 session waits for the relay under its deadline.
+                SubState::Live => sub.catch_up.negotiating(),
                 SubState::Pending => !sub.responded,
                 SubState::Retrying | SubState::AwaitingAuth => true,
             };

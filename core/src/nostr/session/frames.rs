@@ -109,10 +109,12 @@ impl RelaySession {
         }
         sub.state = SubState::Live;
         sub.eose(now);
-        let seq = sub.sent_seq;
+        let (seq, reissued) = (sub.sent_seq, sub.reissued);
         self.scheduler.answered(seq);
         self.set_timer(id, None);
-        self.events.push_back(Event::Eose { sub: id });
+        if !reissued {
+            self.events.push_back(Event::Eose { sub: id });
+        }
         if let Some(max) = self.scheduler.accepted(id) {
             self.events.push_back(Event::SubscriptionLimit { max });
         }
