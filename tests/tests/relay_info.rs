@@ -288,7 +288,11 @@ fn a_malformed_document_changes_nothing() {
     assert_eq!(s.session.subscription_limit(), None);
     let info = s.session.relay_info();
     assert_eq!(
-        (info.max_subscriptions, info.max_message_length, info.auth_required),
+        (
+            info.max_subscriptions,
+            info.max_message_length,
+            info.auth_required
+        ),
         (None, None, false),
         "no malformed limit is taken"
     );

@@ -214,21 +214,32 @@ fn fifty_subs_socket_drop_replays_in_seven_batches_with_since() {
         .filter(|(t, _)| t.since_origin() > secs(5))
         .copied()
         .collect();
+    // The replay, then each subscription's catch-up step under its open REQ (the first a
+    // NEG-OPEN, which this relay refuses as nostr-rs-relay does; the rest go straight to
+    // the `since` window), paced the same way.
     assert_eq!(
         reconnect_batches.iter().map(|b| b.1).collect::<Vec<_>>(),
-        vec![8, 8, 8, 8, 8, 8, 2]
+        vec![8, 8, 8, 8, 8, 8, 2, 8, 8, 8, 8, 8, 8, 2]
     );
     for w in reconnect_batches.windows(2) {
         assert_eq!(w[1].0 - w[0].0, ms(50));
     }
     let replayed: Vec<_> = reqs(&s).into_iter().filter(|(t, _)| *t > 5_000).collect();
+    let (live, windows): (Vec<_>, Vec<_>) = replayed
+        .iter()
+        .partition(|(_, r)| r.ends_with(r#"{"kinds":[1],"limit":1}]"#));
+    // Every subscription falls back to the window: one after its NEG-OPEN was refused, the
+    // rest without asking again.
+    assert_eq!((live.len(), windows.len()), (50, 50));
+    let since = format!(r#""since":{}"#, UNIX_START + 5 - 120);
     assert!(
-        replayed.iter().all(|(_, r)| r.contains("\"since\":999998")),
-        "since = newest 1000003 - 5"
+        windows.iter().all(|(_, r)| r.contains(&since)),
+        "the window starts the lookback before the drop"
     );
-    // The overlap re-delivers all 3 events to each sub; every one is dropped as a duplicate.
+    // Each live half re-delivers the newest stored event, dropped as a duplicate; the
+    // windows hold none of these old events.
     assert_eq!(count(&s, |e| matches!(e, Event::Received { .. })), 150);
-    assert_eq!(s.session.stats().duplicates, 150);
+    assert_eq!(s.session.stats().duplicates, 50);
     insta::assert_snapshot!(s.transcript());
 }
 
@@ -444,21 +455,29 @@ fn a_future_created_at_does_not_make_the_subscription_deaf_after_a_reconnect() {
     );
     s.run_for(secs(12));
     let replay = reqs(&s).pop().map(|(_, text)| text);
-    let since = UNIX_START - 60 - 5;
+    // The window starts the lookback (120 s) before the drop at 2 s, whatever the dates.
+    let since = UNIX_START + 2 - 120;
     assert_eq!(
         replay.as_deref(),
-        Some(format!(r#"["REQ","0:2",{{"kinds":[1],"since":{since}}}]"#).as_str()),
-        "since follows the honest event, not the future-dated ones"
+        Some(
+            format!(
+                r#"["REQ","0:2",{{"kinds":[1],"limit":0}},{{"kinds":[1],"limit":500,"since":{since}}}]"#
+            )
+            .as_str()
+        ),
+        "the window follows the wall clock, not the future-dated events"
     );
     let delivered: Vec<String> = s.heard(|e| match e {
         Event::Received { id, .. } => Some(id.to_string()[60..].to_owned()),
         _ => None,
     });
-    // 1-3 once each (the replay re-sends all three: 1 from the overlap, 2 and 3 as dated
-    // after `since`; each dropped as remembered), then the live 4.
-    assert_eq!(delivered, ["0001", "0002", "0003", "0004"]);
+    // 1-3 once each, newest first as the relay answers (the catch-up re-sends 2 and 3, dated
+    // after the window's start, and the session drops them as remembered), then the live 4.
+    assert_eq!(delivered, ["0002", "0003", "0001", "0004"]);
     assert_eq!(s.session.stats().future_dated, 2, "{}", s.transcript());
-    assert_eq!(s.session.stats().duplicates, 3);
+    // 2 and 3 twice each: by the live half's one stored event while NIP-77 was tried, and by
+    // the window.
+    assert_eq!(s.session.stats().duplicates, 4);
     insta::assert_snapshot!(s.transcript());
 }
 

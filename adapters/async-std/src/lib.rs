@@ -87,12 +87,14 @@ pub use spawn::DefaultSpawn;
 #[cfg(feature = "smol")]
 pub use spawn::Smol;
 pub use spawn::Spawn;
-pub use tether_core::nostr::{Filter, Priority, Rejection, SubscriptionId};
+pub use tether_core::nostr::{
+    CatchUpConfig, CatchUpMethod, Filter, Priority, Rejection, SubscriptionId,
+};
 pub use tether_core::pool::{Outcome, PoolConfig, RelayId};
 pub use tether_core::sse;
 pub use tether_driver::{
-    ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle, PoolItem,
-    PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent, SessionEvents,
-    Signer, SignerError, Subscription, SubscriptionEvent,
+    CaughtUp, ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle,
+    PoolItem, PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
+    SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
 };
 pub use {tether_core, tether_driver};

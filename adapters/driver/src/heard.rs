@@ -7,9 +7,7 @@ use tether_core::nostr::message::EventId;
 use tether_core::nostr::{Event, SubscriptionId};
 use tether_core::Instant;
 
-use crate::relay::{
-    CaughtUp, Published, Rejected, RelayEvent, SessionEvent, SubscriptionEvent,
-};
+use crate::relay::{CaughtUp, Published, Rejected, RelayEvent, SessionEvent, SubscriptionEvent};
 
 /// One relay event, translated.
 pub(crate) enum Heard {

@@ -58,13 +58,15 @@ pub use http::ReqwestHttp;
 pub use pool::pool;
 pub use relay::{fetch_relay_info, RelayClient};
 pub use runtime::TokioRuntime;
-pub use tether_core::nostr::{Filter, Priority, Rejection, SubscriptionId};
+pub use tether_core::nostr::{
+    CatchUpConfig, CatchUpMethod, Filter, Priority, Rejection, SubscriptionId,
+};
 pub use tether_core::pool::{Outcome, PoolConfig, RelayId};
 pub use tether_core::sse;
 pub use tether_driver::{
-    ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle, PoolItem,
-    PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent, SessionEvents,
-    Signer, SignerError, Subscription, SubscriptionEvent,
+    CaughtUp, ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle,
+    PoolItem, PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
+    SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
 };
 pub use {tether_core, tether_driver};
 

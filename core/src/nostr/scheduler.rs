@@ -9,8 +9,8 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::gate::RateLimitGate;
-use crate::nostr::config::RelayConfig;
 use crate::nostr::catch_up::{self, NegFailure};
+use crate::nostr::config::RelayConfig;
 use crate::nostr::message::ClientMessage;
 use crate::nostr::output::{Carries, Event, Transmit};
 use crate::nostr::registry::Registry;
@@ -262,7 +262,7 @@ impl Scheduler {
         configured: Option<usize>,
     ) -> Option<Instant> {
         let reqs = !self.send_queue.is_empty() && self.slot_available(configured);
-        if !sending || !(reqs || !self.steps.is_empty()) {
+        if !sending || (!reqs && self.steps.is_empty()) {
             return None;
         }
         let gate = gate.ready_at().unwrap_or(Instant::ZERO);
@@ -307,7 +307,9 @@ impl Scheduler {
                         carries: Carries::Negentropy(id),
                     });
                 }
-                Err(NegFailure::Malformed(_) | NegFailure::TooManyRounds | NegFailure::TooManyIds) => {
+                Err(
+                    NegFailure::Malformed(_) | NegFailure::TooManyRounds | NegFailure::TooManyIds,
+                ) => {
                     // Our own items could not start a session: catch up by `since` instead.
                     sub.catch_up.fall_back(&ctx, &sub.memory);
                     self.reissue(now, id, env);

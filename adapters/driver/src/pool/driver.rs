@@ -17,11 +17,11 @@ use tether_core::Instant;
 use tracing::{debug, info, warn};
 
 use super::handle::{PoolCommand, PoolEvents, PoolHandle, PoolItem};
-use crate::relay::CaughtUp;
 use crate::config::{seed_or_random, Config};
 use crate::delivery::{Delivery, Route, Routes};
 use crate::drive::{unix_now, App, Driver, Parts, Setup};
 use crate::heard::{heard, Heard};
+use crate::relay::CaughtUp;
 use crate::relay::SessionEvent;
 use crate::runtime::{HttpConnect, Runtime, WsConnect};
 use crate::verify::Workers;

@@ -12,6 +12,5 @@ pub(crate) use driver::RelayRoutes;
 pub use driver::{relay_driver, RelayDriver};
 pub use handle::{
     CaughtUp, ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
-    SessionEvents,
-    Subscription, SubscriptionEvent,
+    SessionEvents, Subscription, SubscriptionEvent,
 };

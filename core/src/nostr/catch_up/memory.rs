@@ -157,13 +157,29 @@ mod tests {
         assert!(!m.contains(41, id(4)), "keyed by (created_at, id)");
         assert_eq!(m.insert(40, id(4), 10).added, 0, "already there");
         // No room: the oldest second (20) goes, then the whole next one (40) when needed.
-        assert_eq!(m.insert(60, id(6), 0), Stored { added: 1, evicted: 1 });
+        assert_eq!(
+            m.insert(60, id(6), 0),
+            Stored {
+                added: 1,
+                evicted: 1
+            }
+        );
         assert_eq!(m.floor(), 21);
-        assert_eq!(m.insert(70, id(7), 0), Stored { added: 1, evicted: 2 });
+        assert_eq!(
+            m.insert(70, id(7), 0),
+            Stored {
+                added: 1,
+                evicted: 2
+            }
+        );
         assert_eq!(m.floor(), 41);
         assert_eq!(m.len(), 3);
         assert_eq!(m.insert(41, id(9), 5).added, 1);
-        assert_eq!(m.insert(30, id(8), 5).added, 0, "below the floor: not remembered");
+        assert_eq!(
+            m.insert(30, id(8), 5).added,
+            0,
+            "below the floor: not remembered"
+        );
         let since_50: Vec<Item> = m.items_since(50).collect();
         assert_eq!(since_50, vec![(50, id(5)), (60, id(6)), (70, id(7))]);
     }
@@ -171,7 +187,13 @@ mod tests {
     #[test]
     fn with_nothing_to_give_up_the_floor_passes_the_event() {
         let mut m = Memory::default();
-        assert_eq!(m.insert(100, id(1), 0), Stored { added: 0, evicted: 0 });
+        assert_eq!(
+            m.insert(100, id(1), 0),
+            Stored {
+                added: 0,
+                evicted: 0
+            }
+        );
         assert_eq!(m.floor(), 101);
         assert!(!m.contains(100, id(1)));
     }

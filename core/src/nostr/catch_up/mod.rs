@@ -148,6 +148,11 @@ pub(crate) struct CatchUp {
     live_from: Option<u64>,
     /// Wall-clock seconds it stopped being live, until a catch-up completes.
     gap_from: Option<u64>,
+    /// When the first attempt at catching up this gap began: what is older and delivered
+    /// meanwhile was recovered, whatever attempt (a retry, a fallback) delivered it.
+    started: Option<u64>,
+    /// Events recovered for this gap so far.
+    recovered: u64,
     phase: Phase,
 }
 
@@ -163,23 +168,17 @@ enum Phase {
         until: Option<u64>,
         /// The `page` newest `created_at` of the current answer: full means paging on.
         newest: BinaryHeap<Reverse<u64>>,
-        recovered: u64,
-        started: u64,
     },
     /// The REQ carries the live half; a NIP-77 session reconciles `since` onwards.
     Reconcile {
         since: u64,
         session: Option<Box<Reconciliation>>,
-        recovered: u64,
-        started: u64,
     },
     /// The REQ carries `batch`; `missing` follow.
     Fetch {
         since: u64,
         batch: Vec<EventId>,
         missing: VecDeque<EventId>,
-        recovered: u64,
-        started: u64,
     },
 }
 
@@ -232,17 +231,15 @@ impl CatchUp {
         };
         let now = ctx.unix_now.or(memory.newest()).unwrap_or(0);
         let gap_from = *self.gap_from.get_or_insert(now);
-        let started = now;
+        self.started.get_or_insert(now);
         // NIP-77 sessions take one filter each; several filters take the `since` path.
         self.phase = if ctx.negentropy && filter_count == 1 {
             Phase::Reconcile {
                 since: live_from.saturating_sub(ctx.lookback()).max(memory.floor()),
                 session: None,
-                recovered: 0,
-                started,
             }
         } else {
-            window(gap_from, ctx, memory, started)
+            window(gap_from, ctx, memory)
         };
     }
 
@@ -272,33 +269,15 @@ impl CatchUp {
     /// An event arrived (`pending`: for the REQ waiting for EOSE); `fresh` if it was
     /// delivered.
     pub(crate) fn on_event(&mut self, created_at: u64, fresh: bool, pending: bool, ctx: &Ctx<'_>) {
-        let page = ctx.page();
-        let (recovered, started) = match &mut self.phase {
-            Phase::Idle => return,
-            Phase::Window {
-                newest,
-                recovered,
-                started,
-                ..
-            } => {
-                if pending {
-                    newest.push(Reverse(created_at));
-                    if newest.len() > page {
-                        newest.pop();
-                    }
-                }
-                (recovered, *started)
+        if let (Phase::Window { newest, .. }, true) = (&mut self.phase, pending) {
+            newest.push(Reverse(created_at));
+            if newest.len() > ctx.page() {
+                newest.pop();
             }
-            Phase::Reconcile {
-                recovered, started, ..
-            }
-            | Phase::Fetch {
-                recovered, started, ..
-            } => (recovered, *started),
-        };
+        }
         // Only what is older than the catch-up itself was recovered; the rest is live.
-        if fresh && created_at <= started {
-            *recovered += 1;
+        if fresh && self.started.is_some_and(|started| created_at <= started) {
+            self.recovered += 1;
         }
     }
 
@@ -315,8 +294,6 @@ impl CatchUp {
                 since,
                 until,
                 newest,
-                recovered,
-                ..
             } => {
                 let Some(&Reverse(oldest_kept)) = newest.peek().filter(|_| newest.len() >= page)
                 else {
@@ -326,7 +303,6 @@ impl CatchUp {
                     // A full page within one second (or at the window's start): no older
                     // page can be asked without skipping; exact only after it.
                     let stuck = oldest_kept.saturating_add(1).max(*since);
-                    let _ = recovered;
                     return self.done(CatchUpMethod::Since, Some(stuck));
                 }
                 *until = Some(oldest_kept);
@@ -363,12 +339,14 @@ impl CatchUp {
     }
 
     /// The relay's `NEG-MSG`.
-    pub(crate) fn on_negentropy(&mut self, message: &str) -> Result<Next, NegFailure> {
+    pub(crate) fn on_negentropy(
+        &mut self,
+        message: &str,
+        ctx: &Ctx<'_>,
+    ) -> Result<Next, NegFailure> {
         let Phase::Reconcile {
             since,
             session: Some(session),
-            recovered,
-            started,
         } = &mut self.phase
         else {
             return Ok(Next::Wait);
@@ -376,16 +354,17 @@ impl CatchUp {
         match session.on_message(message)? {
             Step::Send(next) => Ok(Next::NegMsg(next)),
             Step::Done(missing) => {
-                let (since, recovered, started) = (*since, *recovered, *started);
+                let since = *since;
                 if missing.is_empty() {
                     return Ok(self.done(CatchUpMethod::Negentropy, None));
                 }
+                let mut missing: VecDeque<EventId> = missing.into();
+                let take = ctx.fetch_batch().min(missing.len());
+                let batch = missing.drain(..take).collect();
                 self.phase = Phase::Fetch {
                     since,
-                    batch: Vec::new(),
-                    missing: missing.into(),
-                    recovered,
-                    started,
+                    batch,
+                    missing,
                 };
                 Ok(Next::Reissue)
             }
@@ -395,21 +374,12 @@ impl CatchUp {
     /// NIP-77 failed (refused, silent, malformed, over a bound): catch up with `since`
     /// instead, by re-sending the REQ with the window.
     pub(crate) fn fall_back(&mut self, ctx: &Ctx<'_>, memory: &Memory) -> Next {
-        let (recovered, started) = match &self.phase {
-            Phase::Reconcile {
-                recovered, started, ..
-            }
-            | Phase::Fetch {
-                recovered, started, ..
-            } => (*recovered, *started),
-            Phase::Idle | Phase::Window { .. } => return Next::Wait,
-        };
+        if !matches!(self.phase, Phase::Reconcile { .. } | Phase::Fetch { .. }) {
+            return Next::Wait;
+        }
         let now = ctx.unix_now.or(memory.newest()).unwrap_or(0);
         let gap_from = *self.gap_from.get_or_insert(now);
-        self.phase = window(gap_from, ctx, memory, started);
-        if let Phase::Window { recovered: r, .. } = &mut self.phase {
-            *r = recovered;
-        }
+        self.phase = window(gap_from, ctx, memory);
         Next::Reissue
     }
 
@@ -426,20 +396,15 @@ impl CatchUp {
     }
 
     fn done(&mut self, method: CatchUpMethod, stuck: Option<u64>) -> Next {
-        let phase = std::mem::take(&mut self.phase);
-        let (since, recovered) = match phase {
-            Phase::Window {
-                since, recovered, ..
-            }
-            | Phase::Reconcile {
-                since, recovered, ..
-            }
-            | Phase::Fetch {
-                since, recovered, ..
-            } => (since, recovered),
+        let since = match std::mem::take(&mut self.phase) {
+            Phase::Window { since, .. }
+            | Phase::Reconcile { since, .. }
+            | Phase::Fetch { since, .. } => since,
             Phase::Idle => return Next::Wait,
         };
         self.gap_from = None;
+        self.started = None;
+        let recovered = std::mem::take(&mut self.recovered);
         Next::Done(CaughtUp {
             method,
             exact_since: stuck.unwrap_or(since),
@@ -449,13 +414,11 @@ impl CatchUp {
 }
 
 /// The `since` window from `gap_from`: the lookback before it, never below the memory's floor.
-fn window(gap_from: u64, ctx: &Ctx<'_>, memory: &Memory, started: u64) -> Phase {
+fn window(gap_from: u64, ctx: &Ctx<'_>, memory: &Memory) -> Phase {
     Phase::Window {
         since: gap_from.saturating_sub(ctx.lookback()).max(memory.floor()),
         until: None,
         newest: BinaryHeap::new(),
-        recovered: 0,
-        started,
     }
 }
 

@@ -41,10 +41,11 @@ impl RelaySession {
         let Some(id) = self.route_negentropy(wire) else {
             return;
         };
-        let Some(sub) = self.subs.get_mut(id) else {
+        let ctx = catch_up_ctx(&self.config, self.unix_now(), true, &self.declared);
+        let (Some(ctx), Some(sub)) = (ctx, self.subs.get_mut(id)) else {
             return;
         };
-        match sub.catch_up.on_negentropy(message) {
+        match sub.catch_up.on_negentropy(message, &ctx) {
             Ok(next) => {
                 self.negentropy = Support::Works;
                 if !matches!(next, Next::NegMsg(_)) {
