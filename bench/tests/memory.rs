@@ -1,5 +1,8 @@
 //! Heap bytes per live subscription, counted exactly: the session's own cost beyond the
-//! filter JSON it must keep must stay within 300 bytes.
+//! filter JSON it must keep must stay within 480 bytes. It was 300 before exact catch-up:
+//! each subscription now carries its catch-up state (when it went live, the gap it is
+//! catching up, the phase) and a dedup memory exact above a floor; the remembered events
+//! themselves (40 bytes each, at most `CatchUpConfig::memory`) come on top once delivered.
 
 use tether_bench::{filter, live_bytes, live_session, Counting};
 
@@ -7,7 +10,7 @@ use tether_bench::{filter, live_bytes, live_session, Counting};
 static ALLOC: Counting = Counting;
 
 #[test]
-fn a_live_subscription_costs_at_most_300_bytes_beyond_its_filter_json() {
+fn a_live_subscription_costs_at_most_480_bytes_beyond_its_filter_json() {
     const N: usize = 10_000;
     let json: usize = (0..N).map(|i| filter(i).json().len() + 2).sum();
     let before = live_bytes();
@@ -20,6 +23,6 @@ fn a_live_subscription_costs_at_most_300_bytes_beyond_its_filter_json() {
         "{per_sub} B per live subscription, {} B of it filter JSON, {beyond} B beyond",
         json / N
     );
-    assert!(beyond <= 300, "{beyond} B beyond the filter JSON");
+    assert!(beyond <= 480, "{beyond} B beyond the filter JSON");
     drop(session);
 }

@@ -178,7 +178,8 @@ async fn req_until_eose_writes_the_json_lines_contract() {
             .collect()
     };
     let id = |n: u64| format!("{n:064x}");
-    assert_eq!(ids_of("0"), vec![id(1), id(2), id(3)]);
+    // Newest first, as relays answer.
+    assert_eq!(ids_of("0"), vec![id(3), id(2), id(1)]);
     assert_eq!(ids_of("1"), vec![id(4)]);
     // The raw event is embedded exactly, not re-encoded.
     assert_eq!(

@@ -42,7 +42,6 @@ const STRAY: u64 = 999;
 const LIMIT: Duration = Duration::from_secs(15);
 /// Once everything is in, how long to wait for anything more (a duplicate would show).
 const QUIET: Duration = Duration::from_millis(700);
-const EPOCH: u64 = 1_700_000_000;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Role {
@@ -74,7 +73,7 @@ struct Member {
 }
 
 fn event(n: u64) -> StoredEvent {
-    StoredEvent::new(n, EPOCH + n, 1)
+    StoredEvent::new(n, super::relay::epoch() + n, 1)
 }
 
 fn relay_with(ns: impl IntoIterator<Item = u64>) -> RelayModel {

@@ -26,8 +26,16 @@ pub(crate) const FIRST_DROP: Duration = Duration::from_secs(5);
 pub(crate) const EVENT_EVERY: Duration = Duration::from_millis(250);
 /// Events stored before the first REQ.
 const INITIAL_EVENTS: u64 = 30;
-/// `created_at` of the relay's clock at its start.
-const EPOCH: u64 = 1_700_000_000;
+/// `created_at` of the relay's clock at its start: the wall clock, as a real relay's new
+/// events are dated (a catch-up's lookback is anchored in wall-clock time).
+pub(crate) fn epoch() -> u64 {
+    static EPOCH: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *EPOCH.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1_700_000_000, |d| d.as_secs())
+    })
+}
 /// The event kinds the relay stores, in turn; subscriptions ask for one or both.
 pub(crate) const KINDS: [u64; 2] = [1, 7];
 
@@ -75,7 +83,7 @@ impl HostileRelay {
     pub(crate) async fn start() -> io::Result<Self> {
         let mut model = RelayModel::default();
         model.events = (1..=INITIAL_EVENTS)
-            .map(|n| event(n, EPOCH - INITIAL_EVENTS + n))
+            .map(|n| event(n, epoch() - INITIAL_EVENTS + n))
             .collect();
         model.budget = Some(BUDGET);
         model.max_subs = Some((MAX_SUBS, LimitStyle::Closed));
@@ -100,7 +108,7 @@ impl HostileRelay {
         while self.next_event <= elapsed {
             self.stored += 1;
             self.relay
-                .store(event(self.stored, EPOCH + self.next_event.as_secs()));
+                .store(event(self.stored, epoch() + self.next_event.as_secs()));
             self.next_event += EVENT_EVERY;
         }
         if elapsed < self.next_drop {

@@ -28,6 +28,9 @@ pub(crate) struct SubTally {
     /// The event kinds its filter asks for.
     pub(crate) kinds: Vec<u64>,
     pub(crate) state: SubState,
+    /// It had been live: an EOSE after that starts a catch-up, and it is live again only
+    /// once the catch-up reports.
+    was_live: bool,
     ids: HashSet<EventId>,
     /// Events received.
     pub(crate) events: u64,
@@ -102,6 +105,7 @@ impl Tally {
                 .map(|kinds| SubTally {
                     kinds,
                     state: SubState::Pending,
+                    was_live: false,
                     ids: HashSet::new(),
                     events: 0,
                     duplicates: 0,
@@ -223,7 +227,11 @@ impl Tally {
                     sub.duplicates += 1;
                 }
             }
-            SubscriptionEvent::Eose => sub.state = SubState::Live { conn: connections },
+            SubscriptionEvent::Eose if sub.was_live => sub.state = SubState::Pending,
+            SubscriptionEvent::Eose | SubscriptionEvent::CaughtUp(_) => {
+                sub.was_live = true;
+                sub.state = SubState::Live { conn: connections };
+            }
             SubscriptionEvent::Retrying { attempt, .. } => {
                 sub.state = SubState::Retrying;
                 sub.retries += 1;

@@ -300,10 +300,18 @@ static void session(void) {
     DRAINED(relay);
     CODE(tether_relay_handle_open(relay, 6790, 2), TETHER_OK);
     EVENT(relay, "{\"type\":\"connected\"}");
+    /* No wall clock was given: the catch-up window is anchored at the newest event seen,
+     * minus the 120 s lookback; the live half keeps the filter with "limit":0. */
     TRANSMIT(relay, "{\"type\":\"send\",\"text\":\"[\\\"REQ\\\",\\\"0:2\\\",{\\\"kinds\\\":[1],"
-                    "\\\"since\\\":1699999995}]\",\"carries\":{\"req\":0}}");
-    for (int i = 1; i < 8; i++) {
-        req(want, i, i == 1 ? 3 : 2, i + 1);
+                    "\\\"limit\\\":0},{\\\"kinds\\\":[1],\\\"limit\\\":500,"
+                    "\\\"since\\\":1699999880}]\",\"carries\":{\"req\":0}}");
+    /* Subscription 1 was live but saw nothing and has no clock to anchor on: its window is
+     * everything, a page at a time. */
+    TRANSMIT(relay, "{\"type\":\"send\",\"text\":\"[\\\"REQ\\\",\\\"1:3\\\",{\\\"kinds\\\":[2],"
+                    "\\\"limit\\\":0},{\\\"kinds\\\":[2],\\\"limit\\\":500,"
+                    "\\\"since\\\":0}]\",\"carries\":{\"req\":1}}");
+    for (int i = 2; i < 8; i++) {
+        req(want, i, 2, i + 1);
         TRANSMIT(relay, want);
     }
     DRAINED(relay);
