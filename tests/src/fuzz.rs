@@ -8,6 +8,9 @@
 //!   invariants checked after every step.
 //! - [`pool`]: a [`PoolSim`] world and script decoded from the bytes, the pool's promises
 //!   checked after every step and its outcomes at the end.
+//! - [`negentropy`]: a session catching up by NIP-77 against a relay that speaks it, with
+//!   arbitrary `NEG-MSG` (any bytes), `NEG-ERR` and NOTICE frames injected: the invariants
+//!   hold after every step, and the catch-up always ends (exact or by the fallback).
 //! - [`sse_session`]: an [`SseSim`] (the SSE simulator the transcripts use) driven input by
 //!   input, with its [`SseInvariants`](crate::sse_invariants::SseInvariants) checked after
 //!   every input.
@@ -30,7 +33,7 @@ use tether_core::sse::{
 use tether_core::Instant;
 
 use crate::pool_sim::{PoolAction, PoolSim};
-use crate::relay_model::{LimitStyle, RelayModel, ReqBudget, StoredEvent};
+use crate::relay_model::{LimitStyle, Nip77, RelayModel, ReqBudget, StoredEvent};
 use crate::sim::{Action, Sim};
 use crate::sse_sim::{Reply, ServerConfig, SseSim};
 
@@ -99,7 +102,9 @@ fn check_relay_message(text: &str, msg: &RelayMessage<'_>) {
         }
         RelayMessage::Eose { sub }
         | RelayMessage::Closed { sub, .. }
-        | RelayMessage::Count { sub, .. } => Some(sub),
+        | RelayMessage::Count { sub, .. }
+        | RelayMessage::NegMsg { sub, .. }
+        | RelayMessage::NegErr { sub, .. } => Some(sub),
         _ => None,
     };
     if let Some(sub) = sub {
@@ -110,6 +115,81 @@ fn check_relay_message(text: &str, msg: &RelayMessage<'_>) {
     let back = RelayMessage::decode(&encoded, DEFAULT_MAX_FRAME)
         .unwrap_or_else(|e| panic!("re-encoded {encoded:?} (from {text:?}) fails: {e}"));
     assert_eq!(&back, msg, "relay frame round trip via {encoded:?}");
+}
+
+// ---- negentropy -------------------------------------------------------------------------------
+
+/// A subscription that was live catches up by NIP-77 after a drop, while the bytes inject
+/// frames on the socket: `NEG-MSG` with any bytes as its hex message, `NEG-ERR`, NOTICE, and
+/// NEG frames for wire ids the session never sent, at arbitrary times. The Sim's invariants
+/// hold after every step, and within a minute of calm the catch-up has ended: every failure
+/// path ends in the `since` fallback, none in a hang.
+///
+/// Layout: repeated `[kind, delay (10 ms units), len, bytes ...]`.
+///
+/// # Panics
+/// On a contract violation, a panic in the session, or a catch-up that never ends.
+pub fn negentropy(data: &[u8]) {
+    let mut relay = RelayModel::with_events(0);
+    relay.nip77 = Nip77::Supported;
+    for n in 1..=20u64 {
+        relay
+            .events
+            .push(StoredEvent::new(n, crate::sim::UNIX_START - 40 + n, 1));
+    }
+    let mut s = Sim::new(RelayConfig::default(), 5, relay);
+    s.keep_transcript = false;
+    s.at(Duration::ZERO, Action::Connect);
+    s.at(
+        Duration::from_millis(100),
+        Action::Subscribe(vec![r#"{"kinds":[1]}"#.into()], Priority::NORMAL),
+    );
+    s.at(Duration::from_secs(1), Action::DropSocket);
+    s.at(
+        Duration::from_millis(1_100),
+        Action::Store(StoredEvent::new(21, crate::sim::UNIX_START - 30, 1)),
+    );
+    // The reconnect comes 0.5-1.5 s after the drop: frames from ~2.5 s on meet the session
+    // catching up.
+    let mut at = Duration::from_millis(2_400);
+    let mut rest = data;
+    while let [kind, delay, len, tail @ ..] = rest {
+        let take = usize::from(*len).min(tail.len());
+        let (bytes, after) = tail.split_at(take);
+        rest = after;
+        at += Duration::from_millis(u64::from(*delay) * 10);
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let text = String::from_utf8_lossy(bytes);
+        let frame = match kind % 6 {
+            0 => format!(r#"["NEG-MSG","n0:2","{hex}"]"#),
+            1 => format!(r#"["NEG-MSG","n0:2","61{hex}"]"#),
+            2 => RelayMessage::NegErr {
+                sub: "n0:2".into(),
+                message: text,
+            }
+            .encode(),
+            3 => RelayMessage::Notice { message: text }.encode(),
+            4 => format!(
+                r#"["NEG-MSG","n{}:{}","{hex}"]"#,
+                kind / 6 % 3,
+                kind / 18 % 4
+            ),
+            _ => RelayMessage::NegErr {
+                sub: format!("n0:{}", kind / 6 % 4).into(),
+                message: "closed: gone".into(),
+            }
+            .encode(),
+        };
+        s.at(at, Action::RelayFrame(frame));
+    }
+    let end = at + Duration::from_secs(60);
+    while s.step(Instant::ZERO + end) {
+        s.check_all();
+    }
+    let reports = s
+        .heard(|e| matches!(e, tether_core::nostr::Event::CaughtUp { .. }).then_some(()))
+        .len();
+    assert!(reports >= 1, "the catch-up never ended");
 }
 
 // ---- sse_parser -------------------------------------------------------------------------------

@@ -1,13 +1,14 @@
-//! Catch-up under hostile `created_at` values (issue: a future date made a subscription
-//! deaf after the next reconnect): whatever dates a relay sends, the replay's `since` never
-//! passes wall-clock now minus the slack, and every event reaches the application once.
+//! Catch-up, as properties: under hostile `created_at` values (a future date once made a
+//! subscription deaf after the next reconnect), the window never passes the wall clock and
+//! every event reaches the application once; and under any relay order, NIP-77 or not, late
+//! events and a small memory, the catch-up is exact from the `exact_since` it reports.
 
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tether_core::nostr::{Event, Priority, RelayConfig};
 use tether_core::Instant;
-use tether_testkit::{Action, RelayModel, Sim, StoredEvent, UNIX_START};
+use tether_testkit::{Action, AnswerOrder, Nip77, RelayModel, Sim, StoredEvent, UNIX_START};
 
 /// Future-dated ids a subscription remembers apart (`subscription::FUTURE_IDS`).
 const FUTURE_IDS: usize = 16;
@@ -81,5 +82,113 @@ proptest! {
         delivered.sort_unstable();
         let expected: Vec<u64> = (1..=times.len() as u64).collect();
         prop_assert_eq!(delivered, expected);
+    }
+}
+
+/// One outage's worth of relay behaviour for [`exact_within_the_reported_window`].
+#[derive(Clone, Debug)]
+struct Outage {
+    /// Seconds before the Sim's start each stored event was authored (a few are far older).
+    before: Vec<u64>,
+    /// Events that reach the relay during the outage, each this many seconds "late"
+    /// (authored before the drop): normal on Nostr.
+    late: Vec<u64>,
+    /// When the socket drops (ms).
+    drop_at: u64,
+    /// How long the relay refuses connections (ms).
+    down_for: u64,
+    nip77: bool,
+    newest_first: bool,
+    /// Events remembered per subscription: small values make the window's floor rise.
+    memory: usize,
+    /// The user's `limit`, if any.
+    limit: Option<u64>,
+}
+
+fn outage() -> impl Strategy<Value = Outage> {
+    (
+        proptest::collection::vec(prop_oneof![0u64..200, 200u64..5_000], 0..30),
+        proptest::collection::vec(0u64..400, 0..12),
+        1_000u64..4_000,
+        500u64..5_000,
+        any::<bool>(),
+        any::<bool>(),
+        prop_oneof![Just(1_024usize), 2usize..12],
+        prop_oneof![Just(None), (1u64..6).prop_map(Some)],
+    )
+        .prop_map(
+            |(before, late, drop_at, down_for, nip77, newest_first, memory, limit)| Outage {
+                before,
+                late,
+                drop_at,
+                down_for,
+                nip77,
+                newest_first,
+                memory,
+                limit,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(192))]
+
+    /// Whatever the relay's order, NIP-77 or not, whatever was late and however small the
+    /// memory: nothing is delivered twice, and every event the relay holds with
+    /// `created_at` at or after the reported `exact_since` is delivered.
+    #[test]
+    fn exact_within_the_reported_window(o in outage()) {
+        let mut relay = RelayModel::with_events(0);
+        relay.order = if o.newest_first { AnswerOrder::NewestFirst } else { AnswerOrder::OldestFirst };
+        relay.nip77 = if o.nip77 { Nip77::Supported } else { Nip77::Unsupported };
+        for (n, &ago) in o.before.iter().enumerate() {
+            relay.events.push(StoredEvent::new(n as u64 + 1, UNIX_START - ago, 1));
+        }
+        let mut config = RelayConfig::default();
+        if let Some(c) = config.catch_up.as_mut() {
+            c.memory = o.memory;
+        }
+        let mut s = Sim::new(config, 3, relay);
+        let filter = match o.limit {
+            Some(l) => format!(r#"{{"kinds":[1],"limit":{l}}}"#),
+            None => r#"{"kinds":[1]}"#.to_owned(),
+        };
+        s.at(Duration::ZERO, Action::Connect);
+        s.at(Duration::from_millis(100), Action::Subscribe(vec![filter], Priority::NORMAL));
+        s.at(Duration::from_millis(o.drop_at), Action::RelayDown);
+        let drop_secs = o.drop_at / 1_000;
+        for (i, &late) in o.late.iter().enumerate() {
+            let created_at = (UNIX_START + drop_secs).saturating_sub(late);
+            s.at(
+                Duration::from_millis(o.drop_at + 1 + i as u64),
+                Action::Store(StoredEvent::new(1_000 + i as u64, created_at, 1)),
+            );
+        }
+        s.at(Duration::from_millis(o.drop_at + o.down_for), Action::RelayUp);
+        s.run_for(Duration::from_secs(60));
+
+        let delivered: Vec<u64> = s.heard(|e| match e {
+            Event::Received { id, .. } => Some(u64::from_be_bytes(id.0[24..].try_into().unwrap())),
+            _ => None,
+        });
+        let mut unique = delivered.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        prop_assert_eq!(unique.len(), delivered.len(), "delivered twice: {:?}", delivered);
+
+        let reports: Vec<u64> = s.heard(|e| match e {
+            Event::CaughtUp { exact_since, .. } => Some(*exact_since),
+            _ => None,
+        });
+        prop_assert_eq!(reports.len(), 1, "one catch-up, reported once");
+        let exact_since = reports[0];
+        let missing: Vec<(u64, u64)> = s
+            .relay
+            .events
+            .iter()
+            .filter(|e| e.created_at >= exact_since && !delivered.contains(&e.n))
+            .map(|e| (e.n, e.created_at))
+            .collect();
+        prop_assert!(missing.is_empty(), "not delivered though inside the window from {}: {:?}", exact_since, missing);
     }
 }

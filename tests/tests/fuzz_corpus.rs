@@ -52,6 +52,11 @@ fn sse_parser_corpus() {
 }
 
 #[test]
+fn negentropy_corpus() {
+    replay("negentropy", fuzz::negentropy);
+}
+
+#[test]
 fn relay_session_corpus() {
     replay("relay_session", fuzz::relay_session);
 }

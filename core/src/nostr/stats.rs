@@ -22,6 +22,10 @@ pub struct Stats {
     pub stale_attempt: u64,
     /// Events dropped as re-deliveries (a catch-up's overlap, a retry, a relay that repeats).
     pub duplicates: u64,
+    /// Events a catch-up dropped as older than its window (below the memory's floor, where a
+    /// re-delivery cannot be told from a first one): the catch-up reports itself exact only
+    /// from the floor on.
+    pub below_window: u64,
     /// NIP-77 sessions opened.
     pub negentropy: u64,
     /// NIP-77 sessions that ended in the `since` fallback (refused, silent, malformed, over a

@@ -263,6 +263,12 @@ impl Subscription {
         if self.memory.contains(created_at, id) {
             return (Admit::Duplicate, nothing);
         }
+        if self.catch_up.in_gap() && created_at < self.memory.floor() {
+            // Below the window while catching up: it may have been delivered and forgotten
+            // (the memory's bound moved the floor), so it is not delivered again. The window
+            // reported exact starts at the floor.
+            return (Admit::BelowWindow, nothing);
+        }
         if latest.is_some_and(|latest| created_at > latest) {
             self.memory.insert_future(created_at, id);
             return (Admit::FutureDated, nothing);
@@ -280,6 +286,8 @@ pub(crate) enum Admit {
     FutureDated,
     /// Delivered before: drop it.
     Duplicate,
+    /// Older than the window a catch-up is exact in, and possibly delivered before: drop it.
+    BelowWindow,
 }
 
 /// Retry state cleared by an EOSE, kept until the subscription has stayed up.

@@ -14,7 +14,7 @@
 //!   - **`since`** (the fallback): from the wall-clock time the subscription stopped being
 //!     live, minus the lookback, so an event that reaches the relay up to `lookback` late
 //!     is still found. The window filters ride in the subscription's own REQ, beside the live
-//!     half, paged with `until` when an answer fills a page.
+//!     half, paged with `until` when an answer may have been capped.
 //!
 //! Both methods re-send the subscription's REQ under its own wire id, which relays treat as
 //! a replacement (NIP-01): no second slot is taken against the relay's subscription cap, and
@@ -71,8 +71,14 @@ pub struct CatchUpConfig {
     /// Events remembered across all subscriptions of the session (65 536, 2.5 MiB).
     pub memory_total: usize,
     /// Events asked per page of a `since` catch-up (500), lowered to the relay's declared
-    /// `max_limit`. A page that comes back full is followed by the next, older one.
+    /// `max_limit`.
     pub page: usize,
+    /// An answer of at least this many events (200) may have been cut short: relays cap an
+    /// answer below what was asked without declaring it (rnostr 300, nostr-relay-builder
+    /// 500, khatru's LMDB store 375). The next, older page follows, up to the `created_at`
+    /// of the answer's this-many-th newest event, which is safe under any cap at least this
+    /// large.
+    pub possibly_capped: usize,
     /// Try NIP-77 where the relay may have it (true).
     pub negentropy: bool,
     /// A negentropy session with no answer for this long falls back (10 s).
@@ -96,6 +102,7 @@ impl Default for CatchUpConfig {
             memory: 1_024,
             memory_total: 65_536,
             page: 500,
+            possibly_capped: 200,
             negentropy: true,
             negentropy_timeout: Duration::from_secs(10),
             negentropy_retry_after: Duration::from_secs(3_600),
@@ -131,6 +138,11 @@ impl Ctx<'_> {
         self.config.lookback.as_secs()
     }
 
+    /// How many events make an answer possibly capped.
+    fn capped_at(&self) -> usize {
+        self.page().min(self.config.possibly_capped.max(1))
+    }
+
     /// Ids per fetch: the configured batch, fewer when the relay's frame limit needs it (an
     /// id costs 67 bytes in a filter; half the frame is left for the live half).
     fn fetch_batch(&self) -> usize {
@@ -140,14 +152,22 @@ impl Ctx<'_> {
     }
 }
 
-/// One subscription's catch-up state.
+/// One subscription's catch-up state: 24 bytes while it is live, the rest boxed while it
+/// catches up (most subscriptions, most of the time, have no gap).
 #[derive(Debug, Default)]
 pub(crate) struct CatchUp {
     /// Wall-clock seconds of the subscription's first EOSE: before it, the first answer
     /// (the user's `limit`) was all it asked for.
     live_from: Option<u64>,
-    /// Wall-clock seconds it stopped being live, until a catch-up completes.
-    gap_from: Option<u64>,
+    /// The gap being caught up, from when it stopped being live until a catch-up completes.
+    gap: Option<Box<Gap>>,
+}
+
+/// A gap in a subscription's liveness and how its catch-up stands.
+#[derive(Debug)]
+struct Gap {
+    /// Wall-clock seconds it stopped being live.
+    from: u64,
     /// When the first attempt at catching up this gap began: what is older and delivered
     /// meanwhile was recovered, whatever attempt (a retry, a fallback) delivered it.
     started: Option<u64>,
@@ -156,17 +176,28 @@ pub(crate) struct CatchUp {
     phase: Phase,
 }
 
+impl Gap {
+    fn new(from: u64) -> Box<Gap> {
+        Box::new(Gap {
+            from,
+            started: None,
+            recovered: 0,
+            phase: Phase::Idle,
+        })
+    }
+}
+
 /// Where a catch-up stands.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 enum Phase {
     /// None in flight: the REQ is the user's filters (first) or the live half alone.
-    #[default]
     Idle,
     /// The REQ carries the window from `since`, up to `until` (paging).
     Window {
         since: u64,
         until: Option<u64>,
-        /// The `page` newest `created_at` of the current answer: full means paging on.
+        /// The `possibly_capped` newest `created_at` of the current answer: full means
+        /// paging on.
         newest: BinaryHeap<Reverse<u64>>,
     },
     /// The REQ carries the live half; a NIP-77 session reconciles `since` onwards.
@@ -206,10 +237,19 @@ pub(crate) struct CaughtUp {
 }
 
 impl CatchUp {
+    /// Whether a gap is being caught up (its REQs may re-deliver what was forgotten).
+    pub(crate) fn in_gap(&self) -> bool {
+        self.gap.is_some()
+    }
+
+    fn phase(&self) -> &Phase {
+        self.gap.as_ref().map_or(&Phase::Idle, |g| &g.phase)
+    }
+
     /// Whether a NIP-77 session is open on the relay.
     pub(crate) fn negotiating(&self) -> bool {
         matches!(
-            self.phase,
+            self.phase(),
             Phase::Reconcile {
                 session: Some(_),
                 ..
@@ -219,27 +259,26 @@ impl CatchUp {
 
     /// Whether the next step is opening the NIP-77 session.
     pub(crate) fn wants_negentropy(&self) -> bool {
-        matches!(self.phase, Phase::Reconcile { session: None, .. })
+        matches!(self.phase(), Phase::Reconcile { session: None, .. })
     }
 
     /// A fresh REQ (not a re-send under the same id) is about to go out: choose how it
     /// catches up. `filter_count` filters; `memory` as it stands.
     pub(crate) fn begin(&mut self, ctx: &Ctx<'_>, memory: &Memory, filter_count: usize) {
         let Some(live_from) = self.live_from else {
-            self.phase = Phase::Idle;
             return;
         };
         let now = ctx.unix_now.or(memory.newest()).unwrap_or(0);
-        let gap_from = *self.gap_from.get_or_insert(now);
-        self.started.get_or_insert(now);
+        let gap = self.gap.get_or_insert_with(|| Gap::new(now));
+        gap.started.get_or_insert(now);
         // NIP-77 sessions take one filter each; several filters take the `since` path.
-        self.phase = if ctx.negentropy && filter_count == 1 {
+        gap.phase = if ctx.negentropy && filter_count == 1 {
             Phase::Reconcile {
                 since: live_from.saturating_sub(ctx.lookback()).max(memory.floor()),
                 session: None,
             }
         } else {
-            window(gap_from, ctx, memory)
+            window(gap.from, ctx, memory)
         };
     }
 
@@ -248,11 +287,11 @@ impl CatchUp {
         if self.live_from.is_none() {
             return user.iter().map(|f| (*f).to_owned()).collect();
         }
-        if let Phase::Reconcile { .. } = self.phase {
+        if let Phase::Reconcile { .. } = self.phase() {
             return user.iter().map(|f| filters::newest(f)).collect();
         }
         let mut out: Vec<Box<RawValue>> = user.iter().map(|f| filters::live(f)).collect();
-        match &self.phase {
+        match self.phase() {
             Phase::Idle | Phase::Reconcile { .. } => {}
             Phase::Window { since, until, .. } => {
                 let page = ctx.page();
@@ -269,41 +308,48 @@ impl CatchUp {
     /// An event arrived (`pending`: for the REQ waiting for EOSE); `fresh` if it was
     /// delivered.
     pub(crate) fn on_event(&mut self, created_at: u64, fresh: bool, pending: bool, ctx: &Ctx<'_>) {
-        if let (Phase::Window { newest, .. }, true) = (&mut self.phase, pending) {
+        let Some(gap) = self.gap.as_deref_mut() else {
+            return;
+        };
+        if let (Phase::Window { newest, .. }, true) = (&mut gap.phase, pending) {
             newest.push(Reverse(created_at));
-            if newest.len() > ctx.page() {
+            if newest.len() > ctx.capped_at() {
                 newest.pop();
             }
         }
         // Only what is older than the catch-up itself was recovered; the rest is live.
-        if fresh && self.started.is_some_and(|started| created_at <= started) {
-            self.recovered += 1;
+        if fresh && gap.started.is_some_and(|started| created_at <= started) {
+            gap.recovered += 1;
         }
     }
 
-    /// The REQ got its EOSE at wall-clock `unix_now`.
+    /// The REQ got its EOSE.
     pub(crate) fn on_eose(&mut self, ctx: &Ctx<'_>, memory: &Memory) -> Next {
         if self.live_from.is_none() {
             self.live_from = Some(ctx.unix_now.or(memory.newest()).unwrap_or(0));
             return Next::Wait;
         }
-        let page = ctx.page();
-        match &mut self.phase {
+        let capped_at = ctx.capped_at();
+        let Some(gap) = self.gap.as_deref_mut() else {
+            return Next::Wait;
+        };
+        match &mut gap.phase {
             Phase::Idle => Next::Wait,
             Phase::Window {
                 since,
                 until,
                 newest,
             } => {
-                let Some(&Reverse(oldest_kept)) = newest.peek().filter(|_| newest.len() >= page)
+                let Some(&Reverse(oldest_kept)) =
+                    newest.peek().filter(|_| newest.len() >= capped_at)
                 else {
-                    return self.done(CatchUpMethod::Since, None);
+                    return self.done(CatchUpMethod::Since, None, memory.floor());
                 };
                 if until.is_some_and(|u| oldest_kept >= u) || oldest_kept <= *since {
                     // A full page within one second (or at the window's start): no older
                     // page can be asked without skipping; exact only after it.
                     let stuck = oldest_kept.saturating_add(1).max(*since);
-                    return self.done(CatchUpMethod::Since, Some(stuck));
+                    return self.done(CatchUpMethod::Since, Some(stuck), memory.floor());
                 }
                 *until = Some(oldest_kept);
                 newest.clear();
@@ -314,7 +360,7 @@ impl CatchUp {
             Phase::Fetch { batch, missing, .. } => {
                 batch.clear();
                 if missing.is_empty() {
-                    return self.done(CatchUpMethod::Negentropy, None);
+                    return self.done(CatchUpMethod::Negentropy, None, memory.floor());
                 }
                 let take = ctx.fetch_batch().min(missing.len());
                 batch.extend(missing.drain(..take));
@@ -330,9 +376,14 @@ impl CatchUp {
         memory: &Memory,
         ctx: &Ctx<'_>,
     ) -> Result<(Box<RawValue>, String), NegFailure> {
-        let Phase::Reconcile { since, session, .. } = &mut self.phase else {
+        let Some(Phase::Reconcile { since, session }) =
+            self.gap.as_deref_mut().map(|g| &mut g.phase)
+        else {
             return Err(NegFailure::Malformed("no reconciliation due".into()));
         };
+        // The floor may have risen since the catch-up began (the live half's event filled
+        // the memory): below it, what was delivered is no longer known.
+        *since = (*since).max(memory.floor());
         let (opened, first) = Reconciliation::open(memory.items_since(*since), limits(ctx))?;
         *session = Some(Box::new(opened));
         Ok((filters::reconciled(user, *since), first))
@@ -343,11 +394,15 @@ impl CatchUp {
         &mut self,
         message: &str,
         ctx: &Ctx<'_>,
+        memory: &Memory,
     ) -> Result<Next, NegFailure> {
+        let Some(gap) = self.gap.as_deref_mut() else {
+            return Ok(Next::Wait);
+        };
         let Phase::Reconcile {
             since,
             session: Some(session),
-        } = &mut self.phase
+        } = &mut gap.phase
         else {
             return Ok(Next::Wait);
         };
@@ -356,12 +411,12 @@ impl CatchUp {
             Step::Done(missing) => {
                 let since = *since;
                 if missing.is_empty() {
-                    return Ok(self.done(CatchUpMethod::Negentropy, None));
+                    return Ok(self.done(CatchUpMethod::Negentropy, None, memory.floor()));
                 }
                 let mut missing: VecDeque<EventId> = missing.into();
                 let take = ctx.fetch_batch().min(missing.len());
                 let batch = missing.drain(..take).collect();
-                self.phase = Phase::Fetch {
+                gap.phase = Phase::Fetch {
                     since,
                     batch,
                     missing,
@@ -374,12 +429,13 @@ impl CatchUp {
     /// NIP-77 failed (refused, silent, malformed, over a bound): catch up with `since`
     /// instead, by re-sending the REQ with the window.
     pub(crate) fn fall_back(&mut self, ctx: &Ctx<'_>, memory: &Memory) -> Next {
-        if !matches!(self.phase, Phase::Reconcile { .. } | Phase::Fetch { .. }) {
+        let Some(gap) = self.gap.as_deref_mut() else {
+            return Next::Wait;
+        };
+        if !matches!(gap.phase, Phase::Reconcile { .. } | Phase::Fetch { .. }) {
             return Next::Wait;
         }
-        let now = ctx.unix_now.or(memory.newest()).unwrap_or(0);
-        let gap_from = *self.gap_from.get_or_insert(now);
-        self.phase = window(gap_from, ctx, memory);
+        gap.phase = window(gap.from, ctx, memory);
         Next::Reissue
     }
 
@@ -388,35 +444,38 @@ impl CatchUp {
     /// open on the relay (to close it while the socket lives).
     pub(crate) fn on_left_open(&mut self, unix_now: Option<u64>, memory: &Memory) -> bool {
         let negotiating = self.negotiating();
-        if self.live_from.is_some() && self.gap_from.is_none() {
-            self.gap_from = Some(unix_now.or(memory.newest()).unwrap_or(0));
+        if self.live_from.is_some() {
+            let now = unix_now.or(memory.newest()).unwrap_or(0);
+            self.gap.get_or_insert_with(|| Gap::new(now)).phase = Phase::Idle;
         }
-        self.phase = Phase::Idle;
         negotiating
     }
 
-    fn done(&mut self, method: CatchUpMethod, stuck: Option<u64>) -> Next {
-        let since = match std::mem::take(&mut self.phase) {
+    fn done(&mut self, method: CatchUpMethod, stuck: Option<u64>, floor: u64) -> Next {
+        let Some(gap) = self.gap.take() else {
+            return Next::Wait;
+        };
+        let since = match gap.phase {
             Phase::Window { since, .. }
             | Phase::Reconcile { since, .. }
             | Phase::Fetch { since, .. } => since,
             Phase::Idle => return Next::Wait,
         };
-        self.gap_from = None;
-        self.started = None;
-        let recovered = std::mem::take(&mut self.recovered);
         Next::Done(CaughtUp {
             method,
-            exact_since: stuck.unwrap_or(since),
-            recovered,
+            // Exact from the window's start, unless a page could not be split or the memory's
+            // bound moved the floor past it meanwhile.
+            exact_since: stuck.unwrap_or(since).max(floor),
+            recovered: gap.recovered,
         })
     }
 }
 
-/// The `since` window from `gap_from`: the lookback before it, never below the memory's floor.
-fn window(gap_from: u64, ctx: &Ctx<'_>, memory: &Memory) -> Phase {
+/// The `since` window of a gap from `from`: the lookback before it, never below the
+/// memory's floor.
+fn window(from: u64, ctx: &Ctx<'_>, memory: &Memory) -> Phase {
     Phase::Window {
-        since: gap_from.saturating_sub(ctx.lookback()).max(memory.floor()),
+        since: from.saturating_sub(ctx.lookback()).max(memory.floor()),
         until: None,
         newest: BinaryHeap::new(),
     }

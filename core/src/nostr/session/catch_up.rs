@@ -45,7 +45,7 @@ impl RelaySession {
         let (Some(ctx), Some(sub)) = (ctx, self.subs.get_mut(id)) else {
             return;
         };
-        match sub.catch_up.on_negentropy(message, &ctx) {
+        match sub.catch_up.on_negentropy(message, &ctx, &sub.memory) {
             Ok(next) => {
                 self.negentropy = Support::Works;
                 if !matches!(next, Next::NegMsg(_)) {

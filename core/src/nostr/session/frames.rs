@@ -74,7 +74,7 @@ impl RelaySession {
         let (admitted, stored) = sub.admit(event.id(), event.created_at(), latest, room);
         self.remembered = (self.remembered + stored.added).saturating_sub(stored.evicted);
         if let Some(ctx) = &ctx {
-            let fresh = admitted != Admit::Duplicate;
+            let fresh = matches!(admitted, Admit::Fresh | Admit::FutureDated);
             sub.catch_up
                 .on_event(event.created_at(), fresh, pending, ctx);
         }
@@ -87,6 +87,10 @@ impl RelaySession {
             Admit::FutureDated => self.stats.future_dated += 1,
             Admit::Duplicate => {
                 self.stats.duplicates += 1;
+                return;
+            }
+            Admit::BelowWindow => {
+                self.stats.below_window += 1;
                 return;
             }
         }
