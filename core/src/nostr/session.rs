@@ -12,7 +12,7 @@
 //! | retry state clears | EOSE in `on_eose` (`session/frames.rs`), new socket and disconnect in `reset_for_socket` |
 //! | replay 8 per batch, 50 ms, priority order, then first registered | the scheduler (`nostr/scheduler.rs`) |
 //! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
-//! | catch-up, dedup, future dates | `Subscription::req_filters`, `Subscription::admit`, `CatchUpWindow` |
+//! | catch-up (live half, `since` window, NIP-77), dedup, future dates | `nostr/catch_up/`, `session/catch_up.rs`, `Subscription::admit`, the scheduler's catch-up steps |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
 //! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots and `Cap`, `refuse_for_cap`, `on_notice`, `fire_sub_timer` |
 //! | NIP-11 starting values | [`RelaySession::apply_relay_info`], the auth hold (`auth_hold`) |
@@ -68,8 +68,10 @@ pub struct SubscriptionView {
 /// The sans-IO Nostr relay session. See the crate docs for the driving contract.
 ///
 /// # Bounds
-/// Subscriptions are bounded by `max_registered`, the outbox by `max_outbox`, each
-/// subscription's id memory by `dedup_capacity`, inbound frames by `max_frame`. The transmit
+/// Subscriptions are bounded by `max_registered`, the outbox by `max_outbox`, the catch-up
+/// memory by [`CatchUpConfig::memory`](super::CatchUpConfig) per subscription and
+/// `memory_total` in all, a NIP-77 session by its rounds, frame and missing ids, inbound
+/// frames by `max_frame`. The transmit
 /// and event queues hold what one input produced: at most a few items per frame, and per
 /// timeout at most one replay batch plus one item per registered subscription and outbox
 /// entry whose timer fired. They stay bounded as long as the driver drains both after every
@@ -149,9 +151,11 @@ impl RelaySession {
     // ----- inputs from the application ------------------------------------------------------
 
     /// The wall clock read `unix_secs` (seconds since 1970) at `now`. Drivers set it at
-    /// start and may set it again to follow clock corrections. It bounds catch-up: an
-    /// event dated past it (plus [`RelayConfig::future_tolerance`]) never moves `since`, and
-    /// `since` is never later than wall-clock now minus the catch-up slack.
+    /// start and may set it again to follow clock corrections. It anchors catch-up: a
+    /// `since` window starts the lookback before the wall-clock time a subscription stopped
+    /// being live, a NIP-77 window the lookback before it went live (NIP-77 is only tried
+    /// with the wall clock), and an event dated past it (plus
+    /// [`RelayConfig::future_tolerance`]) is kept out of the remembered window.
     pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
         let now = self.clock.observe(now);
         self.wall = Some(WallClock::new(now, unix_secs));
