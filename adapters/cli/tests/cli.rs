@@ -22,6 +22,7 @@ const REQ_TYPES: &[&str] = &[
     "disconnected",
     "event",
     "eose",
+    "caught_up",
     "closed",
     "notice",
     "auth",
@@ -184,7 +185,7 @@ async fn req_until_eose_writes_the_json_lines_contract() {
     // The raw event is embedded exactly, not re-encoded.
     assert_eq!(
         events[0]["event"],
-        serde_json::from_str::<Value>(&StoredEvent::new(1, 1_000_001, 1).json).unwrap()
+        serde_json::from_str::<Value>(&StoredEvent::new(3, 1_000_003, 1).json).unwrap()
     );
     let mut eose: Vec<&str> = of_type(&lines, "eose")
         .iter()
@@ -445,6 +446,68 @@ async fn req_with_several_relays_writes_each_event_once_and_one_honest_outcome()
         "{}",
         explain(&output)
     );
+}
+
+/// Seconds since 1970 now.
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[tokio::test]
+async fn req_writes_a_caught_up_line_after_a_reconnect() {
+    // The relay (no NIP-77, answering NEG-OPEN as nostr-rs-relay does) holds two events; the
+    // connection is cut once the subscription is live, and a note authored 60 s earlier
+    // reaches the relay meanwhile: the catch-up finds it and says how.
+    let mut model = RelayModel::with_events(0);
+    let now = unix_now();
+    model.events.push(StoredEvent::new(1, now - 20, 1));
+    model.events.push(StoredEvent::new(2, now - 10, 1));
+    let relay = std::sync::Arc::new(TestRelay::start(model).await.unwrap());
+    let url = relay.url();
+    let cutter = {
+        let relay = std::sync::Arc::clone(&relay);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            relay.refuse_for(Duration::from_millis(500));
+            relay.sever_all();
+            relay.store(StoredEvent::new(3, unix_now() - 60, 1));
+        })
+    };
+    let output = run(&["req", &url, r#"{"kinds":[1]}"#, "--duration", "6"]).await;
+    cutter.await.unwrap();
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    let caught_up = of_type(&lines, "caught_up");
+    assert_eq!(caught_up.len(), 1, "{}", explain(&output));
+    let line = caught_up[0];
+    assert_eq!(
+        (&line["sub"], &line["method"], &line["recovered"]),
+        (&Value::from("0"), &Value::from("since"), &Value::from(1)),
+        "{line}"
+    );
+    let exact_since = line["exact_since"].as_u64().unwrap();
+    assert!(
+        exact_since <= now - 60 && exact_since >= now - 200,
+        "the window: 120 s before the cut, {exact_since} vs now {now}"
+    );
+    // Exactly these keys, as the contract says.
+    let mut keys: Vec<&str> = line
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["exact_since", "method", "recovered", "sub", "type"]);
+    let mut ids: Vec<String> = of_type(&lines, "event")
+        .iter()
+        .map(|e| e["event"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    let id = |n: u64| format!("{n:064x}");
+    assert_eq!(ids, [id(1), id(2), id(3)], "each event once");
 }
 
 #[tokio::test]

@@ -22,8 +22,9 @@ use crate::{within, Harness};
 ///
 /// The script: connect; subscribe three times to a relay that allows two REQs per second
 /// (the third is refused with a hint and retried); publish; let the window pass; sever the
-/// connection; the reconnect replays all three with catch-up `since` (one is refused
-/// again and retried); disconnect.
+/// connection; the reconnect replays all three and each catches up (NIP-77 is tried and
+/// refused as nostr-rs-relay refuses it, then the `since` window; REQs over the budget are
+/// refused and retried); once all three report, disconnect.
 pub async fn transcript<H: Harness>(seed: u64) -> Vec<String> {
     let mut model = RelayModel::with_events(3);
     model.budget = Some(ReqBudget {
@@ -57,7 +58,10 @@ pub async fn transcript<H: Harness>(seed: u64) -> Vec<String> {
     relay.sever_all();
     until_connected::<H>(&mut session, &mut app).await;
     for (name, sub) in &mut subs {
-        until_eose::<H>(name, sub, &mut app).await;
+        until_item::<H>(name, sub, &mut app, |item| {
+            matches!(item, SubscriptionEvent::CaughtUp(_))
+        })
+        .await;
     }
     client.disconnect().await.unwrap();
     drop(subs);
@@ -92,18 +96,28 @@ async fn until_connected<H: Harness>(session: &mut SessionEvents, app: &mut Vec<
 }
 
 async fn until_eose<H: Harness>(name: &str, sub: &mut Subscription, app: &mut Vec<String>) {
+    until_item::<H>(name, sub, app, |item| *item == SubscriptionEvent::Eose).await;
+}
+
+/// Record `sub`'s items until one that `last` picks.
+async fn until_item<H: Harness>(
+    name: &str,
+    sub: &mut Subscription,
+    app: &mut Vec<String>,
+    last: impl Fn(&SubscriptionEvent) -> bool,
+) {
     let found = within::<H, _>(Duration::from_secs(10), async {
         while let Some(item) = sub.next().await {
-            let eose = item == SubscriptionEvent::Eose;
+            let done = last(&item);
             app.push(format!("{name}: {}", sub_line(&item)));
-            if eose {
+            if done {
                 return;
             }
         }
         panic!("subscription {name} ended");
     })
     .await;
-    assert!(found.is_some(), "no EOSE for {name} in time: {app:#?}");
+    assert!(found.is_some(), "{name} not there in time: {app:#?}");
 }
 
 /// A subscription item without its measured durations.
@@ -111,6 +125,10 @@ fn sub_line(item: &SubscriptionEvent) -> String {
     match item {
         SubscriptionEvent::Event(event) => format!("event {}", event.id),
         SubscriptionEvent::Retrying { attempt, .. } => format!("retrying, attempt {attempt}"),
+        // `exact_since` follows the wall clock.
+        SubscriptionEvent::CaughtUp(c) => {
+            format!("caught up by {:?}, {} recovered", c.method, c.recovered)
+        }
         other => format!("{other:?}"),
     }
 }

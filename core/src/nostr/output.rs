@@ -102,7 +102,7 @@ pub enum Event {
         /// From which `created_at` the catch-up is exact: the window's start, later than the
         /// lookback asked when the memory's bound was hit (or a page could not be split).
         exact_since: u64,
-        /// Events older than the catch-up's start that it delivered for the first time.
+        /// Events the catch-up delivered for the first time, from the relay's store (not live).
         recovered: u64,
     },
     /// Stored events are done for this subscription; it is live.

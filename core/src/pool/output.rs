@@ -55,7 +55,7 @@ pub enum PoolEvent {
         method: CatchUpMethod,
         /// From which `created_at` the catch-up is exact.
         exact_since: u64,
-        /// Events older than the catch-up's start that the relay delivered for the first time.
+        /// Events the relay's catch-up delivered for the first time, from its store (not live).
         recovered: u64,
     },
     /// `relay` finished sending stored events for `sub`.

@@ -72,7 +72,7 @@ pub struct CaughtUp {
     pub method: CatchUpMethod,
     /// From which `created_at` the catch-up is exact.
     pub exact_since: u64,
-    /// Events older than the catch-up's start that it delivered for the first time.
+    /// Events the catch-up delivered for the first time, from the relay's store (not live).
     pub recovered: u64,
 }
 

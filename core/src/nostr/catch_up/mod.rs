@@ -168,10 +168,9 @@ pub(crate) struct CatchUp {
 struct Gap {
     /// Wall-clock seconds it stopped being live.
     from: u64,
-    /// When the first attempt at catching up this gap began: what is older and delivered
-    /// meanwhile was recovered, whatever attempt (a retry, a fallback) delivered it.
-    started: Option<u64>,
-    /// Events recovered for this gap so far.
+    /// Events the catch-up delivered from the relay's store for this gap so far, whatever
+    /// attempt (a retry, a fallback) delivered them: first deliveries in an answer to one of
+    /// its REQs, not live events.
     recovered: u64,
     phase: Phase,
 }
@@ -180,7 +179,6 @@ impl Gap {
     fn new(from: u64) -> Box<Gap> {
         Box::new(Gap {
             from,
-            started: None,
             recovered: 0,
             phase: Phase::Idle,
         })
@@ -270,7 +268,6 @@ impl CatchUp {
         };
         let now = ctx.unix_now.or(memory.newest()).unwrap_or(0);
         let gap = self.gap.get_or_insert_with(|| Gap::new(now));
-        gap.started.get_or_insert(now);
         // NIP-77 sessions take one filter each; several filters take the `since` path.
         gap.phase = if ctx.negentropy && filter_count == 1 {
             Phase::Reconcile {
@@ -317,8 +314,8 @@ impl CatchUp {
                 newest.pop();
             }
         }
-        // Only what is older than the catch-up itself was recovered; the rest is live.
-        if fresh && gap.started.is_some_and(|started| created_at <= started) {
+        // What came in an answer was recovered from the relay's store; the rest is live.
+        if fresh && pending {
             gap.recovered += 1;
         }
     }
