@@ -27,9 +27,13 @@ pub struct Invariants {
     closed: BTreeMap<SubscriptionId, usize>,
     /// REQs per subscription since its retry state last cleared (EOSE or a new socket).
     reqs_since_clear: BTreeMap<SubscriptionId, u32>,
-    batch_at: Option<Instant>,
-    batch_count: usize,
-    /// Background REQ batches observed (count per batch), for tests to inspect.
+    /// The wire id of each subscription's last REQ: one re-sent under the same id is a
+    /// catch-up step, not a retry.
+    last_wire: BTreeMap<SubscriptionId, String>,
+    /// Background sends (REQs, `NEG-OPEN`s) of the last `replay_pause` on this socket.
+    window: std::collections::VecDeque<Instant>,
+    /// Background sends observed, grouped by instant (count per instant), for tests to
+    /// inspect.
     pub batches: Vec<(Instant, usize)>,
 }
 
@@ -50,8 +54,8 @@ impl Invariants {
             unsubscribed: BTreeSet::new(),
             closed: BTreeMap::new(),
             reqs_since_clear: BTreeMap::new(),
-            batch_at: None,
-            batch_count: 0,
+            last_wire: BTreeMap::new(),
+            window: std::collections::VecDeque::new(),
             batches: Vec::new(),
         }
     }
@@ -82,10 +86,10 @@ impl Invariants {
         self.unsubscribed.insert(id);
     }
 
-    /// The Sim delivered a socket's open: batch pacing restarts, since a new socket's replay
-    /// may start at once (`Scheduler::on_open`); batches are paced within one socket.
+    /// The Sim delivered a socket's open: pacing restarts, since a new socket's replay may
+    /// start at once (`Scheduler::on_open`); sends are paced within one socket.
     pub(crate) fn opened(&mut self) {
-        self.batch_at = None;
+        self.window.clear();
     }
 
     /// A transmit other than a frame: after `disconnect` only the socket's close may follow.
@@ -107,8 +111,13 @@ impl Invariants {
         if self.disconnected {
             fail(transcript, &format!("sent {text} after disconnect"));
         }
-        let Carries::Req(id) = carries else {
-            return;
+        let id = match carries {
+            Carries::Req(id) => id,
+            Carries::Negentropy(_) if text.starts_with("[\"NEG-OPEN\"") => {
+                self.paced(now, text, session, transcript);
+                return;
+            }
+            _ => return,
         };
         if self.closed.contains_key(&id) {
             fail(
@@ -116,52 +125,53 @@ impl Invariants {
                 &format!("re-REQ of {id} after it was surfaced as Closed"),
             );
         }
-        // The first REQ, at most `max_retries` re-REQs, and the one retry after auth.
-        let n = self.reqs_since_clear.entry(id).or_default();
-        *n += 1;
-        if *n > self.max_retries.saturating_add(2) {
-            fail(
-                transcript,
-                &format!("{id} sent {n} REQs without a clean EOSE or new socket"),
-            );
+        // The first REQ, at most `max_retries` re-REQs, and the one retry after auth; a
+        // catch-up's re-sends under the same wire id (pages, fetches) are not retries.
+        let wire = wire_of(text);
+        let resend = self.last_wire.get(&id).is_some_and(|w| *w == wire);
+        self.last_wire.insert(id, wire);
+        if !resend {
+            let n = self.reqs_since_clear.entry(id).or_default();
+            *n += 1;
+            if *n > self.max_retries.saturating_add(2) {
+                fail(
+                    transcript,
+                    &format!("{id} sent {n} REQs without a clean EOSE or new socket"),
+                );
+            }
         }
         if self.foreground {
             return;
         }
+        self.paced(now, text, session, transcript);
+    }
+
+    /// A background send: never inside the gate window, at most `replay_batch` in any
+    /// `replay_pause`.
+    fn paced(&mut self, now: Instant, text: &str, session: &RelaySession, transcript: &str) {
         if session.gate().is_open(now) {
             fail(
                 transcript,
-                &format!("background REQ {text} inside the gate window"),
+                &format!("background send {text} inside the gate window"),
             );
         }
-        match self.batch_at {
-            Some(t) if t == now => {
-                self.batch_count += 1;
-                if self.batch_count > self.batch {
-                    fail(
-                        transcript,
-                        &format!("batch of {} REQs > {}", self.batch_count, self.batch),
-                    );
-                }
-                if let Some(last) = self.batches.last_mut() {
-                    last.1 = self.batch_count;
-                }
-            }
-            Some(t) if now - t < self.pause => {
-                fail(
-                    transcript,
-                    &format!(
-                        "batches {}ms apart < {:?}",
-                        (now - t).as_millis(),
-                        self.pause
-                    ),
-                );
-            }
-            _ => {
-                self.batch_at = Some(now);
-                self.batch_count = 1;
-                self.batches.push((now, 1));
-            }
+        while self.window.front().is_some_and(|&t| now - t >= self.pause) {
+            self.window.pop_front();
+        }
+        if self.window.len() >= self.batch {
+            fail(
+                transcript,
+                &format!(
+                    "{} background sends within {:?}",
+                    self.window.len() + 1,
+                    self.pause
+                ),
+            );
+        }
+        self.window.push_back(now);
+        match self.batches.last_mut() {
+            Some((at, count)) if *at == now => *count += 1,
+            _ => self.batches.push((now, 1)),
         }
     }
 
@@ -292,4 +302,12 @@ fn fail(transcript: &str, what: &str) -> ! {
         "invariant violated: {what}\n--- last transcript lines ---\n{}",
         tail.join("\n")
     );
+}
+
+/// The wire id of a `["REQ","<id>",...]` frame.
+fn wire_of(text: &str) -> String {
+    text.strip_prefix("[\"REQ\",\"")
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default()
+        .to_owned()
 }

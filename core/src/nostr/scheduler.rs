@@ -3,8 +3,8 @@
 //! and the order they were sent in, the relay's subscription cap (declared in its NIP-11
 //! document, or learned from refusals, see [`Cap`]), and the batch pacing of replays. The session decides *that* a subscription should be sent; the
 //! scheduler decides *when*, under three bounds: never past the subscription limit, never
-//! inside a rate-limit gate window (background work only), at most `replay_batch` REQs per
-//! `replay_pause`.
+//! inside a rate-limit gate window (background work only), at most `replay_batch` background
+//! sends (REQs, and a catch-up's re-sends and `NEG-OPEN`s) in any `replay_pause`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -54,7 +54,10 @@ pub(crate) struct Scheduler {
     cap: Option<Cap>,
     /// The one REQ sent past a declared cap to see whether the relay allows more.
     probe: Option<SubscriptionId>,
-    next_batch_at: Instant,
+    /// When each background send of the last `replay_pause` went out (at most
+    /// `replay_batch`): the pacing is a sliding window, so a catch-up step right after a
+    /// small replay goes at once, while a large replay still leaves in batches.
+    sent: VecDeque<Instant>,
 }
 
 /// The relay's subscription cap and where it comes from. What the relay does wins over
@@ -171,9 +174,9 @@ impl Scheduler {
         self.pending_by_seq.last_key_value().map(|(_, &id)| id)
     }
 
-    /// A new socket is open: replay batches may start at once.
-    pub(crate) fn on_open(&mut self, now: Instant) {
-        self.next_batch_at = now;
+    /// A new socket is open: its replay may start at once.
+    pub(crate) fn on_open(&mut self) {
+        self.sent.clear();
     }
 
     /// Nothing is open or queued any more (the socket is gone, or a new one starts).
@@ -228,11 +231,19 @@ impl Scheduler {
         if !self.send_queue.is_empty() && !self.slot_available(configured) {
             self.tell_all_queued(env);
         }
-        if now < self.next_batch_at || env.gate.is_open(now) {
+        let pause = env.config.replay_pause;
+        while self
+            .sent
+            .front()
+            .is_some_and(|&t| now.saturating_duration_since(t) >= pause)
+        {
+            self.sent.pop_front();
+        }
+        if env.gate.is_open(now) {
             return;
         }
-        let mut sent = 0;
-        while sent < env.config.replay_batch.max(1) {
+        let batch = env.config.replay_batch.max(1);
+        while self.sent.len() < batch {
             if !self.send_queue.is_empty() && self.slot_available(configured) {
                 let Some((_, _, id)) = self.send_queue.pop_first() else {
                     break;
@@ -247,10 +258,7 @@ impl Scheduler {
                 }
                 break;
             }
-            sent += 1;
-        }
-        if sent > 0 {
-            self.next_batch_at = now.saturating_add(env.config.replay_pause);
+            self.sent.push_back(now);
         }
     }
 
@@ -259,14 +267,21 @@ impl Scheduler {
         &self,
         sending: bool,
         gate: &RateLimitGate,
-        configured: Option<usize>,
+        config: &RelayConfig,
     ) -> Option<Instant> {
-        let reqs = !self.send_queue.is_empty() && self.slot_available(configured);
+        let reqs = !self.send_queue.is_empty() && self.slot_available(config.max_subscriptions);
         if !sending || (!reqs && self.steps.is_empty()) {
             return None;
         }
         let gate = gate.ready_at().unwrap_or(Instant::ZERO);
-        Some(self.next_batch_at.max(gate))
+        // With the window full, the oldest send's leaving it frees the next.
+        let window = match self.sent.front() {
+            Some(&oldest) if self.sent.len() >= config.replay_batch.max(1) => {
+                oldest.saturating_add(config.replay_pause)
+            }
+            _ => Instant::ZERO,
+        };
+        Some(window.max(gate))
     }
 
     /// Send `id`'s next catch-up step: the NIP-77 session's `NEG-OPEN`, or its REQ again

@@ -379,7 +379,7 @@ impl RelaySession {
         }
         self.reset_for_socket();
         self.events.push_back(Event::Connected);
-        self.scheduler.on_open(now);
+        self.scheduler.on_open();
         if self.auth_first() {
             self.auth_hold = Some(now.saturating_add(self.config.challenge_wait));
         }
@@ -541,7 +541,7 @@ impl RelaySession {
             named(self.outbox.next_timer(), Wake::Publish),
             named(
                 self.scheduler
-                    .deadline(self.sending(), &self.gate, self.config.max_subscriptions),
+                    .deadline(self.sending(), &self.gate, &self.config),
                 Wake::ReplayBatch,
             ),
             named(self.auth_hold, Wake::AuthHold),

@@ -194,8 +194,10 @@ enum Phase {
     Window {
         since: u64,
         until: Option<u64>,
-        /// The `possibly_capped` newest `created_at` of the current answer: full means
-        /// paging on.
+        /// How many filters the window has (one filter's full page is known to be full).
+        filters: usize,
+        /// The `page` newest `created_at` of the current answer, to find where the next,
+        /// older page starts.
         newest: BinaryHeap<Reverse<u64>>,
     },
     /// The REQ carries the live half; a NIP-77 session reconciles `since` onwards.
@@ -275,7 +277,7 @@ impl CatchUp {
                 session: None,
             }
         } else {
-            window(gap.from, ctx, memory)
+            window(gap.from, ctx, memory, filter_count)
         };
     }
 
@@ -310,7 +312,7 @@ impl CatchUp {
         };
         if let (Phase::Window { newest, .. }, true) = (&mut gap.phase, pending) {
             newest.push(Reverse(created_at));
-            if newest.len() > ctx.capped_at() {
+            if newest.len() > ctx.page() {
                 newest.pop();
             }
         }
@@ -326,7 +328,6 @@ impl CatchUp {
             self.live_from = Some(ctx.unix_now.or(memory.newest()).unwrap_or(0));
             return Next::Wait;
         }
-        let capped_at = ctx.capped_at();
         let Some(gap) = self.gap.as_deref_mut() else {
             return Next::Wait;
         };
@@ -335,11 +336,10 @@ impl CatchUp {
             Phase::Window {
                 since,
                 until,
+                filters,
                 newest,
             } => {
-                let Some(&Reverse(oldest_kept)) =
-                    newest.peek().filter(|_| newest.len() >= capped_at)
-                else {
+                let Some(oldest_kept) = next_page(std::mem::take(newest), *filters, ctx) else {
                     return self.done(CatchUpMethod::Since, None, memory.floor());
                 };
                 if until.is_some_and(|u| oldest_kept >= u) || oldest_kept <= *since {
@@ -349,7 +349,6 @@ impl CatchUp {
                     return self.done(CatchUpMethod::Since, Some(stuck), memory.floor());
                 }
                 *until = Some(oldest_kept);
-                newest.clear();
                 Next::Reissue
             }
             Phase::Reconcile { session: None, .. } => Next::Reconcile,
@@ -432,7 +431,8 @@ impl CatchUp {
         if !matches!(gap.phase, Phase::Reconcile { .. } | Phase::Fetch { .. }) {
             return Next::Wait;
         }
-        gap.phase = window(gap.from, ctx, memory);
+        // NIP-77 runs for single-filter subscriptions only.
+        gap.phase = window(gap.from, ctx, memory, 1);
         Next::Reissue
     }
 
@@ -470,12 +470,34 @@ impl CatchUp {
 
 /// The `since` window of a gap from `from`: the lookback before it, never below the
 /// memory's floor.
-fn window(from: u64, ctx: &Ctx<'_>, memory: &Memory) -> Phase {
+fn window(from: u64, ctx: &Ctx<'_>, memory: &Memory, filters: usize) -> Phase {
     Phase::Window {
         since: from.saturating_sub(ctx.lookback()).max(memory.floor()),
         until: None,
+        filters,
         newest: BinaryHeap::new(),
     }
+}
+
+/// Where the next, older page ends (its `until`, inclusive), if the answer may have been
+/// cut short; `None` when it was complete. Above the returned `created_at` the answer is
+/// complete:
+///
+/// - One filter that returned the whole page it asked for was cut at its oldest event.
+/// - Otherwise, any filter the relay cut returned at least `possibly_capped` events (the
+///   caps relays apply without saying so are larger), all at or after its own cut: so the
+///   answer's `possibly_capped`-th newest is at or after every cut.
+fn next_page(newest: BinaryHeap<Reverse<u64>>, filters: usize, ctx: &Ctx<'_>) -> Option<u64> {
+    let (page, capped_at) = (ctx.page(), ctx.capped_at());
+    let count = newest.len();
+    // Ascending by `Reverse`: newest first.
+    let newest_first = newest.into_sorted_vec();
+    if filters == 1 && count >= page {
+        return newest_first.get(page - 1).map(|r| r.0);
+    }
+    (count >= capped_at)
+        .then(|| newest_first.get(capped_at - 1).map(|r| r.0))
+        .flatten()
 }
 
 fn limits(ctx: &Ctx<'_>) -> Limits {
