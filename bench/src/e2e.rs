@@ -156,6 +156,14 @@ impl Drop for Relay {
 /// carry), replies with `e` and `p` tags, some hashtags, a month of timestamps. The same
 /// seed gives the same content (signatures differ: signing draws fresh nonces).
 pub fn realistic_notes(n: usize, seed: u64) -> Vec<Event> {
+    realistic_notes_dated(n, seed, |i, draw| {
+        1_760_000_000 + (i as u64 * 26) + (draw % 26)
+    })
+}
+
+/// [`realistic_notes`] with the `i`-th note dated `date(i, draw)`, `draw` a random `u64` the
+/// caller may use for jitter (or ignore).
+pub fn realistic_notes_dated(n: usize, seed: u64, date: impl Fn(usize, u64) -> u64) -> Vec<Event> {
     let mut rng = Rng::new(seed);
     let authors: Vec<Keys> = (0..200).map(|_| keys(&mut rng)).collect();
     let mut notes: Vec<Event> = Vec::with_capacity(n);
@@ -170,7 +178,7 @@ pub fn realistic_notes(n: usize, seed: u64) -> Vec<Event> {
         if rng.unit() < 0.2 {
             tags.push(Tag::hashtag(WORDS[pick(&mut rng, WORDS.len())]));
         }
-        let created_at = 1_760_000_000 + (i as u64 * 26) + (rng.next_u64() % 26);
+        let created_at = date(i, rng.next_u64());
         let note = EventBuilder::text_note(text(&mut rng))
             .tags(tags)
             .custom_created_at(Timestamp::from(created_at))
