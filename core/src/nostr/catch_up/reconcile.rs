@@ -116,8 +116,13 @@ impl Reconciliation {
         if self.need.len() + need.len() > self.limits.need {
             return Err(NegFailure::TooManyIds);
         }
+        let start = self.need.len();
         self.need
             .extend(need.into_iter().map(|id| EventId(id.to_bytes())));
+        // With its `std` feature (which nostr-relay-builder turns on in a shared build) the
+        // crate collects a range's ids in a `HashSet`, in a random order: sorted, the same
+        // inputs give the same fetches.
+        self.need[start..].sort_unstable();
         Ok(match next {
             Some(message) => Step::Send(hex(&message)),
             None => Step::Done(std::mem::take(&mut self.need)),
