@@ -25,8 +25,8 @@
 //!
 //! `TETHER_CATCHUP_EVENTS` and `TETHER_CATCHUP_ROUNDS` (5, after one unmeasured round) change
 //! the corpus and the rounds; `TETHER_CATCHUP_REPLAY_PAUSE_MS` sets tether's
-//! `RelayConfig::replay_pause` (50 ms), which paces every catch-up step (`NEG-OPEN`, each
-//! fetch or page REQ) and is most of the catch-up's time here.
+//! `RelayConfig::replay_pause` (50 ms): at most `replay_batch` (8) background sends, replay
+//! REQs and catch-up steps (`NEG-OPEN`, each fetch or page REQ), in any such pause.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -55,11 +55,9 @@ use tokio::time::timeout;
 const MISSED: usize = 10;
 /// How long the client stays cut off before the missed events are stored.
 const OUTAGE: Duration = Duration::from_millis(300);
-/// How long it stays cut off after. `CaughtUp::recovered` counts the events dated no later
-/// than the catch-up's start by the session's wall clock, which is whole seconds and may lag
-/// the system clock by up to 2 s (a truncated reading plus truncated elapsed time): events
-/// dated within that of the reconnect count as live, not recovered.
-const AFTER_MISSED: Duration = Duration::from_secs(3);
+/// How long it stays cut off after the missed events are stored (`CaughtUp::recovered`
+/// counts what the catch-up's answers delivered, so this only spaces the run out).
+const AFTER_MISSED: Duration = Duration::from_millis(300);
 /// The bound on every wait.
 const WAIT: Duration = Duration::from_secs(120);
 /// Notes are dated over this many seconds before the run starts (the lookback is 120 s).
