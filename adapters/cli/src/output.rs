@@ -60,12 +60,12 @@ pub(crate) fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-/// The `why` (and `close_code`) of a `disconnected` line, with one relay or several.
+/// The `why` (the core's name for it) and `close_code` of a `disconnected` line, with one
+/// relay or several.
 pub(crate) fn disconnect_why(why: Disconnect) -> (&'static str, Option<u16>) {
-    match why {
-        Disconnect::Lost(loss @ SocketLoss::ClosedByPeer { code }) => (loss.as_str(), code),
-        Disconnect::Lost(loss) => (loss.as_str(), None),
-        Disconnect::Requested => ("requested", None),
-        _ => ("unknown", None),
-    }
+    let code = match why {
+        Disconnect::Lost(SocketLoss::ClosedByPeer { code }) => code,
+        _ => None,
+    };
+    (why.as_str(), code)
 }

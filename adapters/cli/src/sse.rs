@@ -7,7 +7,7 @@ use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use tether_tokio::sse::{
-    CloseReason, DropReason, EndReason, Event, FailReason, ParseError, Progress, Request, Resume,
+    CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume,
 };
 use tether_tokio::{ConnectError, EventSource, EventSourceConfig};
 
@@ -185,13 +185,12 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
                 return Err(Failure::Failed(format!("{}: the server refused", args.url)));
             }
             Event::Ended { why, progress } => {
-                let (why, event) = match why {
-                    EndReason::Data => ("data", None),
-                    EndReason::Event(name) => ("event", Some(name.as_str())),
-                    _ => ("eof", None),
+                let event = match why {
+                    EndReason::Event(name) => Some(name.as_str()),
+                    _ => None,
                 };
                 out.write(&Line::Ended {
-                    why,
+                    why: why.as_str(),
                     event,
                     events: progress.events,
                     last_event_id: &progress.last_event_id,
@@ -309,25 +308,18 @@ fn failure(why: &FailReason) -> (Option<u16>, String) {
     }
 }
 
-/// The `kind` of a `failed` line, how far the stream got and the server's own words, where
-/// the failure carries them.
+/// The `kind` of a `failed` line (the core's name for it), how far the stream got and the
+/// server's own words, where the failure carries them.
 fn failure_detail(why: &FailReason) -> (&'static str, Option<&Progress>, Option<&str>) {
-    match why {
-        FailReason::Status(_) => ("status", None, None),
-        FailReason::ContentType(_) => ("content_type", None, None),
-        FailReason::Exhausted(_) => ("exhausted", None, None),
-        FailReason::InvalidRequest(_) => ("invalid_request", None, None),
-        FailReason::Rejected { body, progress, .. } => {
-            ("rejected", Some(progress), Some(body.as_str()))
-        }
-        FailReason::Interrupted { progress, .. } => ("interrupted", Some(progress), None),
-        FailReason::ResumeExhausted { progress, .. } => ("resume_exhausted", Some(progress), None),
-        FailReason::SessionGone { progress } => ("session_gone", Some(progress), None),
-        FailReason::ErrorEvent { data, progress } => {
-            ("error_event", Some(progress), Some(data.as_str()))
-        }
-        _ => ("other", None, None),
-    }
+    let (progress, body) = match why {
+        FailReason::Rejected { body, progress, .. } => (Some(progress), Some(body.as_str())),
+        FailReason::Interrupted { progress, .. }
+        | FailReason::ResumeExhausted { progress, .. }
+        | FailReason::SessionGone { progress } => (Some(progress), None),
+        FailReason::ErrorEvent { data, progress } => (Some(progress), Some(data.as_str())),
+        _ => (None, None),
+    };
+    (why.as_str(), progress, body)
 }
 
 /// The request `args` describe: method, headers, body, resume policy, end rules.
@@ -418,13 +410,7 @@ fn drop_reason(why: DropReason) -> String {
 /// The `peer_error` line for a peer error event, saying how many were `suppressed` before it.
 fn peer_error(event: &Event, suppressed: u64) -> Option<Line<'static>> {
     let (kind, excerpt) = match event {
-        Event::ParseError(error @ ParseError::LineTooLong { .. }) => {
-            ("line_too_long", error.to_string())
-        }
-        Event::ParseError(error @ ParseError::EventTooLarge { .. }) => {
-            ("event_too_large", error.to_string())
-        }
-        Event::ParseError(error) => ("parse_error", error.to_string()),
+        Event::ParseError(error) => (error.as_str(), error.to_string()),
         Event::UnsendableId { id, .. } => ("unsendable_id", id.clone()),
         _ => return None,
     };
@@ -466,6 +452,7 @@ fn parse_headers(args: &[String]) -> Result<HeaderMap, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tether_tokio::sse::ParseError;
 
     #[test]
     fn peer_error_lines_are_typed_and_bounded() {

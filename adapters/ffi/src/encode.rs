@@ -9,15 +9,18 @@
 use std::fmt::Display;
 
 use tether_core::nostr::{Carries, Disconnect, Event, Rejection, Transmit};
-use tether_core::sse::session::{CloseReason, DropReason, FailReason};
-use tether_core::sse::{self, parser::ParseError};
+use tether_core::sse::session::{DropReason, EndReason, FailReason};
+use tether_core::sse::{self, parser::ParseError, Progress};
+use tether_core::SocketLoss;
 
 use crate::{duration_ms_ceil, millis_ceil};
 
 /// Append the JSON object for a relay transmit:
 ///
 /// - `{"type":"open","epoch":N}`: open a WebSocket; tag its inputs with `epoch`.
-/// - `{"type":"send","text":"...","carries":{"req":SUB}|{"close":SUB}|{"event":"hex"}|{"auth":"hex"}}`
+/// - `{"type":"send","text":"...","carries":C}`, `C` one of `{"req":SUB}`, `{"close":SUB}`,
+///   `{"negentropy":SUB}` (a NIP-77 frame of that subscription's catch-up),
+///   `{"event":"hex"}`, `{"auth":"hex"}`
 /// - `{"type":"ping"}`
 /// - `{"type":"close","epoch":N}`
 /// - `{"type":"fetch_info"}`: fetch the relay's NIP-11 document (only asked when the
@@ -29,12 +32,14 @@ pub fn encode_relay_transmit(transmit: &Transmit, out: &mut Vec<u8>) {
         Transmit::Send { text, carries } => {
             o.kind("send").str("text", text).key("carries");
             let mut inner = Obj::new(&mut *o.out);
+            // The key is the core's name for what the frame carries.
+            let name = carries.as_str();
             match carries {
-                Carries::Req(sub) => inner.num("req", sub.0),
-                Carries::Close(sub) => inner.num("close", sub.0),
-                Carries::Event(id) => inner.hex("event", &id.0),
-                Carries::Auth(id) => inner.hex("auth", &id.0),
-                _ => inner.null("unknown"),
+                Carries::Req(sub) | Carries::Close(sub) | Carries::Negentropy(sub) => {
+                    inner.num(name, sub.0)
+                }
+                Carries::Event(id) | Carries::Auth(id) => inner.hex(name, &id.0),
+                _ => inner.null(name),
             };
             inner.end();
             &mut o
@@ -63,7 +68,9 @@ pub fn encode_relay_transmit(transmit: &Transmit, out: &mut Vec<u8>) {
 /// - `{"type":"auth_challenge","challenge":"...","id":N}` (pass `id` to `authenticate`)
 /// - `{"type":"authenticated"}`, `{"type":"auth_failed","reason":"..."}`
 /// - `{"type":"published","id":"hex"}`
-/// - `{"type":"rejected","id":"hex","why":"refused"|"timed_out","message":"..."|null}`
+/// - `{"type":"rejected","id":"hex","why":"refused"|"timed_out"|"too_large","message":"..."|null}`
+///   (`message` is the relay's, for `refused`); `too_large` adds `"len":N,"max":N`: the
+///   EVENT frame's bytes and the relay's declared maximum
 /// - `{"type":"peer_error","error":"..."}`
 pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
     let mut o = Obj::new(out);
@@ -72,18 +79,11 @@ pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
         Event::Disconnected { reconnect_at, why } => {
             o.kind("disconnected")
                 .opt_num("reconnect_at_ms", reconnect_at.map(millis_ceil));
-            let (why, code) = match why {
-                Disconnect::Requested => ("requested", None),
-                Disconnect::Lost(loss) => (
-                    loss.as_str(),
-                    match loss {
-                        tether_core::SocketLoss::ClosedByPeer { code } => code.map(u64::from),
-                        _ => None,
-                    },
-                ),
-                _ => ("unknown", None),
+            let code = match why {
+                Disconnect::Lost(SocketLoss::ClosedByPeer { code }) => code.map(u64::from),
+                _ => None,
             };
-            o.str("why", why).opt_num("close_code", code)
+            o.str("why", why.as_str()).opt_num("close_code", code)
         }
         Event::Received { sub, id, raw } => o
             .kind("received")
@@ -129,11 +129,16 @@ pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
         Event::AuthFailed { reason } => o.kind("auth_failed").str("reason", reason),
         Event::Published { id } => o.kind("published").hex("id", &id.0),
         Event::Rejected { id, reason } => {
-            o.kind("rejected").hex("id", &id.0);
+            o.kind("rejected")
+                .hex("id", &id.0)
+                .str("why", reason.as_str());
             match reason {
-                Rejection::Refused { message } => o.str("why", "refused").str("message", message),
-                Rejection::TimedOut => o.str("why", "timed_out").null("message"),
-                _ => o.str("why", "unknown").null("message"),
+                Rejection::Refused { message } => o.str("message", message),
+                Rejection::TooLarge { len, max } => o
+                    .null("message")
+                    .num("len", *len as u64)
+                    .num("max", *max as u64),
+                _ => o.null("message"),
             }
         }
         Event::PeerError { error } => o.kind("peer_error").display("error", error),
@@ -178,11 +183,20 @@ pub fn encode_sse_transmit(transmit: &sse::session::Transmit, out: &mut Vec<u8>)
 /// - `{"type":"failed","why":"status","status":N}`,
 ///   `{"type":"failed","why":"content_type","content_type":"..."|null}`,
 ///   `{"type":"failed","why":"exhausted",DROP}`,
-///   `{"type":"failed","why":"invalid_request","detail":"..."}`
+///   `{"type":"failed","why":"invalid_request","detail":"..."}`,
+///   `{"type":"failed","why":"rejected","status":N,"body":"...",PROGRESS}`,
+///   `{"type":"failed","why":"interrupted"|"resume_exhausted",DROP,PROGRESS}`,
+///   `{"type":"failed","why":"session_gone",PROGRESS}`,
+///   `{"type":"failed","why":"error_event","data":"...",PROGRESS}`
 /// - `{"type":"closed","why":"no_content"|"local"}`
+/// - `{"type":"ended","why":"data"|"event"|"eof","event":"..."|null,PROGRESS}` (`event`: the
+///   end event's type, for `event`)
 ///
 /// where `DROP` is `"drop":"status"|"network_error"|"eof"|"connect_timeout"|"idle_timeout",
-/// "status":N|null,"loss":"..."|null` (`loss` names the network error).
+/// "status":N|null,"loss":"..."|null` (`loss` names the network error) and `PROGRESS` is
+/// `"events":N,"last_event_id":"..."` (messages delivered since `connect`, and the last
+/// event ID in force then, `""` for none). Every `why` and `kind` is the core's `as_str` name
+/// of its reason.
 pub fn encode_sse_event(event: &sse::Event, out: &mut Vec<u8>) {
     use sse::Event;
     let mut o = Obj::new(out);
@@ -201,13 +215,12 @@ pub fn encode_sse_event(event: &sse::Event, out: &mut Vec<u8>) {
         }
         Event::Reconnected { gap } => o.kind("reconnected").num("gap_ms", duration_ms_ceil(*gap)),
         Event::ParseError(error) => {
-            let (kind, limit) = match error {
-                ParseError::LineTooLong { limit } => ("line_too_long", *limit),
-                ParseError::EventTooLarge { limit } => ("event_too_large", *limit),
-                _ => ("unknown", 0),
+            let limit = match error {
+                ParseError::LineTooLong { limit } | ParseError::EventTooLarge { limit } => *limit,
+                _ => 0,
             };
             o.kind("parse_error")
-                .str("kind", kind)
+                .str("kind", error.as_str())
                 .num("limit", limit as u64)
                 .display("message", error)
         }
@@ -216,33 +229,47 @@ pub fn encode_sse_event(event: &sse::Event, out: &mut Vec<u8>) {
             .str("id", id)
             .display("message", why),
         Event::Failed { why } => {
-            o.kind("failed");
+            o.kind("failed").str("why", why.as_str());
             match why {
-                FailReason::Status(status) => {
-                    o.str("why", "status").num("status", u64::from(*status))
-                }
-                FailReason::ContentType(kind) => o
-                    .str("why", "content_type")
-                    .opt_str("content_type", kind.as_deref()),
+                FailReason::Status(status) => o.num("status", u64::from(*status)),
+                FailReason::ContentType(kind) => o.opt_str("content_type", kind.as_deref()),
                 FailReason::Exhausted(last) => {
-                    o.str("why", "exhausted");
                     drop_fields(&mut o, *last);
                     &mut o
                 }
-                FailReason::InvalidRequest(detail) => {
-                    o.str("why", "invalid_request").str("detail", detail)
+                FailReason::InvalidRequest(detail) => o.str("detail", detail),
+                FailReason::Rejected {
+                    status,
+                    body,
+                    progress,
+                } => {
+                    o.num("status", u64::from(*status)).str("body", body);
+                    progress_fields(&mut o, progress)
                 }
-                _ => o.str("why", "unknown"),
+                FailReason::Interrupted { why, progress }
+                | FailReason::ResumeExhausted { why, progress } => {
+                    drop_fields(&mut o, *why);
+                    progress_fields(&mut o, progress)
+                }
+                FailReason::SessionGone { progress } => progress_fields(&mut o, progress),
+                FailReason::ErrorEvent { data, progress } => {
+                    o.str("data", data);
+                    progress_fields(&mut o, progress)
+                }
+                _ => &mut o,
             }
         }
-        Event::Closed { why } => o.kind("closed").str(
-            "why",
-            match why {
-                CloseReason::NoContent => "no_content",
-                CloseReason::Local => "local",
-                _ => "unknown",
-            },
-        ),
+        Event::Closed { why } => o.kind("closed").str("why", why.as_str()),
+        Event::Ended { why, progress } => {
+            let event = match why {
+                EndReason::Event(name) => Some(name.as_str()),
+                _ => None,
+            };
+            o.kind("ended")
+                .str("why", why.as_str())
+                .opt_str("event", event);
+            progress_fields(&mut o, progress)
+        }
         _ => o.kind("unknown"),
     };
     o.end();
@@ -257,6 +284,11 @@ fn drop_fields(o: &mut Obj<'_>, why: DropReason) {
     o.str("drop", why.as_str())
         .opt_num("status", status)
         .opt_str("loss", loss);
+}
+
+fn progress_fields<'o, 'a>(o: &'o mut Obj<'a>, progress: &Progress) -> &'o mut Obj<'a> {
+    o.num("events", progress.events)
+        .str("last_event_id", &progress.last_event_id)
 }
 
 /// A JSON object being appended to a buffer.
@@ -427,5 +459,106 @@ mod tests {
             Obj::new(&mut out).num("n", n).end();
             assert_eq!(String::from_utf8(out).unwrap(), format!("{{\"n\":{n}}}"));
         }
+    }
+
+    fn sse_event(event: &sse::Event) -> String {
+        let mut out = Vec::new();
+        encode_sse_event(event, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The variants this module wrote as `"unknown"` before the core named them.
+    #[test]
+    fn every_reason_the_core_has_is_named() {
+        let mut out = Vec::new();
+        encode_relay_transmit(
+            &Transmit::Send {
+                text: "[\"NEG-CLOSE\",\"2:0\"]".into(),
+                carries: Carries::Negentropy(SubscriptionId(2)),
+            },
+            &mut out,
+        );
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            r#"{"type":"send","text":"[\"NEG-CLOSE\",\"2:0\"]","carries":{"negentropy":2}}"#
+        );
+        let id = tether_core::nostr::message::EventId([0x01; 32]);
+        let hex = "01".repeat(32);
+        assert_eq!(
+            relay_event(&Event::Rejected {
+                id,
+                reason: Rejection::TooLarge {
+                    len: 70_000,
+                    max: 65_536
+                },
+            }),
+            format!(
+                r#"{{"type":"rejected","id":"{hex}","why":"too_large","message":null,"len":70000,"max":65536}}"#
+            )
+        );
+        assert_eq!(
+            relay_event(&Event::Disconnected {
+                reconnect_at: None,
+                why: Disconnect::Requested,
+            }),
+            r#"{"type":"disconnected","reconnect_at_ms":null,"why":"requested","close_code":null}"#
+        );
+        let progress = Progress::new(3, "e3");
+        for (why, want) in [
+            (
+                FailReason::Rejected {
+                    status: 400,
+                    body: "no".into(),
+                    progress: progress.clone(),
+                },
+                r#""why":"rejected","status":400,"body":"no","events":3,"last_event_id":"e3""#,
+            ),
+            (
+                FailReason::Interrupted {
+                    why: DropReason::Eof,
+                    progress: progress.clone(),
+                },
+                r#""why":"interrupted","drop":"eof","status":null,"loss":null,"events":3,"last_event_id":"e3""#,
+            ),
+            (
+                FailReason::ResumeExhausted {
+                    why: DropReason::NetworkError(SocketLoss::NetworkError),
+                    progress: progress.clone(),
+                },
+                r#""why":"resume_exhausted","drop":"network_error","status":null,"loss":"network_error","events":3,"last_event_id":"e3""#,
+            ),
+            (
+                FailReason::SessionGone {
+                    progress: progress.clone(),
+                },
+                r#""why":"session_gone","events":3,"last_event_id":"e3""#,
+            ),
+            (
+                FailReason::ErrorEvent {
+                    data: "boom".into(),
+                    progress: progress.clone(),
+                },
+                r#""why":"error_event","data":"boom","events":3,"last_event_id":"e3""#,
+            ),
+        ] {
+            assert_eq!(
+                sse_event(&sse::Event::Failed { why }),
+                format!(r#"{{"type":"failed",{want}}}"#)
+            );
+        }
+        assert_eq!(
+            sse_event(&sse::Event::Ended {
+                why: EndReason::Event("done".into()),
+                progress: progress.clone(),
+            }),
+            r#"{"type":"ended","why":"event","event":"done","events":3,"last_event_id":"e3"}"#
+        );
+        assert_eq!(
+            sse_event(&sse::Event::Ended {
+                why: EndReason::Eof,
+                progress: Progress::new(0, ""),
+            }),
+            r#"{"type":"ended","why":"eof","event":null,"events":0,"last_event_id":""}"#
+        );
     }
 }

@@ -55,6 +55,21 @@ pub enum Carries {
     Negentropy(SubscriptionId),
 }
 
+impl Carries {
+    /// A stable snake_case name of what the frame carries, for logs, JSON lines and the C
+    /// ABI: `req`, `close`, `event`, `auth` or `negentropy` (the subscription or event id
+    /// is the variant's data).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Carries::Req(_) => "req",
+            Carries::Close(_) => "close",
+            Carries::Event(_) => "event",
+            Carries::Auth(_) => "auth",
+            Carries::Negentropy(_) => "negentropy",
+        }
+    }
+}
+
 /// Why the session's socket is gone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -63,6 +78,18 @@ pub enum Disconnect {
     Requested,
     /// The socket was lost; a reconnect follows.
     Lost(SocketLoss),
+}
+
+impl Disconnect {
+    /// A stable snake_case name, for logs, JSON lines and the C ABI: `requested`, or the
+    /// socket loss's own name ([`SocketLoss::as_str`]: `connection_refused`,
+    /// `closed_by_peer`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Disconnect::Requested => "requested",
+            Disconnect::Lost(loss) => loss.as_str(),
+        }
+    }
 }
 
 /// Identifies one NIP-42 challenge: answers to any other are refused by `authenticate`.
@@ -208,4 +235,17 @@ pub enum Rejection {
         /// The relay's declared maximum.
         max: usize,
     },
+}
+
+impl Rejection {
+    /// A stable snake_case name of the kind, for logs, JSON lines and the C ABI: `refused`,
+    /// `timed_out` or `too_large` (the relay's message and the sizes are the variant's
+    /// data).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Rejection::Refused { .. } => "refused",
+            Rejection::TimedOut => "timed_out",
+            Rejection::TooLarge { .. } => "too_large",
+        }
+    }
 }

@@ -108,6 +108,18 @@ pub enum EndReason {
     Eof,
 }
 
+impl EndReason {
+    /// A stable snake_case name, for logs, JSON lines and the C ABI: `data`, `event` or
+    /// `eof` (the event type is the variant's data).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            EndReason::Data => "data",
+            EndReason::Event(_) => "event",
+            EndReason::Eof => "eof",
+        }
+    }
+}
+
 /// Why a stream or an attempt was lost (and will be retried).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -194,6 +206,26 @@ pub enum FailReason {
     },
 }
 
+impl FailReason {
+    /// A stable snake_case name of the kind, for logs, JSON lines and the C ABI: `status`,
+    /// `content_type`, `exhausted`, `invalid_request`, `rejected`, `interrupted`,
+    /// `resume_exhausted`, `session_gone` or `error_event` (statuses, drops, bodies and
+    /// progress are the variant's data).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FailReason::Status(_) => "status",
+            FailReason::ContentType(_) => "content_type",
+            FailReason::Exhausted(_) => "exhausted",
+            FailReason::InvalidRequest(_) => "invalid_request",
+            FailReason::Rejected { .. } => "rejected",
+            FailReason::Interrupted { .. } => "interrupted",
+            FailReason::ResumeExhausted { .. } => "resume_exhausted",
+            FailReason::SessionGone { .. } => "session_gone",
+            FailReason::ErrorEvent { .. } => "error_event",
+        }
+    }
+}
+
 /// Longest description [`FailReason::InvalidRequest`] keeps, in bytes.
 pub const MAX_DETAIL_LEN: usize = 256;
 
@@ -205,6 +237,17 @@ pub enum CloseReason {
     NoContent,
     /// The application called [`SseSession::disconnect`](crate::sse::SseSession::disconnect).
     Local,
+}
+
+impl CloseReason {
+    /// A stable snake_case name, for logs, JSON lines and the C ABI: `no_content` or
+    /// `local`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CloseReason::NoContent => "no_content",
+            CloseReason::Local => "local",
+        }
+    }
 }
 
 /// Counters, for metrics and tests.

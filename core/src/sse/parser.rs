@@ -110,6 +110,17 @@ pub enum ParseError {
     },
 }
 
+impl ParseError {
+    /// A stable snake_case name of the kind, for logs, JSON lines and the C ABI:
+    /// `line_too_long` or `event_too_large` (the limit is the variant's data).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ParseError::LineTooLong { .. } => "line_too_long",
+            ParseError::EventTooLarge { .. } => "event_too_large",
+        }
+    }
+}
+
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
