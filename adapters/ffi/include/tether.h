@@ -71,6 +71,15 @@
 // `loss` code: a reset, broken pipe or other network error.
 #define TETHER_LOSS_NETWORK_ERROR 6
 
+// `kind` of [`tether_check_url`]: a relay URL, ws:// or wss:// (lower case).
+#define TETHER_URL_RELAY 1
+
+// `kind` of [`tether_check_url`]: an SSE endpoint, http:// or https://.
+#define TETHER_URL_SSE 2
+
+// The URL fails the URL rule; [`tether_check_url`] wrote why.
+#define TETHER_ERR_INVALID_URL -10
+
 // An opaque relay session; create with [`tether_relay_new`], free with
 // [`tether_relay_free`].
 typedef struct TetherRelay TetherRelay;
@@ -496,6 +505,36 @@ int32_t tether_sse_poll_event(struct TetherSse *sse, uint8_t *buf, size_t *len);
 // # Safety
 // As [`tether_sse_set_wall_clock`]; `out_ms` writable.
 int32_t tether_sse_poll_timeout(struct TetherSse *sse, uint64_t *out_ms);
+
+// Check `url` (UTF-8, `url_len` bytes) against tether's URL rule for `kind`
+// ([`TETHER_URL_RELAY`]: ws:// or wss://; [`TETHER_URL_SSE`]: http:// or https://): the
+// scheme, a host, and a port of digits in 1-65535 when one is written. A URL that fails
+// would otherwise surface only as reconnects failing forever.
+//
+// Returns [`TETHER_OK`] for a URL that passes (`*why_len` becomes 0). Otherwise the
+// message saying what is wrong, as the Rust entry points word it (`invalid URL:
+// ws://127.0.0.1:99999/: port 99999 is not in 1-65535`), is copied into `why` (capacity
+// `*why_len`) and `*why_len` becomes its length. `why_len` may be null: then only the code
+// is returned.
+//
+// No handle and no state: callable from any thread at any time.
+//
+// # Errors
+// [`TETHER_ERR_INVALID_URL`] for a URL the rule refuses; `TETHER_ERR_NULL` (`url` null with
+// a length, or `why` null with room asked for), `TETHER_ERR_UTF8`,
+// `TETHER_ERR_INVALID_ARGUMENT` (an unknown `kind`), each with its message in `why`;
+// `TETHER_ERR_BUFFER_TOO_SMALL` when the message does not fit: `*why_len` is the length
+// needed, and calling again with that much room gives the code and the message (the URL
+// failed either way); `TETHER_ERR_PANIC` if the check panicked.
+//
+// # Safety
+// `url` is null or valid for `url_len` bytes; `why_len` is null or valid for reads and
+// writes of a `size_t`; `why` is null or valid for `*why_len` bytes.
+int32_t tether_check_url(const uint8_t *url,
+                         size_t url_len,
+                         uint32_t kind,
+                         uint8_t *why,
+                         size_t *why_len);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -34,7 +34,8 @@
 //! # Threads
 //!
 //! A handle is not synchronised: use it from one thread at a time (moving it between
-//! threads is fine). Different handles are independent.
+//! threads is fine). Different handles are independent. [`url::tether_check_url`], the URL
+//! rule the Rust entry points apply, takes no handle and is callable from any thread.
 //!
 //! # Safety
 //!
@@ -51,6 +52,8 @@ mod ptr;
 pub mod relay;
 #[allow(unsafe_code)]
 pub mod sse;
+#[allow(unsafe_code)]
+pub mod url;
 
 pub use encode::{
     encode_relay_event, encode_relay_transmit, encode_sse_event, encode_sse_transmit,

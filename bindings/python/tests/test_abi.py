@@ -90,3 +90,30 @@ def test_the_library_is_found_by_env_then_target_dir(monkeypatch, tmp_path):
     (release / _ffi._library_name()).write_bytes(b"")
     monkeypatch.setenv("CARGO_TARGET_DIR", str(tmp_path))
     assert tether.library_path() == release / _ffi._library_name()
+
+
+def test_the_url_rule_is_the_librarys():
+    from tether.driver import check_url
+
+    assert _ffi.check_url("wss://relay.example.com/", _ffi.URL_RELAY) is None
+    assert _ffi.check_url("https://example.com:8443/events", _ffi.URL_SSE) is None
+    assert (
+        _ffi.check_url("ws://127.0.0.1:99999/", _ffi.URL_RELAY)
+        == "invalid URL: ws://127.0.0.1:99999/: port 99999 is not in 1-65535"
+    )
+    assert (
+        _ffi.check_url("http://relay.example.com", _ffi.URL_RELAY)
+        == "invalid URL: http://relay.example.com: expected ws:// or wss://"
+    )
+    # A long reason grows the buffer.
+    long = "ws://" + "h" * 1000 + ":0"
+    assert _ffi.check_url(long, _ffi.URL_RELAY) == f"invalid URL: {long}: port 0 is not in 1-65535"
+    with pytest.raises(_ffi.TetherError) as error:
+        _ffi.check_url("ws://h", 9)
+    assert error.value.code == _ffi.ERR_INVALID_ARGUMENT
+    # The driver's check keeps its signature: the URL back, or ValueError with the reason.
+    assert check_url("ws://127.0.0.1:7777", ("ws", "wss")) == "ws://127.0.0.1:7777"
+    with pytest.raises(ValueError, match="expected http:// or https://"):
+        check_url("ws://127.0.0.1:7777", ("http", "https"))
+    with pytest.raises(ValueError, match="write the scheme in lower case"):
+        check_url("WSS://relay.example.com", ("ws", "wss"))

@@ -1,7 +1,8 @@
 /*
  * Drives a tether relay session through the C ABI with scripted frames and checks every
  * output exactly: a rate-limited refusal with a retry hint and the gate it opens, replay
- * batches after a dropped socket, NIP-42 auth, and the ABI's own error codes.
+ * batches after a dropped socket, NIP-42 auth, the ABI's own error codes, and the URL rule
+ * (tether_check_url).
  *
  * Built with -Wall -Wextra -Werror by tests/c_abi.rs, run plain, under valgrind memcheck and
  * with -fsanitize=address,undefined. Exit 0 only if every check passed.
@@ -340,8 +341,45 @@ static void session(void) {
     tether_relay_free(relay);
 }
 
+/* The URL check must give `want` and, unless it passed, exactly `message`. */
+static void expect_url(int line, const char *url, uint32_t kind, int32_t want,
+                       const char *message) {
+    uint8_t why[256];
+    size_t len = sizeof why;
+    int32_t code = tether_check_url((const uint8_t *)url, strlen(url), kind, why, &len);
+    if (code != want || len != strlen(message) || memcmp(why, message, len) != 0) {
+        fprintf(stderr, "relay_session.c:%d: %s: code %d, want %d\n  got  %.*s\n  want %s\n",
+                line, url, (int)code, (int)want, (int)len, (const char *)why, message);
+        failures++;
+    }
+}
+
+#define URL(url, kind, want, message) expect_url(__LINE__, url, kind, want, message)
+
+static void url_rule(void) {
+    URL("wss://relay.example.com/", TETHER_URL_RELAY, TETHER_OK, "");
+    URL("https://example.com:8443/events", TETHER_URL_SSE, TETHER_OK, "");
+    URL("ws://127.0.0.1:99999/", TETHER_URL_RELAY, TETHER_ERR_INVALID_URL,
+        "invalid URL: ws://127.0.0.1:99999/: port 99999 is not in 1-65535");
+    URL("http://relay.example.com", TETHER_URL_RELAY, TETHER_ERR_INVALID_URL,
+        "invalid URL: http://relay.example.com: expected ws:// or wss://");
+    URL("wss://relay.example.com", TETHER_URL_SSE, TETHER_ERR_INVALID_URL,
+        "invalid URL: wss://relay.example.com: expected http:// or https://");
+    URL("wss://relay.example.com", 9, TETHER_ERR_INVALID_ARGUMENT,
+        "kind 9 is neither TETHER_URL_RELAY (1) nor TETHER_URL_SSE (2)");
+    /* The code alone, and the length a message needs. */
+    const char *bad = "ws://h:0";
+    CODE(tether_check_url((const uint8_t *)bad, strlen(bad), TETHER_URL_RELAY, NULL, NULL),
+         TETHER_ERR_INVALID_URL);
+    size_t need = 0;
+    CODE(tether_check_url((const uint8_t *)bad, strlen(bad), TETHER_URL_RELAY, NULL, &need),
+         TETHER_ERR_BUFFER_TOO_SMALL);
+    CHECK(need == strlen("invalid URL: ws://h:0: port 0 is not in 1-65535"));
+}
+
 int main(void) {
     config_and_version();
+    url_rule();
     session();
     if (failures != 0) {
         fprintf(stderr, "%d check(s) failed\n", failures);

@@ -27,6 +27,10 @@ ERR_WRONG_STATE = -6
 ERR_LIMIT = -7
 ERR_PANIC = -8
 ERR_POISONED = -9
+ERR_INVALID_URL = -10
+
+URL_RELAY = 1
+URL_SSE = 2
 
 LOSS_CONNECTION_REFUSED = 1
 LOSS_TLS_REJECTED = 2
@@ -45,6 +49,7 @@ _CODE_NAMES = {
     ERR_LIMIT: "limit reached",
     ERR_PANIC: "panic inside the library (handle poisoned)",
     ERR_POISONED: "handle poisoned",
+    ERR_INVALID_URL: "invalid URL",
 }
 
 
@@ -166,6 +171,7 @@ _SIGNATURES = {
     "tether_sse_poll_transmit": (_I32, [_P, _U8P, _SIZEP]),
     "tether_sse_poll_event": (_I32, [_P, _U8P, _SIZEP]),
     "tether_sse_poll_timeout": (_I32, [_P, _U64P]),
+    "tether_check_url": (_I32, [ctypes.c_char_p, _SIZE, _U32, _U8P, _SIZEP]),
 }
 
 _lib: ctypes.CDLL | None = None
@@ -185,6 +191,27 @@ def lib() -> ctypes.CDLL:
             raise OSError(f"the library speaks ABI {version}, this package {ABI_VERSION}")
         _lib = loaded
     return _lib
+
+
+def check_url(url: str, kind: int) -> str | None:
+    """Why ``url`` fails tether's URL rule for ``kind`` (``URL_RELAY``: ws:// or wss://,
+    ``URL_SSE``: http:// or https://), worded as the Rust entry points word it, or ``None``
+    when it passes (``tether_check_url``). A ``url`` holding undecodable bytes (from
+    ``surrogateescape``) fails as not UTF-8."""
+    data = url.encode("utf-8", "surrogateescape")
+    why = (ctypes.c_uint8 * 512)()
+    while True:
+        length = ctypes.c_size_t(len(why))
+        code = lib().tether_check_url(data, len(data), kind, why, ctypes.byref(length))
+        if code == ERR_BUFFER_TOO_SMALL:
+            why = (ctypes.c_uint8 * length.value)()
+            continue
+        message = bytes(memoryview(why)[: length.value]).decode("utf-8", "replace")
+        if code == OK:
+            return None
+        if code in (ERR_INVALID_URL, ERR_UTF8):
+            return message
+        raise TetherError(code, message)
 
 
 class _Handle:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import ssl
 import sys
 import time
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 from . import _ffi
 from ._ffi import Relay, Sse, TetherError
@@ -54,39 +52,24 @@ class _Loop:
             return None
 
 
+_URL_KINDS = {("ws", "wss"): _ffi.URL_RELAY, ("http", "https"): _ffi.URL_SSE}
+
+
 def check_url(url: str, schemes: tuple[str, ...]) -> str:
-    """``url`` if it passes tether's URL rule (``tether_driver::url``): one of ``schemes``,
-    a host, and a port of 1-65535 when one is written; else :class:`ValueError` saying what
-    is wrong, worded as the Rust entry points word it.
+    """``url`` if it passes tether's URL rule (``tether_driver::url``, through
+    ``tether_check_url``): one of ``schemes`` (``("ws", "wss")`` for a relay,
+    ``("http", "https")`` for SSE), a host, and a port of 1-65535 when one is written; else
+    :class:`ValueError` saying what is wrong, worded as the Rust entry points word it.
 
-    Checked before a driver starts: ``urlsplit`` does not check the port, and a port out of
-    range would only surface as reconnects failing forever.
+    Checked before a driver starts: a port out of range would only surface as reconnects
+    failing forever.
     """
-
-    def invalid(why: str) -> ValueError:
-        return ValueError(f"invalid URL: {url}: {why}")
-
-    try:
-        parts = urlsplit(url)
-    except ValueError as error:
-        raise invalid(str(error)) from None
-    if parts.scheme not in schemes:
-        raise invalid("expected " + " or ".join(f"{s}://" for s in schemes))
-    if not parts.hostname:
-        raise invalid("no host")
-    host_port = parts.netloc.rpartition("@")[2]
-    if host_port.startswith("["):
-        rest = host_port.partition("]")[2]
-        port = rest[1:] if rest.startswith(":") else None
-    else:
-        port = host_port.rpartition(":")[2] if ":" in host_port else None
-    if port is not None:
-        if not port:
-            raise invalid("empty port")
-        if not (port.isascii() and port.isdigit()):
-            raise invalid(f"port {json.dumps(port)} is not a number")
-        if not 1 <= int(port) <= 65535:
-            raise invalid(f"port {port} is not in 1-65535")
+    kind = _URL_KINDS.get(tuple(schemes))
+    if kind is None:
+        raise ValueError(f"no URL rule for the schemes {schemes!r}")
+    why = _ffi.check_url(url, kind)
+    if why is not None:
+        raise ValueError(why)
     return url
 
 
