@@ -75,6 +75,11 @@ pub enum SocketLoss {
     IdleTimeout,
     /// A reset, broken pipe or other network error.
     NetworkError,
+    /// No sign of life within the probe after the application resumed or the network
+    /// changed: a socket that died while the application was away (decided by the session).
+    ResumeProbe,
+    /// The application said the network path the socket used is gone.
+    NetworkChanged,
 }
 
 impl SocketLoss {
@@ -90,6 +95,8 @@ impl SocketLoss {
             SocketLoss::PongTimeout => "pong_timeout",
             SocketLoss::IdleTimeout => "idle_timeout",
             SocketLoss::NetworkError => "network_error",
+            SocketLoss::ResumeProbe => "resume_probe",
+            SocketLoss::NetworkChanged => "network_changed",
         }
     }
 }
@@ -126,6 +133,14 @@ pub struct LinkConfig {
     pub connect_timeout: Duration,
     /// The silence watchdog.
     pub liveness: Liveness,
+    /// How long a socket has to show it is alive after the application resumes or the
+    /// network changes (5 s): a WebSocket is pinged at once and declared dead without an
+    /// answer by then. Zombie sockets after a suspension are found in this, not in
+    /// `ping_after + pong_timeout`.
+    pub probe_timeout: Duration,
+    /// The most a reconnect waits after the network changes or comes back (1 s, uniform):
+    /// enough to spread a fleet that got its network back at the same instant.
+    pub network_jitter: Duration,
 }
 
 impl Default for LinkConfig {
@@ -138,6 +153,8 @@ impl Default for LinkConfig {
                 ping_after: Duration::from_secs(30),
                 pong_timeout: Duration::from_secs(20),
             },
+            probe_timeout: Duration::from_secs(5),
+            network_jitter: Duration::from_secs(1),
         }
     }
 }
@@ -175,11 +192,14 @@ pub enum LinkAction {
     Open(Epoch),
     /// Send a ping on the open socket.
     Ping,
-    /// The socket is dead (silent or never opened): close it. A reconnect is scheduled at
-    /// `reconnect_at`, or none if attempts are exhausted.
+    /// The socket is dead (silent, never opened, unproven after a resume, or on a network
+    /// path that is gone): close it. A reconnect is scheduled at `reconnect_at`, or none if
+    /// attempts are exhausted.
     Dead {
         /// When the next attempt starts.
         reconnect_at: Option<Instant>,
+        /// Why the link gave it up.
+        why: SocketLoss,
     },
 }
 
@@ -191,9 +211,19 @@ pub struct Link {
     epoch: Epoch,
     backoff: Backoff,
     last_inbound: Instant,
+    /// When the peer was last heard from (or the socket opened), unlike `last_inbound` never
+    /// moved by a pause or a resume: the last instant the connection is known to have worked.
+    heard_at: Instant,
     ping_sent_at: Option<Instant>,
     /// The driver is not reading the socket (backpressure): silence is not the peer's.
     reading_paused: bool,
+    /// The application is suspended (since then): no deadline runs.
+    suspended: Option<Instant>,
+    /// The device has no network: no attempt is made, none is charged.
+    offline: bool,
+    /// A probe is out (after a resume or a network change): the socket must show life by
+    /// then.
+    probe_deadline: Option<Instant>,
 }
 
 impl Link {
@@ -206,8 +236,12 @@ impl Link {
             epoch: Epoch(0),
             backoff: Backoff::new(config.reconnect),
             last_inbound: Instant::ZERO,
+            heard_at: Instant::ZERO,
             ping_sent_at: None,
             reading_paused: false,
+            suspended: None,
+            offline: false,
+            probe_deadline: None,
         }
     }
 
@@ -289,6 +323,11 @@ impl Link {
         if self.state != LinkState::Idle {
             return None;
         }
+        if self.offline {
+            // Wanted, but not attempted until the network is back.
+            self.state = LinkState::Waiting { until: now };
+            return None;
+        }
         Some(self.start_attempt(now))
     }
 
@@ -315,6 +354,7 @@ impl Link {
             opened_at: now,
         };
         self.last_inbound = now;
+        self.heard_at = now;
         self.ping_sent_at = None;
         true
     }
@@ -337,6 +377,13 @@ impl Link {
             LinkState::Idle | LinkState::Waiting { .. } => return None,
         }
         self.ping_sent_at = None;
+        self.probe_deadline = None;
+        if self.offline {
+            // No network: the failure is the device's, not charged, and no attempt is made
+            // until it is back (`set_online`, which reconnects within the jitter).
+            self.state = LinkState::Waiting { until: now };
+            return Some(now);
+        }
         let Some(delay) = self.backoff.next_delay(rng) else {
             self.state = LinkState::Idle;
             return None;
@@ -349,7 +396,9 @@ impl Link {
     /// Inbound traffic arrived: the peer is alive.
     pub fn on_inbound(&mut self, now: Instant) {
         self.last_inbound = self.last_inbound.max(now);
+        self.heard_at = self.heard_at.max(now);
         self.ping_sent_at = None;
+        self.probe_deadline = None;
     }
 
     /// The driver stopped (`paused`) or resumed reading the socket, e.g. because the
@@ -370,6 +419,130 @@ impl Link {
         self.reading_paused
     }
 
+    // ----- the application's lifecycle --------------------------------------------------------
+
+    /// The application is suspended (backgrounded, the laptop asleep): from `now` no
+    /// deadline runs, so nothing that passes meanwhile is charged to the peer or fires in a
+    /// burst on resume. Idempotent.
+    pub fn suspend(&mut self, now: Instant) {
+        self.suspended.get_or_insert(now);
+    }
+
+    /// When the peer was last heard from on this link (or its socket opened): the last instant
+    /// the connection is known to have worked. A socket found dead later may have died any
+    /// time after it, so a catch-up anchors there.
+    pub fn heard_at(&self) -> Instant {
+        self.heard_at
+    }
+
+    /// Whether the application is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.suspended.is_some()
+    }
+
+    /// The application resumed. The time it was away is not the peer's silence: the silence
+    /// clock and a pending connect restart at `now`; a reconnect that fell due meanwhile is
+    /// due now (once). An open socket may have died meanwhile (a zombie): it is probed, and
+    /// [`LinkAction::Ping`] is returned for a WebSocket, which is declared dead if nothing
+    /// arrives within `probe_timeout`. An SSE stream (`Liveness::Idle`) keeps its idle
+    /// watchdog, restarted at `now`. Returns the suspension's length with the action: the
+    /// session moves its own deadlines by it. Safe without a suspend (a probe all the same).
+    pub fn resume(&mut self, now: Instant) -> (Duration, Option<LinkAction>) {
+        let away = self
+            .suspended
+            .take()
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
+        match &mut self.state {
+            LinkState::Connecting { since, .. } => *since = now,
+            LinkState::Open { .. } => self.last_inbound = self.last_inbound.max(now),
+            LinkState::Idle | LinkState::Waiting { .. } => {}
+        }
+        (away, self.probe(now))
+    }
+
+    /// The network path changed (Wi-Fi to cellular, a VPN). Failures so far were the old
+    /// network's: the reconnect backoff is reset, and a reconnect that waits goes within
+    /// `network_jitter`. An open socket is probed ([`Link::resume`]), or with `old_path_gone`
+    /// declared dead at once and reconnected within the jitter; a connect in flight on the
+    /// old path is abandoned for a new one. The server's own answers (gate windows, learned
+    /// caps) are the session's and stay.
+    pub fn network_changed(
+        &mut self,
+        now: Instant,
+        old_path_gone: bool,
+        rng: &mut Rng,
+    ) -> Option<LinkAction> {
+        self.backoff.reset();
+        match self.state {
+            LinkState::Idle => None,
+            LinkState::Waiting { .. } => {
+                self.state = LinkState::Waiting {
+                    until: self.jittered(now, rng),
+                };
+                None
+            }
+            LinkState::Connecting { .. } => Some(self.restart_soon(now, rng)),
+            LinkState::Open { .. } if old_path_gone => Some(self.restart_soon(now, rng)),
+            LinkState::Open { .. } => self.probe(now),
+        }
+    }
+
+    /// The device has (`online`) or has lost the network. Offline, no attempt is made and
+    /// none is charged; an open socket is left to its watchdog (it may be local). Back
+    /// online, a waiting reconnect goes within `network_jitter`, with the backoff reset.
+    /// Idempotent.
+    pub fn set_online(&mut self, now: Instant, online: bool, rng: &mut Rng) {
+        let was_offline = self.offline;
+        self.offline = !online;
+        if !(was_offline && online) {
+            return;
+        }
+        self.backoff.reset();
+        if let LinkState::Waiting { .. } = self.state {
+            self.state = LinkState::Waiting {
+                until: self.jittered(now, rng),
+            };
+        }
+    }
+
+    /// Whether the device is offline (see [`Link::set_online`]).
+    pub fn is_offline(&self) -> bool {
+        self.offline
+    }
+
+    /// Probe an open socket: a ping now (WebSocket) and a short deadline.
+    fn probe(&mut self, now: Instant) -> Option<LinkAction> {
+        let LinkState::Open { .. } = self.state else {
+            return None;
+        };
+        match self.config.liveness {
+            Liveness::Ping { .. } => {
+                self.probe_deadline = Some(now.saturating_add(self.config.probe_timeout));
+                self.ping_sent_at = Some(now);
+                Some(LinkAction::Ping)
+            }
+            Liveness::Idle { .. } | Liveness::Off => None,
+        }
+    }
+
+    /// Give up the socket or connect in flight now and reconnect within the jitter, no
+    /// attempt charged.
+    fn restart_soon(&mut self, now: Instant, rng: &mut Rng) -> LinkAction {
+        self.ping_sent_at = None;
+        self.probe_deadline = None;
+        let until = self.jittered(now, rng);
+        self.state = LinkState::Waiting { until };
+        LinkAction::Dead {
+            reconnect_at: Some(until),
+            why: SocketLoss::NetworkChanged,
+        }
+    }
+
+    fn jittered(&self, now: Instant, rng: &mut Rng) -> Instant {
+        let jitter = self.config.network_jitter.as_secs_f64() * rng.unit();
+        now.saturating_add(Duration::from_secs_f64(jitter))
+    }
+
     /// The next instant [`Link::handle_timeout`] has work to do.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -379,8 +552,12 @@ impl Link {
     /// [`Link::poll_timeout`] with what it is for.
     #[must_use]
     pub fn poll_wake(&self) -> Option<(Instant, Wake)> {
+        if self.suspended.is_some() {
+            return None;
+        }
         match self.state {
             LinkState::Idle => None,
+            LinkState::Waiting { .. } if self.offline => None,
             LinkState::Waiting { until } => Some((until, Wake::Reconnect)),
             LinkState::Connecting { since, .. } => Some((
                 since.saturating_add(self.config.connect_timeout),
@@ -399,14 +576,18 @@ impl Link {
         match self.state {
             LinkState::Idle => None,
             LinkState::Waiting { .. } => Some(LinkAction::Open(self.start_attempt(now))),
-            LinkState::Connecting { .. } => Some(self.die(now, rng)),
+            LinkState::Connecting { .. } => Some(self.die(now, rng, SocketLoss::ConnectTimeout)),
+            LinkState::Open { .. } if self.probe_deadline.is_some_and(|d| now >= d) => {
+                Some(self.die(now, rng, SocketLoss::ResumeProbe))
+            }
             LinkState::Open { .. } => match self.config.liveness {
                 Liveness::Ping { .. } if self.ping_sent_at.is_none() => {
                     self.ping_sent_at = Some(now);
                     Some(LinkAction::Ping)
                 }
                 Liveness::Off => None,
-                Liveness::Ping { .. } | Liveness::Idle { .. } => Some(self.die(now, rng)),
+                Liveness::Ping { .. } => Some(self.die(now, rng, SocketLoss::PongTimeout)),
+                Liveness::Idle { .. } => Some(self.die(now, rng, SocketLoss::IdleTimeout)),
             },
         }
     }
@@ -420,12 +601,15 @@ impl Link {
         self.epoch
     }
 
-    fn die(&mut self, now: Instant, rng: &mut Rng) -> LinkAction {
+    fn die(&mut self, now: Instant, rng: &mut Rng, why: SocketLoss) -> LinkAction {
         let reconnect_at = self.on_close(now, Duration::ZERO, rng);
-        LinkAction::Dead { reconnect_at }
+        LinkAction::Dead { reconnect_at, why }
     }
 
     fn watchdog_deadline(&self) -> Option<(Instant, Wake)> {
+        if let Some(probe) = self.probe_deadline {
+            return Some((probe, Wake::Probe));
+        }
         if self.reading_paused {
             return None;
         }

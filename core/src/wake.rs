@@ -24,6 +24,9 @@ pub enum Wake {
     PongTimeout,
     /// An SSE stream has been silent for `idle_timeout`: the stream is dead.
     Idle,
+    /// A socket probed after a resume or a network change showed no life in time: it is
+    /// dead.
+    Probe,
     /// A subscription's own timer: its refusal retry, its EOSE timeout or its wait for auth.
     Subscription,
     /// A publish's timer: its OK timeout or its retry.
@@ -49,6 +52,7 @@ impl Wake {
             Wake::Ping => "ping",
             Wake::PongTimeout => "pong-timeout",
             Wake::Idle => "idle",
+            Wake::Probe => "probe",
             Wake::Subscription => "subscription",
             Wake::Publish => "publish",
             Wake::ReplayBatch => "replay-batch",

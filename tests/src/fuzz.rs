@@ -614,6 +614,15 @@ fn relay_op(u: &mut Unstructured<'_>) -> Result<(Duration, Action)> {
         // One in eight of these is a NIP-11 document instead (drawn here so the other ops
         // keep their bytes).
         _ if u.ratio(1, 8)? => Action::RelayInfo((*u.choose(RELAY_INFOS)?).to_owned()),
+        // And one in four of the rest is the application's lifecycle.
+        _ if u.ratio(1, 4)? => match u.int_in_range(0..=5)? {
+            0 => Action::Suspend,
+            1 => Action::Resume,
+            2 => Action::NetworkChanged(u.arbitrary()?),
+            3 => Action::Online(u.arbitrary()?),
+            4 => Action::Vanish,
+            _ => Action::Online(true),
+        },
         _ => Action::Relay(*u.choose(RELAY_CHANGES)?),
     };
     Ok((step, action))

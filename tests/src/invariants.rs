@@ -17,6 +17,8 @@ pub struct Invariants {
     pause: Duration,
     foreground: bool,
     disconnected: bool,
+    /// The application said the device has no network: no socket may be opened.
+    offline: bool,
     last_gate: Option<Instant>,
     seen_events: usize,
     steps: u64,
@@ -46,6 +48,7 @@ impl Invariants {
             pause: config.replay_pause,
             foreground: false,
             disconnected: true,
+            offline: false,
             last_gate: None,
             seen_events: 0,
             steps: 0,
@@ -70,6 +73,7 @@ impl Invariants {
             Action::Subscribe(..) => self.foreground = true,
             Action::Disconnect => self.disconnected = true,
             Action::Connect => self.disconnected = false,
+            Action::Online(online) => self.offline = !online,
             _ => {}
         }
     }
@@ -96,6 +100,9 @@ impl Invariants {
     pub(crate) fn transmitted(&mut self, what: &str, transcript: &str) {
         if self.disconnected && what != "Close" {
             fail(transcript, &format!("{what} after disconnect"));
+        }
+        if self.offline && what == "Open" {
+            fail(transcript, "a connection attempt while offline");
         }
     }
 

@@ -51,6 +51,18 @@ pub enum Action {
     /// The driver fetched the relay's NIP-11 document (these bytes): parse it and, if it
     /// parses, `session.apply_relay_info`. The transcript shows what was applied.
     RelayInfo(String),
+    /// The connection dies without a close reaching the session (a NAT forgot it while the
+    /// app slept, the Wi-Fi went away): the relay forgets it, nothing sent on it arrives,
+    /// pings go unanswered. The session holds a zombie socket.
+    Vanish,
+    /// `session.suspend`: the app goes to the background.
+    Suspend,
+    /// `session.resume`: the app comes back.
+    Resume,
+    /// `session.network_changed(old_path_gone)`.
+    NetworkChanged(bool),
+    /// `session.set_online`.
+    Online(bool),
 }
 
 /// What the Sim's network carries.
@@ -92,6 +104,8 @@ pub struct Sim {
     conn: Option<u64>,
     /// The connection the relay accepted last: it can only send on that one.
     accepted: Option<u64>,
+    /// A connection that vanished: the session still holds it, nothing crosses it.
+    vanished: Option<u64>,
     transcript: String,
     /// Every event the application heard, with its time.
     pub events: Vec<(Instant, Event)>,
@@ -119,6 +133,7 @@ impl Sim {
             net: Net::new(Instant::ZERO, Duration::from_millis(10)),
             conn: None,
             accepted: None,
+            vanished: None,
             transcript: String::new(),
             events: Vec::new(),
             sent: Vec::new(),
@@ -260,7 +275,7 @@ impl Sim {
                 false
             }
             Item::ToRelay(conn, text) => {
-                if self.conn != Some(conn) {
+                if self.conn != Some(conn) || self.vanished == Some(conn) {
                     return false;
                 }
                 for frame in self.relay.handle(self.net.now(), conn, &text) {
@@ -269,7 +284,7 @@ impl Sim {
                 false
             }
             Item::ToSession(conn, input) => {
-                if self.conn != Some(conn) {
+                if self.conn != Some(conn) || self.vanished == Some(conn) {
                     return false;
                 }
                 self.deliver(Epoch(conn), input);
@@ -339,7 +354,11 @@ impl Sim {
         }
         self.invariants.before_action(&action);
         let reaches = match &action {
-            Action::RelayUp | Action::Store(_) | Action::RelayFrame(_) | Action::Relay(_) => false,
+            Action::RelayUp
+            | Action::Store(_)
+            | Action::RelayFrame(_)
+            | Action::Relay(_)
+            | Action::Vanish => false,
             Action::DropSocket | Action::RelayDown => self.conn.is_some(),
             _ => true,
         };
@@ -390,6 +409,19 @@ impl Sim {
                 }
             }
             Action::Relay(change) => change(&mut self.relay),
+            Action::Vanish => {
+                if let Some(conn) = self.conn {
+                    self.relay.drop_conn(conn);
+                    self.vanished = Some(conn);
+                    self.line("io", "vanished");
+                }
+            }
+            Action::Suspend => self.session.suspend(now),
+            Action::Resume => self.session.resume(now),
+            Action::NetworkChanged(old_path_gone) => {
+                self.session.network_changed(now, old_path_gone);
+            }
+            Action::Online(online) => self.session.set_online(now, online),
             Action::RelayInfo(document) => match RelayInfo::parse(document.as_bytes()) {
                 Ok(info) => {
                     let applied = self.session.apply_relay_info(now, &info);
@@ -455,7 +487,8 @@ impl Sim {
             Transmit::Ping => {
                 self.line("tx", "Ping");
                 self.invariants.transmitted("Ping", &self.transcript);
-                if let (Some(conn), false) = (self.conn, self.relay.ignore_pings) {
+                let vanished = self.conn.is_some() && self.conn == self.vanished;
+                if let (Some(conn), false, false) = (self.conn, self.relay.ignore_pings, vanished) {
                     let round_trip = self.net.latency * 2;
                     self.net
                         .push(now + round_trip, Item::ToSession(conn, Input::Pong));

@@ -248,13 +248,13 @@ fn one_relay_reconnecting_replays_only_its_own_subscriptions_with_a_catch_up() {
     let r0: Vec<&str> = s.reqs(R0).iter().map(|(_, t)| *t).collect();
     // The catch-up tries NIP-77 (the live half with one stored event, then NEG-OPEN); this
     // relay answers NEG-OPEN as nostr-rs-relay does, so the REQ is re-sent under its id with
-    // the `since` window: the lookback (120 s) before the drop at 2 s.
+    // the `since` window: the lookback (120 s) before the relay was last heard (its EOSE).
     assert_eq!(
         r0,
         [
             r#"["REQ","0:1",{"kinds":[1]}]"#,
             r#"["REQ","0:2",{"kinds":[1],"limit":1}]"#,
-            r#"["REQ","0:2",{"kinds":[1],"limit":0},{"kinds":[1],"limit":500,"since":1749999882}]"#
+            r#"["REQ","0:2",{"kinds":[1],"limit":0},{"kinds":[1],"limit":500,"since":1749999880}]"#
         ]
     );
     assert_eq!(s.reqs(R1).len(), 1, "the other relay is left alone");

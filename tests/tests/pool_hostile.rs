@@ -140,7 +140,7 @@ fn one_relay_flooding_a_million_unique_ids_keeps_the_dedup_at_its_bound_and_the_
         [
             r#"["REQ","0:1",{"kinds":[1]}]"#,
             r#"["REQ","0:2",{"kinds":[1],"limit":1}]"#,
-            r#"["REQ","0:2",{"kinds":[1],"limit":0},{"kinds":[1],"limit":500,"since":1749999883}]"#
+            r#"["REQ","0:2",{"kinds":[1],"limit":0},{"kinds":[1],"limit":500,"since":1749999880}]"#
         ]
     );
     let honest = deliveries(&s, Q1);

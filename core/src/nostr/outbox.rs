@@ -64,6 +64,17 @@ impl Outbox {
         self.timers.next()
     }
 
+    /// Every deadline moves `by` later: the application was suspended that long, and no
+    /// clock ran against the relay meanwhile.
+    pub(crate) fn postpone(&mut self, by: std::time::Duration) {
+        for (&id, entry) in &mut self.entries {
+            if let Some(at) = entry.timer {
+                self.timers
+                    .set(id, &mut entry.timer, Some(at.saturating_add(by)));
+            }
+        }
+    }
+
     /// Reject every event whose EVENT frame would be larger than `max` bytes.
     pub(crate) fn reject_larger(&mut self, max: usize, env: &mut Env<'_>) {
         let larger: Vec<(EventId, usize)> = self

@@ -362,6 +362,77 @@ impl RelaySession {
         self.applied()
     }
 
+    // ----- the application's lifecycle --------------------------------------------------------
+
+    /// The application is suspended (backgrounded, asleep): no deadline runs until
+    /// [`RelaySession::resume`], so nothing that passes meanwhile is charged to the relay as
+    /// silence or fires in a burst. The driver keeps delivering whatever it still reads.
+    /// Idempotent.
+    pub fn suspend(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        self.link.suspend(now);
+    }
+
+    /// The application is back. Every deadline of the session (subscription retries and EOSE
+    /// timeouts, NIP-77 sessions, publishes, the AUTH hold) moves by the time it was away; a
+    /// socket that looked open is probed (a ping now, dead without an answer within
+    /// `LinkConfig::probe_timeout`, then the usual reconnect, replay and catch-up); a live
+    /// socket carries on with nothing re-sent. Safe without a suspend.
+    pub fn resume(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        let (away, action) = self.link.resume(now);
+        if !away.is_zero() {
+            self.postpone(away);
+        }
+        self.follow_link(action);
+    }
+
+    /// The network path changed (Wi-Fi to cellular, a VPN up or down). Backoff from network
+    /// failures resets; a waiting reconnect goes within `LinkConfig::network_jitter`; an
+    /// open socket is probed, or given up at once (`why: network_changed`) when
+    /// `old_path_gone`. Gate windows and learned caps are the relay's and stay.
+    pub fn network_changed(&mut self, now: Instant, old_path_gone: bool) {
+        let now = self.clock.observe(now);
+        let action = self.link.network_changed(now, old_path_gone, &mut self.rng);
+        self.follow_link(action);
+    }
+
+    /// The device has (`online`) or has lost the network. Offline, no connection attempt is
+    /// made and no retry budget is spent; subscriptions stay as they are, unreported. Back
+    /// online, the reconnect goes within `LinkConfig::network_jitter`. Idempotent.
+    pub fn set_online(&mut self, now: Instant, online: bool) {
+        let now = self.clock.observe(now);
+        self.link.set_online(now, online, &mut self.rng);
+    }
+
+    /// Every deadline of the session `by` later (the application was away that long).
+    fn postpone(&mut self, by: Duration) {
+        for sub in self.subs.iter_mut() {
+            if let Some(at) = sub.timer {
+                self.timers
+                    .set(sub.id, &mut sub.timer, Some(at.saturating_add(by)));
+            }
+        }
+        self.outbox.postpone(by);
+        if let Some(hold) = self.auth_hold.as_mut() {
+            *hold = hold.saturating_add(by);
+        }
+    }
+
+    /// Do what the link decided outside a timeout (a probe, a socket given up).
+    fn follow_link(&mut self, action: Option<LinkAction>) {
+        let epoch = self.link.epoch();
+        match action {
+            Some(LinkAction::Open(epoch)) => self.open_socket_transmit(epoch),
+            Some(LinkAction::Ping) => self.transmits.push_back(Transmit::Ping),
+            Some(LinkAction::Dead { reconnect_at, why }) => {
+                self.lose_socket(reconnect_at, why);
+                self.transmits.push_back(Transmit::Close { epoch });
+            }
+            None => {}
+        }
+    }
+
     // ----- inputs from the socket -------------------------------------------------------------
 
     /// The socket of `epoch` (from [`Transmit::Open`]) is open. An open for a socket the
@@ -478,21 +549,12 @@ impl RelaySession {
     /// Time has passed: fire whatever is due at `now` (pass a fresh `now`, not the deadline).
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
-        let (epoch, was_open) = (self.link.epoch(), self.link.is_open());
-        match self.link.handle_timeout(now, &mut self.rng) {
-            Some(LinkAction::Open(epoch)) => self.open_socket_transmit(epoch),
-            Some(LinkAction::Ping) => self.transmits.push_back(Transmit::Ping),
-            Some(LinkAction::Dead { reconnect_at }) => {
-                let why = if was_open {
-                    SocketLoss::PongTimeout
-                } else {
-                    SocketLoss::ConnectTimeout
-                };
-                self.lose_socket(reconnect_at, why);
-                self.transmits.push_back(Transmit::Close { epoch });
-            }
-            None => {}
+        if self.link.is_suspended() {
+            // No clock runs while the application is away (see `suspend`).
+            return;
         }
+        let action = self.link.handle_timeout(now, &mut self.rng);
+        self.follow_link(action);
         if self.auth_hold.is_some_and(|at| at <= now) {
             // No challenge, or no answer to it, in time: REQs go out and take their chances.
             self.auth_hold = None;
@@ -533,6 +595,9 @@ impl RelaySession {
     pub fn poll_wake(&self) -> Option<(Instant, Wake)> {
         if self.has_output() {
             return Some((self.clock.now(), Wake::Output));
+        }
+        if self.link.is_suspended() {
+            return None;
         }
         let named = |at: Option<Instant>, why| at.map(|at| (at, why));
         earliest([
@@ -786,7 +851,10 @@ impl RelaySession {
     /// The socket is gone (or a new one starts): nothing is open, nothing is scheduled, and
     /// refusal history belongs to the old connection.
     fn reset_for_socket(&mut self) {
-        let unix_now = self.unix_now();
+        // The socket may have died any time after the relay was last heard from (a zombie
+        // found by a probe after a suspension, a pong timeout): the gap starts there.
+        let heard = self.link.heard_at();
+        let unix_now = self.wall.map(|w| w.unix_secs(heard.min(self.clock.now())));
         for sub in self.subs.iter_mut() {
             sub.catch_up.on_left_open(unix_now, &sub.memory);
             sub.state = SubState::Idle;

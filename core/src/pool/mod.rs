@@ -194,6 +194,44 @@ impl RelayPool {
         }
     }
 
+    /// The application is suspended: every relay's clocks stop (see
+    /// [`RelaySession::suspend`]). The pool's own outcome deadlines keep running: an
+    /// outcome is the application's question, answered as soon as it can be.
+    pub fn suspend(&mut self, now: Instant) {
+        self.each_relay(now, |session, now| session.suspend(now));
+    }
+
+    /// The application is back: every relay's deadlines move by the time away and every open
+    /// socket is probed (see [`RelaySession::resume`]).
+    pub fn resume(&mut self, now: Instant) {
+        self.each_relay(now, |session, now| session.resume(now));
+    }
+
+    /// The network path changed, for every relay (see [`RelaySession::network_changed`]).
+    pub fn network_changed(&mut self, now: Instant, old_path_gone: bool) {
+        self.each_relay(now, |session, now| {
+            session.network_changed(now, old_path_gone);
+        });
+    }
+
+    /// The device has or has lost the network, for every relay (see
+    /// [`RelaySession::set_online`]).
+    pub fn set_online(&mut self, now: Instant, online: bool) {
+        self.each_relay(now, |session, now| session.set_online(now, online));
+    }
+
+    /// Apply `input` to every relay's session and take what each produced.
+    fn each_relay(&mut self, now: Instant, input: impl Fn(&mut RelaySession, Instant)) {
+        let now = self.clock.observe(now);
+        let ids: Vec<RelayId> = self.relay_ids().collect();
+        for relay in ids {
+            if let Some(member) = self.member_mut(relay) {
+                input(&mut member.session, now);
+            }
+            self.settle(now, relay);
+        }
+    }
+
     /// Add a relay and start connecting to it. Every subscription that targets all relays
     /// is registered on it at once; its REQs go out when it opens, paced and gated like a
     /// replay.

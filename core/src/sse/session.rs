@@ -144,6 +144,7 @@ impl SseConfig {
                 Some(timeout) => Liveness::Idle { timeout },
                 None => Liveness::Off,
             },
+            ..LinkConfig::default()
         }
     }
 }
@@ -465,19 +466,63 @@ impl SseSession {
     /// Act on any deadline passed at `now` (reconnect due, connect timeout, idle watchdog).
     pub fn handle_timeout(&mut self, now: Instant) {
         let now = self.clock.observe(now);
+        if self.link.is_suspended() {
+            // No clock runs while the application is away (see `suspend`).
+            return;
+        }
         let was_open = self.link.is_open();
-        let Some(action) = self.link.handle_timeout(now, &mut self.rng) else {
+        let action = self.link.handle_timeout(now, &mut self.rng);
+        self.follow_link(now, was_open, action);
+    }
+
+    /// The application is suspended: no deadline runs until [`SseSession::resume`], so the
+    /// time away is not charged as the server's silence. Idempotent.
+    pub fn suspend(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        self.link.suspend(now);
+    }
+
+    /// The application is back: the idle watchdog and a pending connect restart now, and a
+    /// reconnect that fell due meanwhile goes now (once). Safe without a suspend.
+    pub fn resume(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        let was_open = self.link.is_open();
+        let (_, action) = self.link.resume(now);
+        self.follow_link(now, was_open, action);
+    }
+
+    /// The network path changed: the backoff from network failures resets, a waiting
+    /// reconnect goes within the link's `network_jitter`, and with `old_path_gone` the open
+    /// stream is given up at once (a resumable one resumes with `Last-Event-ID`).
+    pub fn network_changed(&mut self, now: Instant, old_path_gone: bool) {
+        let now = self.clock.observe(now);
+        let was_open = self.link.is_open();
+        let action = self.link.network_changed(now, old_path_gone, &mut self.rng);
+        self.follow_link(now, was_open, action);
+    }
+
+    /// The device has (`online`) or has lost the network: offline, no request is made and no
+    /// retry is spent; back online, the reconnect goes within the link's `network_jitter`.
+    /// Idempotent.
+    pub fn set_online(&mut self, now: Instant, online: bool) {
+        let now = self.clock.observe(now);
+        self.link.set_online(now, online, &mut self.rng);
+    }
+
+    /// Do what the link decided.
+    fn follow_link(&mut self, now: Instant, was_open: bool, action: Option<LinkAction>) {
+        let Some(action) = action else {
             return;
         };
         match action {
             LinkAction::Open(epoch) => self.send_request(epoch),
             // Not produced with `Liveness::Idle`; SSE has no way to ping.
             LinkAction::Ping => {}
-            LinkAction::Dead { reconnect_at } => {
-                let why = if was_open {
-                    DropReason::IdleTimeout
-                } else {
-                    DropReason::ConnectTimeout
+            LinkAction::Dead { reconnect_at, why } => {
+                let why = match why {
+                    SocketLoss::IdleTimeout => DropReason::IdleTimeout,
+                    SocketLoss::ConnectTimeout => DropReason::ConnectTimeout,
+                    other => DropReason::NetworkError(other),
                 };
                 if let Some(epoch) = self.live.take() {
                     self.transmits.push_back(Transmit::Close { epoch });
@@ -523,6 +568,7 @@ impl SseSession {
         if !self.transmits.is_empty() || !self.events.is_empty() {
             return Some((self.clock.now(), Wake::Output));
         }
+        // Suspended, the link has no deadline either.
         self.link.poll_wake()
     }
 }
