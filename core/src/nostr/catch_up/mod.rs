@@ -5,7 +5,7 @@
 //! - The **live half** of every REQ after the first keeps the user's filter, with `limit: 0`:
 //!   a catch-up never narrows what the relay pushes live.
 //! - The **window** is what is exact: from `exact_since` on, every event the relay holds for
-//!   the filter is delivered once. Its start is the later of the [`Memory`]'s floor (below
+//!   the filter is delivered once. Its start is the later of the memory's floor (below
 //!   it nothing delivered is remembered, so nothing below it may be asked again) and, per
 //!   method:
 //!   - **NIP-77** (negentropy, learned per relay): from when the subscription went live,
