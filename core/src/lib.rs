@@ -42,7 +42,9 @@ pub mod wake;
 
 pub use backoff::{Backoff, BackoffPolicy, Jitter};
 pub use gate::{GateScope, RateLimitGate};
-pub use link::{Epoch, Link, LinkAction, LinkConfig, LinkState, Liveness, SocketError, SocketLoss};
+pub use link::{
+    Epoch, Lifecycle, Link, LinkAction, LinkConfig, LinkState, Liveness, SocketError, SocketLoss,
+};
 pub use rng::Rng;
 pub use sse::{SseConfig, SseSession};
 pub use time::{Clock, Instant, WallClock};

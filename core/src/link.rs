@@ -101,6 +101,41 @@ impl SocketLoss {
     }
 }
 
+/// What the application's platform says about its lifecycle, for a host that forwards its
+/// signals as one value: scene phase or `NSWorkspace` sleep on Apple platforms,
+/// `ConnectivityManager` on Android, `NWPathMonitor` for the network. Each session takes it
+/// with `handle_lifecycle`, the same as calling `suspend`, `resume`, `network_changed` or
+/// `set_online`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lifecycle {
+    /// The application went to the background or the machine to sleep.
+    Suspended,
+    /// The application is in the foreground again.
+    Resumed,
+    /// The network path changed; `old_path_gone` when the interface the sockets used is
+    /// gone (they are given up at once rather than probed).
+    NetworkChanged {
+        /// The old interface no longer exists.
+        old_path_gone: bool,
+    },
+    /// The device has (`true`) or has lost (`false`) the network.
+    Online(bool),
+}
+
+impl Lifecycle {
+    /// A stable snake_case name, for logs and JSON lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Lifecycle::Suspended => "suspended",
+            Lifecycle::Resumed => "resumed",
+            Lifecycle::NetworkChanged { .. } => "network_changed",
+            Lifecycle::Online(true) => "online",
+            Lifecycle::Online(false) => "offline",
+        }
+    }
+}
+
 /// How a silent connection is detected.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Liveness {

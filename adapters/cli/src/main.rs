@@ -133,6 +133,39 @@ pub(crate) fn parse_secs(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?}: expected 0 or more seconds"))
 }
 
+/// The process was continued (SIGCONT) after a stop (Ctrl-Z, SIGSTOP): to the sessions,
+/// an application brought back from the background. Each `next` resolves on one SIGCONT;
+/// never where there are no such signals.
+pub(crate) struct Continued {
+    #[cfg(unix)]
+    signal: tokio::signal::unix::Signal,
+}
+
+impl Continued {
+    /// Install the handler now, so a SIGCONT that arrives before the first `next` counts.
+    pub(crate) fn install() -> Result<Continued, Failure> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let signal = signal(SignalKind::from_raw(libc::SIGCONT))
+                .map_err(|e| Failure::Failed(format!("cannot handle SIGCONT: {e}")))?;
+            Ok(Continued { signal })
+        }
+        #[cfg(not(unix))]
+        Ok(Continued {})
+    }
+
+    /// The next SIGCONT.
+    pub(crate) async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            self.signal.recv().await;
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await;
+    }
+}
+
 /// Resolves when the process is asked to stop (Ctrl-C, or SIGTERM on unix).
 ///
 /// The handlers are installed before this returns, so a signal that arrives before the

@@ -10,8 +10,8 @@ use serde_json::value::RawValue;
 use tether_tokio::tether_driver::check_ws_url;
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
 use tether_tokio::{
-    Config, Filter, RelayClient, SessionEvent, SessionEvents, Signer, SubscriptionEvent,
-    SubscriptionId,
+    Config, Filter, Lifecycle, RelayClient, SessionEvent, SessionEvents, Signer,
+    SubscriptionEvent, SubscriptionId,
 };
 
 use crate::output::{disconnect_why, is_zero, millis, raw_json, JsonLines};
@@ -230,6 +230,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     };
     let mut items = select_all(streams);
     let mut stop = pin!(stop);
+    let mut continued = crate::Continued::install()?;
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
     let mut deadline = pin!(deadline);
     loop {
@@ -237,6 +238,12 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
             biased;
             () = &mut stop => break,
             () = &mut deadline, if args.duration.is_some() => break,
+            // Stopped and continued: a socket that died meanwhile is found by the probe.
+            () = continued.next() => {
+                if client.lifecycle(Lifecycle::Resumed).await.is_err() {
+                    return Err(Failure::Failed("the relay driver stopped".into()));
+                }
+            }
             // Session events first: a `connected` line then precedes the replay's EOSEs.
             event = session.next() => {
                 let Some(event) = event else {

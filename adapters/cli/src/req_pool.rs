@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use tether_tokio::tether_core::nostr::Filter;
 use tether_tokio::{
-    Config, Outcome, PoolConfig, PoolItem, RelayId, SessionEvent, SubscriptionEvent,
+    Config, Lifecycle, Outcome, PoolConfig, PoolItem, RelayId, SessionEvent, SubscriptionEvent,
 };
 
 use crate::output::{disconnect_why, is_zero, millis, raw_json, JsonLines};
@@ -168,6 +168,7 @@ pub(crate) async fn run(args: PoolArgs) -> Result<(), Failure> {
     };
     let mut items = select_all(streams);
     let mut stop = pin!(stop);
+    let mut continued = crate::Continued::install()?;
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
     let mut deadline = pin!(deadline);
     loop {
@@ -175,6 +176,11 @@ pub(crate) async fn run(args: PoolArgs) -> Result<(), Failure> {
             biased;
             () = &mut stop => break,
             () = &mut deadline, if args.duration.is_some() => break,
+            () = continued.next() => {
+                if pool.lifecycle(Lifecycle::Resumed).await.is_err() {
+                    return Err(Failure::Failed("the pool driver stopped".into()));
+                }
+            }
             event = relay_events.next() => {
                 let Some((relay, event)) = event else {
                     return Err(Failure::Failed("the pool driver stopped".into()));

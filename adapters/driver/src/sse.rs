@@ -116,6 +116,14 @@ impl<R: Runtime> EventStream<R> {
         self.session.disconnect(self.rt.now());
     }
 
+    /// The application's lifecycle (see [`SseSession::handle_lifecycle`]): suspended, no
+    /// deadline runs; resumed, the idle watchdog restarts; offline, no request is made; a
+    /// network change with the old path gone ends the request (a resumable one resumes with
+    /// `Last-Event-ID`). Takes effect at the next poll.
+    pub fn lifecycle(&mut self, signal: tether_core::Lifecycle) {
+        self.session.handle_lifecycle(self.rt.now(), signal);
+    }
+
     /// Take every transmit the core queued.
     fn drain_transmits(&mut self) {
         while let Some(transmit) = self.session.poll_transmit() {

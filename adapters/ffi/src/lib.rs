@@ -102,6 +102,38 @@ pub const TETHER_LOSS_FRAME_TOO_LARGE: u32 = 5;
 /// `loss` code: a reset, broken pipe or other network error.
 pub const TETHER_LOSS_NETWORK_ERROR: u32 = 6;
 
+/// `signal` code: the application went to the background or the machine to sleep.
+pub const TETHER_LIFECYCLE_SUSPENDED: u32 = 1;
+/// `signal` code: the application is in the foreground again (sockets are probed).
+pub const TETHER_LIFECYCLE_RESUMED: u32 = 2;
+/// `signal` code: the network path changed; open sockets are probed.
+pub const TETHER_LIFECYCLE_NETWORK_CHANGED: u32 = 3;
+/// `signal` code: the network path changed and the old interface is gone; open sockets are
+/// given up at once.
+pub const TETHER_LIFECYCLE_NETWORK_GONE: u32 = 4;
+/// `signal` code: the device has the network (again).
+pub const TETHER_LIFECYCLE_ONLINE: u32 = 5;
+/// `signal` code: the device lost the network; nothing is attempted until `ONLINE`.
+pub const TETHER_LIFECYCLE_OFFLINE: u32 = 6;
+
+/// The lifecycle signal a host's `signal` code names; `None` for an unknown code.
+fn lifecycle(signal: u32) -> Option<tether_core::Lifecycle> {
+    use tether_core::Lifecycle;
+    Some(match signal {
+        TETHER_LIFECYCLE_SUSPENDED => Lifecycle::Suspended,
+        TETHER_LIFECYCLE_RESUMED => Lifecycle::Resumed,
+        TETHER_LIFECYCLE_NETWORK_CHANGED => Lifecycle::NetworkChanged {
+            old_path_gone: false,
+        },
+        TETHER_LIFECYCLE_NETWORK_GONE => Lifecycle::NetworkChanged {
+            old_path_gone: true,
+        },
+        TETHER_LIFECYCLE_ONLINE => Lifecycle::Online(true),
+        TETHER_LIFECYCLE_OFFLINE => Lifecycle::Online(false),
+        _ => return None,
+    })
+}
+
 /// The ABI version this library implements ([`TETHER_ABI_VERSION`]); a host checks it
 /// against the header it was compiled with.
 #[no_mangle]

@@ -231,6 +231,36 @@ pub unsafe extern "C" fn tether_relay_disconnect(relay: *mut TetherRelay, now_ms
     })
 }
 
+/// The application's lifecycle: a `TETHER_LIFECYCLE_*` `signal` (suspended, resumed, the
+/// network changed or gone, online, offline). Wire the platform's signals here: scene phase
+/// and sleep/wake, `NWPathMonitor`, `ConnectivityManager`. After a resume a socket that died
+/// meanwhile is found within 5 s (a ping, then `disconnected` with `why` `resume_probe`);
+/// offline, no `open` is asked for.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for an unknown `signal`.
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_lifecycle(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    signal: u32,
+) -> i32 {
+    guarded!(relay, |r: &mut TetherRelay| {
+        let Some(signal) = crate::lifecycle(signal) else {
+            return Err(Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("{signal} is not a TETHER_LIFECYCLE_* code"),
+            ));
+        };
+        let now = r.at(now_ms);
+        r.session.handle_lifecycle(now, signal);
+        Ok(TETHER_OK)
+    })
+}
+
 /// Register a subscription: `filters` is a JSON array of NIP-01 filter objects (`len`
 /// bytes of UTF-8); its id is stored at `out_sub`. Higher `priority` replays first.
 ///

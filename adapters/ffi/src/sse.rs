@@ -244,6 +244,31 @@ pub unsafe extern "C" fn tether_sse_disconnect(sse: *mut TetherSse, now_ms: u64)
     })
 }
 
+/// The application's lifecycle: a `TETHER_LIFECYCLE_*` `signal`, as
+/// [`tether_relay_lifecycle`](crate::relay::tether_relay_lifecycle). Suspended, no deadline
+/// runs; resumed, the idle watchdog restarts; offline, no request is asked for; the old
+/// network gone ends the request (a resumable one resumes with `Last-Event-ID`).
+///
+/// # Errors
+/// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for an unknown `signal`.
+///
+/// # Safety
+/// As [`tether_sse_disconnect`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_lifecycle(sse: *mut TetherSse, now_ms: u64, signal: u32) -> i32 {
+    guarded!(sse, |s: &mut TetherSse| {
+        let Some(signal) = crate::lifecycle(signal) else {
+            return Err(Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("{signal} is not a TETHER_LIFECYCLE_* code"),
+            ));
+        };
+        let now = s.at(now_ms);
+        s.session.handle_lifecycle(now, signal);
+        Ok(TETHER_OK)
+    })
+}
+
 /// The response head of `epoch` arrived: HTTP `status`, the `Content-Type` header
 /// (`content_type`, `content_type_len` bytes; null when absent) and the `Retry-After` header
 /// (null when absent; delta-seconds, or an HTTP-date once the wall clock is set).

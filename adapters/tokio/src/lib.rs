@@ -63,6 +63,7 @@ pub use tether_core::nostr::{
 };
 pub use tether_core::pool::{Outcome, PoolConfig, RelayId};
 pub use tether_core::sse;
+pub use tether_core::Lifecycle;
 pub use tether_driver::{
     CaughtUp, ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle,
     PoolItem, PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,

@@ -117,3 +117,28 @@ def test_the_url_rule_is_the_librarys():
         check_url("ws://127.0.0.1:7777", ("http", "https"))
     with pytest.raises(ValueError, match="write the scheme in lower case"):
         check_url("WSS://relay.example.com", ("ws", "wss"))
+
+
+def test_a_resume_probes_the_socket_and_a_dead_one_is_given_up_in_5_s():
+    relay = tether.Relay(seed=1)
+    relay.subscribe(0, '[{"kinds":[1]}]')
+    relay.connect(0)
+    assert relay.poll_transmit() == {"type": "open", "epoch": 1}
+    relay.handle_open(10, 1)
+    while relay.poll_transmit() is not None:
+        pass
+    while relay.poll_event() is not None:
+        pass
+    relay.lifecycle(1_000, _ffi.LIFECYCLE_SUSPENDED)
+    assert relay.poll_timeout() is None, "no deadline runs while suspended"
+    relay.lifecycle(600_000, _ffi.LIFECYCLE_RESUMED)
+    assert relay.poll_transmit() == {"type": "ping"}
+    assert relay.poll_timeout() == 605_000
+    relay.handle_timeout(605_000)
+    assert relay.poll_transmit() == {"type": "close", "epoch": 1}
+    event = relay.poll_event()
+    assert event is not None and event["why"] == "resume_probe"
+    with pytest.raises(tether.TetherError) as error:
+        relay.lifecycle(605_000, 99)
+    assert error.value.code == _ffi.ERR_INVALID_ARGUMENT
+    relay.close()

@@ -364,6 +364,19 @@ impl RelaySession {
 
     // ----- the application's lifecycle --------------------------------------------------------
 
+    /// One lifecycle signal ([`Lifecycle`](crate::Lifecycle)): `suspend`, `resume`,
+    /// `network_changed` or `set_online` by value.
+    pub fn handle_lifecycle(&mut self, now: Instant, signal: crate::Lifecycle) {
+        match signal {
+            crate::Lifecycle::Suspended => self.suspend(now),
+            crate::Lifecycle::Resumed => self.resume(now),
+            crate::Lifecycle::NetworkChanged { old_path_gone } => {
+                self.network_changed(now, old_path_gone);
+            }
+            crate::Lifecycle::Online(online) => self.set_online(now, online),
+        }
+    }
+
     /// The application is suspended (backgrounded, asleep): no deadline runs until
     /// [`RelaySession::resume`], so nothing that passes meanwhile is charged to the relay as
     /// silence or fires in a burst. The driver keeps delivering whatever it still reads.

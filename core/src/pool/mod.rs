@@ -194,6 +194,19 @@ impl RelayPool {
         }
     }
 
+    /// One lifecycle signal ([`Lifecycle`](crate::Lifecycle)): `suspend`, `resume`,
+    /// `network_changed` or `set_online` by value.
+    pub fn handle_lifecycle(&mut self, now: Instant, signal: crate::Lifecycle) {
+        match signal {
+            crate::Lifecycle::Suspended => self.suspend(now),
+            crate::Lifecycle::Resumed => self.resume(now),
+            crate::Lifecycle::NetworkChanged { old_path_gone } => {
+                self.network_changed(now, old_path_gone);
+            }
+            crate::Lifecycle::Online(online) => self.set_online(now, online),
+        }
+    }
+
     /// The application is suspended: every relay's clocks stop (see
     /// [`RelaySession::suspend`]). The pool's own outcome deadlines keep running: an
     /// outcome is the application's question, answered as soon as it can be.

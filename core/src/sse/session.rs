@@ -475,6 +475,19 @@ impl SseSession {
         self.follow_link(now, was_open, action);
     }
 
+    /// One lifecycle signal ([`Lifecycle`](crate::Lifecycle)): `suspend`, `resume`,
+    /// `network_changed` or `set_online` by value.
+    pub fn handle_lifecycle(&mut self, now: Instant, signal: crate::Lifecycle) {
+        match signal {
+            crate::Lifecycle::Suspended => self.suspend(now),
+            crate::Lifecycle::Resumed => self.resume(now),
+            crate::Lifecycle::NetworkChanged { old_path_gone } => {
+                self.network_changed(now, old_path_gone);
+            }
+            crate::Lifecycle::Online(online) => self.set_online(now, online),
+        }
+    }
+
     /// The application is suspended: no deadline runs until [`SseSession::resume`], so the
     /// time away is not charged as the server's silence. Idempotent.
     pub fn suspend(&mut self, now: Instant) {

@@ -219,6 +219,11 @@ impl App for PoolApp {
                 self.remove_all(parts, now);
                 let _ = reply.send(());
             }
+            PoolCommand::Lifecycle { signal, reply } => {
+                info!(signal = signal.as_str(), "lifecycle");
+                parts.machine.handle_lifecycle(now, signal);
+                let _ = reply.send(());
+            }
         }
     }
 

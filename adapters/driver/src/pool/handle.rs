@@ -8,6 +8,7 @@ use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::EventId;
 use tether_core::nostr::Filter;
+use tether_core::Lifecycle;
 use tether_core::pool::{Outcome, PoolError, PoolStats, PublishOutcome, RelayId, SubId};
 
 use crate::relay::{CaughtUp, SessionEvent, SubscriptionEvent};
@@ -155,9 +156,23 @@ pub(crate) enum PoolCommand {
     Close {
         reply: oneshot::Sender<()>,
     },
+    Lifecycle {
+        signal: Lifecycle,
+        reply: oneshot::Sender<()>,
+    },
 }
 
 impl PoolHandle {
+    /// Tell every relay of the pool about the application's lifecycle (see
+    /// [`RelayHandle::lifecycle`](crate::RelayHandle::lifecycle)).
+    ///
+    /// # Errors
+    /// [`PoolClientError::Shutdown`] when the driver is gone.
+    pub async fn lifecycle(&self, signal: Lifecycle) -> Result<(), PoolClientError> {
+        self.call(|reply| PoolCommand::Lifecycle { signal, reply })
+            .await
+    }
+
     /// The relay-wide events, once (`None` after the first call).
     #[must_use = "the stream can be taken only once; dropping it discards relay events"]
     pub fn events(&self) -> Option<PoolEvents> {

@@ -172,6 +172,11 @@ impl App for RelayApp {
                 parts.machine.connect(now);
                 let _ = reply.send(());
             }
+            Command::Lifecycle { signal, reply } => {
+                info!(signal = signal.as_str(), "lifecycle");
+                parts.machine.handle_lifecycle(now, signal);
+                let _ = reply.send(());
+            }
         }
     }
 

@@ -12,6 +12,7 @@ use futures_channel::{mpsc, oneshot};
 use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::{EventId, FrameError};
+use tether_core::Lifecycle;
 use tether_core::nostr::{
     Applied, CatchUpMethod, ChallengeId, Disconnect, Error, Filter, Priority, Rejection, RelayInfo,
     SubscriptionId,
@@ -315,6 +316,17 @@ impl RelayHandle {
         self.call(|reply| Command::Connect { reply }).await
     }
 
+    /// Tell the session about the application's lifecycle: wire the platform's signals here
+    /// (scene phase or sleep/wake to `Suspended`/`Resumed`, the network path monitor to
+    /// `NetworkChanged`/`Online`). After a resume, a socket that died meanwhile is found
+    /// within `LinkConfig::probe_timeout` (5 s) and replaced; offline, nothing is attempted.
+    ///
+    /// # Errors
+    /// [`ClientError::Shutdown`] when the driver is gone.
+    pub async fn lifecycle(&self, signal: Lifecycle) -> Result<(), ClientError> {
+        self.call(|reply| Command::Lifecycle { signal, reply }).await
+    }
+
     /// Take the session-level event stream; `None` if it was taken already.
     #[must_use = "the stream can be taken only once; dropping it discards session events"]
     pub fn events(&self) -> Option<SessionEvents> {
@@ -484,6 +496,10 @@ pub(crate) enum Command {
         reply: oneshot::Sender<()>,
     },
     Connect {
+        reply: oneshot::Sender<()>,
+    },
+    Lifecycle {
+        signal: Lifecycle,
         reply: oneshot::Sender<()>,
     },
 }

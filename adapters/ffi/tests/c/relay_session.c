@@ -338,6 +338,17 @@ static void session(void) {
     CODE(tether_relay_poll_timeout(relay, &at), TETHER_DONE);
     CODE(tether_relay_authenticate(relay, 7500, 1, (const uint8_t *)auth, strlen(auth), NULL),
          TETHER_ERR_WRONG_STATE);
+
+    /* The lifecycle: an unknown signal is misuse; offline, a connect asks for no socket
+     * until the network is back, then one within the 1 s jitter. */
+    CODE(tether_relay_lifecycle(relay, 7600, 99), TETHER_ERR_INVALID_ARGUMENT);
+    CODE(tether_relay_lifecycle(relay, 7600, TETHER_LIFECYCLE_OFFLINE), TETHER_OK);
+    CODE(tether_relay_connect(relay, 7700), TETHER_OK);
+    DRAINED(relay);
+    CODE(tether_relay_poll_timeout(relay, &at), TETHER_DONE);
+    CODE(tether_relay_lifecycle(relay, 9000, TETHER_LIFECYCLE_ONLINE), TETHER_OK);
+    CODE(tether_relay_poll_timeout(relay, &at), TETHER_OK);
+    CHECK(at >= 9000 && at <= 10000);
     tether_relay_free(relay);
 }
 

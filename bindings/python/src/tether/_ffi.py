@@ -39,6 +39,13 @@ LOSS_CLOSED_BY_PEER = 4
 LOSS_FRAME_TOO_LARGE = 5
 LOSS_NETWORK_ERROR = 6
 
+LIFECYCLE_SUSPENDED = 1
+LIFECYCLE_RESUMED = 2
+LIFECYCLE_NETWORK_CHANGED = 3
+LIFECYCLE_NETWORK_GONE = 4
+LIFECYCLE_ONLINE = 5
+LIFECYCLE_OFFLINE = 6
+
 _CODE_NAMES = {
     ERR_BUFFER_TOO_SMALL: "buffer too small",
     ERR_NULL: "null pointer",
@@ -136,6 +143,7 @@ _SIGNATURES = {
     "tether_relay_set_wall_clock": (_I32, [_P, _U64, _U64]),
     "tether_relay_connect": (_I32, [_P, _U64]),
     "tether_relay_disconnect": (_I32, [_P, _U64]),
+    "tether_relay_lifecycle": (_I32, [_P, _U64, _U32]),
     "tether_relay_subscribe": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, ctypes.c_int32, _U64P]),
     "tether_relay_unsubscribe": (_I32, [_P, _U64, _U64]),
     "tether_relay_publish": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U8P]),
@@ -158,6 +166,7 @@ _SIGNATURES = {
     "tether_sse_set_wall_clock": (_I32, [_P, _U64, _U64]),
     "tether_sse_connect": (_I32, [_P, _U64]),
     "tether_sse_disconnect": (_I32, [_P, _U64]),
+    "tether_sse_lifecycle": (_I32, [_P, _U64, _U32]),
     "tether_sse_handle_response": (
         _I32,
         [_P, _U64, _U64, ctypes.c_uint16, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE],
@@ -315,6 +324,10 @@ class _Handle:
     def disconnect(self, now_ms: int) -> None:
         """Stop for good (until the next ``connect``)."""
         self._call("disconnect", now_ms)
+
+    def lifecycle(self, now_ms: int, signal: int) -> None:
+        """The application's lifecycle: one of the ``LIFECYCLE_*`` codes."""
+        self._call("lifecycle", now_ms, signal)
 
     def close(self) -> None:
         """Free the handle (also done when it is garbage collected)."""
