@@ -10,8 +10,8 @@ use serde_json::value::RawValue;
 use tether_tokio::tether_driver::check_ws_url;
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
 use tether_tokio::{
-    Config, Filter, Lifecycle, RelayClient, SessionEvent, SessionEvents, Signer,
-    SubscriptionEvent, SubscriptionId,
+    Config, Filter, Lifecycle, RelayClient, SessionEvent, SessionEvents, Signer, SubscriptionEvent,
+    SubscriptionId,
 };
 
 use crate::output::{disconnect_why, is_zero, millis, raw_json, JsonLines};

@@ -10,7 +10,7 @@ use std::time::Duration;
 use tether_core::link::{Epoch, SocketError};
 use tether_core::nostr::{Applied, ChallengeId, Event, RelayInfo, RelaySession, Transmit};
 use tether_core::pool::{PoolError, PoolEvent, RelayId, RelayPool};
-use tether_core::{Instant, Lifecycle, Wake};
+use tether_core::{Instant, Wake};
 
 use crate::relays::{Key, Solo};
 use crate::wire::WireInput;
@@ -57,8 +57,6 @@ pub(crate) trait Machine: Send + 'static {
     ) -> Option<Applied>;
     /// The wall clock reads `unix_secs` at `now`.
     fn set_wall_clock(&mut self, now: Instant, unix_secs: u64);
-    /// The application's lifecycle: suspended, resumed, a network change, online or not.
-    fn handle_lifecycle(&mut self, now: Instant, signal: Lifecycle);
     /// Ask for NIP-11 documents every `refresh` (`None`: never).
     fn set_info_refresh(&mut self, refresh: Option<Duration>);
     /// The relay and challenge of an AUTH challenge event, for the signer.
@@ -125,9 +123,6 @@ impl Machine for RelaySession {
         RelaySession::set_wall_clock(self, now, unix_secs);
     }
 
-    fn handle_lifecycle(&mut self, now: Instant, signal: Lifecycle) {
-        RelaySession::handle_lifecycle(self, now, signal);
-    }
 
     fn set_info_refresh(&mut self, refresh: Option<Duration>) {
         RelaySession::set_info_refresh(self, refresh);
@@ -210,9 +205,6 @@ impl Machine for RelayPool {
         RelayPool::set_wall_clock(self, now, unix_secs);
     }
 
-    fn handle_lifecycle(&mut self, now: Instant, signal: Lifecycle) {
-        RelayPool::handle_lifecycle(self, now, signal);
-    }
 
     fn set_info_refresh(&mut self, refresh: Option<Duration>) {
         RelayPool::set_info_refresh(self, refresh);

@@ -71,6 +71,25 @@
 // `loss` code: a reset, broken pipe or other network error.
 #define TETHER_LOSS_NETWORK_ERROR 6
 
+// `signal` code: the application went to the background or the machine to sleep.
+#define TETHER_LIFECYCLE_SUSPENDED 1
+
+// `signal` code: the application is in the foreground again (sockets are probed).
+#define TETHER_LIFECYCLE_RESUMED 2
+
+// `signal` code: the network path changed; open sockets are probed.
+#define TETHER_LIFECYCLE_NETWORK_CHANGED 3
+
+// `signal` code: the network path changed and the old interface is gone; open sockets are
+// given up at once.
+#define TETHER_LIFECYCLE_NETWORK_GONE 4
+
+// `signal` code: the device has the network (again).
+#define TETHER_LIFECYCLE_ONLINE 5
+
+// `signal` code: the device lost the network; nothing is attempted until `ONLINE`.
+#define TETHER_LIFECYCLE_OFFLINE 6
+
 // `kind` of [`tether_check_url`]: a relay URL, ws:// or wss:// (lower case).
 #define TETHER_URL_RELAY 1
 
@@ -191,6 +210,19 @@ int32_t tether_relay_connect(struct TetherRelay *relay, uint64_t now_ms);
 // # Safety
 // As [`tether_relay_set_wall_clock`].
 int32_t tether_relay_disconnect(struct TetherRelay *relay, uint64_t now_ms);
+
+// The application's lifecycle: a `TETHER_LIFECYCLE_*` `signal` (suspended, resumed, the
+// network changed or gone, online, offline). Wire the platform's signals here: scene phase
+// and sleep/wake, `NWPathMonitor`, `ConnectivityManager`. After a resume a socket that died
+// meanwhile is found within 5 s (a ping, then `disconnected` with `why` `resume_probe`);
+// offline, no `open` is asked for.
+//
+// # Errors
+// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for an unknown `signal`.
+//
+// # Safety
+// As [`tether_relay_set_wall_clock`].
+int32_t tether_relay_lifecycle(struct TetherRelay *relay, uint64_t now_ms, uint32_t signal);
 
 // Register a subscription: `filters` is a JSON array of NIP-01 filter objects (`len`
 // bytes of UTF-8); its id is stored at `out_sub`. Higher `priority` replays first.
@@ -408,6 +440,18 @@ int32_t tether_sse_connect(struct TetherSse *sse, uint64_t now_ms);
 // # Safety
 // As [`tether_sse_set_wall_clock`].
 int32_t tether_sse_disconnect(struct TetherSse *sse, uint64_t now_ms);
+
+// The application's lifecycle: a `TETHER_LIFECYCLE_*` `signal`, as
+// [`tether_relay_lifecycle`](crate::relay::tether_relay_lifecycle). Suspended, no deadline
+// runs; resumed, the idle watchdog restarts; offline, no request is asked for; the old
+// network gone ends the request (a resumable one resumes with `Last-Event-ID`).
+//
+// # Errors
+// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for an unknown `signal`.
+//
+// # Safety
+// As [`tether_sse_disconnect`].
+int32_t tether_sse_lifecycle(struct TetherSse *sse, uint64_t now_ms, uint32_t signal);
 
 // The response head of `epoch` arrived: HTTP `status`, the `Content-Type` header
 // (`content_type`, `content_type_len` bytes; null when absent) and the `Retry-After` header

@@ -255,7 +255,11 @@ pub unsafe extern "C" fn tether_sse_disconnect(sse: *mut TetherSse, now_ms: u64)
 /// # Safety
 /// As [`tether_sse_disconnect`].
 #[no_mangle]
-pub unsafe extern "C" fn tether_sse_lifecycle(sse: *mut TetherSse, now_ms: u64, signal: u32) -> i32 {
+pub unsafe extern "C" fn tether_sse_lifecycle(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    signal: u32,
+) -> i32 {
     guarded!(sse, |s: &mut TetherSse| {
         let Some(signal) = crate::lifecycle(signal) else {
             return Err(Failure::new(

@@ -96,6 +96,7 @@ macro_rules! suite {
                     a_drop_after_n_frames_loses_no_event,
                     a_silent_relay_is_pinged_then_replaced,
                     a_blackholing_proxy_is_detected_like_a_silent_relay,
+                    a_zombie_socket_is_found_by_the_resume_probe,
                     a_connection_cut_mid_frame_resumes_without_loss_or_duplicates,
                     auth_required_relay_with_a_signer,
                     auth_by_hand_without_a_signer,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures_util::{future, stream, StreamExt};
 use tether_core::nostr::{Disconnect, Filter, Rejection};
-use tether_core::{Jitter, Liveness};
+use tether_core::{Jitter, Lifecycle, Liveness, SocketLoss};
 use tether_driver::{
     Config, Published, Rejected, RelayEvent, SessionEvent, SessionEvents, Subscription,
     SubscriptionEvent,
@@ -301,6 +301,51 @@ pub async fn a_blackholing_proxy_is_detected_like_a_silent_relay<H: Harness>() {
     let start = H::now();
     disconnected::<H>(&mut events).await;
     assert_liveness_budget(H::now() - start);
+    proxy.set(ProxyFaults::default());
+    connected::<H>(&mut events).await;
+    assert_eq!(proxy.connections(), 2);
+}
+
+/// An app resumed with a socket that died while it was away (the proxy now blackholes it:
+/// no close ever comes): the resume probe finds it dead within `probe_timeout`, not the
+/// liveness budget, and the client reconnects.
+pub async fn a_zombie_socket_is_found_by_the_resume_probe<H: Harness>() {
+    const PROBE: Duration = Duration::from_millis(300);
+    let relay = start::<H>(RelayModel::with_events(1)).await;
+    let proxy = H::on_server(FaultProxy::start(relay.addr())).await.unwrap();
+    let mut config = config();
+    // Liveness alone would take 30 s + 20 s to notice.
+    config.relay.link.liveness = Liveness::Ping {
+        ping_after: Duration::from_secs(30),
+        pong_timeout: Duration::from_secs(20),
+    };
+    config.relay.link.probe_timeout = PROBE;
+    let client = H::relay(&format!("ws://{}", proxy.addr()), config);
+    let mut events = client.events().unwrap();
+    connected::<H>(&mut events).await;
+    client.lifecycle(Lifecycle::Suspended).await.unwrap();
+    proxy.set(ProxyFaults {
+        blackhole: true,
+        ..ProxyFaults::default()
+    });
+    let start = H::now();
+    client.lifecycle(Lifecycle::Resumed).await.unwrap();
+    let why = within::<H, _>(Duration::from_secs(10), async {
+        while let Some(event) = events.next().await {
+            if let SessionEvent::Disconnected { why, .. } = event {
+                return Some(why);
+            }
+        }
+        None
+    })
+    .await
+    .flatten();
+    let waited = H::now() - start;
+    assert_eq!(why, Some(Disconnect::Lost(SocketLoss::ResumeProbe)));
+    assert!(
+        waited >= PROBE * 9 / 10 && waited < Duration::from_secs(5),
+        "{waited:?}"
+    );
     proxy.set(ProxyFaults::default());
     connected::<H>(&mut events).await;
     assert_eq!(proxy.connections(), 2);

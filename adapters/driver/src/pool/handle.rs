@@ -8,8 +8,8 @@ use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::EventId;
 use tether_core::nostr::Filter;
-use tether_core::Lifecycle;
 use tether_core::pool::{Outcome, PoolError, PoolStats, PublishOutcome, RelayId, SubId};
+use tether_core::Lifecycle;
 
 use crate::relay::{CaughtUp, SessionEvent, SubscriptionEvent};
 
@@ -337,6 +337,7 @@ impl std::fmt::Debug for PoolCommand {
             PoolCommand::Unsubscribe { .. } => "Unsubscribe",
             PoolCommand::Publish { .. } => "Publish",
             PoolCommand::Close { .. } => "Close",
+            PoolCommand::Lifecycle { .. } => "Lifecycle",
         })
     }
 }

@@ -12,11 +12,11 @@ use futures_channel::{mpsc, oneshot};
 use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::{EventId, FrameError};
-use tether_core::Lifecycle;
 use tether_core::nostr::{
     Applied, CatchUpMethod, ChallengeId, Disconnect, Error, Filter, Priority, Rejection, RelayInfo,
     SubscriptionId,
 };
+use tether_core::Lifecycle;
 
 use crate::signer::SignerError;
 
@@ -324,7 +324,8 @@ impl RelayHandle {
     /// # Errors
     /// [`ClientError::Shutdown`] when the driver is gone.
     pub async fn lifecycle(&self, signal: Lifecycle) -> Result<(), ClientError> {
-        self.call(|reply| Command::Lifecycle { signal, reply }).await
+        self.call(|reply| Command::Lifecycle { signal, reply })
+            .await
     }
 
     /// Take the session-level event stream; `None` if it was taken already.
