@@ -223,6 +223,93 @@ impl Storm {
     }
 }
 
+impl Storm {
+    /// A fleet whose network returns at the same instant (a cell tower or Wi-Fi outage):
+    /// every client (tether's default policy, `network_jitter` = `jitter`) loses its socket
+    /// at t = 0 with the device offline, so nothing is attempted and nothing charged; the
+    /// network is back at `down` for all of them at once (`set_online(true)`); the server
+    /// accepts `capacity` per second as in [`Storm::run`], and whoever is refused backs off
+    /// from a reset backoff.
+    pub fn network_return(&self, jitter: Duration) -> Outcome {
+        let horizon_secs = self.horizon.as_secs() as usize;
+        let mut per_sec = vec![0u64; horizon_secs + 1];
+        let back = Instant::ZERO + self.down;
+        let end = Instant::ZERO + self.horizon;
+        let mut clients: Vec<(Link, Rng)> = (0..self.clients)
+            .map(|i| {
+                let config = LinkConfig {
+                    liveness: Liveness::Off,
+                    network_jitter: jitter,
+                    ..LinkConfig::default()
+                };
+                let mut link = Link::new(config);
+                let mut rng = Rng::new(
+                    self.seed
+                        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                        .wrapping_add(i as u64),
+                );
+                link.connect(Instant::ZERO);
+                link.on_open(Instant::ZERO);
+                link.set_online(Instant::ZERO, false, &mut rng);
+                link.on_close(Instant::ZERO, Duration::ZERO, &mut rng);
+                (link, rng)
+            })
+            .collect();
+        let mut queue: BinaryHeap<Reverse<(Instant, usize)>> =
+            BinaryHeap::with_capacity(self.clients);
+        for (i, (link, rng)) in clients.iter_mut().enumerate() {
+            link.set_online(back, true, rng);
+            if let Some(at) = link.poll_timeout() {
+                queue.push(Reverse((at, i)));
+            }
+        }
+        let (mut connected, mut to_99) = (0usize, None);
+        let mut accepted_in: (u64, usize) = (u64::MAX, 0);
+        while let Some(Reverse((now, i))) = queue.pop() {
+            if now > end {
+                break;
+            }
+            let (link, rng) = &mut clients[i];
+            if !matches!(link.handle_timeout(now, rng), Some(LinkAction::Open(_))) {
+                if let Some(at) = link.poll_timeout() {
+                    queue.push(Reverse((at, i)));
+                }
+                continue;
+            }
+            let sec = now.since_origin().as_secs();
+            per_sec[sec as usize] += 1;
+            if accepted_in.0 != sec {
+                accepted_in = (sec, 0);
+            }
+            if accepted_in.1 < self.capacity {
+                accepted_in.1 += 1;
+                link.on_open(now);
+                connected += 1;
+                if to_99.is_none() && connected * 100 >= self.clients * 99 {
+                    to_99 = Some(now - back);
+                }
+                continue;
+            }
+            if let Some(at) = link.on_close(now, Duration::ZERO, rng) {
+                queue.push(Reverse((at, i)));
+            }
+        }
+        Outcome {
+            name: "network return",
+            peak: per_sec.iter().copied().max().unwrap_or(0),
+            peak_after_return: per_sec
+                .iter()
+                .skip(self.down.as_secs() as usize)
+                .copied()
+                .max()
+                .unwrap_or(0),
+            total: per_sec.iter().sum(),
+            attempts_per_sec: per_sec,
+            to_99,
+        }
+    }
+}
+
 /// One client: a real core `Link`, or the linear schedule for the rust-nostr model.
 struct Client {
     policy: Policy,

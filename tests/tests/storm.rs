@@ -86,3 +86,39 @@ fn tether_default_meets_the_fleet_goal() {
     let analysis = &outcomes[1];
     assert!((analysis.peak_after_return as f64) > 2.0 * storm.uniform_ideal());
 }
+
+/// A fleet whose network returns at one instant: while offline nothing is attempted (the
+/// outage's seconds see no attempt at all), and the herd at the return is as wide as
+/// `LinkConfig::network_jitter` makes it. The default (1 s, for a single app's quick
+/// reconnect) puts the whole fleet into one second. The storm goal (1.5x the uniform ideal
+/// over a 30 s window) is not met even with 30 s: the clients the server refuses retry from
+/// a reset backoff (1 s, 2 s, ...), and those retries make the peak. Printed for the note.
+#[test]
+fn a_network_returning_for_a_whole_fleet_at_once_spreads_as_wide_as_its_jitter() {
+    let storm = Storm {
+        clients: 10_000,
+        capacity: 200,
+        down: Duration::from_secs(60),
+        horizon: Duration::from_secs(600),
+        seed: 9,
+    };
+    let ideal = storm.uniform_ideal();
+    let mut rows = Vec::new();
+    for secs in [1, 5, 10, 20, 30] {
+        let outcome = storm.network_return(Duration::from_secs(secs));
+        assert!(
+            outcome.attempts_per_sec[..60].iter().all(|&n| n == 0),
+            "no attempt while offline"
+        );
+        let ratio = outcome.peak_after_return as f64 / ideal;
+        println!(
+            "network_jitter {secs:>2} s: peak {:>6}/s = {ratio:>5.2}x the ideal, to 99% {:?}, {} attempts",
+            outcome.peak_after_return, outcome.to_99, outcome.total
+        );
+        rows.push((secs, ratio));
+    }
+    // 1 s: all 10 000 (and the first retries) in the first second.
+    assert!(rows[0].1 > 25.0, "{rows:?}");
+    // Wider jitter, lower peak, every step.
+    assert!(rows.windows(2).all(|w| w[1].1 < w[0].1), "{rows:?}");
+}

@@ -123,7 +123,6 @@ impl Machine for RelaySession {
         RelaySession::set_wall_clock(self, now, unix_secs);
     }
 
-
     fn set_info_refresh(&mut self, refresh: Option<Duration>) {
         RelaySession::set_info_refresh(self, refresh);
     }
@@ -204,7 +203,6 @@ impl Machine for RelayPool {
     fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
         RelayPool::set_wall_clock(self, now, unix_secs);
     }
-
 
     fn set_info_refresh(&mut self, refresh: Option<Duration>) {
         RelayPool::set_info_refresh(self, refresh);
