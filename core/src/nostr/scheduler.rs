@@ -340,28 +340,8 @@ impl Scheduler {
         let Some(sub) = env.subs.get_mut(id) else {
             return;
         };
-        sub.responded = false;
         sub.reissued = true;
-        sub.state = SubState::Pending;
-        self.req_seq += 1;
-        sub.sent_seq = self.req_seq;
-        let filters = sub.req_filters(env.catch_up.as_ref());
-        let text = ClientMessage::Req {
-            sub: sub.wire_id().into(),
-            filters: filters.iter().map(|f| &**f).collect(),
-        }
-        .encode();
-        env.timers.set(
-            id,
-            &mut sub.timer,
-            Some(now.saturating_add(env.config.eose_timeout)),
-        );
-        self.pending_by_seq.insert(self.req_seq, id);
-        env.stats.reqs += 1;
-        env.transmits.push_back(Transmit::Send {
-            text,
-            carries: Carries::Req(id),
-        });
+        self.put_on_wire(now, id, env);
     }
 
     /// Send `id`'s REQ now (a foreground subscribe, or the pump), with its EOSE timeout.
@@ -375,14 +355,24 @@ impl Scheduler {
             return;
         };
         sub.attempt = sub.attempt.wrapping_add(1) & attempt_mask(id, env.max_subid);
-        sub.responded = false;
         sub.reissued = false;
-        sub.state = SubState::Pending;
-        self.req_seq += 1;
-        sub.sent_seq = self.req_seq;
         if let Some(ctx) = &env.catch_up {
             sub.catch_up.begin(ctx, &sub.memory, sub.filter_count);
         }
+        self.open_reqs += 1;
+        self.put_on_wire(now, id, env);
+    }
+
+    /// Send `id`'s REQ under its current wire id with what it asks now, waiting for EOSE
+    /// under the EOSE timeout: the tail of a first send, a retry and a catch-up's re-send.
+    fn put_on_wire(&mut self, now: Instant, id: SubscriptionId, env: &mut Env<'_>) {
+        let Some(sub) = env.subs.get_mut(id) else {
+            return;
+        };
+        sub.responded = false;
+        sub.state = SubState::Pending;
+        self.req_seq += 1;
+        sub.sent_seq = self.req_seq;
         let filters = sub.req_filters(env.catch_up.as_ref());
         let text = ClientMessage::Req {
             sub: sub.wire_id().into(),
@@ -395,7 +385,6 @@ impl Scheduler {
             Some(now.saturating_add(env.config.eose_timeout)),
         );
         self.pending_by_seq.insert(self.req_seq, id);
-        self.open_reqs += 1;
         env.stats.reqs += 1;
         env.transmits.push_back(Transmit::Send {
             text,
