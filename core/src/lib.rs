@@ -30,6 +30,7 @@
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod checkpoint;
 pub mod gate;
 pub mod link;
 pub mod nostr;
@@ -41,6 +42,7 @@ mod timers;
 pub mod wake;
 
 pub use backoff::{Backoff, BackoffPolicy, Jitter};
+pub use checkpoint::CheckpointError;
 pub use gate::{GateScope, RateLimitGate};
 pub use link::{
     Epoch, Lifecycle, Link, LinkAction, LinkConfig, LinkState, Liveness, SocketError, SocketLoss,

@@ -78,6 +78,22 @@ impl Invariants {
         }
     }
 
+    /// The process died: nothing may be transmitted until it is restored.
+    pub(crate) fn killed(&mut self) {
+        self.disconnected = true;
+    }
+
+    /// A new process restored the session and connects: its gate, counters and socket
+    /// pacing start afresh.
+    pub(crate) fn restored(&mut self) {
+        self.disconnected = false;
+        self.last_gate = None;
+        self.reqs = 0;
+        self.reqs_since_clear.clear();
+        self.last_wire.clear();
+        self.window.clear();
+    }
+
     pub(crate) fn after_action(&mut self) {
         self.foreground = false;
     }

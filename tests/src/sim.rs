@@ -9,8 +9,8 @@ use std::time::Duration;
 use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
 use tether_core::nostr::message::{ClientMessage, RawEvent, RelayMessage, DEFAULT_MAX_FRAME};
 use tether_core::nostr::{
-    Carries, Event, Filter, Priority, RelayConfig, RelayInfo, RelaySession, SubState,
-    SubscriptionId, Transmit,
+    Carries, Event, Filter, Priority, RelayCheckpoint, RelayConfig, RelayInfo, RelaySession,
+    SubState, SubscriptionId, Transmit,
 };
 use tether_core::Instant;
 
@@ -63,6 +63,13 @@ pub enum Action {
     NetworkChanged(bool),
     /// `session.set_online`.
     Online(bool),
+    /// The process dies: the session's checkpoint is taken (as JSON bytes) and the session
+    /// is gone; the relay sees the connection drop, nothing in flight arrives anywhere, and
+    /// nothing reaches the session until [`Action::Restore`].
+    Kill,
+    /// A new process restores the session from the checkpoint [`Action::Kill`] took, at this
+    /// time and wall clock, and connects.
+    Restore,
 }
 
 /// What the Sim's network carries.
@@ -115,13 +122,17 @@ pub struct Sim {
     /// The invariant checker's state.
     pub invariants: Invariants,
     auths: u64,
+    config: RelayConfig,
+    seed: u64,
+    /// The checkpoint of a killed session, until it is restored.
+    saved: Option<Vec<u8>>,
 }
 
 impl Sim {
     /// A simulator at time zero with 10 ms latency.
     pub fn new(config: RelayConfig, seed: u64, relay: RelayModel) -> Self {
         let invariants = Invariants::new(&config);
-        let mut session = RelaySession::new(config, seed);
+        let mut session = RelaySession::new(config.clone(), seed);
         session.set_wall_clock(Instant::ZERO, UNIX_START);
         Sim {
             session,
@@ -139,6 +150,9 @@ impl Sim {
             sent: Vec::new(),
             invariants,
             auths: 0,
+            config,
+            seed,
+            saved: None,
         }
     }
 
@@ -321,6 +335,52 @@ impl Sim {
         }
     }
 
+    /// The process dies with its checkpoint taken.
+    fn kill(&mut self) {
+        if self.saved.is_some() {
+            return;
+        }
+        let checkpoint = self.session.checkpoint();
+        self.saved = Some(checkpoint.to_json());
+        if let Some(conn) = self.conn.take() {
+            self.relay.drop_conn(conn);
+        }
+        self.accepted = None;
+        self.vanished = None;
+        // A new process numbers its sockets from the start again: nothing of the old one's
+        // may reach it.
+        self.net.retain(|item| matches!(item, Item::Script(_)));
+        self.invariants.killed();
+        self.line(
+            "io",
+            &format!(
+                "killed (checkpoint: {} subscriptions, {} remembered, {} publishes)",
+                checkpoint.subscriptions().count(),
+                checkpoint.remembered(),
+                checkpoint.publishes()
+            ),
+        );
+    }
+
+    /// A new process restores the killed session and connects.
+    fn restore(&mut self, now: Instant) {
+        let Some(bytes) = self.saved.take() else {
+            return;
+        };
+        let unix = UNIX_START + now.since_origin().as_secs();
+        let restored = RelayCheckpoint::from_json(&bytes)
+            .and_then(|c| RelaySession::restore(self.config.clone(), self.seed, &c, now, unix));
+        match restored {
+            Ok(session) => self.session = session,
+            Err(e) => panic!(
+                "restoring the Sim's own checkpoint: {e}\n{}",
+                self.transcript
+            ),
+        }
+        self.invariants.restored();
+        self.session.connect(now);
+    }
+
     /// The network or the relay dropped the shared connection.
     fn drop_conn(&mut self) {
         let Some(conn) = self.conn.take() else {
@@ -353,6 +413,10 @@ impl Sim {
             self.line("app", &shown);
         }
         self.invariants.before_action(&action);
+        if self.saved.is_some() && !matches!(action, Action::Restore) && !is_relay_side(&action) {
+            // The process is dead: nothing the application does reaches a session.
+            return false;
+        }
         let reaches = match &action {
             Action::RelayUp
             | Action::Store(_)
@@ -416,6 +480,8 @@ impl Sim {
                     self.line("io", "vanished");
                 }
             }
+            Action::Kill => self.kill(),
+            Action::Restore => self.restore(now),
             Action::Suspend => self.session.suspend(now),
             Action::Resume => self.session.resume(now),
             Action::NetworkChanged(old_path_gone) => {
@@ -564,6 +630,9 @@ impl Machine for Sim {
     }
 
     fn next_timeout(&self) -> Option<Instant> {
+        if self.saved.is_some() {
+            return None;
+        }
         self.session.poll_timeout()
     }
 
@@ -675,4 +744,16 @@ pub(crate) fn keep_tail(transcript: &mut String) {
         return;
     };
     transcript.drain(..from + newline + 1);
+}
+
+/// Whether an action is the relay's or the network's, which go on while the client is dead.
+fn is_relay_side(action: &Action) -> bool {
+    matches!(
+        action,
+        Action::RelayUp
+            | Action::RelayDown
+            | Action::Store(_)
+            | Action::RelayFrame(_)
+            | Action::Relay(_)
+    )
 }

@@ -19,6 +19,6 @@ pub use config::RelayConfig;
 pub use error::Error;
 pub use output::{Carries, ChallengeId, Disconnect, Event, Rejection, Transmit};
 pub use relay_info::{Applied, InfoError, RelayInfo};
-pub use session::RelaySession;
+pub use session::{RelayCheckpoint, RelaySession};
 pub use stats::Stats;
 pub use subscription::{Filter, Priority, SubState, SubscriptionId};

@@ -56,6 +56,11 @@ impl Outbox {
         self.entries.len()
     }
 
+    /// Every event waiting for its OK, by id.
+    pub(crate) fn events(&self) -> impl Iterator<Item = &str> + '_ {
+        self.entries.values().map(|e| &*e.json)
+    }
+
     pub(crate) fn contains(&self, id: EventId) -> bool {
         self.entries.contains_key(&id)
     }

@@ -77,6 +77,51 @@ impl Registry {
         Some(sub)
     }
 
+    /// Each slot's generation, for a checkpoint.
+    pub(crate) fn generations(&self) -> Vec<u32> {
+        self.slots.iter().map(|s| s.generation).collect()
+    }
+
+    /// A registry from a checkpoint: slots with these generations, holding `subs` where
+    /// their ids say.
+    ///
+    /// # Errors
+    /// A description when an id names no slot, another generation, or a slot taken twice.
+    pub(crate) fn restore(
+        generations: &[u32],
+        subs: Vec<Subscription>,
+    ) -> Result<Registry, String> {
+        let mut registry = Registry {
+            slots: generations
+                .iter()
+                .map(|&generation| Slot {
+                    generation,
+                    sub: None,
+                })
+                .collect(),
+            free: Vec::new(),
+            len: 0,
+        };
+        for sub in subs {
+            let (generation, index) = split(sub.id);
+            let Some(slot) = registry.slots.get_mut(index as usize) else {
+                return Err(format!("{}: no such slot", sub.id));
+            };
+            if slot.generation != generation || slot.sub.is_some() {
+                return Err(format!("{}: not its slot's tenant", sub.id));
+            }
+            slot.sub = Some(sub);
+            registry.len += 1;
+        }
+        // Lowest slot first, as a fresh registry would fill them.
+        registry.free = (0..registry.slots.len())
+            .rev()
+            .filter(|&i| registry.slots[i].sub.is_none())
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect();
+        Ok(registry)
+    }
+
     /// Every subscription, in slot order.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Subscription> {
         self.slots.iter().filter_map(|s| s.sub.as_ref())

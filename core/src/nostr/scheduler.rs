@@ -105,6 +105,11 @@ impl Scheduler {
         self.cap
     }
 
+    /// The cap a checkpoint remembered (before any REQ is open).
+    pub(crate) fn restore_cap(&mut self, cap: Option<Cap>) {
+        self.cap = cap;
+    }
+
     /// Whether one more REQ may be open: under the limit, or as the one probe past a
     /// declared cap (never past the configured limit).
     pub(crate) fn slot_available(&self, configured: Option<usize>) -> bool {

@@ -44,7 +44,10 @@ use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
 use crate::wake::{earliest, Wake};
 
+pub use checkpoint::RelayCheckpoint;
+
 mod catch_up;
+mod checkpoint;
 #[cfg(feature = "fuzzing")]
 mod consistency;
 mod frames;

@@ -128,6 +128,56 @@ impl Memory {
             .chain(future.filter(move |&(t, _)| t >= since))
     }
 
+    /// The floor, the window's items and the future-dated ones, oldest first: what a
+    /// checkpoint keeps.
+    pub(crate) fn parts(&self) -> (u64, Vec<Item>, Vec<Item>) {
+        let mut future: Vec<Item> = self
+            .future
+            .iter()
+            .flat_map(|f| f.items.iter().flatten().copied())
+            .collect();
+        future.sort_unstable();
+        (self.floor, self.items.iter().copied().collect(), future)
+    }
+
+    /// A memory from a checkpoint's parts, cut to `limit` items in the window (the oldest
+    /// seconds go, and the floor rises past them, as if the bound had applied all along).
+    ///
+    /// # Errors
+    /// A description when the parts contradict each other: items out of order, repeated or
+    /// below the floor, or more future-dated ones than the ring holds.
+    pub(crate) fn from_parts(
+        floor: u64,
+        items: Vec<Item>,
+        future: Vec<Item>,
+        limit: usize,
+    ) -> Result<Memory, String> {
+        if items.windows(2).any(|w| w[0] >= w[1]) {
+            return Err("remembered events out of order or repeated".into());
+        }
+        if items.first().is_some_and(|&(t, _)| t < floor) {
+            return Err("a remembered event below the floor".into());
+        }
+        if future.len() > FUTURE_IDS {
+            return Err(format!("more than {FUTURE_IDS} future-dated events"));
+        }
+        let mut memory = Memory {
+            items: items.into(),
+            floor,
+            future: None,
+        };
+        while memory.items.len() > limit {
+            let Some(&(oldest, _)) = memory.items.front() else {
+                break;
+            };
+            memory.forget_through(oldest);
+        }
+        for (created_at, id) in future {
+            memory.insert_future(created_at, id);
+        }
+        Ok(memory)
+    }
+
     /// Forget every item dated `created_at` or earlier; the floor moves past it. Returns how
     /// many went.
     fn forget_through(&mut self, created_at: u64) -> usize {

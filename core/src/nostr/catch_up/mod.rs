@@ -33,7 +33,7 @@ use serde_json::value::RawValue;
 use crate::nostr::message::EventId;
 use crate::time::Instant;
 
-pub(crate) use memory::{Memory, Stored};
+pub(crate) use memory::{Item, Memory, Stored};
 pub(crate) use reconcile::NegFailure;
 use reconcile::{Limits, Reconciliation, Step};
 
@@ -237,6 +237,20 @@ pub(crate) struct CaughtUp {
 }
 
 impl CatchUp {
+    /// What a checkpoint keeps: when it first went live, and when its gap began (`None`
+    /// while it is live or was never live).
+    pub(crate) fn anchors(&self) -> (Option<u64>, Option<u64>) {
+        (self.live_from, self.gap.as_ref().map(|g| g.from))
+    }
+
+    /// A catch-up from a checkpoint's anchors, for a session that was away since `saved_at`:
+    /// a subscription that was live then has a gap from then on; one that was catching up
+    /// starts its catch-up again from its gap's beginning.
+    pub(crate) fn restored(live_from: Option<u64>, gap_from: Option<u64>, saved_at: u64) -> Self {
+        let gap = live_from.map(|_| Gap::new(gap_from.unwrap_or(saved_at)));
+        CatchUp { live_from, gap }
+    }
+
     /// Whether a gap is being caught up (its REQs may re-deliver what was forgotten).
     pub(crate) fn in_gap(&self) -> bool {
         self.gap.is_some()
