@@ -56,6 +56,9 @@ pub struct SseInvariants {
     accepted: bool,
     /// The session's request may be sent again once accepted.
     may_repeat: bool,
+    /// A session restored from a checkpoint whose request the server had accepted: true
+    /// from its first `connect` on.
+    restored_accepted: Option<bool>,
 }
 
 /// Everything one input made the session say, in order.
@@ -80,7 +83,14 @@ impl SseInvariants {
             aborted: BTreeSet::new(),
             accepted: false,
             may_repeat: true,
+            restored_accepted: None,
         }
+    }
+
+    /// The session was restored from a checkpoint saying whether the server had accepted its
+    /// request: its first `connect` goes on from there.
+    pub fn restored(&mut self, accepted: bool) {
+        self.restored_accepted = Some(accepted);
     }
 
     /// Drain `session` after `input` at `now` (the newest time it was given), checking the
@@ -118,7 +128,7 @@ impl SseInvariants {
             return Err(format!("{input:?} while stopped queued {out:?}"));
         }
         if input == SseInput::Connect {
-            self.accepted = false;
+            self.accepted = self.restored_accepted.take().unwrap_or(false);
         }
         self.check_transmits(&out.transmits)?;
         self.check_events(&out.events)?;

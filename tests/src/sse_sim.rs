@@ -33,7 +33,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use tether_core::link::{Epoch, SocketError, SocketLoss};
-use tether_core::sse::{Attempt, Event, Request, SseConfig, SseSession, SseStats, Transmit};
+use tether_core::sse::{
+    Attempt, Event, Request, SseCheckpoint, SseConfig, SseSession, SseStats, Transmit,
+};
 use tether_core::Instant;
 
 use crate::net::{self, Machine, Net};
@@ -136,6 +138,8 @@ pub struct SseSim {
     taken: (Vec<Transmit>, Vec<Event>),
     /// Everything the application heard, with when.
     heard: Vec<(Instant, Event)>,
+    /// The checkpoint of a killed session, until it is restored.
+    saved: Option<Vec<u8>>,
 }
 
 impl SseSim {
@@ -188,6 +192,7 @@ impl SseSim {
             requests: Vec::new(),
             taken: (Vec::new(), Vec::new()),
             heard: Vec::new(),
+            saved: None,
         }
     }
 
@@ -201,6 +206,50 @@ impl SseSim {
     /// Use `replies`, in order, for the next requests.
     pub fn script(&mut self, replies: impl IntoIterator<Item = Reply>) {
         self.server.script.extend(replies);
+    }
+
+    /// The process dies now: the session's checkpoint is taken (as JSON bytes), nothing in
+    /// flight arrives anywhere, and the server sees its stream's connection drop. The server
+    /// goes on publishing; nothing reaches a session until [`SseSim::restore`].
+    pub fn kill(&mut self) {
+        let checkpoint = self.session.checkpoint();
+        self.saved = Some(checkpoint.to_json());
+        self.net.retain(|_| false);
+        self.server.stream = None;
+        self.log(
+            "io",
+            &format!(
+                "killed (checkpoint: last event id {:?}, {} delivered)",
+                checkpoint.resume_id(),
+                checkpoint.delivered()
+            ),
+        );
+    }
+
+    /// A new process restores the killed session for `request` with `seed` and connects.
+    ///
+    /// # Panics
+    /// When the checkpoint does not restore: the Sim's own checkpoints always must.
+    pub fn restore(&mut self, request: Request, seed: u64) {
+        let Some(bytes) = self.saved.take() else {
+            return;
+        };
+        let config = *self.session.config();
+        let checkpoint = match SseCheckpoint::from_json(&bytes) {
+            Ok(c) => c,
+            Err(e) => panic!("the Sim's own checkpoint: {e}\n{}", self.transcript),
+        };
+        self.session = match SseSession::restore(config, request, &checkpoint, seed) {
+            Ok(s) => s,
+            Err(e) => panic!(
+                "restoring the Sim's own checkpoint: {e}\n{}",
+                self.transcript
+            ),
+        };
+        self.invariants = SseInvariants::new(&config);
+        self.invariants.restored(checkpoint_accepted(&bytes));
+        self.log("app", "restore");
+        self.connect();
     }
 
     /// The application calls `connect`.
@@ -529,7 +578,8 @@ impl Machine for SseSim {
     }
 
     fn next_timeout(&self) -> Option<Instant> {
-        [self.session.poll_timeout(), self.server.next_deadline()]
+        let session = self.session.poll_timeout().filter(|_| self.saved.is_none());
+        [session, self.server.next_deadline()]
             .into_iter()
             .flatten()
             .min()
@@ -558,7 +608,7 @@ impl Machine for SseSim {
         let now = self.net.now();
         if let Some(delivery) = self.server.poll(now) {
             self.deliver(delivery);
-        } else if self.session.poll_timeout().is_some_and(|t| t <= now) {
+        } else if self.saved.is_none() && self.session.poll_timeout().is_some_and(|t| t <= now) {
             self.log_wake();
             self.session.handle_timeout(now);
             self.drain(SseInput::Timeout);
@@ -936,4 +986,9 @@ fn job_epoch(job: &Job) -> Epoch {
 
 fn event_bytes(id: u64) -> Vec<u8> {
     format!("id: {id}\nevent: change\ndata: {{\"n\":{id}}}\n\n").into_bytes()
+}
+
+/// Whether a checkpoint's JSON says the server had accepted the request.
+fn checkpoint_accepted(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes).is_ok_and(|v| v["stream"] == "accepted")
 }

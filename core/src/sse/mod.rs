@@ -8,6 +8,7 @@
 //! [`SseSession::handle_error`] (or, when the request could not even be built,
 //! [`SseSession::handle_request_invalid`]).
 
+pub mod checkpoint;
 pub mod output;
 pub mod parser;
 pub mod request;
@@ -15,6 +16,7 @@ pub mod resume;
 pub mod session;
 pub mod status;
 
+pub use checkpoint::SseCheckpoint;
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use request::{Attempt, EndRules, Progress, Request, Resume};
 pub use resume::{check_sendable, Unsendable};

@@ -134,11 +134,14 @@ pub enum DropReason {
     ConnectTimeout,
     /// No bytes for `idle_timeout` on an open stream.
     IdleTimeout,
+    /// The process stopped while the request was out: a session restored from a checkpoint
+    /// ([`SseSession::restore`](crate::sse::SseSession::restore)) lost its stream then.
+    Restarted,
 }
 
 impl DropReason {
     /// A stable snake_case name of the kind, for logs, JSON lines and the C ABI: `status`,
-    /// `network_error`, `eof`, `connect_timeout` or `idle_timeout` (the status code and the
+    /// `network_error`, `eof`, `connect_timeout`, `idle_timeout` or `restarted` (the status code and the
     /// socket loss are the variant's data).
     pub fn as_str(self) -> &'static str {
         match self {
@@ -147,6 +150,7 @@ impl DropReason {
             DropReason::Eof => "eof",
             DropReason::ConnectTimeout => "connect_timeout",
             DropReason::IdleTimeout => "idle_timeout",
+            DropReason::Restarted => "restarted",
         }
     }
 }

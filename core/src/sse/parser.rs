@@ -198,6 +198,12 @@ impl Parser {
         &self.resume_id
     }
 
+    /// Start from a checkpoint's ids (the caller checked that `resume_id` is sendable).
+    pub(crate) fn restore_ids(&mut self, last_event_id: &str, resume_id: &str) {
+        last_event_id.clone_into(&mut self.last_event_id);
+        resume_id.clone_into(&mut self.resume_id);
+    }
+
     /// Items waiting to be drained.
     pub fn queued(&self) -> usize {
         self.queue.len()

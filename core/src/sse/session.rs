@@ -73,6 +73,7 @@ use crate::sse::request::{Attempt, Progress, Request, Requests};
 use crate::time::{Clock, Instant};
 use crate::wake::Wake;
 
+use crate::sse::checkpoint::Restored;
 pub use crate::sse::output::{
     CloseReason, DropReason, EndReason, Event, FailReason, SseStats, Transmit, MAX_DETAIL_LEN,
 };
@@ -177,6 +178,10 @@ pub struct SseSession {
     rejection: Option<Rejection>,
     /// Which request the live (or latest) attempt sent.
     attempt: Attempt,
+    /// The server's `retry:` delay, if it sent one.
+    server_retry: Option<Duration>,
+    /// Restored from a checkpoint and not yet connected.
+    restored: Option<Restored>,
 }
 
 /// The head of a refusal whose body the session is reading for [`FailReason::Rejected`].
@@ -216,6 +221,8 @@ impl SseSession {
             delivered: 0,
             rejection: None,
             attempt: Attempt::Original,
+            server_retry: None,
+            restored: None,
         }
     }
 
@@ -258,16 +265,44 @@ impl SseSession {
 
     /// The application wants the stream. Asks for a request unless one is already open,
     /// pending or scheduled.
+    ///
+    /// In a session restored from a checkpoint, the first `connect` goes on from it: a
+    /// request that was out is treated as lost at the restart ([`DropReason::Restarted`]),
+    /// announced with [`Event::Reconnecting`] and sent as its resume policy says, or, when
+    /// the policy forbids sending it again, ended with its final event.
     pub fn connect(&mut self, now: Instant) {
-        self.clock.observe(now);
-        let Some(epoch) = self.link.connect(self.clock.now()) else {
+        let now = self.clock.observe(now);
+        let restored = self.restored.take();
+        if restored.is_some_and(|r| r.was_out) && !self.link.wants_connection() {
+            if let AfterDrop::Stop(event) = self.after_drop(DropReason::Restarted) {
+                self.parser.finish();
+                self.emit(event);
+                return;
+            }
+        }
+        let Some(epoch) = self.link.connect(now) else {
             return;
         };
-        self.opened_once = false;
-        self.lost_at = None;
-        self.accepted = false;
-        self.resumes = Resumes::default();
-        self.delivered = 0;
+        match restored {
+            None => {
+                self.opened_once = false;
+                self.lost_at = None;
+                self.accepted = false;
+                self.resumes = Resumes::default();
+                self.delivered = 0;
+            }
+            Some(Restored { was_out }) => {
+                self.opened_once = self.accepted;
+                self.lost_at = Some(now);
+                if was_out {
+                    self.emit(Event::Reconnecting {
+                        why: DropReason::Restarted,
+                        attempt: 1,
+                        at: now,
+                    });
+                }
+            }
+        }
         self.rejection = None;
         self.send_request(epoch);
     }
@@ -865,7 +900,43 @@ impl SseSession {
         })
     }
 
+    /// Where the request stands for a checkpoint: out (wanted: connecting, open or waiting to
+    /// reconnect), and accepted by the server since `connect`.
+    pub(crate) fn stream_state(&self) -> (bool, bool) {
+        (self.link.wants_connection(), self.accepted)
+    }
+
+    /// The last event ID and the newest sendable one.
+    pub(crate) fn parser_ids(&self) -> (&str, &str) {
+        (self.parser.last_event_id(), self.parser.resume_id())
+    }
+
+    /// The server's `retry:` delay, if it sent one.
+    pub(crate) fn server_retry(&self) -> Option<Duration> {
+        self.server_retry
+    }
+
+    /// Take a checkpoint's state (see [`SseSession::restore`]).
+    pub(crate) fn restore_state(
+        &mut self,
+        last_event_id: &str,
+        resume_id: &str,
+        retry: Option<Duration>,
+        delivered: u64,
+        accepted: bool,
+        restored: Restored,
+    ) {
+        self.parser.restore_ids(last_event_id, resume_id);
+        if let Some(delay) = retry {
+            self.set_retry(delay);
+        }
+        self.delivered = delivered;
+        self.accepted = accepted;
+        self.restored = Some(restored);
+    }
+
     fn set_retry(&mut self, delay: Duration) {
+        self.server_retry = Some(delay);
         let backoff = self.link.backoff_mut();
         let cap = backoff.policy().cap.max(self.config.retry_floor);
         backoff.set_base(delay.clamp(self.config.retry_floor, cap));
