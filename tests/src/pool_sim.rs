@@ -17,7 +17,7 @@ use tether_core::link::{Epoch, SocketLoss};
 use tether_core::nostr::message::EventId;
 use tether_core::nostr::{Carries, Event, Filter, Transmit};
 use tether_core::pool::{
-    PoolConfig, PoolEvent, RelayId, RelayPool, SubId, VerifyRequest, VerifyTicket,
+    PoolCheckpoint, PoolConfig, PoolEvent, RelayId, RelayPool, SubId, VerifyRequest, VerifyTicket,
 };
 use tether_core::Instant;
 
@@ -72,6 +72,13 @@ pub enum PoolAction {
         /// Frames per simulated millisecond.
         per_ms: u64,
     },
+    /// The process dies: the pool's checkpoint is taken (as JSON bytes) and the pool is
+    /// gone; every relay sees its connection drop, nothing in flight arrives anywhere, and
+    /// nothing reaches a pool until [`PoolAction::Restore`]. The relays go on.
+    Kill,
+    /// A new process restores the pool from the checkpoint [`PoolAction::Kill`] took, at this
+    /// time and wall clock; every relay connects.
+    Restore,
 }
 
 /// What the PoolSim's network carries.
@@ -167,6 +174,10 @@ pub struct PoolSim {
     /// a connection accepted, an input for a connection that is gone) leaves it as the last
     /// check saw it, so its outputs and checks are skipped.
     touched: bool,
+    config: PoolConfig,
+    seed: u64,
+    /// The checkpoint of a killed pool, until it is restored.
+    saved: Option<Vec<u8>>,
 }
 
 #[derive(Debug, Default)]
@@ -190,7 +201,7 @@ struct Remembered {
 impl PoolSim {
     /// A simulator at time zero with 10 ms latency and no relays.
     pub fn new(config: PoolConfig, seed: u64) -> Self {
-        let mut pool = RelayPool::new(config, seed);
+        let mut pool = RelayPool::new(config.clone(), seed);
         pool.set_wall_clock(Instant::ZERO, UNIX_START);
         PoolSim {
             pool,
@@ -209,6 +220,9 @@ impl PoolSim {
             auths: 0,
             checks: Checks::default(),
             touched: false,
+            config,
+            seed,
+            saved: None,
         }
     }
 
@@ -323,6 +337,43 @@ impl PoolSim {
             .rev()
             .find(|(_, r, c, _)| *r == relay && matches!(c, Carries::Req(_)))
             .and_then(|(_, _, _, text)| text.split('"').nth(3))
+    }
+
+    /// The process dies with its checkpoint taken.
+    fn kill(&mut self) {
+        let checkpoint = self.pool.checkpoint();
+        self.saved = Some(checkpoint.to_json());
+        for peer in self.peers.values_mut() {
+            if let Some(conn) = peer.conn.take() {
+                peer.model.drop_conn(conn);
+            }
+            peer.accepted = None;
+        }
+        // A new process numbers every relay's sockets from the start again.
+        self.net.retain(|item| matches!(item, Item::Script(_)));
+        self.touched = false;
+        self.line_raw(
+            "io",
+            &format!(
+                "killed (checkpoint: {} relays, {} subscriptions)",
+                checkpoint.relays().count(),
+                checkpoint.subscriptions().count()
+            ),
+        );
+    }
+
+    /// A new process restores the killed pool; every relay connects.
+    fn restore(&mut self, now: Instant) {
+        let Some(bytes) = self.saved.take() else {
+            return;
+        };
+        let unix = UNIX_START + now.since_origin().as_secs();
+        let restored = PoolCheckpoint::from_json(&bytes)
+            .and_then(|c| RelayPool::restore(self.config.clone(), self.seed, &c, now, unix));
+        match restored {
+            Ok(pool) => self.pool = pool,
+            Err(e) => self.fail(&format!("restoring the Sim's own checkpoint: {e}")),
+        }
     }
 
     /// Process the earliest thing due at or before `end`; `false` when nothing is.
@@ -487,7 +538,14 @@ impl PoolSim {
             };
             self.line_raw("app", &shown);
         }
+        if self.saved.is_some() && !is_relay_side(&action) {
+            // The process is dead: nothing the application does reaches a pool.
+            self.touched = false;
+            return;
+        }
         match action {
+            PoolAction::Kill => self.kill(),
+            PoolAction::Restore => self.restore(now),
             PoolAction::AddRelay(model) => self.add_relay(*model, false),
             PoolAction::AddMutedRelay(model) => self.add_relay(*model, true),
             PoolAction::RemoveRelay(relay) => {
@@ -884,6 +942,9 @@ impl Machine for PoolSim {
     }
 
     fn next_timeout(&self) -> Option<Instant> {
+        if self.saved.is_some() {
+            return None;
+        }
         self.pool.poll_timeout()
     }
 
@@ -908,10 +969,11 @@ impl Machine for PoolSim {
     }
 
     fn after_step(&mut self) {
-        if self
-            .pool
-            .poll_timeout()
-            .is_some_and(|at| at < self.net.now())
+        if self.saved.is_none()
+            && self
+                .pool
+                .poll_timeout()
+                .is_some_and(|at| at < self.net.now())
         {
             self.fail("poll_timeout in the past after a step");
         }
@@ -955,6 +1017,19 @@ fn flood_frame(wire: &str, n: u64) -> String {
 fn short(hex: &str) -> String {
     let trimmed = hex.trim_start_matches('0');
     format!("ev#{}", if trimmed.is_empty() { "0" } else { trimmed })
+}
+
+/// Whether an action is a relay's or the network's, which go on while the process is dead.
+fn is_relay_side(action: &PoolAction) -> bool {
+    matches!(
+        action,
+        PoolAction::Store(..)
+            | PoolAction::Down(_)
+            | PoolAction::Up(_)
+            | PoolAction::Mute(..)
+            | PoolAction::Relay(..)
+            | PoolAction::Restore
+    )
 }
 
 #[cfg(test)]

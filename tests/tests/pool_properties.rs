@@ -1,7 +1,9 @@
 //! Property tests of the relay pool over arbitrary relays and operations: each id at most
 //! once per subscription, exactly one outcome per subscription, `Ended` at most once and
 //! only when no relay serves (PoolSim checks these after every step, and every relay
-//! session's own bookkeeping), and the same seed gives the same transcript.
+//! session's own bookkeeping), and the same seed gives the same transcript. A restart (the
+//! pool killed and restored from its checkpoint while its relays go on) is one of the
+//! operations: all of this holds across it.
 
 use std::time::Duration;
 
@@ -31,6 +33,8 @@ enum Op {
     RemoveRelay(u8),
     Publish(u64),
     Forge(u8, u64),
+    /// The process is killed and restored from its checkpoint this many ms later.
+    Restart(u64),
 }
 
 fn behaviour() -> impl Strategy<Value = Behaviour> {
@@ -62,6 +66,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => any::<u8>().prop_map(Op::RemoveRelay),
         1 => (1u64..5).prop_map(Op::Publish),
         1 => (any::<u8>(), 1u64..30).prop_map(|(r, n)| Op::Forge(r, n)),
+        1 => (0u64..20_000).prop_map(Op::Restart),
     ]
 }
 
@@ -123,6 +128,10 @@ fn run_with(
             Op::AddRelay => PoolAction::AddRelay(Box::new(model(&Behaviour::Honest, &[1, 2]))),
             Op::RemoveRelay(x) => PoolAction::RemoveRelay(r(x)),
             Op::Publish(n) => PoolAction::Publish(StoredEvent::new(100 + n, 1_700_000_000, 1).json),
+            Op::Restart(dead_for) => {
+                s.at(Duration::from_millis(t + dead_for), PoolAction::Restore);
+                PoolAction::Kill
+            }
             Op::Forge(x, n) => {
                 let json = StoredEvent::new(*n, 1_000_000 + n, 1)
                     .json
@@ -132,8 +141,8 @@ fn run_with(
         };
         s.at(Duration::from_millis(t), action);
     }
-    // Past every outcome deadline: each subscription has had its outcome.
-    s.run_for(Duration::from_millis(t) + Duration::from_secs(40));
+    // Past every restore and outcome deadline: each subscription has had its outcome.
+    s.run_for(Duration::from_millis(t) + Duration::from_secs(60));
     s
 }
 

@@ -171,6 +171,35 @@ impl Seen {
         }
     }
 
+    /// Delivered ids, oldest first, with their bytes' summary and `seen_on`: what a
+    /// checkpoint keeps (ids under verification are not delivered yet, so not kept).
+    pub(crate) fn delivered(&self) -> impl Iterator<Item = (EventId, u64, &[RelayId])> + '_ {
+        self.order.iter().filter_map(|id| {
+            let entry = self.entries.get(id)?;
+            (!entry.tentative).then_some((*id, entry.bytes, entry.relays.as_slice()))
+        })
+    }
+
+    /// Remember a delivered id from a checkpoint, as the newest; the oldest goes past
+    /// `capacity`. An id already remembered is left as it is.
+    pub(crate) fn restore_delivered(&mut self, id: EventId, bytes: u64, mut relays: Vec<RelayId>) {
+        if self.capacity == 0 || self.entries.contains_key(&id) {
+            return;
+        }
+        relays.truncate(self.seen_on_max);
+        self.relay_entries += relays.len();
+        self.entries.insert(
+            id,
+            Entry {
+                bytes,
+                relays,
+                tentative: false,
+            },
+        );
+        self.order.push_back(id);
+        self.evict(self.capacity);
+    }
+
     pub(crate) fn relays(&self, id: EventId) -> Option<&[RelayId]> {
         self.entries.get(&id).map(|e| e.relays.as_slice())
     }

@@ -62,6 +62,16 @@ impl Logical {
         }
     }
 
+    /// Whether its one outcome was reported.
+    pub(crate) fn reported(&self) -> bool {
+        self.reported
+    }
+
+    /// Its outcome was reported before a checkpoint: it is not reported again.
+    pub(crate) fn mark_reported(&mut self) {
+        self.reported = true;
+    }
+
     pub(crate) fn add_relay(&mut self, relay: RelayId, local: Option<SubscriptionId>) {
         let target = Target {
             local,

@@ -39,6 +39,7 @@
 //! after that delivers it again) and each id's `seen_on` by [`PoolConfig::seen_on_max`];
 //! [`RelayPool::dedup`] reports what a subscription's dedup memory holds.
 
+mod checkpoint;
 mod dedup;
 mod logical;
 mod output;
@@ -59,6 +60,7 @@ use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
 use crate::wake::Wake;
 
+pub use checkpoint::PoolCheckpoint;
 pub use dedup::DedupStats;
 use dedup::Seen;
 use logical::{Logical, Targets};

@@ -105,6 +105,25 @@ impl Held {
         self.queues.contains_key(&sub)
     }
 
+    /// Every event held and not yet delivered, per subscription in delivery order: a copy
+    /// awaiting its verdict, or a verified one queued behind such a copy. What a checkpoint
+    /// keeps, to verify again after a restore.
+    pub(crate) fn undelivered(&self) -> Vec<(SubId, RelayId, EventId, &str)> {
+        let mut out = Vec::new();
+        for (&sub, queue) in &self.queues {
+            for slot in &queue.slots {
+                match slot {
+                    Slot::Waiting(w) => out.push((sub, w.relay, w.id, w.raw.as_str())),
+                    Slot::Ready(PoolEvent::Received { relay, id, raw, .. }) => {
+                        out.push((sub, *relay, *id, raw.as_str()));
+                    }
+                    Slot::Ready(_) | Slot::Gone => {}
+                }
+            }
+        }
+        out
+    }
+
     /// Copies under verification, pool-wide.
     pub(crate) fn waiting(&self) -> usize {
         self.waiting

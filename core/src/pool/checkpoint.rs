@@ -1,0 +1,438 @@
+//! [`PoolCheckpoint`]: what a [`RelayPool`] keeps across a restart, and restoring from it.
+//!
+//! A pool's checkpoint is each relay session's [`RelayCheckpoint`] under its [`RelayId`],
+//! plus what only the pool knows: which relay subscription serves which logical one, each
+//! logical subscription's dedup memory across relays and whether its outcome was reported,
+//! the publishes still waiting for relays' answers, and events held for verification.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use super::dedup::Seen;
+use super::logical::{Logical, Targets};
+use super::publish::Fanout;
+use super::{Deadline, Member, PoolConfig, PoolStats, PublishOutcome, RelayId, RelayPool, SubId};
+use crate::checkpoint::{self, hex_id, CheckpointError};
+use crate::nostr::message::{EventId, RawEvent};
+use crate::nostr::{Filter, RelayCheckpoint, RelaySession, SubscriptionId};
+use crate::time::Instant;
+
+/// The kind a pool's checkpoint says it is.
+const KIND: &str = "pool";
+
+/// A [`RelayPool`]'s durable state: plain, versioned data (see
+/// [`checkpoint`](crate::checkpoint) for the format's rules).
+///
+/// # What it holds
+/// - every relay's [`RelayCheckpoint`] under its [`RelayId`] (the pool does not know URLs:
+///   the driver keeps its own map from id to URL beside the checkpoint);
+/// - every logical subscription: its targets (all relays with their filters, or the relays
+///   it was routed to), the ids it delivered across relays (its dedup memory, with each id's
+///   bytes summary and `seen_on`), and whether its outcome was reported (it is not reported
+///   again);
+/// - the publishes still waiting for some relay's answer, with the answers already in: each
+///   relay's outbox sends the event again and the aggregate is reported once;
+/// - events held for verification and not yet delivered: verified again after the restore.
+///
+/// # What it never holds
+/// What [`RelayCheckpoint`] leaves out, and the pool's per-relay counters.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PoolCheckpoint {
+    tether: String,
+    version: u32,
+    /// By relay id; `None` for an id free for the next relay.
+    relays: Vec<Option<SavedMember>>,
+    subscriptions: Vec<SavedLogical>,
+    next_sub: u64,
+    publishes: Vec<SavedPublish>,
+    held: Vec<SavedCopy>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SavedMember {
+    session: RelayCheckpoint,
+    /// `(the session's subscription, the logical subscription it serves)`.
+    routes: Vec<(u64, u64)>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SavedLogical {
+    id: u64,
+    /// The filters of a subscription on every relay; `None` for a routed one.
+    everywhere: Option<Vec<Box<RawValue>>>,
+    /// `(relay, its session's subscription)` for each relay serving it.
+    relays: Vec<(u32, u64)>,
+    reported: bool,
+    /// Delivered ids, oldest first.
+    seen: Vec<SavedSeen>,
+}
+
+/// `[id, bytes summary, [relays]]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SavedSeen(#[serde(with = "hex_id")] EventId, u64, Vec<u32>);
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SavedPublish {
+    #[serde(with = "hex_id")]
+    id: EventId,
+    pending: Vec<u32>,
+    accepted: Vec<u32>,
+    rejected: Vec<(u32, String)>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SavedCopy {
+    sub: u64,
+    relay: u32,
+    event: Box<RawValue>,
+}
+
+impl PoolCheckpoint {
+    /// The checkpoint as JSON (the same bytes for the same state).
+    #[must_use]
+    pub fn to_json(&self) -> Vec<u8> {
+        checkpoint::to_json(self)
+    }
+
+    /// Read a checkpoint written by [`PoolCheckpoint::to_json`].
+    ///
+    /// # Errors
+    /// [`CheckpointError`] when it is not a pool checkpoint or comes from a newer format.
+    pub fn from_json(json: &[u8]) -> Result<PoolCheckpoint, CheckpointError> {
+        checkpoint::from_json(json, KIND)
+    }
+
+    /// The relays' ids, in order.
+    pub fn relays(&self) -> impl Iterator<Item = RelayId> + '_ {
+        self.relays
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.is_some())
+            .filter_map(|(i, _)| u32::try_from(i).ok().map(RelayId))
+    }
+
+    /// The logical subscriptions: each one's id and, for one on every relay, its filters as
+    /// one JSON array (`None` for a routed one).
+    pub fn subscriptions(&self) -> impl Iterator<Item = (SubId, Option<String>)> + '_ {
+        self.subscriptions.iter().map(|s| {
+            let filters = s.everywhere.as_ref().map(|f| {
+                let parts: Vec<&str> = f.iter().map(|r| r.get()).collect();
+                format!("[{}]", parts.join(","))
+            });
+            (SubId(s.id), filters)
+        })
+    }
+}
+
+impl RelayPool {
+    /// Its durable state now (see [`PoolCheckpoint`]). Taking one changes nothing.
+    #[must_use]
+    pub fn checkpoint(&self) -> PoolCheckpoint {
+        let held = self.held.undelivered();
+        let held_ids: BTreeSet<(SubId, EventId)> =
+            held.iter().map(|&(sub, _, id, _)| (sub, id)).collect();
+        PoolCheckpoint {
+            tether: KIND.into(),
+            version: checkpoint::VERSION,
+            relays: self
+                .relays
+                .iter()
+                .map(|m| m.as_ref().map(save_member))
+                .collect(),
+            subscriptions: self
+                .subs
+                .iter()
+                .map(|(&id, logical)| save_logical(id, logical, &held_ids))
+                .collect(),
+            next_sub: self.next_sub,
+            publishes: self
+                .publishes
+                .iter()
+                .map(|(&id, fanout)| save_publish(id, fanout))
+                .collect(),
+            held: held
+                .into_iter()
+                .filter_map(|(sub, relay, _, raw)| {
+                    Some(SavedCopy {
+                        sub: sub.0,
+                        relay: relay.0,
+                        event: RawValue::from_string(raw.to_owned()).ok()?,
+                    })
+                })
+                .collect(),
+        }
+    }
+
+    /// A pool from `checkpoint`, at `now` when the wall clock reads `unix_secs`, with every
+    /// relay connecting: each relay session restores as
+    /// [`RelaySession::restore`] says (its subscriptions catch up from the checkpoint's time,
+    /// its unacknowledged publishes go again), each logical subscription keeps its dedup
+    /// memory across relays, an outcome already reported is not reported again, and one
+    /// that was not gets a new deadline.
+    ///
+    /// # Errors
+    /// [`CheckpointError`] when it is of another kind, from a newer format, or contradicts
+    /// itself (a route to a subscription that does not exist, more relays or subscriptions
+    /// than `config` allows, a relay's own checkpoint that does not restore).
+    pub fn restore(
+        config: PoolConfig,
+        seed: u64,
+        checkpoint: &PoolCheckpoint,
+        now: Instant,
+        unix_secs: u64,
+    ) -> Result<RelayPool, CheckpointError> {
+        checkpoint::check_header(&checkpoint.tether, checkpoint.version, KIND)?;
+        let invalid = |what: String| CheckpointError::Invalid(what);
+        if checkpoint.relays.len() > config.max_relays {
+            return Err(invalid(format!(
+                "more than max_relays {}",
+                config.max_relays
+            )));
+        }
+        if checkpoint.subscriptions.len() > config.max_subscriptions {
+            return Err(invalid(format!(
+                "more than max_subscriptions {}",
+                config.max_subscriptions
+            )));
+        }
+        let mut pool = RelayPool::new(config, seed);
+        pool.set_wall_clock(now, unix_secs);
+        let now = pool.clock.now();
+        for (index, saved) in checkpoint.relays.iter().enumerate() {
+            let member = match saved {
+                Some(saved) => Some(pool.restore_member(saved, now, unix_secs)?),
+                None => None,
+            };
+            pool.relays.push(member);
+            if pool.relays[index].is_none() {
+                pool.free.push(u32::try_from(index).unwrap_or(u32::MAX));
+            }
+        }
+        pool.free.reverse();
+        for saved in &checkpoint.subscriptions {
+            pool.restore_logical(saved, now)?;
+        }
+        pool.check_routes()?;
+        pool.next_sub = checkpoint
+            .next_sub
+            .max(pool.subs.keys().last().map_or(0, |s| s.0));
+        for saved in &checkpoint.publishes {
+            pool.restore_publish(saved, now)?;
+        }
+        for copy in &checkpoint.held {
+            pool.restore_copy(copy)?;
+        }
+        let relays: Vec<RelayId> = pool.relay_ids().collect();
+        for relay in relays {
+            if let Some(member) = pool.member_mut(relay) {
+                member.session.connect(now);
+            }
+            pool.settle(now, relay);
+        }
+        Ok(pool)
+    }
+
+    fn restore_member(
+        &mut self,
+        saved: &SavedMember,
+        now: Instant,
+        unix_secs: u64,
+    ) -> Result<Member, CheckpointError> {
+        let session = RelaySession::restore(
+            self.config.relay.clone(),
+            self.rng.next_u64(),
+            &saved.session,
+            now,
+            unix_secs,
+        )?;
+        let local: BTreeSet<SubscriptionId> =
+            session.subscriptions().iter().map(|v| v.id).collect();
+        let mut routes = BTreeMap::new();
+        for &(sub, logical) in &saved.routes {
+            let sub = SubscriptionId(sub);
+            if !local.contains(&sub) || routes.insert(sub, SubId(logical)).is_some() {
+                return Err(CheckpointError::Invalid(format!(
+                    "a route from {sub}, which its relay does not hold once"
+                )));
+            }
+        }
+        Ok(Member {
+            session,
+            deadline: None,
+            routes,
+            stats: PoolStats::default(),
+        })
+    }
+
+    fn restore_logical(
+        &mut self,
+        saved: &SavedLogical,
+        now: Instant,
+    ) -> Result<(), CheckpointError> {
+        let id = SubId(saved.id);
+        let invalid =
+            |what: &str| CheckpointError::Invalid(format!("subscription {}: {what}", id.0));
+        let targets = match &saved.everywhere {
+            Some(filters) if filters.is_empty() => return Err(invalid("no filters")),
+            Some(filters) => Targets::All(
+                filters
+                    .iter()
+                    .map(|f| Filter::new(f.get()))
+                    .collect::<Result<Vec<Filter>, _>>()
+                    .map_err(|e| invalid(&e.to_string()))?,
+            ),
+            None => Targets::Routed,
+        };
+        let mut seen = Seen::new(self.config.dedup_capacity, self.config.seen_on_max);
+        for SavedSeen(event, bytes, relays) in &saved.seen {
+            seen.restore_delivered(*event, *bytes, relays.iter().map(|&r| RelayId(r)).collect());
+        }
+        let mut logical = Logical::new(targets, seen);
+        for &(relay, local) in &saved.relays {
+            let relay = RelayId(relay);
+            let local = SubscriptionId(local);
+            let routed = self
+                .member(relay)
+                .is_some_and(|m| m.routes.get(&local) == Some(&id));
+            if !routed || logical.relays.contains_key(&relay) {
+                return Err(invalid(
+                    "a relay that does not serve it, or serves it twice",
+                ));
+            }
+            logical.add_relay(relay, Some(local));
+        }
+        if saved.reported {
+            logical.mark_reported();
+        } else {
+            let at = now.saturating_add(self.config.eose_deadline);
+            self.timers
+                .set(Deadline::Outcome(id), &mut logical.deadline, Some(at));
+        }
+        if self.subs.insert(id, logical).is_some() {
+            return Err(invalid("saved twice"));
+        }
+        Ok(())
+    }
+
+    /// Every route leads to a subscription that counts its relay.
+    fn check_routes(&self) -> Result<(), CheckpointError> {
+        for (index, member) in self.relays.iter().enumerate() {
+            let Some(member) = member else { continue };
+            let relay = RelayId(u32::try_from(index).unwrap_or(u32::MAX));
+            for (&local, sub) in &member.routes {
+                let counted = self
+                    .subs
+                    .get(sub)
+                    .and_then(|l| l.relays.get(&relay))
+                    .is_some_and(|t| t.local == Some(local));
+                if !counted {
+                    return Err(CheckpointError::Invalid(format!(
+                        "relay {} routes {local} to subscription {}, which does not count it",
+                        relay.0, sub.0
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn restore_publish(
+        &mut self,
+        saved: &SavedPublish,
+        now: Instant,
+    ) -> Result<(), CheckpointError> {
+        // Answers already in may be from relays removed since; a pending one must be here.
+        let known = |relays: &[u32]| relays.iter().all(|&r| self.member(RelayId(r)).is_some());
+        if !known(&saved.pending) {
+            return Err(CheckpointError::Invalid(format!(
+                "publish {} names a relay the pool does not have",
+                saved.id
+            )));
+        }
+        let mut fanout = Fanout {
+            pending: saved.pending.iter().map(|&r| RelayId(r)).collect(),
+            outcome: PublishOutcome {
+                accepted: saved.accepted.iter().map(|&r| RelayId(r)).collect(),
+                rejected: saved
+                    .rejected
+                    .iter()
+                    .map(|(r, why)| (RelayId(*r), why.clone()))
+                    .collect(),
+                pending: Vec::new(),
+            },
+            deadline: None,
+        };
+        let at = now.saturating_add(self.config.publish_deadline);
+        self.timers
+            .set(Deadline::Publish(saved.id), &mut fanout.deadline, Some(at));
+        self.publishes.insert(saved.id, fanout);
+        Ok(())
+    }
+
+    /// An event held for verification at the checkpoint arrives again from its relay.
+    fn restore_copy(&mut self, copy: &SavedCopy) -> Result<(), CheckpointError> {
+        let (sub, relay) = (SubId(copy.sub), RelayId(copy.relay));
+        if !self.subs.contains_key(&sub) || self.member(relay).is_none() {
+            return Err(CheckpointError::Invalid(format!(
+                "a held event for subscription {} from relay {}, which the pool does not have",
+                sub.0, relay.0
+            )));
+        }
+        let event = RawEvent::parse(copy.event.get())
+            .map_err(|e| CheckpointError::Invalid(format!("a held event: {e}")))?;
+        self.deliver(sub, relay, event.id(), event.json().to_owned());
+        Ok(())
+    }
+}
+
+fn save_member(member: &Member) -> SavedMember {
+    SavedMember {
+        session: member.session.checkpoint(),
+        routes: member.routes.iter().map(|(l, s)| (l.0, s.0)).collect(),
+    }
+}
+
+fn save_logical(id: SubId, logical: &Logical, held: &BTreeSet<(SubId, EventId)>) -> SavedLogical {
+    SavedLogical {
+        id: id.0,
+        everywhere: match &logical.targets {
+            Targets::All(filters) => Some(
+                filters
+                    .iter()
+                    .filter_map(|f| RawValue::from_string(f.json().to_owned()).ok())
+                    .collect(),
+            ),
+            Targets::Routed => None,
+        },
+        relays: logical
+            .relays
+            .iter()
+            .filter_map(|(r, t)| t.local.map(|l| (r.0, l.0)))
+            .collect(),
+        reported: logical.reported(),
+        seen: logical
+            .seen
+            .delivered()
+            .filter(|(event, _, _)| !held.contains(&(id, *event)))
+            .map(|(event, bytes, relays)| {
+                SavedSeen(event, bytes, relays.iter().map(|r| r.0).collect())
+            })
+            .collect(),
+    }
+}
+
+fn save_publish(id: EventId, fanout: &Fanout) -> SavedPublish {
+    SavedPublish {
+        id,
+        pending: fanout.pending.iter().map(|r| r.0).collect(),
+        accepted: fanout.outcome.accepted.iter().map(|r| r.0).collect(),
+        rejected: fanout
+            .outcome
+            .rejected
+            .iter()
+            .map(|(r, why)| (r.0, why.clone()))
+            .collect(),
+    }
+}
