@@ -52,6 +52,11 @@ fn sse_parser_corpus() {
 }
 
 #[test]
+fn checkpoint_corpus() {
+    replay("checkpoint", fuzz::checkpoint);
+}
+
+#[test]
 fn negentropy_corpus() {
     replay("negentropy", fuzz::negentropy);
 }
