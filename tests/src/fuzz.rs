@@ -1409,7 +1409,10 @@ pub fn checkpoint(data: &[u8]) {
             for step in 1..=4u64 {
                 while session.poll_transmit().is_some() || session.poll_event().is_some() {}
                 session.handle_timeout(now + Duration::from_secs(step * 30));
-                check(session.check_consistency(), "a restored relay session, running");
+                check(
+                    session.check_consistency(),
+                    "a restored relay session, running",
+                );
             }
         }
     }
@@ -1434,7 +1437,10 @@ pub fn checkpoint(data: &[u8]) {
             check(session.check_consistency(), "restored SSE session");
             session.connect(now);
             while session.poll_transmit().is_some() || session.poll_event().is_some() {}
-            check(session.check_consistency(), "a restored SSE session, connected");
+            check(
+                session.check_consistency(),
+                "a restored SSE session, connected",
+            );
         }
     }
 }

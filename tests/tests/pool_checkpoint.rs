@@ -95,7 +95,10 @@ fn a_pool_checkpoint_is_not_a_relay_checkpoint() {
 /// restored pool from its first input.
 #[test]
 fn the_fuzz_corpus_pool_checkpoint_restores() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../fuzz/corpus/checkpoint/pool_v1.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../fuzz/corpus/checkpoint/pool_v1.json"
+    );
     let bytes = std::fs::read(path).expect("corpus file");
     let saved = PoolCheckpoint::from_json(&bytes).expect("parses");
     let pool = tether_core::pool::RelayPool::restore(
@@ -108,5 +111,9 @@ fn the_fuzz_corpus_pool_checkpoint_restores() {
     .expect("restores");
     pool.check_consistency().expect("consistent");
     assert_eq!(pool.relay_ids().collect::<Vec<_>>(), [RelayId(0)]);
-    assert_eq!(pool.unverified(), 0, "verification is off: the held copy was delivered");
+    assert_eq!(
+        pool.unverified(),
+        0,
+        "verification is off: the held copy was delivered"
+    );
 }

@@ -3,7 +3,11 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use tether_driver::{connect_relay, Config, ConnectError, RelayHandle};
+use tether_driver::tether_core::nostr::RelayCheckpoint;
+use tether_driver::{
+    check_ws_url, connect_relay, relay_driver_restored, Config, ConnectError, RelayHandle,
+    Subscription,
+};
 
 use crate::http::HyperHttp;
 use crate::runtime::AsyncIoRuntime;
@@ -90,6 +94,34 @@ impl RelayClient {
         let driver = driver.with_relay_info(Arc::new(HyperHttp));
         spawner.spawn(Box::pin(driver));
         Ok(RelayClient { handle })
+    }
+
+    /// [`RelayClient::connect_with`] for a session restored from `checkpoint` (taken with
+    /// [`RelayHandle::checkpoint`] in an earlier process, under any runtime): every
+    /// subscription it held comes back as a [`Subscription`], in slot order, and catches up
+    /// from the checkpoint's time; unacknowledged publishes are sent again.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] as for [`RelayClient::connect`];
+    /// [`ConnectError::Checkpoint`] when the checkpoint does not restore.
+    pub fn restore_with(
+        url: &str,
+        config: Config,
+        checkpoint: &RelayCheckpoint,
+        spawner: &dyn Spawn,
+    ) -> Result<(RelayClient, Vec<Subscription>), ConnectError> {
+        check_ws_url(url)?;
+        let (handle, driver, subscriptions) = relay_driver_restored(
+            url,
+            config,
+            AsyncIoRuntime::new(),
+            Arc::new(AsyncIoWs),
+            checkpoint,
+        )
+        .map_err(ConnectError::Checkpoint)?;
+        let driver = driver.with_relay_info(Arc::new(HyperHttp));
+        spawner.spawn(Box::pin(driver));
+        Ok((RelayClient { handle }, subscriptions))
     }
 
     /// The runtime-independent handle (what [`Deref`] gives).

@@ -9,6 +9,9 @@ pub enum ConnectError {
     InvalidUrl(String),
     /// The HTTP client could not be built (its TLS backend failed to initialise).
     Http(String),
+    /// The checkpoint to restore from was refused (another kind, a newer format, or
+    /// inconsistent); nothing was started.
+    Checkpoint(tether_core::CheckpointError),
 }
 
 impl std::fmt::Display for ConnectError {
@@ -16,6 +19,7 @@ impl std::fmt::Display for ConnectError {
         match self {
             ConnectError::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
             ConnectError::Http(why) => write!(f, "HTTP client: {why}"),
+            ConnectError::Checkpoint(why) => write!(f, "checkpoint: {why}"),
         }
     }
 }

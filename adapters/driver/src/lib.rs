@@ -72,8 +72,8 @@ pub use pool::{
     pool_driver, PoolClientError, PoolDriver, PoolEvents, PoolHandle, PoolItem, PoolSubscription,
 };
 pub use relay::{
-    connect_relay, relay_driver, CaughtUp, ClientError, Published, Rejected, RelayEvent,
-    RelayHandle, SessionEvent, SessionEvents, Subscription, SubscriptionEvent,
+    connect_relay, relay_driver, relay_driver_restored, CaughtUp, ClientError, Published, Rejected,
+    RelayEvent, RelayHandle, SessionEvent, SessionEvents, Subscription, SubscriptionEvent,
 };
 pub use relay_info::{fetch_info, info_url, InfoFetchError, InfoPolicy};
 pub use retry_after::retry_after;

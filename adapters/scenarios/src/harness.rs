@@ -42,6 +42,14 @@ impl Harness for Tokio {
         tether_tokio::RelayClient::connect(url, config).expect("a ws:// URL")
     }
 
+    fn restore_relay(
+        url: &str,
+        config: Config,
+        checkpoint: &tether_core::nostr::RelayCheckpoint,
+    ) -> (Self::Client, Vec<tether_driver::Subscription>) {
+        tether_tokio::RelayClient::restore(url, config, checkpoint).expect("a checkpoint")
+    }
+
     fn pool(
         pool_config: tether_core::pool::PoolConfig,
         config: Config,
@@ -107,6 +115,15 @@ macro_rules! real_time_harness {
             fn relay(url: &str, config: Config) -> Self::Client {
                 tether_async_std::RelayClient::connect_with(url, config, &$spawner)
                     .expect("a ws:// URL")
+            }
+
+            fn restore_relay(
+                url: &str,
+                config: Config,
+                checkpoint: &tether_core::nostr::RelayCheckpoint,
+            ) -> (Self::Client, Vec<tether_driver::Subscription>) {
+                tether_async_std::RelayClient::restore_with(url, config, checkpoint, &$spawner)
+                    .expect("a checkpoint")
             }
 
             fn pool(

@@ -44,6 +44,14 @@ pub trait Harness: Timer + 'static {
     /// Connect a relay client (the driver is spawned on this runtime).
     fn relay(url: &str, config: Config) -> Self::Client;
 
+    /// Restore a relay client from a checkpoint taken under any runtime, with its
+    /// subscriptions' streams (the driver is spawned on this runtime).
+    fn restore_relay(
+        url: &str,
+        config: Config,
+        checkpoint: &tether_core::nostr::RelayCheckpoint,
+    ) -> (Self::Client, Vec<tether_driver::Subscription>);
+
     /// Start an empty relay pool (the driver is spawned on this runtime).
     fn pool(
         pool_config: tether_core::pool::PoolConfig,
@@ -97,6 +105,7 @@ macro_rules! suite {
                     a_silent_relay_is_pinged_then_replaced,
                     a_blackholing_proxy_is_detected_like_a_silent_relay,
                     a_zombie_socket_is_found_by_the_resume_probe,
+                    a_restored_client_gets_exactly_what_it_missed,
                     a_connection_cut_mid_frame_resumes_without_loss_or_duplicates,
                     auth_required_relay_with_a_signer,
                     auth_by_hand_without_a_signer,

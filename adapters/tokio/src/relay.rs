@@ -3,7 +3,11 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use tether_driver::{connect_relay, Config, RelayHandle};
+use tether_driver::tether_core::nostr::RelayCheckpoint;
+use tether_driver::{
+    check_ws_url, connect_relay, relay::RelayDriver, relay_driver_restored, Config, RelayHandle,
+    Subscription,
+};
 
 use crate::http::ReqwestHttp;
 use crate::runtime::TokioRuntime;
@@ -69,22 +73,57 @@ impl RelayClient {
     /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
     pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
         let (handle, driver) = connect_relay(url, config, TokioRuntime::new(), Arc::new(TokioWs))?;
-        // The relay's NIP-11 document over reqwest, bounded by `config.relay_info`.
-        let driver = match ReqwestHttp::default_client() {
-            Ok(http) => driver.with_relay_info(Arc::new(http)),
-            Err(error) => {
-                tracing::warn!(%error, "no HTTP client: the relay information document is not fetched");
-                driver
-            }
-        };
-        tokio::spawn(driver);
+        spawn(driver);
         Ok(RelayClient { handle })
+    }
+
+    /// [`RelayClient::connect`] for a session restored from `checkpoint` (taken with
+    /// [`RelayHandle::checkpoint`] in an earlier process): every subscription it held comes
+    /// back as a [`Subscription`], in slot order, and catches up from the checkpoint's time
+    /// (see [`RelaySession::restore`](tether_driver::tether_core::nostr::RelaySession::restore));
+    /// unacknowledged publishes are sent again.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] as for [`RelayClient::connect`];
+    /// [`ConnectError::Checkpoint`] when the checkpoint does not restore.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    pub fn restore(
+        url: &str,
+        config: Config,
+        checkpoint: &RelayCheckpoint,
+    ) -> Result<(RelayClient, Vec<Subscription>), ConnectError> {
+        check_ws_url(url)?;
+        let (handle, driver, subscriptions) = relay_driver_restored(
+            url,
+            config,
+            TokioRuntime::new(),
+            Arc::new(TokioWs),
+            checkpoint,
+        )
+        .map_err(ConnectError::Checkpoint)?;
+        spawn(driver);
+        Ok((RelayClient { handle }, subscriptions))
     }
 
     /// The runtime-independent handle (what [`Deref`] gives).
     pub fn handle(&self) -> &RelayHandle {
         &self.handle
     }
+}
+
+/// Spawn `driver` with the relay's NIP-11 document fetched over reqwest, bounded by the
+/// config's `relay_info`.
+fn spawn(driver: RelayDriver<TokioRuntime>) {
+    let driver = match ReqwestHttp::default_client() {
+        Ok(http) => driver.with_relay_info(Arc::new(http)),
+        Err(error) => {
+            tracing::warn!(%error, "no HTTP client: the relay information document is not fetched");
+            driver
+        }
+    };
+    tokio::spawn(driver);
 }
 
 impl Deref for RelayClient {

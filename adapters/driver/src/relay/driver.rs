@@ -7,12 +7,14 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use futures_channel::mpsc;
-use tether_core::nostr::{Event, RelaySession, SubscriptionId};
+use tether_core::nostr::{Event, RelayCheckpoint, RelaySession, SubscriptionId};
+use tether_core::CheckpointError;
 use tether_core::Instant;
 use tracing::{debug, info, warn};
 
 use super::handle::{
-    Command, Published, Rejected, RelayHandle, SessionEvent, SessionEvents, SubscriptionEvent,
+    Command, Published, Rejected, RelayHandle, SessionEvent, SessionEvents, Subscription,
+    SubscriptionEvent,
 };
 use crate::config::{seed_or_random, Config};
 use crate::delivery::{Delivery, Route, Routes};
@@ -37,20 +39,56 @@ pub fn relay_driver<R: Runtime>(
     ws: Arc<dyn WsConnect>,
 ) -> (RelayHandle, RelayDriver<R>) {
     let url: Arc<str> = Arc::from(url);
-    let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
-    let (session_tx, session_rx) = mpsc::channel(config.session_capacity.max(1) - 1);
-    let slot = Arc::new(Mutex::new(Some(SessionEvents::new(session_rx))));
     let mut relay_config = config.relay.clone();
     relay_config.authenticates |= config.signer.is_some();
-    let max_frame = relay_config.max_frame;
     let mut session = RelaySession::new(relay_config, seed_or_random(config.seed));
     session.set_wall_clock(rt.now(), unix_now());
     session.connect(rt.now());
+    let (handle, driver, _) = driver_for(&url, config, rt, ws, session);
+    (handle, driver)
+}
+
+/// [`relay_driver`] for a session restored from `checkpoint` (see
+/// [`RelaySession::restore`]), with one [`Subscription`] for each subscription it holds, in
+/// slot order, already attached: nothing the restored session delivers is missed.
+///
+/// # Errors
+/// [`CheckpointError`] when the checkpoint does not restore; nothing was started.
+pub fn relay_driver_restored<R: Runtime>(
+    url: &str,
+    config: Config,
+    rt: R,
+    ws: Arc<dyn WsConnect>,
+    checkpoint: &RelayCheckpoint,
+) -> Result<(RelayHandle, RelayDriver<R>, Vec<Subscription>), CheckpointError> {
+    let url: Arc<str> = Arc::from(url);
+    let mut relay_config = config.relay.clone();
+    relay_config.authenticates |= config.signer.is_some();
+    let seed = seed_or_random(config.seed);
+    let mut session = RelaySession::restore(relay_config, seed, checkpoint, rt.now(), unix_now())?;
+    session.connect(rt.now());
+    Ok(driver_for(&url, config, rt, ws, session))
+}
+
+/// The handle and driver around `session`, and a subscription stream for each subscription
+/// the session already holds.
+fn driver_for<R: Runtime>(
+    url: &Arc<str>,
+    config: Config,
+    rt: R,
+    ws: Arc<dyn WsConnect>,
+    session: RelaySession,
+) -> (RelayHandle, RelayDriver<R>, Vec<Subscription>) {
+    let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
+    let (session_tx, session_rx) = mpsc::channel(config.session_capacity.max(1) - 1);
+    let slot = Arc::new(Mutex::new(Some(SessionEvents::new(session_rx))));
+    let max_frame = session.config().max_frame;
+    let held: Vec<SubscriptionId> = session.subscriptions().iter().map(|v| v.id).collect();
     let handle = RelayHandle {
         commands: commands_tx,
         session: Arc::clone(&slot),
         subscription_capacity: config.subscription_capacity,
-        url: Arc::clone(&url),
+        url: Arc::clone(url),
     };
     let mut driver = Driver::new(Setup {
         span: tracing::info_span!("tether.relay", url = %url),
@@ -65,8 +103,17 @@ pub fn relay_driver<R: Runtime>(
         info_policy: config.relay_info,
         work_budget: config.work_budget,
     });
-    driver.parts.relays.add(Solo, Arc::clone(&url));
-    (handle, RelayDriver { driver, url })
+    driver.parts.relays.add(Solo, Arc::clone(url));
+    let subscriptions = held
+        .into_iter()
+        .map(|id| {
+            let (events_tx, events) = mpsc::channel(config.subscription_capacity.max(1) - 1);
+            driver.parts.delivery.add_sub(id, events_tx);
+            Subscription::attached(id, events, handle.commands.clone())
+        })
+        .collect();
+    let url = Arc::clone(url);
+    (handle, RelayDriver { driver, url }, subscriptions)
 }
 
 impl<R: Runtime> RelayDriver<R>
@@ -171,6 +218,9 @@ impl App for RelayApp {
             Command::Connect { reply } => {
                 parts.machine.connect(now);
                 let _ = reply.send(());
+            }
+            Command::Checkpoint { reply } => {
+                let _ = reply.send(Box::new(parts.machine.checkpoint()));
             }
             Command::Lifecycle { signal, reply } => {
                 info!(signal = signal.as_str(), "lifecycle");

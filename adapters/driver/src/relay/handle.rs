@@ -13,8 +13,8 @@ use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::{EventId, FrameError};
 use tether_core::nostr::{
-    Applied, CatchUpMethod, ChallengeId, Disconnect, Error, Filter, Priority, Rejection, RelayInfo,
-    SubscriptionId,
+    Applied, CatchUpMethod, ChallengeId, Disconnect, Error, Filter, Priority, Rejection,
+    RelayCheckpoint, RelayInfo, SubscriptionId,
 };
 use tether_core::Lifecycle;
 
@@ -217,6 +217,18 @@ impl RelayHandle {
         &self.url
     }
 
+    /// The session's checkpoint now ([`RelayCheckpoint`]): write it down (its
+    /// [`to_json`](RelayCheckpoint::to_json)) and restore it in a later process with the
+    /// adapter's `restore`. Nothing changes and nothing is sent.
+    ///
+    /// # Errors
+    /// [`ClientError::Shutdown`] when the driver is gone.
+    pub async fn checkpoint(&self) -> Result<RelayCheckpoint, ClientError> {
+        self.call(|reply| Command::Checkpoint { reply })
+            .await
+            .map(|boxed| *boxed)
+    }
+
     /// Subscribe with these filters at normal priority.
     ///
     /// # Errors
@@ -357,6 +369,20 @@ impl fmt::Debug for RelayHandle {
 }
 
 impl Subscription {
+    /// The stream of a subscription the driver already serves (a restored one).
+    pub(crate) fn attached(
+        id: SubscriptionId,
+        events: mpsc::Receiver<SubscriptionEvent>,
+        commands: mpsc::Sender<Command>,
+    ) -> Self {
+        Subscription {
+            id,
+            events,
+            commands,
+            ended: false,
+        }
+    }
+
     /// Its id in the session.
     pub fn id(&self) -> SubscriptionId {
         self.id
@@ -502,5 +528,8 @@ pub(crate) enum Command {
     Lifecycle {
         signal: Lifecycle,
         reply: oneshot::Sender<()>,
+    },
+    Checkpoint {
+        reply: oneshot::Sender<Box<RelayCheckpoint>>,
     },
 }

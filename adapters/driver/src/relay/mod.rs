@@ -9,7 +9,7 @@ mod handle;
 pub use client::{check_ws_url, connect_relay};
 #[cfg(test)]
 pub(crate) use driver::RelayRoutes;
-pub use driver::{relay_driver, RelayDriver};
+pub use driver::{relay_driver, relay_driver_restored, RelayDriver};
 pub use handle::{
     CaughtUp, ClientError, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
     SessionEvents, Subscription, SubscriptionEvent,
