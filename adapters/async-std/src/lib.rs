@@ -77,7 +77,7 @@ pub use event_source::EventSource;
 pub use http::HyperHttp;
 #[cfg(any(feature = "async-std", feature = "smol"))]
 pub use pool::pool;
-pub use pool::pool_with;
+pub use pool::{pool_restored_with, pool_with};
 pub use relay::RelayClient;
 pub use runtime::{AsyncIoRuntime, Sleep};
 #[cfg(feature = "async-std")]

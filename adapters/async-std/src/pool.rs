@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
-use tether_core::pool::PoolConfig;
-use tether_driver::{pool_driver, Config, PoolHandle};
+use tether_core::pool::{PoolCheckpoint, PoolConfig, RelayId};
+use tether_driver::{
+    check_ws_url, pool_driver, pool_driver_restored, Config, ConnectError, PoolHandle,
+    PoolSubscription,
+};
 
 use crate::runtime::AsyncIoRuntime;
 use crate::spawn::Spawn;
@@ -35,4 +38,36 @@ pub fn pool_with(pool_config: PoolConfig, config: Config, spawner: &dyn Spawn) -
     let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp));
     spawner.spawn(Box::pin(driver));
     handle
+}
+
+/// [`pool_with`] for a pool restored from `checkpoint` (taken with [`PoolHandle::checkpoint`]
+/// in an earlier process, under any runtime), its relays connecting at once: `urls` gives
+/// each relay's URL by id, and every logical subscription comes back as a
+/// [`PoolSubscription`].
+///
+/// # Errors
+/// [`ConnectError::InvalidUrl`] for a URL that breaks the URL rule;
+/// [`ConnectError::Checkpoint`] when the checkpoint does not restore.
+pub fn pool_restored_with(
+    pool_config: PoolConfig,
+    config: Config,
+    checkpoint: &PoolCheckpoint,
+    urls: &[(RelayId, String)],
+    spawner: &dyn Spawn,
+) -> Result<(PoolHandle, Vec<PoolSubscription>), ConnectError> {
+    for (_, url) in urls {
+        check_ws_url(url)?;
+    }
+    let (handle, driver, subscriptions) = pool_driver_restored(
+        pool_config,
+        config,
+        AsyncIoRuntime::new(),
+        Arc::new(AsyncIoWs),
+        checkpoint,
+        urls,
+    )
+    .map_err(ConnectError::Checkpoint)?;
+    let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp));
+    spawner.spawn(Box::pin(driver));
+    Ok((handle, subscriptions))
 }

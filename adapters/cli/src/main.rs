@@ -18,6 +18,7 @@ mod req;
 mod req_pool;
 mod signer;
 mod sse;
+mod state;
 
 use std::process::ExitCode;
 use std::time::Duration;

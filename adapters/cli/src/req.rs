@@ -8,15 +8,17 @@ use futures_util::stream::{select_all, StreamExt};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tether_tokio::tether_driver::check_ws_url;
+use tether_tokio::tether_driver::tether_core::nostr::RelayCheckpoint;
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
 use tether_tokio::{
-    Config, Filter, Lifecycle, RelayClient, SessionEvent, SessionEvents, Signer, SubscriptionEvent,
-    SubscriptionId,
+    Config, Filter, Lifecycle, RelayClient, SessionEvent, SessionEvents, Signer, Subscription,
+    SubscriptionEvent, SubscriptionId,
 };
 
 use crate::output::{disconnect_why, is_zero, millis, raw_json, JsonLines};
 use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
 use crate::signer::KeySigner;
+use crate::state::StateFile;
 use crate::{parse_secs, stop_requested, Failure};
 
 /// The filter used when none is given.
@@ -93,6 +95,16 @@ pub(crate) struct Args {
     /// Stop after this many seconds: CLOSE every subscription, close the socket, exit 0.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     duration: Option<Duration>,
+    /// Keep the run's state in FILE and resume from it: what each subscription delivered,
+    /// unacknowledged publishes and what the relays taught. If FILE exists the run goes on
+    /// from it (a filter it remembers catches up on what reached the relays meanwhile, with
+    /// nothing delivered twice; a new filter starts fresh; a remembered one no longer given
+    /// is dropped). FILE is replaced atomically at least once a second while anything
+    /// changes and at exit; after a kill, at most the last second's events come again. A
+    /// FILE that is not a tether state file, is corrupt, is for other relays or from a newer
+    /// tether: exit 2, FILE untouched.
+    #[arg(long, value_name = "FILE")]
+    state: Option<std::path::PathBuf>,
 }
 
 /// One line of `tether req` output.
@@ -194,6 +206,14 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     config.verifier = args
         .verify
         .then(|| Arc::new(Verifier::new()) as Arc<dyn Verify>);
+    let state = args
+        .state
+        .clone()
+        .map(|path| StateFile::new(path, "req", relays.clone()));
+    let loaded = match &state {
+        Some(state) => state.load()?,
+        None => None,
+    };
     if relays.len() > 1 || args.verify {
         return crate::req_pool::run(crate::req_pool::PoolArgs {
             relays,
@@ -202,29 +222,55 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
             until_eose: args.until_eose,
             duration: args.duration,
             eose_timeout: args.eose_timeout,
+            state: state.zip(Some(loaded)),
         })
         .await;
     }
     let stop = stop_requested()?;
-    let client =
-        RelayClient::connect(&args.url, config).map_err(|e| Failure::Usage(e.to_string()))?;
+    let (client, mut remembered, checkpoint) = match (&state, loaded) {
+        (Some(state), Some(loaded)) => {
+            let checkpoint = RelayCheckpoint::from_json(&loaded.checkpoint)
+                .map_err(|e| state.refuse(&e.to_string()))?;
+            let (client, subs) = RelayClient::restore(&args.url, config, &checkpoint)
+                .map_err(|e| state.refuse(&e.to_string()))?;
+            let remembered = remembered_streams(loaded.subscriptions, subs);
+            (client, remembered, Some(checkpoint))
+        }
+        _ => (
+            RelayClient::connect(&args.url, config).map_err(|e| Failure::Usage(e.to_string()))?,
+            Vec::new(),
+            None,
+        ),
+    };
     let Some(mut session) = client.events() else {
         return Err(Failure::Failed("session events already taken".into()));
     };
     let mut ids = Vec::with_capacity(filters.len());
+    let mut keys = Vec::with_capacity(filters.len());
+    let mut catching_up = Vec::with_capacity(filters.len());
     let mut streams = Vec::with_capacity(filters.len());
     for (index, filter) in filters.into_iter().enumerate() {
-        let sub = client
-            .subscribe(vec![filter])
-            .await
-            .map_err(|e| Failure::Failed(format!("subscribe: {e}")))?;
+        let key = filter.json().to_owned();
+        // A filter the state remembers goes on where it stopped; a new one starts fresh.
+        let sub = match remembered.iter().position(|(f, _)| *f == key) {
+            Some(at) => remembered.swap_remove(at).1,
+            None => client
+                .subscribe(vec![filter])
+                .await
+                .map_err(|e| Failure::Failed(format!("subscribe: {e}")))?,
+        };
+        catching_up.push(checkpoint.as_ref().is_some_and(|c| c.catches_up(sub.id())));
         ids.push(sub.id());
+        keys.push(key);
         streams.push(sub.map(move |item| (index, item)));
     }
+    // Remembered subscriptions whose filter is no longer given are dropped (unsubscribed).
+    drop(remembered);
     let mut run = Run {
         out: JsonLines::new(),
         labels: (0..ids.len()).map(|i| i.to_string()).collect(),
         done: vec![false; ids.len()],
+        catching_up,
         ended: vec![false; ids.len()],
         peer_errors: RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1)),
     };
@@ -233,11 +279,21 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     let mut continued = crate::Continued::install()?;
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
     let mut deadline = pin!(deadline);
+    let mut saves = tokio::time::interval(SAVE_EVERY);
+    let mut dirty = false;
     loop {
         tokio::select! {
             biased;
             () = &mut stop => break,
             () = &mut deadline, if args.duration.is_some() => break,
+            _ = saves.tick(), if dirty && state.is_some() => {
+                dirty = false;
+                if let Some(state) = &state {
+                    if let Err(error) = save(state, &client, &keys, &ids, &run.ended).await {
+                        tracing::warn!(%error, "--state not written");
+                    }
+                }
+            }
             // Stopped and continued: a socket that died meanwhile is found by the probe.
             () = continued.next() => {
                 if client.lifecycle(Lifecycle::Resumed).await.is_err() {
@@ -250,6 +306,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
                     return Err(Failure::Failed("the relay driver stopped".into()));
                 };
                 run.session_event(&event)?;
+                dirty = true;
             }
             item = items.next() => {
                 let Some((index, item)) = item else {
@@ -257,21 +314,69 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
                     break;
                 };
                 run.sub_event(index, &item)?;
+                dirty = true;
                 if args.until_eose && run.done.iter().all(|&d| d) {
                     break;
                 }
             }
         }
     }
+    // Before the shutdown unsubscribes: the state keeps the subscriptions.
+    if let Some(state) = &state {
+        save(state, &client, &keys, &ids, &run.ended)
+            .await
+            .map_err(|e| Failure::Failed(format!("--state not written: {e}")))?;
+    }
     run.shut_down(&client, &ids, &mut session).await
+}
+
+/// How often `--state` is written while anything changes.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// Pair each remembered subscription's filter with its restored stream (a stream the state
+/// does not name is dropped: unsubscribed).
+fn remembered_streams(
+    saved: Vec<(String, u64)>,
+    mut subs: Vec<Subscription>,
+) -> Vec<(String, Subscription)> {
+    saved
+        .into_iter()
+        .filter_map(|(filter, id)| {
+            let at = subs.iter().position(|s| s.id() == SubscriptionId(id))?;
+            Some((filter, subs.swap_remove(at)))
+        })
+        .collect()
+}
+
+/// Write the session's checkpoint and each live subscription's filter and id to `state`.
+async fn save(
+    state: &StateFile,
+    client: &RelayClient,
+    keys: &[String],
+    ids: &[SubscriptionId],
+    ended: &[bool],
+) -> Result<(), String> {
+    let checkpoint = client.checkpoint().await.map_err(|e| e.to_string())?;
+    let subscriptions: Vec<(String, u64)> = keys
+        .iter()
+        .zip(ids)
+        .zip(ended)
+        .filter(|(_, &ended)| !ended)
+        .map(|((key, id), _)| (key.clone(), id.0))
+        .collect();
+    state
+        .store(&subscriptions, &checkpoint.to_json())
+        .map_err(|e| e.to_string())
 }
 
 /// What `tether req` is writing.
 struct Run {
     out: JsonLines,
     labels: Vec<String>,
-    /// Had EOSE or was closed.
+    /// Had EOSE (or, restored with a gap, its `caught_up`) or was closed.
     done: Vec<bool>,
+    /// Restored with a gap: done at its `caught_up`, which follows the EOSE.
+    catching_up: Vec<bool>,
     /// Closed: gone from the session.
     ended: Vec<bool>,
     peer_errors: RateLimit,
@@ -327,7 +432,7 @@ impl Run {
                 self.out.write(&Line::Event { sub, event: &raw })?;
             }
             SubscriptionEvent::Eose => {
-                self.done[index] = true;
+                self.done[index] |= !self.catching_up[index];
                 self.out.write(&Line::Eose { sub })?;
             }
             SubscriptionEvent::Retrying { after, attempt } => self.out.write(&Line::Retrying {
@@ -335,12 +440,15 @@ impl Run {
                 in_ms: millis(*after),
                 attempt: *attempt,
             })?,
-            SubscriptionEvent::CaughtUp(c) => self.out.write(&Line::CaughtUp {
-                sub,
-                method: c.method.as_str(),
-                exact_since: c.exact_since,
-                recovered: c.recovered,
-            })?,
+            SubscriptionEvent::CaughtUp(c) => {
+                self.done[index] = true;
+                self.out.write(&Line::CaughtUp {
+                    sub,
+                    method: c.method.as_str(),
+                    exact_since: c.exact_since,
+                    recovered: c.recovered,
+                })?;
+            }
             SubscriptionEvent::Queued => self.out.write(&Line::Queued { sub })?,
             SubscriptionEvent::EoseTimeout => self.out.write(&Line::EoseTimeout { sub })?,
             SubscriptionEvent::Closed { reason, attempts } => {

@@ -7,12 +7,13 @@ use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use tether_tokio::sse::{
-    CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume,
+    CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume, SseCheckpoint,
 };
 use tether_tokio::{ConnectError, EventSource, EventSourceConfig};
 
 use crate::output::{is_zero, millis, JsonLines};
 use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
+use crate::state::StateFile;
 use crate::{parse_secs, stop_requested, Failure};
 
 /// `tether sse <URL>`
@@ -84,6 +85,15 @@ pub(crate) struct Args {
     /// Stop after this many seconds and exit 0.
     #[arg(long, value_name = "SECS", value_parser = parse_secs)]
     duration: Option<Duration>,
+    /// Keep the stream's state in FILE and resume from it: the last event ID, the server's
+    /// retry, how many messages came, and whether the server had the request. If FILE exists
+    /// the run goes on from it (a GET resumes with Last-Event-ID; a request that is not safe
+    /// to repeat is not sent again unless --resume says so). No credentials and no body are
+    /// written. FILE is replaced atomically at least once a second while anything changes
+    /// and at exit. A FILE that is not a tether state file, is corrupt, is for another URL
+    /// or from a newer tether: exit 2, FILE untouched.
+    #[arg(long, value_name = "FILE")]
+    state: Option<std::path::PathBuf>,
 }
 
 /// One line of `tether sse` output.
@@ -149,12 +159,56 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         config.sse.idle_timeout = (!idle.is_zero()).then_some(idle);
     }
     config.seed = args.seed;
+    let state = args
+        .state
+        .clone()
+        .map(|path| StateFile::new(path, "sse", vec![args.url.clone()]));
+    let loaded = match &state {
+        Some(state) => state.load()?,
+        None => None,
+    };
     let stop = stop_requested()?;
-    let mut stream =
-        EventSource::connect_request(&args.url, request, config).map_err(|e| match e {
+    let opened = match (&state, loaded) {
+        (Some(state), Some(loaded)) => {
+            let checkpoint = SseCheckpoint::from_json(&loaded.checkpoint)
+                .map_err(|e| state.refuse(&e.to_string()))?;
+            EventSource::restore(&args.url, request, config, &checkpoint).map_err(|e| match e {
+                ConnectError::Checkpoint(_) => state.refuse(&e.to_string()),
+                ConnectError::InvalidUrl(_) => Failure::Usage(e.to_string()),
+                _ => Failure::Failed(e.to_string()),
+            })
+        }
+        _ => EventSource::connect_request(&args.url, request, config).map_err(|e| match e {
             ConnectError::InvalidUrl(_) => Failure::Usage(e.to_string()),
             _ => Failure::Failed(e.to_string()),
-        })?;
+        }),
+    };
+    let mut stream = opened?;
+    let mut saves = tokio::time::interval(SAVE_EVERY);
+    let mut dirty = false;
+    let result = stream_lines(&args, &mut stream, stop, &state, &mut saves, &mut dirty).await;
+    // Before the close: a stream still open is kept as one to resume, not one that ended.
+    if let Some(state) = &state {
+        state
+            .store(&[], &stream.checkpoint().to_json())
+            .map_err(|e| Failure::Failed(format!("--state not written: {e}")))?;
+    }
+    stream.close();
+    result
+}
+
+/// How often `--state` is written while anything changes.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// Write the stream's events as lines until it ends or the run is stopped.
+async fn stream_lines(
+    args: &Args,
+    stream: &mut EventSource,
+    stop: impl std::future::Future<Output = ()>,
+    state: &Option<StateFile>,
+    saves: &mut tokio::time::Interval,
+    dirty: &mut bool,
+) -> Result<(), Failure> {
     let mut out = JsonLines::new();
     let mut peer_errors = RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1));
     let mut stop = pin!(stop);
@@ -165,8 +219,18 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
             biased;
             () = &mut stop => break,
             () = &mut deadline, if args.duration.is_some() => break,
+            _ = saves.tick(), if *dirty && state.is_some() => {
+                *dirty = false;
+                if let Some(state) = state {
+                    if let Err(error) = state.store(&[], &stream.checkpoint().to_json()) {
+                        tracing::warn!(%error, "--state not written");
+                    }
+                }
+                continue;
+            }
             event = stream.next() => event,
         };
+        *dirty = true;
         let Some(event) = event else {
             return Ok(());
         };
@@ -218,7 +282,6 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
             other => write_event(&mut out, other, stream.last_event_id(), 0)?,
         }
     }
-    stream.close();
     Ok(())
 }
 

@@ -1026,3 +1026,166 @@ async fn info_without_a_document_says_so_applies_nothing_and_exits_1() {
     // A relay URL that is not one is a usage error.
     assert_usage_error(&run(&["info", "https://example.com"]).await);
 }
+
+/// A fresh directory for one test's state file.
+fn state_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("tether-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("a temp dir");
+    dir
+}
+
+fn event_ids(lines: &[Value]) -> Vec<String> {
+    let mut ids: Vec<String> = of_type(lines, "event")
+        .iter()
+        .map(|e| e["event"]["id"].as_str().unwrap().to_owned())
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn req_state_resumes_with_only_what_was_missed() {
+    if other_binary() {
+        // --state is not in tether-py yet.
+        return;
+    }
+    let now = unix_now();
+    let mut model = RelayModel::with_events(0);
+    model.events.push(StoredEvent::new(1, now - 20, 1));
+    model.events.push(StoredEvent::new(2, now - 10, 1));
+    let relay = TestRelay::start(model).await.unwrap();
+    let url = relay.url();
+    let dir = state_dir("req");
+    let file = dir.join("state.json");
+    let state = file.to_str().unwrap();
+    let filter = r#"{"kinds":[1]}"#;
+    let first = run(&["req", &url, filter, "--until-eose", "--state", state]).await;
+    assert!(first.status.success(), "{}", explain(&first));
+    let id = |n: u64| format!("{n:064x}");
+    assert_eq!(event_ids(&json_lines(&first, REQ_TYPES)), [id(1), id(2)]);
+    let saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    assert_eq!(
+        (&saved["tether"], &saved["version"], &saved["command"]),
+        (&Value::from("state"), &Value::from(1), &Value::from("req"))
+    );
+    // While the client is away: a new note, and one authored a minute earlier.
+    relay.store(StoredEvent::new(3, unix_now(), 1));
+    relay.store(StoredEvent::new(4, unix_now() - 60, 1));
+    // A second filter is new: it starts fresh.
+    let second = run(&[
+        "req",
+        &url,
+        filter,
+        r#"{"kinds":[7]}"#,
+        "--until-eose",
+        "--state",
+        state,
+    ])
+    .await;
+    assert!(second.status.success(), "{}", explain(&second));
+    let lines = json_lines(&second, REQ_TYPES);
+    assert_eq!(event_ids(&lines), [id(3), id(4)], "{}", explain(&second));
+    let caught_up = of_type(&lines, "caught_up");
+    assert_eq!(caught_up.len(), 1, "{}", explain(&second));
+    assert_eq!(caught_up[0]["sub"], "0");
+    assert_eq!(caught_up[0]["recovered"], 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn req_state_that_is_not_ours_is_exit_2_and_left_alone() {
+    if other_binary() {
+        return;
+    }
+    let relay = TestRelay::start(RelayModel::with_events(1)).await.unwrap();
+    let url = relay.url();
+    let dir = state_dir("refused");
+    let file = dir.join("state.json");
+    let state = file.to_str().unwrap();
+    let cases: [&[u8]; 4] = [
+        b"not json at all",
+        br#"{"tether":"state","version":99}"#,
+        br#"{"tether":"state","version":1,"command":"req","targets":["ws://elsewhere:1"],"subscriptions":[],"checkpoint":{}}"#,
+        br#"{"tether":"state","version":1,"command":"req","targets":[],"subscri"#,
+    ];
+    for bytes in cases {
+        std::fs::write(&file, bytes).unwrap();
+        let output = run(&["req", &url, "--until-eose", "--state", state]).await;
+        assert_usage_error(&output);
+        assert_eq!(std::fs::read(&file).unwrap(), bytes, "untouched");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn req_state_with_several_relays_resumes_each_event_once() {
+    if other_binary() {
+        return;
+    }
+    let now = unix_now();
+    let model = |n: &[u64]| {
+        let mut m = RelayModel::with_events(0);
+        for &n in n {
+            m.events.push(StoredEvent::new(n, now - 30 + n, 1));
+        }
+        m
+    };
+    let a = TestRelay::start(model(&[1, 2])).await.unwrap();
+    let b = TestRelay::start(model(&[2, 3])).await.unwrap();
+    let (ua, ub) = (a.url(), b.url());
+    let dir = state_dir("pool");
+    let file = dir.join("state.json");
+    let state = file.to_str().unwrap();
+    let filter = r#"{"kinds":[1]}"#;
+    let first = run(&["req", &ua, &ub, filter, "--until-eose", "--state", state]).await;
+    assert!(first.status.success(), "{}", explain(&first));
+    let id = |n: u64| format!("{n:064x}");
+    assert_eq!(
+        event_ids(&json_lines(&first, REQ_TYPES)),
+        [id(1), id(2), id(3)]
+    );
+    a.store(StoredEvent::new(4, unix_now(), 1));
+    b.store(StoredEvent::new(4, unix_now(), 1));
+    b.store(StoredEvent::new(5, unix_now() - 50, 1));
+    let second = run(&["req", &ua, &ub, filter, "--until-eose", "--state", state]).await;
+    assert!(second.status.success(), "{}", explain(&second));
+    let lines = json_lines(&second, REQ_TYPES);
+    assert_eq!(event_ids(&lines), [id(4), id(5)], "{}", explain(&second));
+    assert!(
+        of_type(&lines, "complete").is_empty(),
+        "reported in the first run"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn sse_state_resumes_from_the_last_event_id() {
+    if other_binary() {
+        return;
+    }
+    let (url, server) = sse_server(vec![
+        Reply::events(&[("1", "a"), ("2", "b")], false),
+        Reply::events(&[("3", "c")], false),
+    ])
+    .await;
+    let dir = state_dir("sse");
+    let file = dir.join("state.json");
+    let state = file.to_str().unwrap();
+    let first = run(&["sse", &url, "--duration", "1", "--state", state]).await;
+    assert!(first.status.success(), "{}", explain(&first));
+    let saved = String::from_utf8(std::fs::read(&file).unwrap()).unwrap();
+    assert!(saved.contains(r#""resume_id":"2""#), "{saved}");
+    let second = run(&["sse", &url, "--duration", "1", "--state", state]).await;
+    assert!(second.status.success(), "{}", explain(&second));
+    let lines = json_lines(&second, SSE_TYPES);
+    let data: Vec<&str> = of_type(&lines, "message")
+        .iter()
+        .map(|l| l["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(data, ["c"], "{}", explain(&second));
+    let log = server.requests();
+    let resumed: Vec<Option<&str>> = log.iter().map(|r| r.header("last-event-id")).collect();
+    assert_eq!(resumed.last().copied().flatten(), Some("2"));
+    let _ = std::fs::remove_dir_all(&dir);
+}

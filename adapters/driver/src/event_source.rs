@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use tether_core::sse::Request;
+use tether_core::sse::{Request, SseCheckpoint, SseSession};
 
-use crate::config::EventSourceConfig;
+use crate::config::{seed_or_random, EventSourceConfig};
 use crate::runtime::{HttpConnect, Runtime};
 use crate::sse::EventStream;
 use crate::url::check_http_url;
@@ -45,6 +45,29 @@ impl<R: Runtime> EventStream<R> {
         check_http_url(url)?;
         Ok(EventStream::with_request(url, request, config, rt, http))
     }
+
+    /// [`EventStream::open`] for a session restored from `checkpoint` (see
+    /// [`SseSession::restore`]): a request that was out when the checkpoint was taken
+    /// resumes (`Last-Event-ID`), is sent again or ends, as its policy says. `request` is the
+    /// application's, credentials included.
+    ///
+    /// # Errors
+    /// [`ConnectError::InvalidUrl`] as [`EventStream::open`]; [`ConnectError::Checkpoint`]
+    /// when the checkpoint does not restore.
+    pub fn open_restored(
+        url: &str,
+        request: Request,
+        config: EventSourceConfig,
+        checkpoint: &SseCheckpoint,
+        rt: R,
+        http: Arc<dyn HttpConnect>,
+    ) -> Result<Self, ConnectError> {
+        check_http_url(url)?;
+        let seed = seed_or_random(config.seed);
+        let session = SseSession::restore(config.sse, request, checkpoint, seed)
+            .map_err(ConnectError::Checkpoint)?;
+        Ok(EventStream::from_session(url, session, rt, http))
+    }
 }
 
 impl<R: DefaultHttp> EventStream<R> {
@@ -75,5 +98,22 @@ impl<R: DefaultHttp> EventStream<R> {
         check_http_url(url)?;
         let (rt, http) = R::default_http()?;
         EventStream::open(url, request, config, rt, http)
+    }
+
+    /// [`EventStream::connect_request`] for a session restored from `checkpoint` (see
+    /// [`EventStream::open_restored`]).
+    ///
+    /// # Errors
+    /// As [`EventStream::open_restored`], and [`ConnectError::Http`] when the HTTP client
+    /// cannot be built.
+    pub fn restore(
+        url: &str,
+        request: Request,
+        config: EventSourceConfig,
+        checkpoint: &SseCheckpoint,
+    ) -> Result<Self, ConnectError> {
+        check_http_url(url)?;
+        let (rt, http) = R::default_http()?;
+        EventStream::open_restored(url, request, config, checkpoint, rt, http)
     }
 }

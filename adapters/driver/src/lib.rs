@@ -69,7 +69,8 @@ pub use config::{seed_or_random, Config, EventSourceConfig};
 pub use connect_error::ConnectError;
 pub use event_source::DefaultHttp;
 pub use pool::{
-    pool_driver, PoolClientError, PoolDriver, PoolEvents, PoolHandle, PoolItem, PoolSubscription,
+    pool_driver, pool_driver_restored, PoolClientError, PoolDriver, PoolEvents, PoolHandle,
+    PoolItem, PoolSubscription,
 };
 pub use relay::{
     connect_relay, relay_driver, relay_driver_restored, CaughtUp, ClientError, Published, Rejected,

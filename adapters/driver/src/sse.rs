@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_core::Stream;
 use tether_core::link::{Epoch, SocketLoss};
-use tether_core::sse::{Event, Request, SseStats, Transmit};
+use tether_core::sse::{Event, Request, SseCheckpoint, SseStats, Transmit};
 use tether_core::{Instant, SseSession, Wake};
 use tracing::{info, warn};
 
@@ -65,9 +65,19 @@ impl<R: Runtime> EventStream<R> {
         rt: R,
         http: Arc<dyn HttpConnect>,
     ) -> Self {
-        let span = tracing::info_span!("tether.sse", url = %url, method = %request.method);
-        let mut session =
-            SseSession::with_request(config.sse, request, seed_or_random(config.seed));
+        let session = SseSession::with_request(config.sse, request, seed_or_random(config.seed));
+        Self::from_session(url, session, rt, http)
+    }
+
+    /// A stream around `session` (new or restored), connecting it now.
+    pub(crate) fn from_session(
+        url: &str,
+        mut session: SseSession,
+        rt: R,
+        http: Arc<dyn HttpConnect>,
+    ) -> Self {
+        let span =
+            tracing::info_span!("tether.sse", url = %url, method = %session.request().method);
         session.connect(rt.now());
         EventStream {
             span,
@@ -88,6 +98,17 @@ impl<R: Runtime> EventStream<R> {
     /// The session, for inspection (last event ID, retry base, counters).
     pub fn session(&self) -> &SseSession {
         &self.session
+    }
+
+    /// The session's checkpoint now, without the request body (see [`SseCheckpoint`]): write
+    /// it down and go on in a later process with `EventSource::restore`.
+    pub fn checkpoint(&self) -> SseCheckpoint {
+        self.session.checkpoint()
+    }
+
+    /// [`EventStream::checkpoint`] keeping the request body (when it holds no secret).
+    pub fn checkpoint_with_body(&self) -> SseCheckpoint {
+        self.session.checkpoint_with_body()
     }
 
     /// The last event ID the next request would carry (the newest one a header can carry).

@@ -55,7 +55,7 @@ mod ws;
 
 pub use event_source::EventSource;
 pub use http::ReqwestHttp;
-pub use pool::pool;
+pub use pool::{pool, pool_restored};
 pub use relay::{fetch_relay_info, RelayClient};
 pub use runtime::TokioRuntime;
 pub use tether_core::nostr::{

@@ -2,8 +2,11 @@
 
 use std::sync::Arc;
 
-use tether_core::pool::PoolConfig;
-use tether_driver::{pool_driver, Config, PoolHandle};
+use tether_core::pool::{PoolCheckpoint, PoolConfig, RelayId};
+use tether_driver::{
+    check_ws_url, pool_driver, pool_driver_restored, Config, ConnectError, PoolDriver, PoolHandle,
+    PoolSubscription,
+};
 
 use crate::runtime::TokioRuntime;
 use crate::ws::TokioWs;
@@ -19,7 +22,46 @@ use crate::ws::TokioWs;
 #[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
     let (handle, driver) = pool_driver(pool_config, config, TokioRuntime::new(), Arc::new(TokioWs));
-    // Each relay's NIP-11 document over reqwest, bounded by `config.relay_info`.
+    spawn(driver);
+    handle
+}
+
+/// [`pool`] for a pool restored from `checkpoint` (taken with [`PoolHandle::checkpoint`] in
+/// an earlier process), its relays connecting at once: `urls` gives each relay's URL by id,
+/// and every logical subscription comes back as a [`PoolSubscription`] (see
+/// [`RelayPool::restore`](tether_core::pool::RelayPool::restore) for what goes on).
+///
+/// # Errors
+/// [`ConnectError::InvalidUrl`] for a URL that breaks the URL rule;
+/// [`ConnectError::Checkpoint`] when the checkpoint does not restore.
+///
+/// # Panics
+/// Outside a tokio runtime.
+pub fn pool_restored(
+    pool_config: PoolConfig,
+    config: Config,
+    checkpoint: &PoolCheckpoint,
+    urls: &[(RelayId, String)],
+) -> Result<(PoolHandle, Vec<PoolSubscription>), ConnectError> {
+    for (_, url) in urls {
+        check_ws_url(url)?;
+    }
+    let (handle, driver, subscriptions) = pool_driver_restored(
+        pool_config,
+        config,
+        TokioRuntime::new(),
+        Arc::new(TokioWs),
+        checkpoint,
+        urls,
+    )
+    .map_err(ConnectError::Checkpoint)?;
+    spawn(driver);
+    Ok((handle, subscriptions))
+}
+
+/// Spawn `driver` with each relay's NIP-11 document fetched over reqwest, bounded by the
+/// config's `relay_info`.
+fn spawn(driver: PoolDriver<TokioRuntime>) {
     let driver = match crate::http::ReqwestHttp::default_client() {
         Ok(http) => driver.with_relay_info(Arc::new(http)),
         Err(error) => {
@@ -28,5 +70,4 @@ pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
         }
     };
     tokio::spawn(driver);
-    handle
 }

@@ -11,12 +11,14 @@ use std::task::{Context, Poll};
 use futures_channel::mpsc;
 use tether_core::nostr::Event;
 use tether_core::pool::{
-    PoolConfig, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool, SubId, VerifyRequest,
+    PoolCheckpoint, PoolConfig, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool, SubId,
+    VerifyRequest,
 };
+use tether_core::CheckpointError;
 use tether_core::Instant;
 use tracing::{debug, info, warn};
 
-use super::handle::{PoolCommand, PoolEvents, PoolHandle, PoolItem};
+use super::handle::{PoolCommand, PoolEvents, PoolHandle, PoolItem, PoolSubscription};
 use crate::config::{seed_or_random, Config};
 use crate::delivery::{Delivery, Route, Routes};
 use crate::drive::{unix_now, App, Driver, Parts, Setup};
@@ -39,18 +41,79 @@ pub fn pool_driver<R: Runtime>(
     rt: R,
     ws: Arc<dyn WsConnect>,
 ) -> (PoolHandle, PoolDriver<R>) {
-    let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
-    let (relay_events, rx) = mpsc::channel(config.session_capacity.max(1) - 1);
-    let max_frame = pool_config.relay.max_frame;
+    adjust(&mut pool_config, &config);
+    let mut pool = RelayPool::new(pool_config, seed_or_random(config.seed));
+    pool.set_wall_clock(rt.now(), unix_now());
+    let (handle, driver) = driver_for(pool, config, rt, ws);
+    (handle, driver)
+}
+
+/// [`pool_driver`] for a pool restored from `checkpoint` (see [`RelayPool::restore`]), its
+/// relays connecting at once: `urls` names each of its relays (the checkpoint knows relays
+/// by id only), and each logical subscription comes back as a [`PoolSubscription`], already
+/// attached, in id order.
+///
+/// # Errors
+/// [`CheckpointError`] when the checkpoint does not restore or a relay has no URL.
+pub fn pool_driver_restored<R: Runtime>(
+    mut pool_config: PoolConfig,
+    config: Config,
+    rt: R,
+    ws: Arc<dyn WsConnect>,
+    checkpoint: &PoolCheckpoint,
+    urls: &[(RelayId, String)],
+) -> Result<(PoolHandle, PoolDriver<R>, Vec<PoolSubscription>), CheckpointError> {
+    if let Some(relay) = checkpoint
+        .relays()
+        .find(|r| !urls.iter().any(|(u, _)| u == r))
+    {
+        return Err(CheckpointError::Invalid(format!(
+            "no URL for relay {relay}"
+        )));
+    }
+    adjust(&mut pool_config, &config);
+    let seed = seed_or_random(config.seed);
+    let pool = RelayPool::restore(pool_config, seed, checkpoint, rt.now(), unix_now())?;
+    let subs: Vec<SubId> = checkpoint.subscriptions().map(|(sub, _)| sub).collect();
+    let capacity = config.subscription_capacity;
+    let (handle, mut driver) = driver_for(pool, config, rt, ws);
+    for (relay, url) in urls {
+        if checkpoint.relays().any(|r| r == *relay) {
+            driver.attach_relay(*relay, url);
+        }
+    }
+    let subscriptions = subs
+        .into_iter()
+        .map(|sub| {
+            let (items, rx) = mpsc::channel(capacity.max(1) - 1);
+            driver.driver.parts.delivery.add_sub(sub, items);
+            PoolSubscription::attached(sub, rx, handle.commands.clone())
+        })
+        .collect();
+    Ok((handle, driver, subscriptions))
+}
+
+/// What the driver's configuration changes in the pool's.
+fn adjust(pool_config: &mut PoolConfig, config: &Config) {
     // The core waits for verdicts only when someone will give them.
     pool_config.verify = config.verifier.is_some();
+    pool_config.relay.authenticates |= config.signer.is_some();
+}
+
+/// The handle and driver around `pool`.
+fn driver_for<R: Runtime>(
+    pool: RelayPool,
+    config: Config,
+    rt: R,
+    ws: Arc<dyn WsConnect>,
+) -> (PoolHandle, PoolDriver<R>) {
+    let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
+    let (relay_events, rx) = mpsc::channel(config.session_capacity.max(1) - 1);
+    let max_frame = pool.config().relay.max_frame;
     let workers = config
         .verifier
         .clone()
         .map(|v| Workers::start(v, config.verify_workers));
-    pool_config.relay.authenticates |= config.signer.is_some();
-    let mut pool = RelayPool::new(pool_config, seed_or_random(config.seed));
-    pool.set_wall_clock(rt.now(), unix_now());
     let slot = Arc::new(Mutex::new(Some(PoolEvents { rx })));
     let handle = PoolHandle {
         commands: commands_tx,
@@ -89,6 +152,15 @@ where
     pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
         self.driver.set_info_http(http);
         self
+    }
+
+    /// Give a restored relay its URL, as `AddRelay` does for a new one.
+    fn attach_relay(&mut self, relay: RelayId, url: &str) {
+        let key = crate::normalize_relay_url(url).unwrap_or_else(|_| url.to_owned());
+        self.driver.parts.relays.add(relay, Arc::from(url));
+        let key: Arc<str> = Arc::from(key.as_str());
+        self.driver.app.by_url.insert(Arc::clone(&key), relay);
+        self.driver.app.url_of.insert(relay, key);
     }
 }
 
@@ -223,6 +295,9 @@ impl App for PoolApp {
                 info!(signal = signal.as_str(), "lifecycle");
                 parts.machine.handle_lifecycle(now, signal);
                 let _ = reply.send(());
+            }
+            PoolCommand::Checkpoint { reply } => {
+                let _ = reply.send(Box::new(parts.machine.checkpoint()));
             }
         }
     }

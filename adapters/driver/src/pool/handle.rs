@@ -8,7 +8,9 @@ use futures_core::Stream;
 use futures_util::SinkExt;
 use tether_core::nostr::message::EventId;
 use tether_core::nostr::Filter;
-use tether_core::pool::{Outcome, PoolError, PoolStats, PublishOutcome, RelayId, SubId};
+use tether_core::pool::{
+    Outcome, PoolCheckpoint, PoolError, PoolStats, PublishOutcome, RelayId, SubId,
+};
 use tether_core::Lifecycle;
 
 use crate::relay::{CaughtUp, SessionEvent, SubscriptionEvent};
@@ -160,6 +162,9 @@ pub(crate) enum PoolCommand {
         signal: Lifecycle,
         reply: oneshot::Sender<()>,
     },
+    Checkpoint {
+        reply: oneshot::Sender<Box<PoolCheckpoint>>,
+    },
 }
 
 impl PoolHandle {
@@ -264,6 +269,18 @@ impl PoolHandle {
             .map_err(PoolClientError::Pool)
     }
 
+    /// The pool's checkpoint now ([`PoolCheckpoint`]), to restore in a later process with
+    /// the adapter's pool `restore` (which also needs each relay's URL by id). Nothing
+    /// changes and nothing is sent.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Shutdown`] when the driver is gone.
+    pub async fn checkpoint(&self) -> Result<PoolCheckpoint, PoolClientError> {
+        self.call(|reply| PoolCommand::Checkpoint { reply })
+            .await
+            .map(|boxed| *boxed)
+    }
+
     /// Close every relay's socket; the driver ends once every handle is dropped.
     ///
     /// # Errors
@@ -297,6 +314,20 @@ pub struct PoolSubscription {
 }
 
 impl PoolSubscription {
+    /// The stream of a subscription the driver already serves (a restored one).
+    pub(crate) fn attached(
+        sub: SubId,
+        items: mpsc::Receiver<PoolItem>,
+        commands: mpsc::Sender<PoolCommand>,
+    ) -> Self {
+        PoolSubscription {
+            sub,
+            items,
+            commands,
+            ended: false,
+        }
+    }
+
     /// Its id in the pool.
     pub fn id(&self) -> SubId {
         self.sub
@@ -338,6 +369,7 @@ impl std::fmt::Debug for PoolCommand {
             PoolCommand::Publish { .. } => "Publish",
             PoolCommand::Close { .. } => "Close",
             PoolCommand::Lifecycle { .. } => "Lifecycle",
+            PoolCommand::Checkpoint { .. } => "Checkpoint",
         })
     }
 }

@@ -9,5 +9,5 @@
 mod driver;
 mod handle;
 
-pub use driver::{pool_driver, PoolDriver};
+pub use driver::{pool_driver, pool_driver_restored, PoolDriver};
 pub use handle::{PoolClientError, PoolEvents, PoolHandle, PoolItem, PoolSubscription};

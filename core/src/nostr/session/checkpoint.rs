@@ -145,6 +145,15 @@ impl RelayCheckpoint {
             .map(|s| (SubscriptionId(s.id), s.filters.get()))
     }
 
+    /// Whether subscription `id` was live before the checkpoint, so that a restore gives it
+    /// a gap to catch up on (and, with catch-up on, one [`Event::CaughtUp`](crate::nostr::Event::CaughtUp)
+    /// when that is done); `false` for one that never had its first EOSE, or is not here.
+    pub fn catches_up(&self, id: SubscriptionId) -> bool {
+        self.subscriptions
+            .iter()
+            .any(|s| s.id == id.0 && s.live_from.is_some())
+    }
+
     /// Events remembered across all subscriptions.
     pub fn remembered(&self) -> usize {
         self.subscriptions.iter().map(|s| s.events.len()).sum()
