@@ -158,6 +158,82 @@ async fn an_mcp_tool_call_cut_mid_stream_resumes_with_get_and_last_event_id() {
 }
 
 #[tokio::test]
+async fn an_mcp_tool_call_checkpointed_mid_stream_resumes_in_a_new_process() {
+    let Some(python) = require_python(MCP_MODULES) else {
+        return;
+    };
+    let server = PythonServer::start(&python, "mcp_server.py").await.unwrap();
+    let http = reqwest::Client::new();
+    let url = server.url("/mcp");
+    let session = mcp_initialize(&http, &url).await;
+    // The tool pauses 2 s after 3: the first process stops there, with its checkpoint, and
+    // the second one resumes while the server is still paused or just after.
+    let arguments = r#"{"to":6,"pause_after":[3],"pause":2.0}"#;
+    let mut events =
+        EventSource::connect_request(&url, count_call(&session, arguments), quick_config(27))
+            .unwrap();
+    let mut heard = Vec::new();
+    while progress_values(&heard).len() < 3 {
+        heard.push(next(&mut events, &server).await);
+    }
+    let bytes = events.checkpoint().to_json();
+    let saved = String::from_utf8_lossy(&bytes).into_owned();
+    assert!(
+        !saved.contains("tools/call"),
+        "no body in a checkpoint: {saved}"
+    );
+    drop(events);
+
+    let checkpoint = tether_tokio::sse::SseCheckpoint::from_json(&bytes).unwrap();
+    assert_eq!(checkpoint.resume_id(), "2:3");
+    let mut events = EventSource::restore(
+        &url,
+        count_call(&session, arguments),
+        quick_config(28),
+        &checkpoint,
+    )
+    .unwrap();
+    let mut resumed = Vec::new();
+    while !resumed.iter().any(|e| rpc(e).is_some_and(|v| v["id"] == 2)) {
+        resumed.push(next(&mut events, &server).await);
+    }
+    assert!(
+        matches!(
+            resumed.first(),
+            Some(Event::Reconnecting {
+                why: DropReason::Restarted,
+                ..
+            })
+        ),
+        "{resumed:?}"
+    );
+    heard.extend(resumed);
+    assert_eq!(
+        progress_values(&heard),
+        (1..=6).collect::<Vec<_>>(),
+        "each once"
+    );
+    let requests: Value = get_json(&http, &server.url("/requests")).await;
+    let seen: Vec<(&str, Option<&str>)> = requests
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["method"].as_str().unwrap(), r["last_event_id"].as_str()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("POST", None),
+            ("POST", None),
+            ("POST", None),
+            ("GET", Some("2:3"))
+        ],
+        "the call was not posted again\n{}",
+        server.log()
+    );
+}
+
+#[tokio::test]
 async fn an_mcp_resume_after_the_session_was_deleted_fails_as_session_gone() {
     let Some(python) = require_python(MCP_MODULES) else {
         return;
