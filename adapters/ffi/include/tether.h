@@ -53,6 +53,12 @@
 // An earlier call panicked; the handle accepts nothing but `*_free`.
 #define TETHER_ERR_POISONED -9
 
+// Checkpoint bytes that are not a checkpoint of this kind, or contradict themselves.
+#define TETHER_ERR_CHECKPOINT -11
+
+// Checkpoint bytes written by a newer format than this library reads.
+#define TETHER_ERR_CHECKPOINT_NEWER -12
+
 // `loss` code: the connection was refused, the host unreachable or its name unresolved.
 #define TETHER_LOSS_CONNECTION_REFUSED 1
 
@@ -155,6 +161,72 @@ extern "C" {
 // The ABI version this library implements ([`TETHER_ABI_VERSION`]); a host checks it
 // against the header it was compiled with.
 uint32_t tether_abi_version(void);
+
+// Copy `relay`'s checkpoint (JSON) into `buf` of capacity `*len`; `*len` becomes its length.
+// Taking one changes nothing.
+//
+// # Errors
+// `TETHER_ERR_NULL`; `TETHER_ERR_BUFFER_TOO_SMALL` with the length needed in `*len` (call
+// again with that much room: the same state gives the same bytes).
+//
+// # Safety
+// `relay` is null or a live handle used by no other thread during the call; `len` is null
+// or valid; `buf` is null or valid for `*len` bytes.
+int32_t tether_relay_checkpoint(struct TetherRelay *relay, uint8_t *buf, size_t *len);
+
+// Create a relay session from `checkpoint` (bytes from [`tether_relay_checkpoint`] or any
+// tether driver) at `now_ms`, when the wall clock reads `unix_secs`, and store its handle at
+// `out`. It is disconnected: call `tether_relay_connect`. Its subscriptions keep their ids
+// (the checkpoint's `subscriptions[].id`) and catch up from the checkpoint's time;
+// unacknowledged publishes are sent again.
+//
+// # Errors
+// `TETHER_ERR_NULL`, `TETHER_ERR_INVALID_ARGUMENT` (the config), `TETHER_ERR_CHECKPOINT`
+// (not a relay checkpoint, or inconsistent), `TETHER_ERR_CHECKPOINT_NEWER` (a newer
+// format), each with its message in `why` as `tether_check_url` writes it (`why_len` may
+// be null when the message is not wanted).
+//
+// # Safety
+// `config` is null or valid for `config->struct_size` bytes; `checkpoint` is null or valid
+// for `checkpoint_len` bytes; `out` is null or writable; `why_len` is null or valid;
+// `why` is null or valid for `*why_len` bytes.
+int32_t tether_relay_restore(const struct TetherRelayConfig *config,
+                             const uint8_t *checkpoint,
+                             size_t checkpoint_len,
+                             uint64_t now_ms,
+                             uint64_t unix_secs,
+                             struct TetherRelay **out,
+                             uint8_t *why,
+                             size_t *why_len);
+
+// Copy `sse`'s checkpoint (JSON) into `buf` of capacity `*len`; with `with_body` 1 the
+// request body is kept too (when it is UTF-8 and holds no secret). Credentials are never
+// kept.
+//
+// # Errors
+// As [`tether_relay_checkpoint`]; `TETHER_ERR_INVALID_ARGUMENT` for a `with_body` other
+// than 0 or 1.
+//
+// # Safety
+// As [`tether_relay_checkpoint`], for `sse`.
+int32_t tether_sse_checkpoint(struct TetherSse *sse, uint32_t with_body, uint8_t *buf, size_t *len);
+
+// Create an SSE session (a GET, as `tether_sse_new` makes) from `checkpoint` and store its
+// handle at `out`. On `tether_sse_connect` a stream that was open when the checkpoint was
+// taken resumes with its `Last-Event-ID`.
+//
+// # Errors
+// As [`tether_relay_restore`]; a checkpoint of a request other than a GET is
+// `TETHER_ERR_CHECKPOINT`.
+//
+// # Safety
+// As [`tether_relay_restore`], with `config` a `TetherSseConfig`.
+int32_t tether_sse_restore(const struct TetherSseConfig *config,
+                           const uint8_t *checkpoint,
+                           size_t checkpoint_len,
+                           struct TetherSse **out,
+                           uint8_t *why,
+                           size_t *why_len);
 
 // Fill `config` with the defaults for its `struct_size` (set that first).
 //

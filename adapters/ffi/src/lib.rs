@@ -49,6 +49,8 @@ mod outbuf;
 #[macro_use]
 mod ptr;
 #[allow(unsafe_code)]
+pub mod checkpoint;
+#[allow(unsafe_code)]
 pub mod relay;
 #[allow(unsafe_code)]
 pub mod sse;
@@ -88,6 +90,10 @@ pub const TETHER_ERR_LIMIT: i32 = -7;
 pub const TETHER_ERR_PANIC: i32 = -8;
 /// An earlier call panicked; the handle accepts nothing but `*_free`.
 pub const TETHER_ERR_POISONED: i32 = -9;
+/// Checkpoint bytes that are not a checkpoint of this kind, or contradict themselves.
+pub const TETHER_ERR_CHECKPOINT: i32 = -11;
+/// Checkpoint bytes written by a newer format than this library reads.
+pub const TETHER_ERR_CHECKPOINT_NEWER: i32 = -12;
 
 /// `loss` code: the connection was refused, the host unreachable or its name unresolved.
 pub const TETHER_LOSS_CONNECTION_REFUSED: u32 = 1;

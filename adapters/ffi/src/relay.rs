@@ -64,6 +64,17 @@ impl TetherRelayConfig {
         }
     }
 
+    /// The host's config (a size-versioned struct) as the core's, and the seed.
+    ///
+    /// # Safety
+    /// `config` is null or valid for `config->struct_size` bytes.
+    pub(crate) unsafe fn read(config: *const Self) -> Result<(RelayConfig, u64), Failure> {
+        // SAFETY: the contract is the caller's.
+        let host = unsafe { ptr::versioned(config, Self::defaults(), CONFIG_V1) }
+            .map_err(|code| Failure::arg(code, "config"))?;
+        Ok((host.to_core()?, host.seed))
+    }
+
     fn to_core(self) -> Result<RelayConfig, Failure> {
         let bad = |what: &str| Failure::new(TETHER_ERR_INVALID_ARGUMENT, what.to_owned());
         let mut config = RelayConfig::default();
@@ -108,6 +119,22 @@ impl Guarded for TetherRelay {
 }
 
 impl TetherRelay {
+    /// A handle around `session` (new or restored), its clock at `now_ms`.
+    pub(crate) fn from_session(session: RelaySession, now_ms: u64) -> Self {
+        TetherRelay {
+            session,
+            transmit: Pending::default(),
+            event: Pending::default(),
+            now: now_ms,
+            health: Health::default(),
+        }
+    }
+
+    /// The session.
+    pub(crate) fn session(&self) -> &RelaySession {
+        &self.session
+    }
+
     fn at(&mut self, now_ms: u64) -> tether_core::Instant {
         self.now = self.now.max(now_ms);
         instant(now_ms)
@@ -143,15 +170,8 @@ pub unsafe extern "C" fn tether_relay_new(
 ) -> i32 {
     let make = || {
         // SAFETY: the contract is the caller's.
-        let host = unsafe { ptr::versioned(config, TetherRelayConfig::defaults(), CONFIG_V1) }?;
-        let core = host.to_core().map_err(|f| f.code)?;
-        Ok(TetherRelay {
-            session: RelaySession::new(core, host.seed),
-            transmit: Pending::default(),
-            event: Pending::default(),
-            now: 0,
-            health: Health::default(),
-        })
+        let (core, seed) = unsafe { TetherRelayConfig::read(config) }.map_err(|f| f.code)?;
+        Ok(TetherRelay::from_session(RelaySession::new(core, seed), 0))
     };
     // SAFETY: the contract is the caller's.
     unsafe { ptr::construct(out, make) }

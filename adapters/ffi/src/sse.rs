@@ -53,6 +53,20 @@ impl TetherSseConfig {
         }
     }
 
+    /// The host's config (a size-versioned struct) as the core's, and the seed.
+    ///
+    /// # Safety
+    /// `config` is null or valid for `config->struct_size` bytes.
+    pub(crate) unsafe fn read(config: *const Self) -> Result<(SseConfig, u64), Failure> {
+        // SAFETY: the contract is the caller's.
+        let host = unsafe { ptr::versioned(config, Self::defaults(), CONFIG_V1) }
+            .map_err(|code| Failure::arg(code, "config"))?;
+        let core = host
+            .to_core()
+            .map_err(|code| Failure::new(code, "an invalid SSE config"))?;
+        Ok((core, host.seed))
+    }
+
     fn to_core(self) -> Result<SseConfig, i32> {
         if self.reserved != 0 || self.connect_timeout_ms == 0 {
             return Err(TETHER_ERR_INVALID_ARGUMENT);
@@ -88,6 +102,23 @@ impl Guarded for TetherSse {
 }
 
 impl TetherSse {
+    /// A handle around `session` (new or restored).
+    pub(crate) fn from_session(session: SseSession) -> Self {
+        TetherSse {
+            session,
+            transmit: Pending::default(),
+            event: Pending::default(),
+            now: 0,
+            wall: None,
+            health: Health::default(),
+        }
+    }
+
+    /// The session.
+    pub(crate) fn session(&self) -> &SseSession {
+        &self.session
+    }
+
     fn at(&mut self, now_ms: u64) -> tether_core::Instant {
         self.now = self.now.max(now_ms);
         instant(now_ms)
@@ -134,16 +165,8 @@ pub unsafe extern "C" fn tether_sse_new(
 ) -> i32 {
     let make = || {
         // SAFETY: the contract is the caller's.
-        let host = unsafe { ptr::versioned(config, TetherSseConfig::defaults(), CONFIG_V1) }?;
-        let core = host.to_core()?;
-        Ok(TetherSse {
-            session: SseSession::new(core, host.seed),
-            transmit: Pending::default(),
-            event: Pending::default(),
-            now: 0,
-            wall: None,
-            health: Health::default(),
-        })
+        let (core, seed) = unsafe { TetherSseConfig::read(config) }.map_err(|f| f.code)?;
+        Ok(TetherSse::from_session(SseSession::new(core, seed)))
     };
     // SAFETY: the contract is the caller's.
     unsafe { ptr::construct(out, make) }

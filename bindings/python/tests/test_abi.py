@@ -142,3 +142,68 @@ def test_a_resume_probes_the_socket_and_a_dead_one_is_given_up_in_5_s():
         relay.lifecycle(605_000, 99)
     assert error.value.code == _ffi.ERR_INVALID_ARGUMENT
     relay.close()
+
+
+def test_a_checkpoint_restores_in_a_new_handle_and_catches_up():
+    relay = tether.Relay(seed=1)
+    relay.set_wall_clock(0, 1_750_000_000)
+    sub = relay.subscribe(0, '[{"kinds":[1]}]')
+    relay.connect(0)
+    relay.handle_open(10, 1)
+    while relay.poll_transmit() is not None:
+        pass
+    note = '{"id":"' + "0" * 63 + '1","created_at":1749999990,"kind":1}'
+    relay.handle_frame(20, 1, '["EVENT","0:1",' + note + "]")
+    relay.handle_frame(20, 1, '["EOSE","0:1"]')
+    while relay.poll_event() is not None:
+        pass
+    saved = relay.checkpoint()
+    assert json.loads(saved)["subscriptions"][0]["id"] == sub
+    relay.close()
+
+    restored = tether.Relay.restore(saved, 0, 1_750_000_060, seed=2)
+    restored.connect(0)
+    assert restored.poll_transmit() == {"type": "open", "epoch": 1}
+    restored.handle_open(10, 1)
+    transmit = restored.poll_transmit()
+    assert transmit is not None
+    # The subscription is live again; its catch-up follows the live half's EOSE.
+    assert transmit["text"] == '["REQ","0:1",{"kinds":[1],"limit":1}]'
+    # The event delivered before the checkpoint is not delivered again.
+    restored.handle_frame(30, 1, '["EVENT","0:1",' + note + "]")
+    events = []
+    while (event := restored.poll_event()) is not None:
+        events.append(event["type"])
+    assert "received" not in events
+    restored.close()
+
+
+def test_bytes_that_are_not_a_checkpoint_are_refused_with_the_reason():
+    with pytest.raises(tether.TetherError) as error:
+        tether.Relay.restore(b'{"kinds":[1]}', 0, 0)
+    assert error.value.code == _ffi.ERR_CHECKPOINT
+    assert error.value.message.startswith("not a tether checkpoint")
+    with pytest.raises(tether.TetherError) as error:
+        tether.Relay.restore(b'{"tether":"relay","version":9}', 0, 0)
+    assert error.value.code == _ffi.ERR_CHECKPOINT_NEWER
+    sse = tether.Sse(seed=1)
+    with pytest.raises(tether.TetherError) as error:
+        tether.Relay.restore(sse.checkpoint(), 0, 0)
+    assert error.value.code == _ffi.ERR_CHECKPOINT
+    assert "sse" in error.value.message
+
+
+def test_an_sse_checkpoint_resumes_from_its_last_event_id():
+    sse = tether.Sse(seed=3)
+    sse.connect(0)
+    sse.poll_transmit()
+    sse.handle_response(5, 1, 200, "text/event-stream", None)
+    sse.handle_bytes(6, 1, b"id: 7\ndata: a\n\n")
+    while sse.poll_event() is not None:
+        pass
+    saved = sse.checkpoint()
+    sse.close()
+    restored = tether.Sse.restore(saved, seed=4)
+    restored.connect(0)
+    assert restored.poll_transmit() == {"type": "open", "epoch": 1, "last_event_id": "7"}
+    restored.close()

@@ -388,10 +388,72 @@ static void url_rule(void) {
     CHECK(need == strlen("invalid URL: ws://h:0: port 0 is not in 1-65535"));
 }
 
+/* A session with two subscriptions checkpointed, restored into a new handle (the ids kept,
+ * both sent again on the new socket), and bytes that are not a checkpoint refused. */
+static void checkpoint(void) {
+    TetherRelayConfig config;
+    config.struct_size = sizeof config;
+    CODE(tether_relay_config_default(&config), TETHER_OK);
+    config.seed = 3;
+    TetherRelay *relay = NULL;
+    CODE(tether_relay_new(&config, &relay), TETHER_OK);
+    CODE(tether_relay_set_wall_clock(relay, 0, 1750000000), TETHER_OK);
+    uint64_t a = 0, b = 0;
+    CODE(subscribe(relay, 0, "[{\"kinds\":[1]}]", &a), TETHER_OK);
+    CODE(subscribe(relay, 0, "[{\"kinds\":[7]}]", &b), TETHER_OK);
+    size_t len = 8;
+    CODE(tether_relay_checkpoint(relay, buf, &len), TETHER_ERR_BUFFER_TOO_SMALL);
+    size_t need = len;
+    CHECK(need > 8 && need < sizeof buf);
+    len = sizeof buf;
+    CODE(tether_relay_checkpoint(relay, buf, &len), TETHER_OK);
+    CHECK(len == need);
+    const char *head = "{\"tether\":\"relay\",\"version\":1,";
+    CHECK(memcmp(buf, head, strlen(head)) == 0);
+    tether_relay_free(relay);
+
+    TetherRelay *restored = NULL;
+    char why[256];
+    size_t why_len = sizeof why;
+    CODE(tether_relay_restore(&config, buf, len, 0, 1750000100, &restored, (uint8_t *)why,
+                              &why_len),
+         TETHER_OK);
+    CHECK(restored != NULL && why_len == 0);
+    CODE(tether_relay_connect(restored, 0), TETHER_OK);
+    TRANSMIT(restored, "{\"type\":\"open\",\"epoch\":1}");
+    CODE(tether_relay_handle_open(restored, 10, 1), TETHER_OK);
+    char want[512];
+    req(want, 0, 1, 1);
+    TRANSMIT(restored, want);
+    req(want, 1, 1, 7);
+    TRANSMIT(restored, want);
+    CODE(tether_relay_unsubscribe(restored, 10, b), TETHER_OK);
+    tether_relay_free(restored);
+
+    /* Not a checkpoint; a newer format: typed codes, the reason in `why`, no handle. */
+    TetherRelay *none = NULL;
+    const char *junk = "{\"kinds\":[1]}";
+    why_len = sizeof why;
+    CODE(tether_relay_restore(&config, (const uint8_t *)junk, strlen(junk), 0, 0, &none,
+                              (uint8_t *)why, &why_len),
+         TETHER_ERR_CHECKPOINT);
+    CHECK(none == NULL && why_len > 0);
+    const char *newer = "{\"tether\":\"relay\",\"version\":9}";
+    why_len = sizeof why;
+    CODE(tether_relay_restore(&config, (const uint8_t *)newer, strlen(newer), 0, 0, &none,
+                              (uint8_t *)why, &why_len),
+         TETHER_ERR_CHECKPOINT_NEWER);
+    CHECK(none == NULL);
+    CODE(tether_relay_restore(&config, (const uint8_t *)newer, strlen(newer), 0, 0, &none, NULL,
+                              NULL),
+         TETHER_ERR_CHECKPOINT_NEWER);
+}
+
 int main(void) {
     config_and_version();
     url_rule();
     session();
+    checkpoint();
     if (failures != 0) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

@@ -28,6 +28,8 @@ ERR_LIMIT = -7
 ERR_PANIC = -8
 ERR_POISONED = -9
 ERR_INVALID_URL = -10
+ERR_CHECKPOINT = -11
+ERR_CHECKPOINT_NEWER = -12
 
 URL_RELAY = 1
 URL_SSE = 2
@@ -57,6 +59,8 @@ _CODE_NAMES = {
     ERR_PANIC: "panic inside the library (handle poisoned)",
     ERR_POISONED: "handle poisoned",
     ERR_INVALID_URL: "invalid URL",
+    ERR_CHECKPOINT: "not a checkpoint of this kind",
+    ERR_CHECKPOINT_NEWER: "a checkpoint of a newer format",
 }
 
 
@@ -181,6 +185,25 @@ _SIGNATURES = {
     "tether_sse_poll_event": (_I32, [_P, _U8P, _SIZEP]),
     "tether_sse_poll_timeout": (_I32, [_P, _U64P]),
     "tether_check_url": (_I32, [ctypes.c_char_p, _SIZE, _U32, _U8P, _SIZEP]),
+    "tether_relay_checkpoint": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_relay_restore": (
+        _I32,
+        [
+            ctypes.POINTER(RelayConfig),
+            ctypes.c_char_p,
+            _SIZE,
+            _U64,
+            _U64,
+            ctypes.POINTER(_P),
+            _U8P,
+            _SIZEP,
+        ],
+    ),
+    "tether_sse_checkpoint": (_I32, [_P, _U32, _U8P, _SIZEP]),
+    "tether_sse_restore": (
+        _I32,
+        [ctypes.POINTER(SseConfig), ctypes.c_char_p, _SIZE, ctypes.POINTER(_P), _U8P, _SIZEP],
+    ),
 }
 
 _lib: ctypes.CDLL | None = None
@@ -221,6 +244,23 @@ def check_url(url: str, kind: int) -> str | None:
         if code in (ERR_INVALID_URL, ERR_UTF8):
             return message
         raise TetherError(code, message)
+
+
+def _restored(make) -> ctypes.c_void_p:
+    """Call a ``tether_*_restore`` (``make(out, why, why_len)``): the new handle's pointer, or
+    :class:`TetherError` with the library's reason."""
+    why = (ctypes.c_uint8 * 512)()
+    while True:
+        pointer = ctypes.c_void_p()
+        length = ctypes.c_size_t(len(why))
+        code = make(ctypes.byref(pointer), why, ctypes.byref(length))
+        if code == ERR_BUFFER_TOO_SMALL:
+            why = (ctypes.c_uint8 * length.value)()
+            continue
+        if code != OK:
+            message = bytes(memoryview(why)[: length.value]).decode("utf-8", "replace")
+            raise TetherError(code, message)
+        return pointer
 
 
 class _Handle:
@@ -361,6 +401,17 @@ def _text(value: str | bytes) -> bytes:
     return value.encode("utf-8") if isinstance(value, str) else value
 
 
+def _relay_config(seed: int, max_subscriptions: int, gate_per_session: bool) -> RelayConfig:
+    config = RelayConfig()
+    config.struct_size = ctypes.sizeof(RelayConfig)
+    if lib().tether_relay_config_default(ctypes.byref(config)) != OK:
+        raise TetherError(ERR_INVALID_ARGUMENT, "config")
+    config.seed = seed
+    config.max_subscriptions = max_subscriptions
+    config.gate_per_session = 1 if gate_per_session else 0
+    return config
+
+
 class Relay(_Handle):
     """A relay session (``TetherRelay``)."""
 
@@ -372,18 +423,49 @@ class Relay(_Handle):
         max_subscriptions: int = 0,
         gate_per_session: bool = False,
     ) -> None:
-        config = RelayConfig()
-        config.struct_size = ctypes.sizeof(RelayConfig)
-        if lib().tether_relay_config_default(ctypes.byref(config)) != OK:
-            raise TetherError(ERR_INVALID_ARGUMENT, "config")
-        config.seed = seed
-        config.max_subscriptions = max_subscriptions
-        config.gate_per_session = 1 if gate_per_session else 0
+        config = _relay_config(seed, max_subscriptions, gate_per_session)
         pointer = ctypes.c_void_p()
         code = lib().tether_relay_new(ctypes.byref(config), ctypes.byref(pointer))
         if code != OK:
             raise TetherError(code, "tether_relay_new")
         super().__init__(pointer)
+
+    @classmethod
+    def restore(
+        cls,
+        checkpoint: bytes,
+        now_ms: int,
+        unix_secs: int,
+        seed: int = 0,
+        max_subscriptions: int = 0,
+        gate_per_session: bool = False,
+    ) -> "Relay":
+        """A disconnected session from ``checkpoint`` (:meth:`checkpoint`'s bytes, or any
+        tether driver's), at ``now_ms`` when the wall clock reads ``unix_secs``: its
+        subscriptions keep their ids and catch up on :meth:`connect`; unacknowledged
+        publishes go again. :class:`TetherError` (``ERR_CHECKPOINT``,
+        ``ERR_CHECKPOINT_NEWER``) with the reason when it does not restore."""
+        config = _relay_config(seed, max_subscriptions, gate_per_session)
+        pointer = _restored(
+            lambda out, why, why_len: lib().tether_relay_restore(
+                ctypes.byref(config),
+                checkpoint,
+                len(checkpoint),
+                now_ms,
+                unix_secs,
+                out,
+                why,
+                why_len,
+            )
+        )
+        relay = cls.__new__(cls)
+        _Handle.__init__(relay, pointer)
+        return relay
+
+    def checkpoint(self) -> bytes:
+        """The session's checkpoint (JSON bytes): write it down and :meth:`restore` it in a
+        later process. Taking one changes nothing."""
+        return self._copy("checkpoint")
 
     def subscribe(self, now_ms: int, filters: str | bytes, priority: int = 0) -> int:
         """Register a subscription; ``filters`` is a JSON array of filter objects."""
@@ -432,6 +514,19 @@ class Relay(_Handle):
         self._call("handle_pong", now_ms, epoch)
 
 
+def _sse_config(seed: int, idle_timeout_ms: int | None, connect_timeout_ms: int) -> SseConfig:
+    config = SseConfig()
+    config.struct_size = ctypes.sizeof(SseConfig)
+    if lib().tether_sse_config_default(ctypes.byref(config)) != OK:
+        raise TetherError(ERR_INVALID_ARGUMENT, "config")
+    config.seed = seed
+    if idle_timeout_ms is not None:
+        config.idle_timeout_ms = idle_timeout_ms
+    if connect_timeout_ms:
+        config.connect_timeout_ms = connect_timeout_ms
+    return config
+
+
 class Sse(_Handle):
     """An SSE session (``TetherSse``)."""
 
@@ -440,20 +535,46 @@ class Sse(_Handle):
     def __init__(
         self, seed: int = 0, idle_timeout_ms: int | None = None, connect_timeout_ms: int = 0
     ) -> None:
-        config = SseConfig()
-        config.struct_size = ctypes.sizeof(SseConfig)
-        if lib().tether_sse_config_default(ctypes.byref(config)) != OK:
-            raise TetherError(ERR_INVALID_ARGUMENT, "config")
-        config.seed = seed
-        if idle_timeout_ms is not None:
-            config.idle_timeout_ms = idle_timeout_ms
-        if connect_timeout_ms:
-            config.connect_timeout_ms = connect_timeout_ms
+        config = _sse_config(seed, idle_timeout_ms, connect_timeout_ms)
         pointer = ctypes.c_void_p()
         code = lib().tether_sse_new(ctypes.byref(config), ctypes.byref(pointer))
         if code != OK:
             raise TetherError(code, "tether_sse_new")
         super().__init__(pointer)
+
+    @classmethod
+    def restore(
+        cls,
+        checkpoint: bytes,
+        seed: int = 0,
+        idle_timeout_ms: int | None = None,
+        connect_timeout_ms: int = 0,
+    ) -> "Sse":
+        """An idle GET session from ``checkpoint``; on :meth:`connect` a stream that was open
+        when it was taken resumes with its ``Last-Event-ID``."""
+        config = _sse_config(seed, idle_timeout_ms, connect_timeout_ms)
+        pointer = _restored(
+            lambda out, why, why_len: lib().tether_sse_restore(
+                ctypes.byref(config), checkpoint, len(checkpoint), out, why, why_len
+            )
+        )
+        sse = cls.__new__(cls)
+        _Handle.__init__(sse, pointer)
+        return sse
+
+    def checkpoint(self, with_body: bool = False) -> bytes:
+        """The session's checkpoint (JSON bytes), never with credentials; the request body
+        only with ``with_body``."""
+        while True:
+            self._len.value = len(self._buf)
+            code = lib().tether_sse_checkpoint(
+                self._ptr, 1 if with_body else 0, self._buf, ctypes.byref(self._len)
+            )
+            if code == ERR_BUFFER_TOO_SMALL:
+                self._buf = (ctypes.c_uint8 * self._len.value)()
+                continue
+            self._check(code)
+            return bytes(memoryview(self._buf)[: self._len.value])
 
     def last_event_id(self) -> str:
         """The last event ID the next request will carry ("" for none)."""
