@@ -439,7 +439,7 @@ class Relay(_Handle):
         seed: int = 0,
         max_subscriptions: int = 0,
         gate_per_session: bool = False,
-    ) -> "Relay":
+    ) -> Relay:
         """A disconnected session from ``checkpoint`` (:meth:`checkpoint`'s bytes, or any
         tether driver's), at ``now_ms`` when the wall clock reads ``unix_secs``: its
         subscriptions keep their ids and catch up on :meth:`connect`; unacknowledged
@@ -549,7 +549,7 @@ class Sse(_Handle):
         seed: int = 0,
         idle_timeout_ms: int | None = None,
         connect_timeout_ms: int = 0,
-    ) -> "Sse":
+    ) -> Sse:
         """An idle GET session from ``checkpoint``; on :meth:`connect` a stream that was open
         when it was taken resumes with its ``Last-Event-ID``."""
         config = _sse_config(seed, idle_timeout_ms, connect_timeout_ms)
