@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::Value;
 use tether_core::nostr::{
-    ChallengeId, Filter, Priority, RelayConfig, RelaySession, SubscriptionId,
+    ChallengeId, Filter, Priority, RelayCheckpoint, RelayConfig, RelaySession, SubscriptionId,
 };
 use tether_core::{Epoch, Instant, SocketLoss};
 use tether_ffi::{encode_relay_event, encode_relay_transmit};
@@ -87,6 +87,23 @@ fn transcript(scenario: &Value) -> String {
                 .map_err(|e| e.to_string()),
             "timeout" => {
                 session.handle_timeout(now);
+                Ok(())
+            }
+            // The process stops (its checkpoint taken) and a new one restores it and
+            // connects: the checkpoint's bytes are part of the transcript.
+            "restart" => {
+                let bytes = session.checkpoint().to_json();
+                writeln!(out, "{n} checkpoint {}", String::from_utf8_lossy(&bytes)).expect("write");
+                let saved = RelayCheckpoint::from_json(&bytes).expect("our own checkpoint");
+                session = RelaySession::restore(
+                    RelayConfig::default(),
+                    at(step, 3),
+                    &saved,
+                    now,
+                    at(step, 2),
+                )
+                .expect("our own checkpoint restores");
+                session.connect(now);
                 Ok(())
             }
             other => panic!("unknown step {other}"),

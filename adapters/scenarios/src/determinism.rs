@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tether_core::nostr::Filter;
+use tether_core::nostr::{Filter, RelayCheckpoint};
 use tether_driver::{Config, SessionEvent, SessionEvents, Subscription, SubscriptionEvent};
 use tether_testkit::server::TestRelay;
 use tether_testkit::{RelayModel, ReqBudget, StoredEvent};
@@ -158,4 +158,63 @@ fn without_wall_clock(text: &str) -> String {
     }
     out.push_str(rest);
     out
+}
+
+/// A checkpoint to restore on every runtime: three subscriptions that each had their
+/// stored events and EOSE from a relay of three events, taken under harness `H`, as JSON.
+pub async fn checkpoint_after_a_conversation<H: Harness>(seed: u64) -> Vec<u8> {
+    let relay = H::on_server(TestRelay::start(RelayModel::with_events(3)))
+        .await
+        .unwrap();
+    let client = H::relay(&relay.url(), restore_config(seed));
+    let mut app = Vec::new();
+    let mut subs = Vec::new();
+    for name in ["a", "b", "c"] {
+        let filter = Filter::new(r#"{"kinds":[1]}"#).unwrap();
+        let mut sub = client.subscribe(vec![filter]).await.unwrap();
+        until_eose::<H>(name, &mut sub, &mut app).await;
+        subs.push(sub);
+    }
+    let bytes = client.checkpoint().await.unwrap().to_json();
+    client.disconnect().await.unwrap();
+    bytes
+}
+
+/// The transcript of restoring `checkpoint` under harness `H` against a relay that holds
+/// the three old events and two that reached it while no process ran: every frame the
+/// relay received, and every item each restored subscription yielded until its catch-up.
+pub async fn restored_transcript<H: Harness>(seed: u64, checkpoint: &[u8]) -> Vec<String> {
+    let mut model = RelayModel::with_events(3);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    model.events.push(StoredEvent::new(10, now - 1, 1));
+    model.events.push(StoredEvent::new(11, now - 30, 1));
+    let relay = H::on_server(TestRelay::start(model)).await.unwrap();
+    let checkpoint = RelayCheckpoint::from_json(checkpoint).unwrap();
+    let (client, subs) = H::restore_relay(&relay.url(), restore_config(seed), &checkpoint);
+    let mut app = Vec::new();
+    for (name, mut sub) in ["a", "b", "c"].into_iter().zip(subs) {
+        until_item::<H>(name, &mut sub, &mut app, |item| {
+            matches!(item, SubscriptionEvent::CaughtUp(_))
+        })
+        .await;
+    }
+    client.disconnect().await.unwrap();
+    let mut transcript: Vec<String> = relay
+        .log()
+        .received
+        .into_iter()
+        .map(|(_, conn, text)| format!("relay got on {conn}: {}", without_wall_clock(&text)))
+        .collect();
+    transcript.extend(app);
+    transcript
+}
+
+/// The configuration of the restore scripts: seeded, no NIP-11 fetch (it races the socket).
+fn restore_config(seed: u64) -> Config {
+    let mut config = Config::default();
+    config.seed = Some(seed);
+    config.relay_info.fetch = false;
+    config
 }

@@ -40,6 +40,12 @@ def transcript(scenario: dict) -> str:
                 relay.authenticate(now, step[2], step[3])
             elif kind == "timeout":
                 relay.handle_timeout(now)
+            elif kind == "restart":
+                saved = relay.checkpoint()
+                lines.append(f"{n} checkpoint {saved.decode()}")
+                relay.close()
+                relay = tether.Relay.restore(saved, now, step[2], seed=step[3])
+                relay.connect(now)
             else:
                 raise AssertionError(f"unknown step {kind}")
         except TetherError as error:
