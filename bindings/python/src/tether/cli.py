@@ -18,8 +18,11 @@ import sys
 import time
 from typing import Any
 
-from ._ffi import Relay, Sse
+from ._ffi import Relay, Sse, TetherError
 from .driver import RelayDriver, SseDriver, check_url
+from .state import StateError, StateFile, canonical_filter
+
+SAVE_EVERY = 1.0
 
 DEFAULT_FILTER = '{"limit":10}'
 PEER_ERRORS_PER_SECOND = 10
@@ -71,12 +74,14 @@ def _parser() -> _Parser:
     req.add_argument("--secret-key", metavar="HEX")
     req.add_argument("--max-subscriptions", type=_u64)
     req.add_argument("--duration", type=_secs)
+    req.add_argument("--state", metavar="FILE", help="resume from FILE and keep it current")
     sse = commands.add_parser("sse", help="stream a Server-Sent Events endpoint")
     sse.add_argument("url")
     sse.add_argument("-H", "--header", action="append", default=[], dest="headers")
     sse.add_argument("--idle-timeout", type=_secs)
     sse.add_argument("--seed", type=_u64)
     sse.add_argument("--duration", type=_secs)
+    sse.add_argument("--state", metavar="FILE", help="resume from FILE and keep it current")
     return parser
 
 
@@ -140,12 +145,16 @@ class _Req:
         self.labels: dict = {}
         self.done: dict = {}
         self.ended: dict = {}
+        # Restored with a gap: done at its caught_up, which follows the EOSE.
+        self.catching_up: dict = {}
+        self.dirty = False
         self.driver: RelayDriver | None = None
 
     def on_event(self, event: dict, now: int) -> None:
         kind = event["type"]
         line: dict | None = None
         sub = self.labels.get(event.get("sub"))
+        self.dirty = True
         if kind == "connected":
             line = {"type": "connected"}
         elif kind == "disconnected":
@@ -166,7 +175,8 @@ class _Req:
                 + "}"
             )
         elif kind == "eose" and sub is not None:
-            self.done[event["sub"]] = True
+            if not self.catching_up.get(event["sub"]):
+                self.done[event["sub"]] = True
             line = {"type": "eose", "sub": sub}
         elif kind == "retrying" and sub is not None:
             line = {
@@ -176,6 +186,7 @@ class _Req:
                 "attempt": event["attempt"],
             }
         elif kind == "caught_up" and sub is not None:
+            self.done[event["sub"]] = True
             line = {
                 "type": "caught_up",
                 "sub": sub,
@@ -217,7 +228,9 @@ class _Req:
             self.out.write(line)
         if self.out.closed and self.driver is not None:
             self.driver.stop()
-        elif kind in ("eose", "closed") and sub is not None and self.driver is not None:
+        elif (
+            kind in ("eose", "caught_up", "closed") and sub is not None and self.driver is not None
+        ):
             if all(self.ended.values()):
                 self.driver.stop()  # every subscription closed by the relay: nothing left
             elif self.args.until_eose and all(self.done.values()):
@@ -243,25 +256,88 @@ async def _run_req(args: argparse.Namespace) -> None:
             raise Usage(str(error)) from None
         sign = key.sign_auth
     url = _relay_url(args.url)
-    relay = Relay(seed=_seed(args.seed), max_subscriptions=args.max_subscriptions or 0)
+    state = StateFile(args.state, "req", [args.url]) if args.state else None
+    loaded = _load(state)
+    seed, most = _seed(args.seed), args.max_subscriptions or 0
+    remembered: list[tuple[str, int]] = []
+    live_before: set = set()
+    if state is not None and loaded is not None:
+        remembered, checkpoint = loaded
+        try:
+            relay = Relay.restore(
+                checkpoint, 0, int(time.time()), seed=seed, max_subscriptions=most
+            )
+        except TetherError as error:
+            raise Usage(str(state.refuse(error.message))) from None
+        saved = json.loads(checkpoint)
+        live_before = {s["id"] for s in saved["subscriptions"] if s.get("live_from") is not None}
+        restored = {s["id"] for s in saved["subscriptions"]}
+        remembered = [(f, i) for f, i in remembered if i in restored]
+    else:
+        relay = Relay(seed=seed, max_subscriptions=most)
     run = _Req(args, filters)
     driver = RelayDriver(url, relay, run.on_event, sign)
     run.driver = driver
     relay.set_wall_clock(driver.now(), int(time.time()))
     subs = []
+    keys = []
     for index, text in enumerate(filters):
-        sub = relay.subscribe(driver.now(), "[" + text + "]")
+        key = canonical_filter(text)
+        match = next((i for i, (f, _) in enumerate(remembered) if f == key), None)
+        if match is not None:
+            sub = remembered.pop(match)[1]
+            run.catching_up[sub] = sub in live_before
+        else:
+            sub = relay.subscribe(driver.now(), "[" + text + "]")
         subs.append(sub)
+        keys.append(key)
         run.labels[sub] = str(index)
         run.done[sub] = False
         run.ended[sub] = False
+    # Remembered subscriptions whose filter is no longer given are dropped.
+    for _, sub in remembered:
+        relay.unsubscribe(driver.now(), sub)
+
+    def save() -> None:
+        if state is None:
+            return
+        live = [(k, s) for k, s in zip(keys, subs) if not run.ended[s]]
+        try:
+            state.store(live, relay.checkpoint())
+        except OSError as error:
+            print(f"tether: --state not written: {error}", file=sys.stderr)
+
     loop = asyncio.get_running_loop()
     _install_stop(loop, driver.stop)
     if args.duration is not None:
         loop.call_later(args.duration, driver.stop)
+    if state is not None:
+        _every(loop, SAVE_EVERY, lambda: run.dirty, lambda: (setattr(run, "dirty", False), save()))
     await driver.run()
+    # Before the shutdown unsubscribes: the state keeps the subscriptions.
+    save()
     driver.stopping = False
     await driver.shut_down([s for s in subs if not run.ended[s]])
+
+
+def _load(state: StateFile | None):
+    if state is None:
+        return None
+    try:
+        return state.load()
+    except StateError as error:
+        raise Usage(str(error)) from None
+
+
+def _every(loop: asyncio.AbstractEventLoop, period: float, due, act) -> None:
+    """Run ``act`` every ``period`` seconds when ``due()`` says so."""
+
+    def tick() -> None:
+        if due():
+            act()
+        loop.call_later(period, tick)
+
+    loop.call_later(period, tick)
 
 
 # ----- sse ---------------------------------------------------------------------------------
@@ -412,7 +488,15 @@ async def _run_sse(args: argparse.Namespace) -> None:
     idle = None
     if args.idle_timeout is not None:
         idle = int(args.idle_timeout * 1000)
-    sse = Sse(seed=_seed(args.seed), idle_timeout_ms=idle)
+    state = StateFile(args.state, "sse", [args.url]) if args.state else None
+    loaded = _load(state)
+    if state is not None and loaded is not None:
+        try:
+            sse = Sse.restore(loaded[1], seed=_seed(args.seed), idle_timeout_ms=idle)
+        except TetherError as error:
+            raise Usage(str(state.refuse(error.message))) from None
+    else:
+        sse = Sse(seed=_seed(args.seed), idle_timeout_ms=idle)
     run = _SseRun(sse)
     driver = SseDriver(url, sse, run.on_event, headers)
     run.driver = driver
@@ -420,7 +504,19 @@ async def _run_sse(args: argparse.Namespace) -> None:
     _install_stop(loop, driver.stop)
     if args.duration is not None:
         loop.call_later(args.duration, driver.stop)
+
+    def save() -> None:
+        if state is None:
+            return
+        try:
+            state.store([], sse.checkpoint())
+        except OSError as error:
+            print(f"tether: --state not written: {error}", file=sys.stderr)
+
+    if state is not None:
+        _every(loop, SAVE_EVERY, lambda: True, save)
     await driver.run()
+    save()
     if run.failed is not None:
         raise Failed(f"{args.url}: the server refused")
 
