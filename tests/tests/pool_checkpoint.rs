@@ -117,3 +117,22 @@ fn the_fuzz_corpus_pool_checkpoint_restores() {
         "verification is off: the held copy was delivered"
     );
 }
+
+#[test]
+fn the_serialized_form_is_pinned() {
+    let mut s = PoolSim::new(PoolConfig::default(), 5);
+    s.at(ms(0), PoolAction::AddRelay(relay_with(&[1, 2])));
+    s.at(ms(0), PoolAction::AddRelay(relay_with(&[2, 3])));
+    s.at(
+        ms(100),
+        PoolAction::Subscribe(vec![r#"{"kinds":[1]}"#.into()]),
+    );
+    s.at(
+        ms(200),
+        PoolAction::Publish(StoredEvent::new(900, UNIX_START, 9).json),
+    );
+    s.run_for(ms(205));
+    let json = String::from_utf8(s.pool.checkpoint().to_json()).unwrap_or_default();
+    let pretty: serde_json::Value = serde_json::from_str(&json).unwrap_or_default();
+    insta::assert_snapshot!(serde_json::to_string_pretty(&pretty).unwrap_or_default());
+}

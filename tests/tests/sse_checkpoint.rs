@@ -171,3 +171,21 @@ fn the_serialized_form_is_pinned() {
     let json = String::from_utf8(s.session().checkpoint().to_json()).unwrap_or_default();
     insta::assert_snapshot!(json);
 }
+
+/// A checkpoint written by format version 1 (the pinned form above), committed: it must keep
+/// restoring.
+#[test]
+fn a_committed_version_1_checkpoint_keeps_restoring() {
+    let v1 = r#"{"tether":"sse","version":1,"request":{"method":"GET","headers":[],"body":null,"repeatable":true,"resume":"same_request","end_data":null,"end_event":null,"error_event":null},"stream":"accepted","last_event_id":"1","resume_id":"1","retry_ms":null,"delivered":1}"#;
+    let checkpoint = SseCheckpoint::from_json(v1.as_bytes()).expect("parses");
+    assert_eq!((checkpoint.resume_id(), checkpoint.delivered()), ("1", 1));
+    let mut session = SseSession::restore(SseConfig::default(), Request::get(), &checkpoint, 1)
+        .expect("restores");
+    session.connect(tether_core::Instant::ZERO);
+    let Some(tether_core::sse::Transmit::Open { last_event_id, .. }) = session.poll_transmit()
+    else {
+        panic!("a request goes out");
+    };
+    assert_eq!(last_event_id.as_deref(), Some("1"));
+    assert_eq!(session.checkpoint().to_json(), v1.as_bytes().to_vec());
+}
