@@ -23,7 +23,7 @@ use crate::time::Instant;
 const KIND: &str = "pool";
 
 /// A [`RelayPool`]'s durable state: plain, versioned data (see
-/// [`checkpoint`](crate::checkpoint) for the format's rules).
+/// [`checkpoint`](mod@crate::checkpoint) for the format's rules).
 ///
 /// # What it holds
 /// - every relay's [`RelayCheckpoint`] under its [`RelayId`] (the pool does not know URLs:

@@ -29,7 +29,7 @@ const SECRET_MARKERS: [&str; 7] = [
 ];
 
 /// An [`SseSession`]'s durable state: plain, versioned data (see
-/// [`checkpoint`](crate::checkpoint) for the format's rules).
+/// [`checkpoint`](mod@crate::checkpoint) for the format's rules).
 ///
 /// # What it holds
 /// - the last event ID and the newest sendable one (what a resume carries), the server's

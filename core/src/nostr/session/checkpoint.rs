@@ -23,7 +23,7 @@ use crate::time::Instant;
 const KIND: &str = "relay";
 
 /// A [`RelaySession`]'s durable state: plain, versioned data (see
-/// [`checkpoint`](crate::checkpoint) for the format's rules).
+/// [`checkpoint`](mod@crate::checkpoint) for the format's rules).
 ///
 /// # What it holds
 /// - every registered subscription: its id, priority, filters, when it first went live and
