@@ -357,16 +357,12 @@ async fn save(
     ended: &[bool],
 ) -> Result<(), String> {
     let checkpoint = client.checkpoint().await.map_err(|e| e.to_string())?;
-    let subscriptions: Vec<(String, u64)> = keys
-        .iter()
-        .zip(ids)
-        .zip(ended)
-        .filter(|(_, &ended)| !ended)
-        .map(|((key, id), _)| (key.clone(), id.0))
-        .collect();
-    state
-        .store(&subscriptions, &checkpoint.to_json())
-        .map_err(|e| e.to_string())
+    state.store_live(
+        keys,
+        ids.iter().map(|id| id.0),
+        ended,
+        &checkpoint.to_json(),
+    )
 }
 
 /// What `tether req` is writing.

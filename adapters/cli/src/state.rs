@@ -122,6 +122,26 @@ impl StateFile {
         Failure::Usage(format!("--state {}: {why}", self.path.display()))
     }
 
+    /// [`StateFile::store`] of the subscriptions still served: `keys` (their filters),
+    /// `ids` and `ended` are by the command line's filter index.
+    pub(crate) fn store_live(
+        &self,
+        keys: &[String],
+        ids: impl IntoIterator<Item = u64>,
+        ended: &[bool],
+        checkpoint: &[u8],
+    ) -> Result<(), String> {
+        let subscriptions: Vec<(String, u64)> = keys
+            .iter()
+            .zip(ids)
+            .zip(ended)
+            .filter(|(_, &ended)| !ended)
+            .map(|((key, id), _)| (key.clone(), id))
+            .collect();
+        self.store(&subscriptions, checkpoint)
+            .map_err(|e| e.to_string())
+    }
+
     /// Replace the file with this state: the core's `checkpoint` (its JSON) and the
     /// subscriptions' filters and ids.
     ///

@@ -178,13 +178,6 @@ unsafe fn restore_into<H>(
         Ok(Err(failure)) => (failure.code, failure.message),
         Err(_) => (crate::TETHER_ERR_PANIC, "the restore panicked".to_owned()),
     };
-    if why_len.is_null() {
-        return code;
-    }
     // SAFETY: the contract is the caller's.
-    match unsafe { ptr::copy_out(message.as_bytes(), why, why_len) } {
-        TETHER_OK => code,
-        TETHER_ERR_NULL => TETHER_ERR_NULL,
-        too_small => too_small,
-    }
+    unsafe { ptr::code_with_message(code, &message, why, why_len) }
 }

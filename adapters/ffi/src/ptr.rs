@@ -116,6 +116,29 @@ pub(crate) unsafe fn copy_out(item: &[u8], buf: *mut u8, len: *mut usize) -> i32
     TETHER_OK
 }
 
+/// Return `code`, with `message` copied to `why` as [`copy_out`] copies (no copy when
+/// `why_len` is null): [`TETHER_ERR_BUFFER_TOO_SMALL`] when it does not fit (`*why_len` the
+/// length needed), the copy's own error otherwise, else `code`. How the handle-less entry
+/// points (`tether_check_url`, the restores) report why they failed.
+///
+/// # Safety
+/// As [`copy_out`], for `why` and `why_len`.
+pub(crate) unsafe fn code_with_message(
+    code: i32,
+    message: &str,
+    why: *mut u8,
+    why_len: *mut usize,
+) -> i32 {
+    if why_len.is_null() {
+        return code;
+    }
+    // SAFETY: the contract is passed on.
+    match unsafe { copy_out(message.as_bytes(), why, why_len) } {
+        TETHER_OK => code,
+        failed => failed,
+    }
+}
+
 /// Read a size-versioned config struct: start from `defaults`, overlay the first
 /// `struct_size` bytes the host passed (its version of the struct), and accept a larger
 /// (newer) struct only if every byte this library does not know is zero — the rule of

@@ -4,7 +4,7 @@
 
 use tether_driver::url::{check_http_url, check_ws_url};
 
-use crate::{ptr, Failure, TETHER_ERR_INVALID_ARGUMENT, TETHER_ERR_NULL, TETHER_OK};
+use crate::{ptr, Failure, TETHER_ERR_INVALID_ARGUMENT, TETHER_OK};
 
 /// `kind` of [`tether_check_url`]: a relay URL, ws:// or wss:// (lower case).
 pub const TETHER_URL_RELAY: u32 = 1;
@@ -66,15 +66,8 @@ pub unsafe extern "C" fn tether_check_url(
         Ok(Err(failure)) => (failure.code, failure.message),
         Err(_) => (crate::TETHER_ERR_PANIC, "the URL check panicked".to_owned()),
     };
-    if why_len.is_null() {
-        return code;
-    }
     // SAFETY: the contract is the caller's.
-    match unsafe { ptr::copy_out(message.as_bytes(), why, why_len) } {
-        TETHER_OK => code,
-        TETHER_ERR_NULL => TETHER_ERR_NULL,
-        too_small => too_small,
-    }
+    unsafe { ptr::code_with_message(code, &message, why, why_len) }
 }
 
 #[cfg(test)]
