@@ -220,15 +220,19 @@ async fn an_mcp_tool_call_checkpointed_mid_stream_resumes_in_a_new_process() {
         .iter()
         .map(|r| (r["method"].as_str().unwrap(), r["last_event_id"].as_str()))
         .collect();
+    // initialize, initialized, the call; then resumes only. (A server that has not yet
+    // noticed the first process's connection close may turn the first resume away; the
+    // next carries the same id.)
+    let posts = seen.iter().filter(|(m, _)| *m == "POST").count();
     assert_eq!(
-        seen,
-        [
-            ("POST", None),
-            ("POST", None),
-            ("POST", None),
-            ("GET", Some("2:3"))
-        ],
-        "the call was not posted again\n{}",
+        posts,
+        3,
+        "the call was not posted again: {seen:?}\n{}",
+        server.log()
+    );
+    assert!(
+        seen[3..].iter().all(|r| *r == ("GET", Some("2:3"))) && seen.len() > 3,
+        "{seen:?}\n{}",
         server.log()
     );
 }
