@@ -134,36 +134,59 @@ pub(crate) fn parse_secs(text: &str) -> Result<Duration, String> {
     Duration::try_from_secs_f64(secs).map_err(|_| format!("{text:?}: expected 0 or more seconds"))
 }
 
-/// The process was continued (SIGCONT) after a stop (Ctrl-Z, SIGSTOP): to the sessions,
-/// an application brought back from the background. Each `next` resolves on one SIGCONT;
-/// never where there are no such signals.
-pub(crate) struct Continued {
+/// The process's stop and continue signals as the application's lifecycle: SIGTSTP (Ctrl-Z)
+/// is a suspend, told to the sessions before the process stops itself; SIGCONT (after
+/// Ctrl-Z, or a SIGSTOP that cannot be caught) is a resume, whose probe finds a socket that
+/// died meanwhile. Never resolves where there are no such signals.
+pub(crate) struct StopContinue {
     #[cfg(unix)]
-    signal: tokio::signal::unix::Signal,
+    stop: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    resume: tokio::signal::unix::Signal,
 }
 
-impl Continued {
-    /// Install the handler now, so a SIGCONT that arrives before the first `next` counts.
-    pub(crate) fn install() -> Result<Continued, Failure> {
+impl StopContinue {
+    /// Install the handlers now, so a signal that arrives before the first `next` counts.
+    pub(crate) fn install() -> Result<StopContinue, Failure> {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{signal, SignalKind};
-            let signal = signal(SignalKind::from_raw(libc::SIGCONT))
-                .map_err(|e| Failure::Failed(format!("cannot handle SIGCONT: {e}")))?;
-            Ok(Continued { signal })
+            let install = |raw: i32, name: &str| {
+                signal(SignalKind::from_raw(raw))
+                    .map_err(|e| Failure::Failed(format!("cannot handle {name}: {e}")))
+            };
+            Ok(StopContinue {
+                stop: install(libc::SIGTSTP, "SIGTSTP")?,
+                resume: install(libc::SIGCONT, "SIGCONT")?,
+            })
         }
         #[cfg(not(unix))]
-        Ok(Continued {})
+        Ok(StopContinue {})
     }
 
-    /// The next SIGCONT.
-    pub(crate) async fn next(&mut self) {
+    /// The next signal, as the lifecycle input it stands for.
+    pub(crate) async fn next(&mut self) -> tether_tokio::Lifecycle {
         #[cfg(unix)]
         {
-            self.signal.recv().await;
+            tokio::select! {
+                _ = self.stop.recv() => tether_tokio::Lifecycle::Suspended,
+                _ = self.resume.recv() => tether_tokio::Lifecycle::Resumed,
+            }
         }
         #[cfg(not(unix))]
-        std::future::pending::<()>().await;
+        std::future::pending().await
+    }
+}
+
+/// Stop the process as SIGTSTP's default action would have (the handler took it), once the
+/// sessions were told. Returns when the process is continued.
+pub(crate) fn stop_self() {
+    #[cfg(unix)]
+    {
+        use rustix::process::{getpid, kill_process, Signal};
+        if let Err(error) = kill_process(getpid(), Signal::STOP) {
+            tracing::warn!(%error, "could not stop after SIGTSTP");
+        }
     }
 }
 

@@ -276,7 +276,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     };
     let mut items = select_all(streams);
     let mut stop = pin!(stop);
-    let mut continued = crate::Continued::install()?;
+    let mut signals = crate::StopContinue::install()?;
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
     let mut deadline = pin!(deadline);
     let mut saves = tokio::time::interval(SAVE_EVERY);
@@ -294,10 +294,14 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
                     }
                 }
             }
-            // Stopped and continued: a socket that died meanwhile is found by the probe.
-            () = continued.next() => {
-                if client.lifecycle(Lifecycle::Resumed).await.is_err() {
+            // Ctrl-Z and continued: an app to the background and back; a socket that died
+            // meanwhile is found by the resume probe.
+            signal = signals.next() => {
+                if client.lifecycle(signal).await.is_err() {
                     return Err(Failure::Failed("the relay driver stopped".into()));
+                }
+                if signal == Lifecycle::Suspended {
+                    crate::stop_self();
                 }
             }
             // Session events first: a `connected` line then precedes the replay's EOSEs.

@@ -229,7 +229,7 @@ pub(crate) async fn run(args: PoolArgs) -> Result<(), Failure> {
     };
     let mut items = select_all(streams);
     let mut stop = pin!(stop);
-    let mut continued = crate::Continued::install()?;
+    let mut signals = crate::StopContinue::install()?;
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
     let mut deadline = pin!(deadline);
     let mut saves = tokio::time::interval(SAVE_EVERY);
@@ -261,9 +261,12 @@ pub(crate) async fn run(args: PoolArgs) -> Result<(), Failure> {
                     }
                 }
             }
-            () = continued.next() => {
-                if pool.lifecycle(Lifecycle::Resumed).await.is_err() {
+            signal = signals.next() => {
+                if pool.lifecycle(signal).await.is_err() {
                     return Err(Failure::Failed("the pool driver stopped".into()));
+                }
+                if signal == Lifecycle::Suspended {
+                    crate::stop_self();
                 }
             }
             event = relay_events.next() => {

@@ -1180,3 +1180,77 @@ async fn sse_state_resumes_from_the_last_event_id() {
     assert_eq!(resumed.last().copied().flatten(), Some("2"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Send `signal` (a `kill -NAME` name) to `pid`.
+fn signal(pid: u32, name: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+}
+
+/// The process state letter from `/proc/<pid>/stat` (`T` when stopped); `None` off Linux.
+fn process_state(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ")?.1.chars().next()
+}
+
+/// Wait (bounded) until `pid`'s state is `stopped` or not.
+fn wait_stopped(pid: u32, stopped: bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while process_state(pid).is_some_and(|s| (s == 'T') != stopped) {
+        assert!(Instant::now() < deadline, "state {:?}", process_state(pid));
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[tokio::test]
+async fn req_ctrl_z_stops_and_continue_resumes_on_the_same_socket() {
+    let relay = std::sync::Arc::new(TestRelay::start(RelayModel::with_events(1)).await.unwrap());
+    let url = relay.url();
+    let mut command = tether(&["req", &url, r#"{"kinds":[1]}"#]);
+    let store = std::sync::Arc::clone(&relay);
+    let (status, stdout, connections) = tokio::task::spawn_blocking(move || {
+        let mut child = command.spawn().unwrap();
+        let pid = child.id();
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
+        let mut seen = String::new();
+        let mut read_until = |what: &str, seen: &mut String| {
+            while !seen.contains(what) {
+                let mut line = String::new();
+                assert!(
+                    stdout.read_line(&mut line).unwrap() > 0,
+                    "stdout ended: {seen}"
+                );
+                seen.push_str(&line);
+            }
+        };
+        read_until(r#""type":"eose""#, &mut seen);
+        // Ctrl-Z: the process tells its session and stops itself.
+        signal(pid, "TSTP");
+        wait_stopped(pid, true);
+        std::thread::sleep(Duration::from_millis(200));
+        signal(pid, "CONT");
+        wait_stopped(pid, false);
+        // The resume probe finds the socket alive: a new note arrives on it.
+        store.store(StoredEvent::new(2, 1_700_000_002, 1));
+        read_until(&format!("{:064x}", 2), &mut seen);
+        let connections = store.open_connections();
+        interrupt(pid);
+        let status = wait_status(&mut child);
+        let mut rest = String::new();
+        std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+        (status, seen + &rest, connections)
+    })
+    .await
+    .unwrap();
+    assert!(status.success(), "{status:?}\n{stdout}");
+    assert_eq!(connections, 1, "the live socket was kept: {stdout}");
+    let lines: Vec<Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(of_type(&lines, "connected").len(), 1, "{stdout}");
+    assert_eq!(of_type(&lines, "event").len(), 2, "{stdout}");
+}
