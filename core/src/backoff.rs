@@ -129,7 +129,15 @@ pub struct Backoff {
     attempts: u32,
     /// The previous delay, which `Decorrelated` grows from.
     prev: Duration,
+    /// The base is a floor the peer set (SSE's `retry:`): no delay is shorter than the
+    /// attempt's ceiling, and the jitter only adds, by up to [`ABOVE_FLOOR`] of it.
+    floor: bool,
 }
+
+/// How much a delay may exceed its ceiling when the base is a floor: enough to keep a fleet
+/// from reconnecting in lockstep, little enough to honour the peer's figure (WHATWG allows
+/// waiting longer; MCP's conformance suite allows 200 ms over a 500 ms `retry`).
+pub const ABOVE_FLOOR: f64 = 0.2;
 
 impl Backoff {
     /// A fresh counter for `policy`.
@@ -139,6 +147,7 @@ impl Backoff {
             policy,
             attempts: 0,
             prev: policy.base,
+            floor: false,
         }
     }
 
@@ -149,6 +158,7 @@ impl Backoff {
             policy,
             attempts,
             prev: policy.ceiling(attempts.max(1)),
+            floor: false,
         }
     }
 
@@ -212,14 +222,27 @@ impl Backoff {
         true
     }
 
-    /// Replace the base delay (SSE's `retry:` field), keeping the attempt count.
+    /// Replace the base delay, keeping the attempt count.
     pub fn set_base(&mut self, base: Duration) {
         self.policy.base = base;
+    }
+
+    /// Replace the base delay with one the peer set (SSE's `retry:`), keeping the attempt
+    /// count: from now on no delay is shorter than its attempt's ceiling (`base`, then
+    /// growing), and the jitter only adds, by up to [`ABOVE_FLOOR`] of it.
+    pub fn set_floor(&mut self, base: Duration) {
+        self.policy.base = base;
+        self.floor = true;
     }
 
     fn jittered(&self, n: u32, rng: &mut Rng) -> Duration {
         let p = &self.policy;
         let c = p.ceiling_secs(n);
+        if self.floor {
+            // Never below the ceiling; `max_delay` is at least the cap, which bounds `c`.
+            let secs = c * (1.0 + ABOVE_FLOOR * rng.unit());
+            return secs_to_duration(secs).min(p.max_delay().max(p.ceiling(n)));
+        }
         let secs = match p.jitter {
             Jitter::None => c,
             Jitter::Proportional(x) => {
@@ -260,6 +283,26 @@ pub(crate) fn secs_to_duration(secs: f64) -> Duration {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_floor_is_never_undercut_and_the_jitter_only_adds() {
+        let mut rng = Rng::new(5);
+        let mut b = Backoff::reconnect();
+        b.set_floor(Duration::from_millis(500));
+        let mut first = Vec::new();
+        for _ in 0..200 {
+            b.reset();
+            first.push(b.next_delay(&mut rng).unwrap_or_default());
+        }
+        let (lo, hi) = (first.iter().min(), first.iter().max());
+        assert!(lo >= Some(&Duration::from_millis(500)), "{lo:?}");
+        assert!(hi < Some(&Duration::from_millis(600)), "{hi:?}");
+        assert!(lo < hi, "still decorrelated: {lo:?}..{hi:?}");
+        // Later attempts grow from the floor and stay at or above their ceiling.
+        let second = b.next_delay(&mut rng).unwrap_or_default();
+        assert!(second >= Duration::from_millis(1_000), "{second:?}");
+    }
+
     use super::*;
 
     fn delays(policy: BackoffPolicy, n: usize, seed: u64) -> Vec<Duration> {

@@ -939,6 +939,6 @@ impl SseSession {
         self.server_retry = Some(delay);
         let backoff = self.link.backoff_mut();
         let cap = backoff.policy().cap.max(self.config.retry_floor);
-        backoff.set_base(delay.clamp(self.config.retry_floor, cap));
+        backoff.set_floor(delay.clamp(self.config.retry_floor, cap));
     }
 }
