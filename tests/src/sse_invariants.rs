@@ -56,6 +56,8 @@ pub struct SseInvariants {
     accepted: bool,
     /// The session's request may be sent again once accepted.
     may_repeat: bool,
+    /// The session's policy is `Resume::Reissue`.
+    reissues: bool,
     /// A session restored from a checkpoint whose request the server had accepted: true
     /// from its first `connect` on.
     restored_accepted: Option<bool>,
@@ -83,6 +85,7 @@ impl SseInvariants {
             aborted: BTreeSet::new(),
             accepted: false,
             may_repeat: true,
+            reissues: false,
             restored_accepted: None,
         }
     }
@@ -107,6 +110,7 @@ impl SseInvariants {
         session.check_consistency()?;
         let request = session.request();
         self.may_repeat = request.repeatable || request.resume == Resume::SameRequest;
+        self.reissues = matches!(request.resume, Resume::Reissue { .. });
         let queued = session.poll_timeout();
         let mut out = SseOutputs::default();
         while let Some(t) = session.poll_transmit() {
@@ -180,6 +184,12 @@ impl SseInvariants {
                     attempt,
                     ..
                 } => {
+                    if attempt == Attempt::Reissue && !(self.accepted && self.reissues) {
+                        return Err(format!(
+                            "request {epoch:?} re-issued without the Reissue policy or before \
+                             the server accepted the request"
+                        ));
+                    }
                     if attempt == Attempt::Original && self.accepted && !self.may_repeat {
                         return Err(format!(
                             "request {epoch:?} sends a request that is not repeatable again \

@@ -565,6 +565,10 @@ impl SseSim {
                 self.show_at(*at)
             ),
             Event::Reconnected { gap } => format!("Reconnected {{ gap: {}ms }}", gap.as_millis()),
+            Event::Reissued { gap, attempts } => format!(
+                "Reissued {{ gap: {}ms, attempts: {attempts} }}",
+                gap.as_millis()
+            ),
             other => format!("{other:?}"),
         }
     }
@@ -664,8 +668,10 @@ fn show_transmit(t: &Transmit) -> String {
             // A plain GET shows as it did before requests existed.
             if !request.is_plain_get() || *attempt != Attempt::Original {
                 let _ = write!(line, " {}", request.method);
-                if *attempt == Attempt::Resume {
-                    line.push_str(" resume");
+                match attempt {
+                    Attempt::Resume => line.push_str(" resume"),
+                    Attempt::Reissue => line.push_str(" reissue"),
+                    _ => {}
                 }
                 for (name, value) in &request.headers {
                     let _ = write!(line, " [{name}: {value}]");

@@ -506,3 +506,87 @@ proptest! {
         }
     }
 }
+
+/// An MCP 2026-07-28 `subscriptions/listen` POST: no session, no ids to resume from; a lost
+/// stream is re-issued as a new request.
+fn listen(max_failures: u32) -> Request {
+    Request::post(r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen"}"#)
+        .header("content-type", "application/json")
+        .resume(Resume::Reissue { max_failures })
+}
+
+#[test]
+fn s19_a_listen_stream_cut_three_times_is_re_issued_three_times_with_its_gaps() {
+    let server = ServerConfig {
+        publish_at: [1, 6, 11, 16].map(secs).to_vec(),
+        down: [3, 8, 13]
+            .map(|s| (secs(s), secs(s) + Duration::from_millis(100)))
+            .to_vec(),
+        ..ServerConfig::default()
+    };
+    let mut s = SseSim::with_request(SseConfig::default(), listen(3), SEED, server);
+    s.connect();
+    s.run_for(secs(30));
+    let reissued: Vec<u32> = s.heard(|e| match e {
+        Event::Reissued { attempts, .. } => Some(*attempts),
+        _ => None,
+    });
+    assert_eq!(
+        reissued,
+        [1, 1, 1],
+        "three cuts, each re-issued at the first try"
+    );
+    assert_eq!(
+        methods(&s),
+        ["POST", "POST", "POST", "POST"],
+        "a new POST each time"
+    );
+    let resumed_from = s
+        .seen()
+        .iter()
+        .filter(|r| r.last_event_id.is_some())
+        .count();
+    assert_eq!(resumed_from, 0, "a re-issue resumes nothing");
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn s20_re_issues_that_keep_failing_give_up_after_the_cap() {
+    let server = ServerConfig {
+        publish_at: vec![secs(1)],
+        down: vec![(secs(2), secs(3_600))],
+        ..ServerConfig::default()
+    };
+    let mut s = SseSim::with_request(SseConfig::default(), listen(2), SEED, server);
+    s.connect();
+    s.run_for(secs(600));
+    match last(&s) {
+        Some(Event::Failed {
+            why: FailReason::ReissueExhausted { why, progress },
+        }) => {
+            assert_eq!(why, DropReason::Status(503));
+            assert_eq!(progress.events, 1);
+        }
+        other => panic!("{other:?}\n{}", s.transcript()),
+    }
+    // The original, then the re-issue after the cut and two more: three failed in a row.
+    assert_eq!(methods(&s), ["POST", "POST", "POST", "POST"]);
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn s21_a_tool_call_cut_under_never_is_reported_with_its_progress_and_not_re_sent() {
+    let call = Request::post(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call"}"#)
+        .header("content-type", "application/json");
+    let mut s = SseSim::with_request(SseConfig::default(), call, SEED, cut_after_three());
+    s.connect();
+    s.run_for(secs(30));
+    match last(&s) {
+        Some(Event::Failed {
+            why: FailReason::Interrupted { progress, .. },
+        }) => assert_eq!(progress.events, 3),
+        other => panic!("{other:?}\n{}", s.transcript()),
+    }
+    assert_eq!(methods(&s), ["POST"]);
+    insta::assert_snapshot!(s.transcript());
+}

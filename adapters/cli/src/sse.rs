@@ -20,7 +20,7 @@ use crate::{parse_secs, stop_requested, Failure};
 ///
 /// Writes one JSON object per line to stdout: `open`, `message` (`event`, `data`, `id`),
 /// `reconnecting` (`in_ms`, `last_event_id`, `attempt`, `why`, `status`, `reason`),
-/// `reconnected` (`gap_ms`), `peer_error` (`kind`, `excerpt`, `suppressed`), `failed`
+/// `reconnected` (`gap_ms`), `reissued` (`gap_ms`, `attempts`), `peer_error` (`kind`, `excerpt`, `suppressed`), `failed`
 /// (`status`, `reason`, and `kind`, `events`, `last_event_id`, `body` where they apply),
 /// `ended` (`why`, `event`, `events`, `last_event_id`) and `closed` (`reason`). Exits 1 after
 /// `failed`, 0 after `ended`, the server's 204, `--duration` or Ctrl-C.
@@ -28,7 +28,7 @@ use crate::{parse_secs, stop_requested, Failure};
 #[command(
     after_help = "Output, one JSON object per line on stdout: open, message (event, \
     data, id), reconnecting (in_ms, last_event_id, attempt, why, status, reason), reconnected \
-    (gap_ms), peer_error (kind, excerpt, suppressed), failed (status, reason, kind, events, \
+    (gap_ms), reissued (gap_ms, attempts: requests since the cut), peer_error (kind, excerpt, suppressed), failed (status, reason, kind, events, \
     last_event_id, body), ended (why, event, events, last_event_id), closed (reason). \
     Diagnostics go to stderr.\n\n\
     A request that is not repeatable (POST, unless --resume same) is sent again only before \
@@ -36,11 +36,14 @@ use crate::{parse_secs, stop_requested, Failure};
     never (default for POST: the loss ends it, failed kind interrupted, or ended why eof when \
     no --end-data/--end-event was given), same (send it again), last-event-id[:METHOD] \
     (send METHOD, GET by default, with the same headers, no body and Last-Event-ID: MCP \
-    Streamable HTTP). failed.kind is one of status, content_type, exhausted, invalid_request, \
-    rejected (body holds the first bytes of the server's answer), interrupted, \
-    resume_exhausted, session_gone (a resume got 404), error_event (body holds its data).\n\n\
+    Streamable HTTP 2025-11-25), reissue[:N] (send the request again as a new request, no \
+    Last-Event-ID: MCP 2026-07-28; at most N, default 5, re-issues in a row that open no \
+    stream, then failed kind reissue_exhausted). failed.kind is one of status, content_type, \
+    exhausted, invalid_request, rejected (body holds the first bytes of the server's answer), \
+    interrupted, resume_exhausted, reissue_exhausted, session_gone (a resume got 404), error_event (body holds its data).\n\n\
     reconnecting.why is one of: status (with the HTTP status in status), eof, idle_timeout, \
-    connect_timeout, connection_refused, tls_rejected, handshake_failed, network_error; \
+    connect_timeout, connection_refused, tls_rejected, handshake_failed, network_error, \
+    restarted (the process stopped while the request was out: --state); \
     reason says the same for a person.\n\n\
     peer_error reports what the server got wrong while the stream carries on. kind is \
     line_too_long or event_too_large (that part of the stream was dropped; excerpt names the \
@@ -62,8 +65,9 @@ pub(crate) struct Args {
     /// The request body, or `@FILE` to read it from a file.
     #[arg(short = 'd', long = "data", value_name = "BODY|@FILE")]
     data: Option<String>,
-    /// What to do when an opened stream is lost: never, same, or last-event-id (optionally with :METHOD, e.g. last-event-id:GET)
-    /// (default: same for GET, never for POST).
+    /// What to do when an opened stream is lost: never, same, last-event-id (optionally with
+    /// :METHOD, e.g. last-event-id:GET) or reissue (optionally with :N, the re-issues in a
+    /// row that may fail; default 5) (default: same for GET, never for POST).
     #[arg(long, value_name = "POLICY")]
     resume: Option<String>,
     /// End cleanly (no reconnect) on a message whose data is exactly this, e.g. `[DONE]`.
@@ -117,6 +121,10 @@ enum Line<'a> {
     },
     Reconnected {
         gap_ms: u64,
+    },
+    Reissued {
+        gap_ms: u64,
+        attempts: u32,
     },
     PeerError {
         kind: &'static str,
@@ -312,6 +320,10 @@ fn write_event(
         Event::Reconnected { gap } => Line::Reconnected {
             gap_ms: millis(*gap),
         },
+        Event::Reissued { gap, attempts } => Line::Reissued {
+            gap_ms: millis(*gap),
+            attempts: *attempts,
+        },
         other => {
             tracing::debug!(?other, "sse event");
             return Ok(());
@@ -362,6 +374,13 @@ fn failure(why: &FailReason) -> (Option<u16>, String) {
                 drop_reason(*why)
             ),
         ),
+        FailReason::ReissueExhausted { why, .. } => (
+            None,
+            format!(
+                "gave up re-issuing the request; last: {}",
+                drop_reason(*why)
+            ),
+        ),
         FailReason::SessionGone { .. } => (
             Some(404),
             "the server no longer knows the session (404 on resume)".to_owned(),
@@ -378,6 +397,7 @@ fn failure_detail(why: &FailReason) -> (&'static str, Option<&Progress>, Option<
         FailReason::Rejected { body, progress, .. } => (Some(progress), Some(body.as_str())),
         FailReason::Interrupted { progress, .. }
         | FailReason::ResumeExhausted { progress, .. }
+        | FailReason::ReissueExhausted { progress, .. }
         | FailReason::SessionGone { progress } => (Some(progress), None),
         FailReason::ErrorEvent { data, progress } => (Some(progress), Some(data.as_str())),
         _ => (None, None),
@@ -429,24 +449,40 @@ fn build_request(args: &Args) -> Result<Request, Failure> {
     Ok(request)
 }
 
-/// `never`, `same`, `last-event-id` or `last-event-id:METHOD`.
+/// Consecutive failed re-issues `--resume reissue` allows.
+const DEFAULT_REISSUES: u32 = 5;
+
+/// `never`, `same`, `last-event-id`, `last-event-id:METHOD`, `reissue` or `reissue:N`.
 fn parse_resume(text: &str) -> Result<Resume, String> {
+    let expected = || {
+        format!(
+            "{text:?}: expected never, same, last-event-id, last-event-id:METHOD, reissue or \
+             reissue:N"
+        )
+    };
     match text {
         "never" => Ok(Resume::Never),
         "same" => Ok(Resume::SameRequest),
         "last-event-id" => Ok(Resume::LastEventId {
             method: "GET".to_owned(),
         }),
-        _ => match text.strip_prefix("last-event-id:") {
-            Some(method) if reqwest::Method::from_bytes(method.as_bytes()).is_ok() => {
-                Ok(Resume::LastEventId {
-                    method: method.to_owned(),
-                })
+        "reissue" => Ok(Resume::Reissue {
+            max_failures: DEFAULT_REISSUES,
+        }),
+        _ => {
+            if let Some(n) = text.strip_prefix("reissue:") {
+                let max_failures = n.parse().map_err(|_| expected())?;
+                return Ok(Resume::Reissue { max_failures });
             }
-            _ => Err(format!(
-                "{text:?}: expected never, same, last-event-id or last-event-id:METHOD"
-            )),
-        },
+            match text.strip_prefix("last-event-id:") {
+                Some(method) if reqwest::Method::from_bytes(method.as_bytes()).is_ok() => {
+                    Ok(Resume::LastEventId {
+                        method: method.to_owned(),
+                    })
+                }
+                _ => Err(expected()),
+            }
+        }
     }
 }
 
@@ -466,6 +502,7 @@ fn drop_reason(why: DropReason) -> String {
         DropReason::Eof => "stream ended".into(),
         DropReason::ConnectTimeout => "no response in time".into(),
         DropReason::IdleTimeout => "idle timeout".into(),
+        DropReason::Restarted => "the process restarted".into(),
         other => format!("{other:?}"),
     }
 }

@@ -214,6 +214,10 @@ pub fn encode_sse_event(event: &sse::Event, out: &mut Vec<u8>) {
                 .num("at_ms", millis_ceil(*at))
         }
         Event::Reconnected { gap } => o.kind("reconnected").num("gap_ms", duration_ms_ceil(*gap)),
+        Event::Reissued { gap, attempts } => o
+            .kind("reissued")
+            .num("gap_ms", duration_ms_ceil(*gap))
+            .num("attempts", u64::from(*attempts)),
         Event::ParseError(error) => {
             let limit = match error {
                 ParseError::LineTooLong { limit } | ParseError::EventTooLarge { limit } => *limit,
@@ -247,7 +251,8 @@ pub fn encode_sse_event(event: &sse::Event, out: &mut Vec<u8>) {
                     progress_fields(&mut o, progress)
                 }
                 FailReason::Interrupted { why, progress }
-                | FailReason::ResumeExhausted { why, progress } => {
+                | FailReason::ResumeExhausted { why, progress }
+                | FailReason::ReissueExhausted { why, progress } => {
                     drop_fields(&mut o, *why);
                     progress_fields(&mut o, progress)
                 }

@@ -91,6 +91,7 @@ enum SavedResume {
     Never,
     SameRequest,
     LastEventId(String),
+    Reissue(u32),
 }
 
 impl SseCheckpoint {
@@ -130,6 +131,9 @@ impl SseCheckpoint {
                 SavedResume::SameRequest => Resume::SameRequest,
                 SavedResume::LastEventId(method) => Resume::LastEventId {
                     method: method.clone(),
+                },
+                SavedResume::Reissue(max_failures) => Resume::Reissue {
+                    max_failures: *max_failures,
                 },
             });
         request.headers.clone_from(&saved.headers);
@@ -188,6 +192,7 @@ impl SseSession {
                     Resume::Never => SavedResume::Never,
                     Resume::SameRequest => SavedResume::SameRequest,
                     Resume::LastEventId { method } => SavedResume::LastEventId(method.clone()),
+                    Resume::Reissue { max_failures } => SavedResume::Reissue(*max_failures),
                 },
                 end_data: request.end.data.clone(),
                 end_event: request.end.event.clone(),

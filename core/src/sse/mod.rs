@@ -21,6 +21,6 @@ pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use request::{Attempt, EndRules, Progress, Request, Resume};
 pub use resume::{check_sendable, Unsendable};
 pub use session::{
-    is_event_stream, parse_retry_after, CloseReason, DropReason, EndReason, Event, FailReason,
-    SseConfig, SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
+    is_event_stream, parse_retry_after, AttemptInfo, CloseReason, DropReason, EndReason, Event,
+    FailReason, SseConfig, SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
 };

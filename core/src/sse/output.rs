@@ -63,6 +63,15 @@ pub enum Event {
         /// From losing the previous stream to opening this one.
         gap: Duration,
     },
+    /// A stream cut under [`Resume::Reissue`](crate::sse::Resume::Reissue) is open again as a
+    /// new request (MCP 2026-07-28: the in-flight request was lost). Whatever the server sent
+    /// in `gap` is gone: a listen stream should list again.
+    Reissued {
+        /// From losing the previous stream to opening this one.
+        gap: Duration,
+        /// Requests sent since the cut, this one included.
+        attempts: u32,
+    },
     /// Part of the stream was too large and dropped; the stream carries on.
     ParseError(ParseError),
     /// The server sent an id that cannot be sent back as `Last-Event-ID`. Messages carry it
@@ -195,6 +204,14 @@ pub enum FailReason {
         /// How far the stream got.
         progress: Progress,
     },
+    /// [`Resume::Reissue`](crate::sse::Resume::Reissue): that many re-issued requests in a
+    /// row did not open a stream; the last one like this.
+    ReissueExhausted {
+        /// The last failure.
+        why: DropReason,
+        /// How far the stream got.
+        progress: Progress,
+    },
     /// A resume request got 404: the server no longer knows the session (MCP says: start a
     /// new one).
     SessionGone {
@@ -213,7 +230,7 @@ pub enum FailReason {
 impl FailReason {
     /// A stable snake_case name of the kind, for logs, JSON lines and the C ABI: `status`,
     /// `content_type`, `exhausted`, `invalid_request`, `rejected`, `interrupted`,
-    /// `resume_exhausted`, `session_gone` or `error_event` (statuses, drops, bodies and
+    /// `resume_exhausted`, `reissue_exhausted`, `session_gone` or `error_event` (statuses, drops, bodies and
     /// progress are the variant's data).
     pub fn as_str(&self) -> &'static str {
         match self {
@@ -224,6 +241,7 @@ impl FailReason {
             FailReason::Rejected { .. } => "rejected",
             FailReason::Interrupted { .. } => "interrupted",
             FailReason::ResumeExhausted { .. } => "resume_exhausted",
+            FailReason::ReissueExhausted { .. } => "reissue_exhausted",
             FailReason::SessionGone { .. } => "session_gone",
             FailReason::ErrorEvent { .. } => "error_event",
         }

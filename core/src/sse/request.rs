@@ -64,6 +64,18 @@ pub enum Resume {
         /// The resume request's method, normally `GET`.
         method: String,
     },
+    /// Send the application's request again as a new request, without `Last-Event-ID`: what
+    /// MCP 2026-07-28 requires for a lost stream ("clients MUST re-issue it as a new request
+    /// with a new request ID"; the driver's per-attempt builder gives the new id). For
+    /// requests safe to send again: `subscriptions/listen`, a tool the application marks
+    /// idempotent. Re-issues follow the reconnect backoff; after `max_failures` in a row that
+    /// do not open a stream, whatever refused them, the session fails with
+    /// [`FailReason::ReissueExhausted`](crate::sse::FailReason::ReissueExhausted). Each that
+    /// opens is announced with [`Event::Reissued`](crate::sse::Event::Reissued).
+    Reissue {
+        /// Consecutive re-issues that may fail before the session gives up.
+        max_failures: u32,
+    },
 }
 
 /// Messages the application's protocol gives a meaning beyond "an event".
@@ -236,6 +248,8 @@ pub enum Attempt {
     Original,
     /// The [`Resume::LastEventId`] request.
     Resume,
+    /// The application's request sent again as a new request ([`Resume::Reissue`]).
+    Reissue,
 }
 
 /// RFC 9110 section 9.2.2's idempotent methods (case-sensitive, as methods are).
@@ -257,7 +271,7 @@ impl Requests {
     pub(crate) fn new(request: Request) -> Self {
         let resume = match &request.resume {
             Resume::LastEventId { method } => Some(Arc::new(request.resumed_with(method))),
-            Resume::Never | Resume::SameRequest => None,
+            Resume::Never | Resume::SameRequest | Resume::Reissue { .. } => None,
         };
         Requests {
             original: Arc::new(request),

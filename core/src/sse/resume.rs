@@ -47,6 +47,8 @@ pub(crate) struct Resumes {
     unsent_retries: u32,
     /// The `Last-Event-ID` of the latest resume, and how many resumes with it failed in a row.
     streak: (String, u32),
+    /// Re-issues in a row that did not open a stream.
+    reissue_failures: u32,
 }
 
 /// What to do after a stream or attempt was lost.
@@ -65,6 +67,8 @@ pub(crate) struct Dropped<'a> {
     pub(crate) accepted: bool,
     /// Why it was lost.
     pub(crate) why: DropReason,
+    /// The lost attempt had opened its stream (a cut, not a refused attempt).
+    pub(crate) opened: bool,
     /// The newest sendable last event id (empty: none).
     pub(crate) resume_id: &'a str,
     /// How far the stream got, for a final event.
@@ -81,6 +85,7 @@ impl Resumes {
             request,
             accepted,
             why,
+            opened,
             resume_id,
             progress,
             config,
@@ -101,7 +106,32 @@ impl Resumes {
                 })
             }
             Resume::LastEventId { .. } => self.resume(resume_id, why, progress, config),
+            Resume::Reissue { max_failures } => self.reissue(*max_failures, opened, why, progress),
         }
+    }
+
+    /// Requests sent since the last cut of a re-issued stream, the latest included.
+    pub(crate) fn reissues_since_cut(&self) -> u32 {
+        self.reissue_failures.saturating_add(1)
+    }
+
+    /// After a cut, re-issue; count the re-issues that do not open, up to `max_failures`.
+    fn reissue(
+        &mut self,
+        max_failures: u32,
+        opened: bool,
+        why: DropReason,
+        progress: Progress,
+    ) -> AfterDrop {
+        if opened {
+            self.reissue_failures = 0;
+            return AfterDrop::Retry(Duration::ZERO);
+        }
+        self.reissue_failures = self.reissue_failures.saturating_add(1);
+        if self.reissue_failures > max_failures {
+            return AfterDrop::Stop(failed(FailReason::ReissueExhausted { why, progress }));
+        }
+        AfterDrop::Retry(Duration::ZERO)
     }
 
     fn before_accepted(

@@ -69,7 +69,7 @@ use crate::backoff::BackoffPolicy;
 use crate::link::{Epoch, Link, LinkAction, LinkConfig, Liveness, SocketError, SocketLoss};
 use crate::rng::Rng;
 use crate::sse::parser::{Item, Message, Parser, ParserConfig};
-use crate::sse::request::{Attempt, Progress, Request, Requests};
+use crate::sse::request::{Attempt, Progress, Request, Requests, Resume};
 use crate::time::{Clock, Instant};
 use crate::wake::Wake;
 
@@ -182,6 +182,20 @@ pub struct SseSession {
     server_retry: Option<Duration>,
     /// Restored from a checkpoint and not yet connected.
     restored: Option<Restored>,
+    /// Why the latest attempt since `connect` was lost, for the next attempt's builder.
+    last_drop: Option<DropReason>,
+}
+
+/// What one request is, for a driver that builds each attempt ([`SseSession::attempt_info`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttemptInfo {
+    /// Requests sent since the session was created, this one included (1 for the first).
+    pub number: u64,
+    /// Which request it is: the application's, a resume, or a re-issue.
+    pub attempt: Attempt,
+    /// Why the previous attempt since `connect` was lost; `None` for the first.
+    pub after: Option<DropReason>,
 }
 
 /// The head of a refusal whose body the session is reading for [`FailReason::Rejected`].
@@ -223,6 +237,7 @@ impl SseSession {
             attempt: Attempt::Original,
             server_retry: None,
             restored: None,
+            last_drop: None,
         }
     }
 
@@ -258,6 +273,17 @@ impl SseSession {
         self.parser.resume_id()
     }
 
+    /// What the request of the latest [`Transmit::Open`] is for: a driver that builds each
+    /// attempt's headers and body (a fresh token, a new JSON-RPC id) asks this when it sends
+    /// one. The core has already decided that the attempt may go.
+    pub fn attempt_info(&self) -> AttemptInfo {
+        AttemptInfo {
+            number: self.stats.requests,
+            attempt: self.attempt,
+            after: self.last_drop,
+        }
+    }
+
     /// The base reconnect delay in force (the policy's, or the last `retry:` field, clamped).
     pub fn retry_base(&self) -> Duration {
         self.link.backoff().policy().base
@@ -290,6 +316,7 @@ impl SseSession {
                 self.accepted = false;
                 self.resumes = Resumes::default();
                 self.delivered = 0;
+                self.last_drop = None;
             }
             Some(Restored { was_out }) => {
                 self.opened_once = self.accepted;
@@ -679,14 +706,20 @@ impl SseSession {
         self.live = Some(epoch);
         self.stats.requests += 1;
         let id = self.parser.resume_id();
+        let reissue = matches!(self.requests.original.resume, Resume::Reissue { .. });
         let (attempt, request) = match &self.requests.resume {
             Some(resume) if self.accepted => (Attempt::Resume, Arc::clone(resume)),
+            _ if self.accepted && reissue => {
+                (Attempt::Reissue, Arc::clone(&self.requests.original))
+            }
             _ => (Attempt::Original, Arc::clone(&self.requests.original)),
         };
         self.attempt = attempt;
+        // A re-issue is a new request: it resumes nothing.
+        let last_event_id = (!id.is_empty() && attempt != Attempt::Reissue).then(|| id.to_owned());
         self.transmits.push_back(Transmit::Open {
             epoch,
-            last_event_id: (!id.is_empty()).then(|| id.to_owned()),
+            last_event_id,
             request,
             attempt,
         });
@@ -696,13 +729,14 @@ impl SseSession {
         self.link.on_open(now);
         self.parser.finish();
         self.stats.opened += 1;
-        let event = if self.opened_once {
-            let lost_at = self.lost_at.unwrap_or(now);
-            Event::Reconnected {
-                gap: now.saturating_duration_since(lost_at),
-            }
-        } else {
-            Event::Open
+        let gap = now.saturating_duration_since(self.lost_at.unwrap_or(now));
+        let event = match (self.opened_once, self.attempt) {
+            (false, _) => Event::Open,
+            (true, Attempt::Reissue) => Event::Reissued {
+                gap,
+                attempts: self.resumes.reissues_since_cut(),
+            },
+            (true, _) => Event::Reconnected { gap },
         };
         self.opened_once = true;
         self.lost_at = None;
@@ -733,6 +767,7 @@ impl SseSession {
     fn lose(&mut self, now: Instant, why: DropReason, min_delay: Duration) {
         let was_open = self.link.is_open();
         self.live = None;
+        self.last_drop = Some(why);
         match self.after_drop(why) {
             AfterDrop::Retry(at_least) => {
                 let min_delay = min_delay.max(at_least);
@@ -751,6 +786,8 @@ impl SseSession {
             request: &self.requests.original,
             accepted: self.accepted,
             why,
+            // A restart cut a stream the server had: a cut, not a refused attempt.
+            opened: self.link.is_open() || why == DropReason::Restarted,
             resume_id: self.parser.resume_id(),
             progress,
             config: &self.config,
