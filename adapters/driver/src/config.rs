@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use tether_core::nostr::RelayConfig;
+use tether_core::sse::{Attempt, AttemptInfo, Request};
 use tether_core::SseConfig;
 
 use crate::relay_info::InfoPolicy;
@@ -87,6 +88,76 @@ pub struct EventSourceConfig {
     pub sse: SseConfig,
     /// Seed for the session's jitter; `None` draws one from the OS.
     pub seed: Option<u64>,
+    /// What each attempt sends beyond the request (a fresh `Authorization`, a new JSON-RPC
+    /// id, MCP's mirror headers): asked before every request the core decided may go.
+    pub per_attempt: Option<PerAttempt>,
+}
+
+/// The application's answer to "what does this attempt send": headers that replace the
+/// request's headers of the same name, and for an attempt of the application's request (the
+/// first, a retry, a re-issue; not a `Last-Event-ID` resume) a body in place of its body.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct AttemptParts {
+    /// Headers for this attempt, each replacing the request's header of that name.
+    pub headers: Vec<(String, String)>,
+    /// The body for this attempt; `None` keeps the request's.
+    pub body: Option<Vec<u8>>,
+}
+
+impl AttemptParts {
+    /// Parts with these headers and the request's body.
+    #[must_use]
+    pub fn headers(headers: Vec<(String, String)>) -> Self {
+        AttemptParts {
+            headers,
+            body: None,
+        }
+    }
+
+    /// Set the body for this attempt.
+    #[must_use]
+    pub fn body(mut self, body: impl Into<Vec<u8>>) -> Self {
+        self.body = Some(body.into());
+        self
+    }
+
+    /// `request` as this attempt sends it. `attempt` decides whether the body may change: a
+    /// resume request has none.
+    #[must_use]
+    pub fn apply(&self, request: &Request, attempt: Attempt) -> Request {
+        let mut built = request.clone();
+        for (name, value) in &self.headers {
+            built.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+            built.headers.push((name.clone(), value.clone()));
+        }
+        if let (Some(body), false) = (&self.body, attempt == Attempt::Resume) {
+            built.body.clone_from(body);
+        }
+        built
+    }
+}
+
+/// The application's per-attempt builder ([`EventSourceConfig::per_attempt`]).
+#[derive(Clone)]
+pub struct PerAttempt(Arc<dyn Fn(&AttemptInfo) -> AttemptParts + Send + Sync>);
+
+impl PerAttempt {
+    /// A builder from `build`, called once per attempt with what the attempt is.
+    pub fn new(build: impl Fn(&AttemptInfo) -> AttemptParts + Send + Sync + 'static) -> Self {
+        PerAttempt(Arc::new(build))
+    }
+
+    /// The parts for the attempt `info` describes.
+    pub fn parts(&self, info: &AttemptInfo) -> AttemptParts {
+        (self.0)(info)
+    }
+}
+
+impl std::fmt::Debug for PerAttempt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PerAttempt(..)")
+    }
 }
 
 /// `seed`, or 64 bits of OS randomness when it is `None` (or, if the OS has none to give, a

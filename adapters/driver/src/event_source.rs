@@ -66,7 +66,9 @@ impl<R: Runtime> EventStream<R> {
         let seed = seed_or_random(config.seed);
         let session = SseSession::restore(config.sse, request, checkpoint, seed)
             .map_err(ConnectError::Checkpoint)?;
-        Ok(EventStream::from_session(url, session, rt, http))
+        let mut stream = EventStream::from_session(url, session, rt, http);
+        stream.set_per_attempt(config.per_attempt);
+        Ok(stream)
     }
 }
 

@@ -65,7 +65,7 @@ pub mod url;
 pub mod verify;
 mod wire;
 
-pub use config::{seed_or_random, Config, EventSourceConfig};
+pub use config::{seed_or_random, AttemptParts, Config, EventSourceConfig, PerAttempt};
 pub use connect_error::ConnectError;
 pub use event_source::DefaultHttp;
 pub use pool::{

@@ -48,6 +48,8 @@ pub struct EventStream<R: Runtime> {
     reading_paused: bool,
     work_budget: usize,
     span: tracing::Span,
+    /// The application's per-attempt builder, if any.
+    per_attempt: Option<crate::config::PerAttempt>,
 }
 
 impl<R: Runtime> EventStream<R> {
@@ -66,7 +68,9 @@ impl<R: Runtime> EventStream<R> {
         http: Arc<dyn HttpConnect>,
     ) -> Self {
         let session = SseSession::with_request(config.sse, request, seed_or_random(config.seed));
-        Self::from_session(url, session, rt, http)
+        let mut stream = Self::from_session(url, session, rt, http);
+        stream.set_per_attempt(config.per_attempt);
+        stream
     }
 
     /// A stream around `session` (new or restored), connecting it now.
@@ -92,7 +96,13 @@ impl<R: Runtime> EventStream<R> {
             ended: false,
             reading_paused: false,
             work_budget: 64,
+            per_attempt: None,
         }
+    }
+
+    /// Build each attempt's headers and body with `per_attempt` from now on.
+    pub(crate) fn set_per_attempt(&mut self, per_attempt: Option<crate::config::PerAttempt>) {
+        self.per_attempt = per_attempt;
     }
 
     /// The session, for inspection (last event ID, retry base, counters).
@@ -158,6 +168,15 @@ impl<R: Runtime> EventStream<R> {
                     info!(epoch = epoch.0, ?last_event_id, ?attempt, method = %request.method, "requesting");
                     self.body = None;
                     self.unread.clear();
+                    // The core decided this attempt may go; the application says what it
+                    // carries.
+                    let request = match &self.per_attempt {
+                        Some(build) => {
+                            let parts = build.parts(&self.session.attempt_info());
+                            std::sync::Arc::new(parts.apply(&request, attempt))
+                        }
+                        None => request,
+                    };
                     let request = self
                         .http
                         .send(&self.url, &request, last_event_id.as_deref());

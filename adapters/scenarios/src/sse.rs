@@ -340,3 +340,37 @@ pub async fn a_cut_post_with_never_is_not_sent_again<H: Harness>() {
     assert_eq!(events.next().await, None);
     assert_eq!(server.requests().len(), 1);
 }
+
+/// A stream whose token expires between attempts: the application's per-attempt builder
+/// gives each request the token of its time, so the reconnect after a cut carries the new
+/// one and the expired one is never sent again (Azure/fetch-event-source#67).
+pub async fn each_attempt_carries_the_token_of_its_time<H: Harness>() {
+    let (url, server) = start::<H>(vec![
+        Reply::events(&[("1", "a")], true),
+        Reply::events(&[("2", "b")], false),
+    ])
+    .await;
+    let mut config = config();
+    config.per_attempt = Some(tether_driver::PerAttempt::new(|info| {
+        tether_driver::AttemptParts::headers(vec![(
+            "authorization".to_owned(),
+            format!("Bearer token-{}", info.number),
+        )])
+    }));
+    let request = Request::get().header("authorization", "Bearer stale");
+    let mut events = H::event_source_request(&url, request, config);
+    assert_eq!(next::<H>(&mut events).await, Event::Open);
+    assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    assert!(matches!(
+        next::<H>(&mut events).await,
+        Event::Reconnecting { .. }
+    ));
+    assert!(matches!(
+        next::<H>(&mut events).await,
+        Event::Reconnected { .. }
+    ));
+    assert_eq!(data(&next::<H>(&mut events).await), ("2", "b"));
+    let log = server.requests();
+    let tokens: Vec<Option<&str>> = log.iter().map(|r| r.header("authorization")).collect();
+    assert_eq!(tokens, [Some("Bearer token-1"), Some("Bearer token-2")]);
+}
