@@ -14,7 +14,8 @@ pub type HttpError = Box<dyn std::error::Error + Send + Sync + 'static>;
 /// The headers an SSE request carries, in order: `Accept: text/event-stream` and
 /// `Cache-Control: no-cache` (an intermediary must not answer from a cache) unless the
 /// application's request sets that header itself (MCP needs
-/// `Accept: application/json, text/event-stream`), then the request's own headers as given,
+/// `Accept: application/json, text/event-stream`), `Content-Length: 0` for a POST, PUT or
+/// PATCH without a body, then the request's own headers as given,
 /// then `Last-Event-ID` when the core asked for one. A `Last-Event-ID` of the application's
 /// is left out: which id to resume from is the core's decision.
 ///
@@ -32,11 +33,16 @@ pub fn request_headers<'a>(
             .iter()
             .any(|(n, _)| n.eq_ignore_ascii_case(name))
     };
+    // A POST, PUT or PATCH with no body still says so: servers answer 411 (Length Required)
+    // to one that does not, and the HTTP clients add no length for an empty body.
+    let empty_body =
+        request.body.is_empty() && matches!(request.method.as_str(), "POST" | "PUT" | "PATCH");
     let defaults = [
         ("accept", "text/event-stream"),
         ("cache-control", "no-cache"),
     ]
     .into_iter()
+    .chain(empty_body.then_some(("content-length", "0")))
     .filter(move |(name, _)| !own(name));
     let app = request
         .headers

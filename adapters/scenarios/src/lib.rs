@@ -148,6 +148,7 @@ macro_rules! suite {
                     a_post_resumes_as_a_get_and_ends_on_done,
                     a_cut_post_with_never_is_not_sent_again,
                     each_attempt_carries_the_token_of_its_time,
+                    an_empty_post_says_its_length,
                 ]
             );
         }

@@ -374,3 +374,24 @@ pub async fn each_attempt_carries_the_token_of_its_time<H: Harness>() {
     let tokens: Vec<Option<&str>> = log.iter().map(|r| r.header("authorization")).collect();
     assert_eq!(tokens, [Some("Bearer token-1"), Some("Bearer token-2")]);
 }
+
+/// A POST with no body says `Content-Length: 0` (servers answer 411 to one that says
+/// nothing), once.
+pub async fn an_empty_post_says_its_length<H: Harness>() {
+    let (url, server) = start::<H>(vec![Reply::events(&[("1", "a")], false)]).await;
+    let mut events = H::event_source_request(&url, Request::new("POST"), config());
+    assert_eq!(next::<H>(&mut events).await, Event::Open);
+    assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    let log = server.requests();
+    let lengths: Vec<Vec<&str>> = log
+        .iter()
+        .map(|r| {
+            r.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                .map(|(_, v)| v.as_str())
+                .collect()
+        })
+        .collect();
+    assert_eq!(lengths, [vec!["0"]]);
+}
