@@ -7,8 +7,10 @@ use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde::Serialize;
 use tether_tokio::sse::{
-    CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume, SseCheckpoint,
+    AttemptInfo, CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume,
+    SseCheckpoint,
 };
+use tether_tokio::tether_driver::{AttemptParts, PerAttempt};
 use tether_tokio::{ConnectError, EventSource, EventSourceConfig};
 
 use crate::output::{is_zero, millis, JsonLines};
@@ -98,6 +100,13 @@ pub(crate) struct Args {
     /// or from a newer tether: exit 2, FILE untouched.
     #[arg(long, value_name = "FILE")]
     state: Option<std::path::PathBuf>,
+    /// Run CMD (through sh) before each request and send the `Name: value` lines it prints as
+    /// that request's headers, in place of any -H of the same name: a fresh token per attempt.
+    /// TETHER_ATTEMPT (1 for the first request) and TETHER_AFTER (why the last one ended, empty
+    /// for the first) are set for it. A CMD that fails, prints something else or runs past
+    /// 10 s fails the stream (failed kind invalid_request); nothing is retried.
+    #[arg(long, value_name = "CMD")]
+    header_cmd: Option<String>,
 }
 
 /// One line of `tether sse` output.
@@ -167,6 +176,11 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         config.sse.idle_timeout = (!idle.is_zero()).then_some(idle);
     }
     config.seed = args.seed;
+    config.per_attempt = args.header_cmd.clone().map(|cmd| {
+        PerAttempt::fallible(move |info| {
+            headers_from_command(&cmd, info).map(AttemptParts::headers)
+        })
+    });
     let state = args
         .state
         .clone()
@@ -533,6 +547,72 @@ fn closed_reason(why: CloseReason) -> &'static str {
 ///
 /// # Errors
 /// [`Failure::Usage`] naming the first header that is not `Name: value`.
+/// How long `--header-cmd` may run.
+const HEADER_CMD_LIMIT: Duration = Duration::from_secs(10);
+
+/// Run `cmd` for the attempt `info` describes and read its `Name: value` lines.
+fn headers_from_command(cmd: &str, info: &AttemptInfo) -> Result<Vec<(String, String)>, String> {
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .env("TETHER_ATTEMPT", info.number.to_string())
+        .env("TETHER_AFTER", info.after.map_or("", DropReason::as_str))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("--header-cmd: {e}"))?;
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let output = match rx.recv_timeout(HEADER_CMD_LIMIT) {
+        Ok(output) => output.map_err(|e| format!("--header-cmd: {e}"))?,
+        Err(_) => {
+            kill(pid);
+            return Err(format!(
+                "--header-cmd ran past {}s",
+                HEADER_CMD_LIMIT.as_secs()
+            ));
+        }
+    };
+    if !output.status.success() {
+        return Err(format!("--header-cmd exited with {}", output.status));
+    }
+    let text = String::from_utf8(output.stdout)
+        .map_err(|_| "--header-cmd printed something that is not UTF-8".to_owned())?;
+    let lines: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_owned)
+        .collect();
+    let headers = parse_headers(&lines).map_err(|f| match f {
+        Failure::Usage(why) | Failure::Failed(why) => format!("--header-cmd: {why}"),
+        Failure::StdoutClosed => "--header-cmd".to_owned(),
+    })?;
+    Ok(headers
+        .iter()
+        .map(|(name, value)| {
+            (
+                name.as_str().to_owned(),
+                String::from_utf8_lossy(value.as_bytes()).into_owned(),
+            )
+        })
+        .collect())
+}
+
+/// End a `--header-cmd` that ran too long.
+fn kill(pid: u32) {
+    #[cfg(unix)]
+    {
+        use rustix::process::{kill_process, Pid, Signal};
+        if let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) {
+            let _ = kill_process(pid, Signal::KILL);
+        }
+    }
+}
+
 fn parse_headers(args: &[String]) -> Result<HeaderMap, Failure> {
     let mut headers = HeaderMap::new();
     for arg in args {

@@ -46,6 +46,7 @@ const SSE_TYPES: &[&str] = &[
     "message",
     "reconnecting",
     "reconnected",
+    "reissued",
     "peer_error",
     "failed",
     "ended",
@@ -1253,4 +1254,93 @@ async fn req_ctrl_z_stops_and_continue_resumes_on_the_same_socket() {
         .collect();
     assert_eq!(of_type(&lines, "connected").len(), 1, "{stdout}");
     assert_eq!(of_type(&lines, "event").len(), 2, "{stdout}");
+}
+
+#[tokio::test]
+async fn sse_header_cmd_gives_each_attempt_the_header_of_its_time() {
+    if other_binary() {
+        // --header-cmd is not in tether-py.
+        return;
+    }
+    let (url, server) = sse_server(vec![
+        Reply::events(&[("1", "a")], true),
+        Reply::events(&[("2", "b")], false),
+    ])
+    .await;
+    let cmd = r#"echo "X-Token: t$TETHER_ATTEMPT"; echo "X-After: [$TETHER_AFTER]""#;
+    let output = run(&[
+        "sse",
+        &url,
+        "-H",
+        "X-Token: stale",
+        "--header-cmd",
+        cmd,
+        "--duration",
+        "2",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let log = server.requests();
+    let seen: Vec<(Option<&str>, Option<&str>)> = log
+        .iter()
+        .map(|r| (r.header("x-token"), r.header("x-after")))
+        .collect();
+    assert_eq!(
+        seen,
+        [(Some("t1"), Some("[]")), (Some("t2"), Some("[eof]"))]
+    );
+}
+
+#[tokio::test]
+async fn sse_header_cmd_that_fails_is_a_typed_local_failure() {
+    if other_binary() {
+        return;
+    }
+    let (url, server) = sse_server(vec![Reply::events(&[("1", "a")], false)]).await;
+    let output = run(&["sse", &url, "--header-cmd", "echo nope; exit 3"]).await;
+    assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    let failed = of_type(&lines, "failed");
+    assert_eq!(failed.len(), 1, "{}", explain(&output));
+    assert_eq!(failed[0]["kind"], "invalid_request");
+    assert!(server.requests().is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn sse_resume_reissue_sends_the_post_again_as_a_new_request() {
+    if other_binary() {
+        // POST requests are beyond tether-py's GET contract.
+        return;
+    }
+    let (url, server) = sse_server(vec![
+        Reply::events(&[("1", "a")], true),
+        Reply::events(&[("2", "b")], false),
+    ])
+    .await;
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"subscriptions/listen"}"#;
+    let output = run(&[
+        "sse",
+        &url,
+        "-d",
+        body,
+        "--resume",
+        "reissue:2",
+        "--duration",
+        "2",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, SSE_TYPES);
+    let reissued = of_type(&lines, "reissued");
+    assert_eq!(reissued.len(), 1, "{}", explain(&output));
+    assert_eq!(reissued[0]["attempts"], 1);
+    let log = server.requests();
+    let seen: Vec<(&str, usize, Option<&str>)> = log
+        .iter()
+        .map(|r| (r.method.as_str(), r.body.len(), r.header("last-event-id")))
+        .collect();
+    assert_eq!(
+        seen,
+        [("POST", body.len(), None), ("POST", body.len(), None)]
+    );
 }

@@ -138,18 +138,35 @@ impl AttemptParts {
     }
 }
 
-/// The application's per-attempt builder ([`EventSourceConfig::per_attempt`]).
+/// The application's per-attempt builder ([`EventSourceConfig::per_attempt`]). It runs on
+/// the driver's task, before each request: keep it quick (read a token you keep fresh
+/// elsewhere) or bounded.
 #[derive(Clone)]
-pub struct PerAttempt(Arc<dyn Fn(&AttemptInfo) -> AttemptParts + Send + Sync>);
+pub struct PerAttempt(Arc<PerAttemptFn>);
+
+/// What a [`PerAttempt`] runs: the parts of the attempt `info` describes, or why it could not
+/// say (a local failure: the stream fails with `FailReason::InvalidRequest`, nothing is
+/// retried).
+type PerAttemptFn = dyn Fn(&AttemptInfo) -> Result<AttemptParts, String> + Send + Sync;
 
 impl PerAttempt {
     /// A builder from `build`, called once per attempt with what the attempt is.
     pub fn new(build: impl Fn(&AttemptInfo) -> AttemptParts + Send + Sync + 'static) -> Self {
+        PerAttempt(Arc::new(move |info: &AttemptInfo| Ok(build(info))))
+    }
+
+    /// A builder that can fail (a token source that is down, a command that hung).
+    pub fn fallible(
+        build: impl Fn(&AttemptInfo) -> Result<AttemptParts, String> + Send + Sync + 'static,
+    ) -> Self {
         PerAttempt(Arc::new(build))
     }
 
     /// The parts for the attempt `info` describes.
-    pub fn parts(&self, info: &AttemptInfo) -> AttemptParts {
+    ///
+    /// # Errors
+    /// The builder's own description of why it could not build them.
+    pub fn parts(&self, info: &AttemptInfo) -> Result<AttemptParts, String> {
         (self.0)(info)
     }
 }

@@ -171,10 +171,21 @@ impl<R: Runtime> EventStream<R> {
                     // The core decided this attempt may go; the application says what it
                     // carries.
                     let request = match &self.per_attempt {
-                        Some(build) => {
-                            let parts = build.parts(&self.session.attempt_info());
-                            std::sync::Arc::new(parts.apply(&request, attempt))
-                        }
+                        Some(build) => match build.parts(&self.session.attempt_info()) {
+                            Ok(parts) => std::sync::Arc::new(parts.apply(&request, attempt)),
+                            Err(detail) => {
+                                // The application could not say what to send: a local
+                                // failure, as a request the client cannot build.
+                                warn!(%detail, "the per-attempt builder failed");
+                                let now = self.rt.now();
+                                if let Err(error) =
+                                    self.session.handle_request_invalid(now, epoch, &detail)
+                                {
+                                    warn!(%error, "driver bug: session refused input");
+                                }
+                                continue;
+                            }
+                        },
                         None => request,
                     };
                     let request = self
