@@ -422,6 +422,7 @@ fn policy() -> impl Strategy<Value = Resume> {
         Just(Resume::LastEventId {
             method: "GET".to_owned()
         }),
+        (0u32..3).prop_map(|max_failures| Resume::Reissue { max_failures }),
     ]
 }
 
@@ -589,4 +590,44 @@ fn s21_a_tool_call_cut_under_never_is_reported_with_its_progress_and_not_re_sent
     }
     assert_eq!(methods(&s), ["POST"]);
     insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn a_post_answered_500_is_not_sent_again_and_a_gateways_502_is() {
+    // A 500 is the application's own: it may have acted on the request.
+    let mut s = SseSim::with_request(
+        SseConfig::default(),
+        generation(),
+        SEED,
+        ServerConfig::default(),
+    );
+    s.script([Reply::StatusBody {
+        status: 500,
+        content_type: Some("application/json"),
+        body: br#"{"error":"boom"}"#.to_vec(),
+    }]);
+    s.connect();
+    s.run_for(secs(60));
+    match last(&s) {
+        Some(Event::Failed {
+            why: FailReason::Rejected { status, body, .. },
+        }) => assert_eq!((status, body.as_str()), (500, r#"{"error":"boom"}"#)),
+        other => panic!("{other:?}\n{}", s.transcript()),
+    }
+    assert_eq!(methods(&s), ["POST"]);
+    // A 502 comes from a gateway: the application never saw the request.
+    let mut s = SseSim::with_request(
+        SseConfig::default(),
+        generation(),
+        SEED,
+        ServerConfig::default(),
+    );
+    s.script([Reply::Status {
+        status: 502,
+        content_type: None,
+        retry_after: None,
+    }]);
+    s.connect();
+    s.run_for(secs(60));
+    assert_eq!(methods(&s), ["POST", "POST"], "{}", s.transcript());
 }

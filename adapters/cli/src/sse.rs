@@ -34,7 +34,8 @@ use crate::{parse_secs, stop_requested, Failure};
     last_event_id, body), ended (why, event, events, last_event_id), closed (reason). \
     Diagnostics go to stderr.\n\n\
     A request that is not repeatable (POST, unless --resume same) is sent again only before \
-    its stream opened (refused connection, 408, 429, 5xx). Once it opened, --resume decides: \
+    its stream opened (refused connection, 408, 429, 502, 503, 504; a 500 may come from the \
+    application after it acted: failed kind rejected). Once it opened, --resume decides: \
     never (default for POST: the loss ends it, failed kind interrupted, or ended why eof when \
     no --end-data/--end-event was given), same (send it again), last-event-id[:METHOD] \
     (send METHOD, GET by default, with the same headers, no body and Last-Event-ID: MCP \

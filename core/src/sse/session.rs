@@ -78,7 +78,7 @@ pub use crate::sse::output::{
     CloseReason, DropReason, EndReason, Event, FailReason, SseStats, Transmit, MAX_DETAIL_LEN,
 };
 use crate::sse::resume::{AfterDrop, Dropped, Resumes};
-use crate::sse::status::{classify, Verdict};
+use crate::sse::status::{classify, may_have_acted, Verdict};
 pub use crate::sse::status::{is_event_stream, parse_retry_after};
 
 /// Configuration of an [`SseSession`].
@@ -376,7 +376,15 @@ impl SseSession {
         if self.link.is_open() || self.rejection.is_some() {
             return Err(SocketError::AlreadyOpen(epoch));
         }
-        match classify(status, content_type) {
+        let verdict = match classify(status, content_type) {
+            // The application may have acted on a request that must not run twice: the
+            // status ends it, with the server's explanation.
+            Verdict::Retry if may_have_acted(status) && self.unsafe_to_repeat() => {
+                Verdict::Fail(FailReason::Status(status))
+            }
+            verdict => verdict,
+        };
+        match verdict {
             Verdict::Open => {
                 if self.attempt == Attempt::Original {
                     self.accepted = true;
@@ -935,6 +943,15 @@ impl SseSession {
             why,
             progress: Progress::new(self.delivered, &message.id),
         })
+    }
+
+    /// Whether the application's request, sent now, may not be sent again after the server
+    /// may have acted on it: not repeatable, and no policy says repeating it is safe.
+    fn unsafe_to_repeat(&self) -> bool {
+        let request = self.request();
+        self.attempt == Attempt::Original
+            && !request.repeatable
+            && !matches!(request.resume, Resume::SameRequest | Resume::Reissue { .. })
     }
 
     /// Where the request stands for a checkpoint: out (wanted: connecting, open or waiting to

@@ -33,6 +33,14 @@ pub(crate) enum Verdict {
     Fail(FailReason),
 }
 
+/// Whether a retryable status may come from the application itself, which may have acted on
+/// the request before failing: a 500 (or 501, 505, ...), unlike a gateway's 502, 503 or 504
+/// (the request never reached the application) or a 408 / 429 (refused before acting). A
+/// request that is not safe to repeat is not sent again after one.
+pub(crate) fn may_have_acted(status: u16) -> bool {
+    matches!(status, 500..=599) && !matches!(status, 502..=504)
+}
+
 pub(crate) fn classify(status: u16, content_type: Option<&str>) -> Verdict {
     match status {
         200 if content_type.is_some_and(is_event_stream) => Verdict::Open,
