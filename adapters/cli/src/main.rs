@@ -12,6 +12,7 @@
 
 mod demo;
 mod info;
+mod mcp;
 mod output;
 mod rate_limit;
 mod req;

@@ -13,6 +13,7 @@ use tether_tokio::sse::{
 use tether_tokio::tether_driver::{AttemptParts, PerAttempt};
 use tether_tokio::{ConnectError, EventSource, EventSourceConfig};
 
+use crate::mcp::Mcp;
 use crate::output::{is_zero, millis, JsonLines};
 use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
 use crate::state::StateFile;
@@ -108,6 +109,13 @@ pub(crate) struct Args {
     /// 10 s fails the stream (failed kind invalid_request); nothing is retried.
     #[arg(long, value_name = "CMD")]
     header_cmd: Option<String>,
+    /// Send the JSON-RPC body (-d) as MCP's Streamable HTTP of this revision: 2025-11-25
+    /// (MCP-Protocol-Version, Accept and Content-Type; a cut resumed with a GET and
+    /// Last-Event-ID; give the session with -H Mcp-Session-Id) or 2026-07-28 (also Mcp-Method
+    /// and Mcp-Name mirroring the body; a subscriptions/listen stream re-issued as a new request
+    /// with a new JSON-RPC id, any other call never sent again). -H and --resume win.
+    #[arg(long, value_name = "REVISION")]
+    mcp: Option<String>,
 }
 
 /// One line of `tether sse` output.
@@ -171,15 +179,24 @@ enum Line<'a> {
 /// [`Failure::Usage`] for a bad URL or header; [`Failure::Failed`] when the server refuses
 /// in a way retrying will not fix.
 pub(crate) async fn run(args: Args) -> Result<(), Failure> {
-    let request = build_request(&args)?;
+    let (request, mcp) = build_request(&args)?;
     let mut config = EventSourceConfig::default();
     if let Some(idle) = args.idle_timeout {
         config.sse.idle_timeout = (!idle.is_zero()).then_some(idle);
     }
     config.seed = args.seed;
-    config.per_attempt = args.header_cmd.clone().map(|cmd| {
+    let header_cmd = args.header_cmd.clone();
+    config.per_attempt = (mcp.is_some() || header_cmd.is_some()).then(|| {
         PerAttempt::fallible(move |info| {
-            headers_from_command(&cmd, info).map(AttemptParts::headers)
+            let headers = match &header_cmd {
+                Some(cmd) => headers_from_command(cmd, info)?,
+                None => Vec::new(),
+            };
+            let parts = AttemptParts::headers(headers);
+            Ok(match mcp.as_ref().and_then(|m| m.body_for(info)) {
+                Some(body) => parts.body(body),
+                None => parts,
+            })
         })
     });
     let state = args
@@ -424,7 +441,7 @@ fn failure_detail(why: &FailReason) -> (&'static str, Option<&Progress>, Option<
 ///
 /// # Errors
 /// [`Failure::Usage`] for a bad header or method, or a body file that cannot be read.
-fn build_request(args: &Args) -> Result<Request, Failure> {
+fn build_request(args: &Args) -> Result<(Request, Option<Mcp>), Failure> {
     let body = match args.data.as_deref() {
         None => Vec::new(),
         Some(data) => match data.strip_prefix('@') {
@@ -442,6 +459,12 @@ fn build_request(args: &Args) -> Result<Request, Failure> {
     if reqwest::Method::from_bytes(method.as_bytes()).is_err() {
         return Err(Failure::Usage(format!("-X {method:?}: not an HTTP method")));
     }
+    let mcp = match &args.mcp {
+        Some(revision) => {
+            Some(Mcp::new(revision, &body).map_err(|e| Failure::Usage(format!("--mcp {e}")))?)
+        }
+        None => None,
+    };
     let mut request = Request::new(&method).body(body);
     for (name, value) in &parse_headers(&args.headers)? {
         // parse_headers accepted it as a header value; keep its text as given.
@@ -461,7 +484,10 @@ fn build_request(args: &Args) -> Result<Request, Failure> {
     if let Some(event) = &args.fail_event {
         request = request.fail_on_event(event);
     }
-    Ok(request)
+    if let Some(mcp) = &mcp {
+        request = mcp.apply(request, args.resume.is_some());
+    }
+    Ok((request, mcp))
 }
 
 /// Consecutive failed re-issues `--resume reissue` allows.

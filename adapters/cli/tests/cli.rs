@@ -1344,3 +1344,60 @@ async fn sse_resume_reissue_sends_the_post_again_as_a_new_request() {
         [("POST", body.len(), None), ("POST", body.len(), None)]
     );
 }
+
+#[tokio::test]
+async fn sse_mcp_2026_07_28_re_issues_a_listen_stream_with_a_new_id_and_mirror_headers() {
+    if other_binary() {
+        // POST requests are beyond tether-py's GET contract.
+        return;
+    }
+    let (url, server) = sse_server(vec![
+        Reply::events(&[("1", "a")], true),
+        Reply::events(&[("2", "b")], false),
+    ])
+    .await;
+    let body = r#"{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{}}"#;
+    let output = run(&[
+        "sse",
+        &url,
+        "-d",
+        body,
+        "--mcp",
+        "2026-07-28",
+        "--duration",
+        "2",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let log = server.requests();
+    let ids: Vec<Value> = log
+        .iter()
+        .map(|r| serde_json::from_slice::<Value>(&r.body).unwrap()["id"].clone())
+        .collect();
+    assert_eq!(ids, [Value::from(7), Value::from(8)], "a new JSON-RPC id");
+    for r in &log {
+        assert_eq!(r.method, "POST");
+        assert_eq!(r.header("mcp-protocol-version"), Some("2026-07-28"));
+        assert_eq!(r.header("mcp-method"), Some("subscriptions/listen"));
+        assert_eq!(r.header("last-event-id"), None);
+    }
+    let lines = json_lines(&output, SSE_TYPES);
+    assert_eq!(of_type(&lines, "reissued").len(), 1, "{}", explain(&output));
+}
+
+#[tokio::test]
+async fn sse_mcp_revision_that_is_not_known_is_a_usage_error() {
+    if other_binary() {
+        return;
+    }
+    let output = run(&[
+        "sse",
+        "http://127.0.0.1:9/",
+        "-d",
+        r#"{"jsonrpc":"2.0","id":1,"method":"x"}"#,
+        "--mcp",
+        "2024-01-01",
+    ])
+    .await;
+    assert_usage_error(&output);
+}
