@@ -111,32 +111,33 @@ int main(void) {
     if (len != 1 || buf[0] != '1') failures++;
     if (deadline(sse) != 90030) failures++; /* the idle watchdog */
 
-    /* The body ends: a reconnect after the retry field's base, carrying Last-Event-ID. */
+    /* The body ends: a reconnect no sooner than the retry field (2 s) and at most 20% later,
+     * carrying Last-Event-ID. */
     CODE(tether_sse_handle_eof(sse, 1000, 1), TETHER_OK);
     EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"eof\",\"status\":null,\"loss\":null,"
-               "\"attempt\":1,\"at_ms\":2577}");
+               "\"attempt\":1,\"at_ms\":3116}");
     DRAINED(sse);
-    if (deadline(sse) != 2577) failures++;
+    if (deadline(sse) != 3116) failures++;
     CODE(tether_sse_handle_eof(sse, 1000, 1), TETHER_OK); /* stale: ignored */
     DRAINED(sse);
-    CODE(tether_sse_handle_timeout(sse, 2577), TETHER_OK);
+    CODE(tether_sse_handle_timeout(sse, 3116), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":2,\"last_event_id\":\"1\"}");
     DRAINED(sse);
 
     /* 503 with Retry-After: 60 s: no sooner than that. */
-    CODE(response(sse, 2600, 2, 503, "text/plain", "60"), TETHER_OK);
+    CODE(response(sse, 3140, 2, 503, "text/plain", "60"), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"close\",\"epoch\":2}");
     EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"status\",\"status\":503,\"loss\":null,"
-               "\"attempt\":2,\"at_ms\":62600}");
+               "\"attempt\":2,\"at_ms\":63140}");
     DRAINED(sse);
-    CODE(tether_sse_handle_timeout(sse, 62600), TETHER_OK);
+    CODE(tether_sse_handle_timeout(sse, 63140), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":3,\"last_event_id\":\"1\"}");
     DRAINED(sse);
-    /* 429 with an HTTP-date 120 s after the wall clock's now (62 s after it was set). */
-    CODE(response(sse, 62600, 3, 429, NULL, "Wed, 21 Oct 2015 07:31:02 GMT"), TETHER_OK);
+    /* 429 with an HTTP-date 119 s after the wall clock's now (63 s after it was set). */
+    CODE(response(sse, 63140, 3, 429, NULL, "Wed, 21 Oct 2015 07:31:02 GMT"), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"close\",\"epoch\":3}");
     EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"status\",\"status\":429,\"loss\":null,"
-               "\"attempt\":3,\"at_ms\":182600}");
+               "\"attempt\":3,\"at_ms\":182140}");
     DRAINED(sse);
 
     /* A local close ends it, once. */
