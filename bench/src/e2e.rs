@@ -210,11 +210,13 @@ pub fn measure_many(contender: Contender, urls: &[String], expected: usize) -> M
             .enable_all()
             .build()
             .expect("client runtime");
-        let (cpu0, process0) = (thread_cpu(), process_cpu());
+        // The verification workers of an earlier contender may still be alive: only what
+        // they do from here on is this one's.
+        let (cpu0, process0, workers0) = (thread_cpu(), process_cpu(), verify_workers_cpu());
         let started = std::time::Instant::now();
         let (received, fingerprint, client) = runtime.block_on(receive(contender, &urls, expected));
         let wall = started.elapsed();
-        let workers = verify_workers_cpu();
+        let workers = workers_cpu_since(&workers0, &verify_workers_cpu());
         let (client_cpu, process_cpu) = (thread_cpu() - cpu0 + workers, process_cpu() - process0);
         // Closing connections and tasks is not part of receiving.
         drop(client);
@@ -405,14 +407,13 @@ const WORDS: [&str; 24] = [
     "vida",
 ];
 
-/// CPU time of the live `tether-verify-*` worker threads (Linux: `/proc/self/task`); a pool's
-/// workers start with it and stop after it, so at the end of a run they are all its own.
-fn verify_workers_cpu() -> Duration {
+/// CPU time of the live `tether-verify-*` worker threads (Linux: `/proc/self/task`), in
+/// clock ticks by thread id; a pool's workers start with it and stop after it.
+fn verify_workers_cpu() -> std::collections::BTreeMap<String, u64> {
+    let mut by_thread = std::collections::BTreeMap::new();
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Duration::ZERO;
+        return by_thread;
     };
-    let ticks_per_sec = 100; // USER_HZ, fixed at 100 on Linux's ABI
-    let mut ticks = 0u64;
     for task in tasks.flatten() {
         let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
         if !comm.starts_with("tether-verify") {
@@ -425,8 +426,23 @@ fn verify_workers_cpu() -> Duration {
         };
         let fields: Vec<&str> = rest.split(' ').collect();
         let field = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok());
-        ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
+        let ticks = field(14).unwrap_or(0) + field(15).unwrap_or(0);
+        by_thread.insert(task.file_name().to_string_lossy().into_owned(), ticks);
     }
+    by_thread
+}
+
+/// The workers' CPU between two [`verify_workers_cpu`] readings: each thread's growth, so a
+/// worker of an earlier run that is still alive counts only for what it did meanwhile.
+fn workers_cpu_since(
+    before: &std::collections::BTreeMap<String, u64>,
+    after: &std::collections::BTreeMap<String, u64>,
+) -> Duration {
+    let ticks_per_sec = 100; // USER_HZ, fixed at 100 on Linux's ABI
+    let ticks: u64 = after
+        .iter()
+        .map(|(tid, &t)| t.saturating_sub(before.get(tid).copied().unwrap_or(0)))
+        .sum();
     Duration::from_millis(ticks * 1000 / ticks_per_sec)
 }
 

@@ -13,7 +13,15 @@ fn every_contender_receives_each_stored_event_exactly_once() {
         assert_eq!(m.received, 1_500, "{}", contender.name());
         assert_eq!(m.fingerprint, expected, "{}", contender.name());
         assert!(m.client_cpu > std::time::Duration::ZERO);
-        assert!(m.process_cpu >= m.client_cpu, "{}", contender.name());
+        // The workers' CPU comes from /proc in clock ticks (10 ms): allow a tick or two of
+        // rounding against the process's nanosecond clock.
+        assert!(
+            m.process_cpu + std::time::Duration::from_millis(20) >= m.client_cpu,
+            "{}: process {:?} < client {:?}",
+            contender.name(),
+            m.process_cpu,
+            m.client_cpu
+        );
     }
 }
 
