@@ -22,7 +22,7 @@
 //! | refused connection, TLS failure, 408 / 429 / 5xx before the stream opened | sent again after backoff (`Retry-After` honoured), at most [`SseConfig::max_unsent_retries`] times, then [`FailReason::Exhausted`] |
 //! | any other loss before it opened (reset, connect timeout: the server may have it) | [`FailReason::Interrupted`] |
 //! | another status | [`FailReason::Rejected`] with the first [`SseConfig::max_error_body`] bytes of the body |
-//! | the opened stream is lost | the [`Resume`](crate::sse::request::Resume) policy: [`Resume::Never`](crate::sse::request::Resume::Never) ends ([`Event::Ended`] when the body ended and no end rule exists, else [`FailReason::Interrupted`]); [`Resume::LastEventId`](crate::sse::request::Resume::LastEventId) sends the resume request |
+//! | the opened stream is lost | the [`Resume`] policy: [`Resume::Never`] ends ([`Event::Ended`] when the body ended and no end rule exists, else [`FailReason::Interrupted`]); [`Resume::LastEventId`] sends the resume request |
 //! | a resume request gets 404 | [`FailReason::SessionGone`] (MCP: the session expired, initialize again) |
 //! | the same `Last-Event-ID` fails [`SseConfig::max_same_id_resumes`] times in a row | [`FailReason::ResumeExhausted`] |
 //!
