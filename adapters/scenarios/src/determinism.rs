@@ -192,15 +192,18 @@ pub async fn restored_transcript<H: Harness>(seed: u64, checkpoint: &[u8]) -> Ve
     model.events.push(StoredEvent::new(11, now - 30, 1));
     let relay = H::on_server(TestRelay::start(model)).await.unwrap();
     let checkpoint = RelayCheckpoint::from_json(checkpoint).unwrap();
-    let (client, subs) = H::restore_relay(&relay.url(), restore_config(seed), &checkpoint);
+    let (client, mut subs) = H::restore_relay(&relay.url(), restore_config(seed), &checkpoint);
     let mut app = Vec::new();
-    for (name, mut sub) in ["a", "b", "c"].into_iter().zip(subs) {
-        until_item::<H>(name, &mut sub, &mut app, |item| {
+    // The subscriptions are kept until after the disconnect: a dropped one would send a
+    // CLOSE whose arrival, racing the disconnect, depends on the runtime.
+    for (name, sub) in ["a", "b", "c"].into_iter().zip(subs.iter_mut()) {
+        until_item::<H>(name, sub, &mut app, |item| {
             matches!(item, SubscriptionEvent::CaughtUp(_))
         })
         .await;
     }
     client.disconnect().await.unwrap();
+    drop(subs);
     let mut transcript: Vec<String> = relay
         .log()
         .received
