@@ -18,13 +18,14 @@
 //! The nostr-rs-relay tests are skipped with a message when the binary is missing, and fail
 //! when `TETHER_REQUIRE_PEERS=1`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use nostr::prelude::*;
-use nostr_relay_builder::{LocalRelay, RelayBuilder};
 use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
 use tether_tokio::tether_core::backoff::{BackoffPolicy, Jitter};
@@ -95,27 +96,6 @@ async fn publish(url: &str, events: &[&Event]) {
         );
     }
     let _ = client.disconnect().await;
-}
-
-/// nostr-relay-builder on 127.0.0.1, and its URL. It picks a random port that was free when
-/// it looked and binds it later; another socket can take the port in between
-/// (`AddrInUse`), so a failed start is tried again on a new port.
-async fn start_builder() -> (LocalRelay, String) {
-    let mut attempt = 0;
-    loop {
-        let relay = LocalRelay::new(RelayBuilder::default());
-        match relay.run().await {
-            Ok(()) => {
-                let url = relay.url().await.to_string();
-                return (relay, url);
-            }
-            Err(error) if attempt < 5 => {
-                eprintln!("nostr-relay-builder did not start ({error}); again on another port");
-                attempt += 1;
-            }
-            Err(error) => panic!("nostr-relay-builder did not start: {error}"),
-        }
-    }
 }
 
 /// `ws://host:port` -> the socket address behind it.
@@ -237,7 +217,7 @@ impl Heard {
 
 #[tokio::test]
 async fn nostr_relay_builder_catches_up_by_negentropy_every_note_once() {
-    let (relay, relay_url) = start_builder().await;
+    let (relay, relay_url) = common::start_builder().await;
     let proxy = FaultProxy::start(addr_of(&relay_url)).await.unwrap();
     let keys = Keys::generate();
     let t0 = now();
@@ -488,7 +468,7 @@ async fn a_pool_of_both_catches_up_per_relay_every_note_once() {
         .await
         .unwrap();
     let rs_proxy = FaultProxy::start(addr_of(&rs.url())).await.unwrap();
-    let (builder, builder_url) = start_builder().await;
+    let (builder, builder_url) = common::start_builder().await;
     let builder_proxy = FaultProxy::start(addr_of(&builder_url)).await.unwrap();
     let keys = Keys::generate();
     let t0 = now();

@@ -10,12 +10,13 @@
 //! The nostr-rs-relay test is skipped with a message when the binary is missing, and fails
 //! when `TETHER_REQUIRE_PEERS=1`.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use nostr::prelude::*;
-use nostr_relay_builder::{LocalRelay, RelayBuilder};
 use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
 use tether_tokio::tether_core::backoff::{BackoffPolicy, Jitter};
 use tether_tokio::tether_core::nostr::{CatchUpMethod, RelayCheckpoint};
@@ -182,9 +183,8 @@ async fn restart_around_missed_notes(url: &str) -> CatchUpMethod {
 
 #[tokio::test]
 async fn nostr_relay_builder_restored_client_catches_up_by_negentropy() {
-    let relay = LocalRelay::new(RelayBuilder::default());
-    relay.run().await.expect("nostr-relay-builder starts");
-    let url = relay.url().await.to_string();
+    // The relay must outlive the test's requests: keep it bound.
+    let (_relay, url) = common::start_builder().await;
     assert_eq!(
         restart_around_missed_notes(&url).await,
         CatchUpMethod::Negentropy
