@@ -58,7 +58,8 @@ pub mod sse;
 pub mod url;
 
 pub use encode::{
-    encode_relay_event, encode_relay_transmit, encode_sse_event, encode_sse_transmit,
+    encode_relay_event, encode_relay_transmit, encode_sse_attempt, encode_sse_event,
+    encode_sse_transmit,
 };
 
 /// The version of this ABI, returned by [`tether_abi_version`]: bumped on any incompatible

@@ -11,7 +11,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use tether_core::sse::{parse_retry_after, SseConfig, SseSession};
 use tether_core::Epoch;
 
-use crate::encode::{encode_sse_event, encode_sse_transmit};
+use crate::encode::{encode_sse_attempt, encode_sse_event, encode_sse_transmit};
 use crate::outbuf::Pending;
 use crate::{
     deliver, instant, ptr, socket, socket_failure, socket_loss, Failure, Guarded, Health,
@@ -480,7 +480,12 @@ pub unsafe extern "C" fn tether_sse_poll_transmit(
             deliver(transmit, buf, len, |out| {
                 session
                     .poll_transmit()
-                    .map(|t| encode_sse_transmit(&t, out))
+                    .map(|t| {
+                        encode_sse_transmit(&t, out);
+                        if matches!(t, tether_core::sse::Transmit::Open { .. }) {
+                            encode_sse_attempt(&session.attempt_info(), out);
+                        }
+                    })
                     .is_some()
             })
         }

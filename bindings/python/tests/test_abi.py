@@ -63,7 +63,14 @@ def test_misuse_is_an_error_code_with_a_message():
 def test_sse_session_parses_and_reports_the_resume_id():
     sse = tether.Sse(seed=3)
     sse.connect(0)
-    assert sse.poll_transmit() == {"type": "open", "epoch": 1, "last_event_id": None}
+    assert sse.poll_transmit() == {
+        "type": "open",
+        "epoch": 1,
+        "last_event_id": None,
+        "attempt": "original",
+        "number": 1,
+        "after": None,
+    }
     sse.handle_response(5, 1, 200, "text/event-stream", None)
     assert sse.poll_event() == {"type": "open"}
     assert sse.handle_bytes(6, 1, b"id: 7\ndata: a\n\n") == 15
@@ -205,5 +212,12 @@ def test_an_sse_checkpoint_resumes_from_its_last_event_id():
     sse.close()
     restored = tether.Sse.restore(saved, seed=4)
     restored.connect(0)
-    assert restored.poll_transmit() == {"type": "open", "epoch": 1, "last_event_id": "7"}
+    assert restored.poll_transmit() == {
+        "type": "open",
+        "epoch": 1,
+        "last_event_id": "7",
+        "attempt": "original",
+        "number": 1,
+        "after": "restarted",
+    }
     restored.close()

@@ -252,6 +252,17 @@ pub enum Attempt {
     Reissue,
 }
 
+impl Attempt {
+    /// `original`, `resume` or `reissue`, for logs, JSON lines and the C ABI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Attempt::Original => "original",
+            Attempt::Resume => "resume",
+            Attempt::Reissue => "reissue",
+        }
+    }
+}
+
 /// RFC 9110 section 9.2.2's idempotent methods (case-sensitive, as methods are).
 fn is_idempotent(method: &str) -> bool {
     matches!(

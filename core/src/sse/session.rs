@@ -322,6 +322,7 @@ impl SseSession {
                 self.opened_once = self.accepted;
                 self.lost_at = Some(now);
                 if was_out {
+                    self.last_drop = Some(DropReason::Restarted);
                     self.emit(Event::Reconnecting {
                         why: DropReason::Restarted,
                         attempt: 1,

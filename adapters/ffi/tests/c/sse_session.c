@@ -80,7 +80,8 @@ int main(void) {
     CODE(tether_sse_set_wall_clock(sse, 0, 1445412480), TETHER_OK); /* 2015-10-21 07:28:00 */
 
     CODE(tether_sse_connect(sse, 0), TETHER_OK);
-    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":1,\"last_event_id\":null}");
+    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":1,\"last_event_id\":null,"
+                  "\"attempt\":\"original\",\"number\":1,\"after\":null}");
     DRAINED(sse);
     size_t consumed = 0;
     CODE(tether_sse_handle_bytes(sse, 5, 1, text("data: x\n\n"), 9, &consumed),
@@ -121,7 +122,8 @@ int main(void) {
     CODE(tether_sse_handle_eof(sse, 1000, 1), TETHER_OK); /* stale: ignored */
     DRAINED(sse);
     CODE(tether_sse_handle_timeout(sse, 3116), TETHER_OK);
-    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":2,\"last_event_id\":\"1\"}");
+    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":2,\"last_event_id\":\"1\","
+                  "\"attempt\":\"original\",\"number\":2,\"after\":\"eof\"}");
     DRAINED(sse);
 
     /* 503 with Retry-After: 60 s: no sooner than that. */
@@ -131,7 +133,8 @@ int main(void) {
                "\"attempt\":2,\"at_ms\":63140}");
     DRAINED(sse);
     CODE(tether_sse_handle_timeout(sse, 63140), TETHER_OK);
-    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":3,\"last_event_id\":\"1\"}");
+    TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":3,\"last_event_id\":\"1\","
+                  "\"attempt\":\"original\",\"number\":3,\"after\":\"status\"}");
     DRAINED(sse);
     /* 429 with an HTTP-date 119 s after the wall clock's now (63 s after it was set). */
     CODE(response(sse, 63140, 3, 429, NULL, "Wed, 21 Oct 2015 07:31:02 GMT"), TETHER_OK);
