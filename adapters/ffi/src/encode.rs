@@ -147,14 +147,6 @@ pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
     o.end();
 }
 
-/// Append the JSON object for an SSE transmit:
-///
-/// - `{"type":"open","epoch":N,"last_event_id":"..."|null}`: start a GET with
-///   `Accept: text/event-stream` (and `Last-Event-ID` when not null); the handle's poll adds
-///   what the attempt is (see [`encode_sse_attempt`])
-/// - `{"type":"close","epoch":N}`: abort that request
-/// - `{"type":"end"}`: the stream is over; no request follows (deliver the queued events,
-///   the last of which says why)
 /// Append, inside an `open` transmit's object, what the attempt is, for a host that builds
 /// each request itself (a fresh token, a new JSON-RPC id): `"attempt":"original"|"resume"|
 /// "reissue","number":N` (requests sent so far, this one included) and `"after":DROP|null`
@@ -180,8 +172,14 @@ pub fn encode_sse_attempt(info: &sse::AttemptInfo, out: &mut Vec<u8>) {
     }
 }
 
-/// Append the JSON object for an SSE transmit (the open's attempt fields come from
-/// [`encode_sse_attempt`]).
+/// Append the JSON object for an SSE transmit:
+///
+/// - `{"type":"open","epoch":N,"last_event_id":"..."|null}`: start a GET with
+///   `Accept: text/event-stream` (and `Last-Event-ID` when not null); the handle's poll adds
+///   what the attempt is (see [`encode_sse_attempt`])
+/// - `{"type":"close","epoch":N}`: abort that request
+/// - `{"type":"end"}`: the stream is over; no request follows (deliver the queued events,
+///   the last of which says why)
 pub fn encode_sse_transmit(transmit: &sse::session::Transmit, out: &mut Vec<u8>) {
     use sse::session::Transmit;
     let mut o = Obj::new(out);

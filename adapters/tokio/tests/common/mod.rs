@@ -5,7 +5,7 @@ use nostr_relay_builder::{LocalRelay, RelayBuilder};
 /// nostr-relay-builder on 127.0.0.1, and its URL. It picks a random port that was free when
 /// it looked and binds it later; another socket can take the port in between
 /// (`AddrInUse`), so a failed start is tried again on a new port.
-pub async fn start_builder() -> (LocalRelay, String) {
+pub(crate) async fn start_builder() -> (LocalRelay, String) {
     let mut attempt = 0;
     loop {
         let relay = LocalRelay::new(RelayBuilder::default());
