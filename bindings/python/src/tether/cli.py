@@ -116,6 +116,26 @@ def _install_stop(loop: asyncio.AbstractEventLoop, stop) -> None:
         loop.add_signal_handler(sig, stop)
 
 
+def _install_lifecycle(loop: asyncio.AbstractEventLoop, driver) -> None:
+    """Ctrl-Z is a suspend: the session is told, then the process stops itself with SIGSTOP
+    (SIGTSTP's default action is discarded in an orphaned process group; SIGSTOP is not).
+    SIGCONT is a resume, whose probe finds a socket that died meanwhile."""
+    import os
+
+    from ._ffi import LIFECYCLE_RESUMED, LIFECYCLE_SUSPENDED
+
+    def suspend() -> None:
+        driver.session.lifecycle(driver.now(), LIFECYCLE_SUSPENDED)
+        os.kill(os.getpid(), signal.SIGSTOP)
+
+    def resume() -> None:
+        driver.session.lifecycle(driver.now(), LIFECYCLE_RESUMED)
+        driver.inbox.put_nowait(("wake",))
+
+    loop.add_signal_handler(signal.SIGTSTP, suspend)
+    loop.add_signal_handler(signal.SIGCONT, resume)
+
+
 # ----- req ---------------------------------------------------------------------------------
 
 
@@ -309,6 +329,7 @@ async def _run_req(args: argparse.Namespace) -> None:
 
     loop = asyncio.get_running_loop()
     _install_stop(loop, driver.stop)
+    _install_lifecycle(loop, driver)
     if args.duration is not None:
         loop.call_later(args.duration, driver.stop)
     if state is not None:
