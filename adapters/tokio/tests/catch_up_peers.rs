@@ -28,11 +28,10 @@ use futures_util::{Stream, StreamExt};
 use nostr::prelude::*;
 use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
-use tether_tokio::tether_core::backoff::{BackoffPolicy, Jitter};
 use tether_tokio::tether_core::nostr::CatchUpMethod;
 use tether_tokio::tether_driver::relay::CaughtUp;
 use tether_tokio::{
-    Config, Filter, PoolConfig, PoolItem, RelayClient, RelayId, SessionEvent, SubscriptionEvent,
+    Filter, PoolConfig, PoolItem, RelayClient, RelayId, SessionEvent, SubscriptionEvent,
 };
 use tokio::sync::mpsc;
 use tokio::time::timeout;
@@ -45,20 +44,6 @@ const OUTAGE: Duration = Duration::from_millis(1_500);
 
 /// The tests that start nostr-rs-relay run one at a time (two cores, another build beside).
 static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
-fn config(seed: u64) -> Config {
-    let mut config = Config::default();
-    config.seed = Some(seed);
-    // Real time: reconnect within a second instead of 1-30 s.
-    config.relay.link.reconnect = BackoffPolicy {
-        base: Duration::from_millis(200),
-        factor: 2.0,
-        cap: Duration::from_millis(800),
-        max_attempts: None,
-        jitter: Jitter::Proportional(0.2),
-    };
-    config
-}
 
 fn filter(json: &str) -> Vec<Filter> {
     vec![Filter::new(json).unwrap()]
@@ -84,7 +69,7 @@ fn hex(events: &[&Event]) -> Vec<String> {
 
 /// Publish straight to the relay (not through the proxy) and wait for each OK.
 async fn publish(url: &str, events: &[&Event]) {
-    let client = RelayClient::connect(url, config(99)).unwrap();
+    let client = RelayClient::connect(url, common::config(99)).unwrap();
     for event in events {
         let published = timeout(WAIT, client.publish(event.as_json()))
             .await
@@ -231,7 +216,7 @@ async fn nostr_relay_builder_catches_up_by_negentropy_every_note_once() {
     before.extend(recent.iter());
     publish(&relay_url, &before).await;
 
-    let client = RelayClient::connect(&proxied(&proxy), config(1)).unwrap();
+    let client = RelayClient::connect(&proxied(&proxy), common::config(1)).unwrap();
     let mut session = forward(client.events().unwrap());
     let mut all = forward(client.subscribe(filter(r#"{"kinds":[1]}"#)).await.unwrap());
     let mut two = forward(
@@ -383,7 +368,7 @@ async fn nostr_rs_relay_outage(fetch_info: bool) -> Option<Vec<SessionEvent>> {
     let before: Vec<&Event> = before.iter().collect();
     publish(&rs.url(), &before).await;
 
-    let mut client_config = config(2);
+    let mut client_config = common::config(2);
     client_config.relay_info.fetch = fetch_info;
     let client = RelayClient::connect(&proxied(&proxy), client_config).unwrap();
     let mut session = forward(client.events().unwrap());
@@ -481,8 +466,8 @@ async fn a_pool_of_both_catches_up_per_relay_every_note_once() {
     publish(&builder_url, &[&both0, &builder0]).await;
 
     let mut pool_config = PoolConfig::default();
-    pool_config.relay = config(3).relay;
-    let pool = tether_tokio::pool(pool_config, config(3));
+    pool_config.relay = common::config(3).relay;
+    let pool = tether_tokio::pool(pool_config, common::config(3));
     let mut pool_events = forward(pool.events().unwrap());
     let rs_id = pool.add_relay(&proxied(&rs_proxy)).await.unwrap();
     let builder_id = pool.add_relay(&proxied(&builder_proxy)).await.unwrap();

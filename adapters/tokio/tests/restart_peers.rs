@@ -18,26 +18,12 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use nostr::prelude::*;
 use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
-use tether_tokio::tether_core::backoff::{BackoffPolicy, Jitter};
 use tether_tokio::tether_core::nostr::{CatchUpMethod, RelayCheckpoint};
-use tether_tokio::{Config, Filter, RelayClient, Subscription, SubscriptionEvent};
+use tether_tokio::{Filter, RelayClient, Subscription, SubscriptionEvent};
 use tokio::time::timeout;
 
 /// The bound on every wait.
 const WAIT: Duration = Duration::from_secs(30);
-
-fn config(seed: u64) -> Config {
-    let mut config = Config::default();
-    config.seed = Some(seed);
-    config.relay.link.reconnect = BackoffPolicy {
-        base: Duration::from_millis(200),
-        factor: 2.0,
-        cap: Duration::from_millis(800),
-        max_attempts: None,
-        jitter: Jitter::Proportional(0.2),
-    };
-    config
-}
 
 fn note_at(keys: &Keys, text: &str, at: u64) -> Event {
     EventBuilder::text_note(text)
@@ -52,7 +38,7 @@ fn now() -> u64 {
 
 /// Publish straight to the relay and wait for each OK.
 async fn publish(url: &str, events: &[&Event]) {
-    let client = RelayClient::connect(url, config(99)).unwrap();
+    let client = RelayClient::connect(url, common::config(99)).unwrap();
     for event in events {
         let published = timeout(WAIT, client.publish(event.as_json())).await;
         assert!(
@@ -105,7 +91,7 @@ async fn restart_around_missed_notes(url: &str) -> CatchUpMethod {
     publish(url, &before.iter().collect::<Vec<_>>()).await;
 
     // The first process: live, then without a socket, a publish waiting in its outbox.
-    let client = RelayClient::connect(url, config(1)).unwrap();
+    let client = RelayClient::connect(url, common::config(1)).unwrap();
     let mut sub = client
         .subscribe(vec![Filter::new(r#"{"kinds":[1]}"#).unwrap()])
         .await
@@ -126,9 +112,19 @@ async fn restart_around_missed_notes(url: &str) -> CatchUpMethod {
         let json = pending.as_json();
         tokio::spawn(async move { client.publish(json).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let checkpoint = client.checkpoint().await.unwrap();
-    assert_eq!(checkpoint.publishes(), 1, "the publish waits in the outbox");
+    // The publish command reaches the driver on its own task: checkpoint until it is in
+    // the outbox (bounded), with no sleep deciding it.
+    let checkpoint = timeout(WAIT, async {
+        loop {
+            let checkpoint = client.checkpoint().await.unwrap();
+            if checkpoint.publishes() == 1 {
+                return checkpoint;
+            }
+            tokio::task::yield_now().await;
+        }
+    })
+    .await
+    .expect("the publish waits in the outbox");
     let bytes = checkpoint.to_json();
     drop(sub);
     drop(client);
@@ -144,7 +140,7 @@ async fn restart_around_missed_notes(url: &str) -> CatchUpMethod {
 
     // The second process.
     let checkpoint = RelayCheckpoint::from_json(&bytes).unwrap();
-    let (client, mut subs) = RelayClient::restore(url, config(2), &checkpoint).unwrap();
+    let (client, mut subs) = RelayClient::restore(url, common::config(2), &checkpoint).unwrap();
     assert_eq!(subs.len(), 1);
     let mut sub = subs.remove(0);
     let (mut counts, mut caught_up) = (BTreeMap::new(), Vec::new());
