@@ -180,6 +180,19 @@ impl SseInvariants {
             match *t {
                 Transmit::Open {
                     epoch,
+                    ref redirect,
+                    ..
+                } if redirect.is_some() => {
+                    // A hop goes on with the attempt: its epoch, never an aborted one.
+                    if self.newest_open != Some(epoch) || self.aborted.contains(&epoch) {
+                        return Err(format!(
+                            "redirect hop {epoch:?} is not the live attempt {:?}",
+                            self.newest_open
+                        ));
+                    }
+                }
+                Transmit::Open {
+                    epoch,
                     ref last_event_id,
                     attempt,
                     ..

@@ -34,7 +34,7 @@ use std::time::Duration;
 
 use tether_core::link::{Epoch, SocketError, SocketLoss};
 use tether_core::sse::{
-    Attempt, Event, Request, SseCheckpoint, SseConfig, SseSession, SseStats, Transmit,
+    Attempt, Event, Request, ResponseHead, SseCheckpoint, SseConfig, SseSession, SseStats, Transmit,
 };
 use tether_core::Instant;
 
@@ -108,7 +108,20 @@ pub enum Reply {
     },
     /// Answer 200 `text/event-stream`, send these bytes, then reset the connection.
     BodyThenReset(Vec<u8>),
+    /// Answer with a redirect status and this `Location` (relative to [`STREAM_URL`] or to the
+    /// redirect the request followed).
+    Redirect {
+        /// The status code.
+        status: u16,
+        /// The `Location` header.
+        location: &'static str,
+    },
+    /// Answer 200 `text/event-stream` with this `Content-Encoding`, and no body.
+    Encoded(&'static str),
 }
+
+/// The URL the simulated stream lives at, which a relative `Location` resolves against.
+pub const STREAM_URL: &str = "https://sim.example/stream";
 
 /// One request as the modelled server received it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,6 +134,8 @@ pub struct SeenRequest {
     pub method: String,
     /// Its body's length.
     pub body_len: usize,
+    /// The redirect target it was sent to; `None`: the stream's own URL.
+    pub redirect: Option<String>,
 }
 
 /// The session, the server model, the clock and the transcript.
@@ -276,6 +291,30 @@ impl SseSim {
         self.log("app", "disconnect");
         self.session.disconnect(now);
         self.drain(SseInput::Disconnect);
+    }
+
+    /// The driver reports a response head with its `Location` and the URL it came from
+    /// ([`SseSession::handle_head`]).
+    ///
+    /// # Errors
+    /// The session's [`SocketError`] for driver misuse.
+    pub fn handle_head(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        head: &ResponseHead<'_>,
+    ) -> Result<(), SocketError> {
+        self.observe(now);
+        let mut line = show_head(epoch, head.status, head.content_type, head.retry_after);
+        if let Some(location) = head.location {
+            let _ = write!(line, " location={location}");
+        }
+        if let Some(encoding) = head.content_encoding {
+            let _ = write!(line, " content-encoding={encoding}");
+        }
+        self.log("io", &line);
+        let result = self.session.handle_head(now, epoch, head);
+        self.after(result)
     }
 
     /// The driver reports a response head ([`SseSession::handle_response`]).
@@ -503,7 +542,27 @@ impl SseSim {
                 status,
                 content_type,
                 retry_after,
+                location: None,
+                content_encoding: None,
+                ..
             } => self.handle_response(now, epoch, status, content_type, retry_after),
+            Delivery::Response {
+                epoch,
+                status,
+                content_type,
+                retry_after,
+                location,
+                content_encoding,
+                url,
+            } => {
+                let head = ResponseHead::new(status)
+                    .content_type(content_type)
+                    .retry_after(retry_after)
+                    .location(location)
+                    .content_encoding(content_encoding)
+                    .url(Some(&url));
+                self.handle_head(now, epoch, &head)
+            }
             Delivery::Bytes { epoch, bytes } => self.feed(epoch, &bytes),
             Delivery::Eof { epoch } => self.handle_eof(now, epoch),
             Delivery::Error { epoch, loss } => self.handle_error(now, epoch, loss),
@@ -663,8 +722,12 @@ fn show_transmit(t: &Transmit) -> String {
             last_event_id,
             request,
             attempt,
+            redirect,
         } => {
             let mut line = format!("Open #{} {{ last_event_id: {last_event_id:?} }}", epoch.0);
+            if let Some(url) = redirect {
+                let _ = write!(line, " to {url}");
+            }
             // A plain GET shows as it did before requests existed.
             if !request.is_plain_get() || *attempt != Attempt::Original {
                 let _ = write!(line, " {}", request.method);
@@ -695,6 +758,10 @@ pub(crate) enum Delivery {
         status: u16,
         content_type: Option<&'static str>,
         retry_after: Option<Duration>,
+        location: Option<&'static str>,
+        content_encoding: Option<&'static str>,
+        /// The URL the request went to.
+        url: String,
     },
     Bytes {
         epoch: Epoch,
@@ -757,8 +824,9 @@ impl Server {
                 epoch,
                 last_event_id,
                 request,
+                redirect,
                 ..
-            } => self.on_request(net, epoch, last_event_id, &request),
+            } => self.on_request(net, epoch, last_event_id, &request, redirect.as_deref()),
             Transmit::Close { epoch } => {
                 net.retain(|job| job_epoch(job) != epoch);
                 if self.stream.is_some_and(|s| s.epoch == epoch) {
@@ -776,6 +844,7 @@ impl Server {
         epoch: Epoch,
         last_event_id: Option<String>,
         request: &Request,
+        redirect: Option<&str>,
     ) {
         let at = net.now() + net.latency;
         if !self.config.answers {
@@ -786,6 +855,7 @@ impl Server {
             last_event_id: last_event_id.clone(),
             method: request.method.clone(),
             body_len: request.body.len(),
+            redirect: redirect.map(str::to_owned),
         });
         let Some(reply) = self.script.pop_front() else {
             if self.is_down(at) {
@@ -835,6 +905,30 @@ impl Server {
                     epoch,
                     loss: SocketLoss::NetworkError,
                 }));
+            }
+            Reply::Redirect { status, location } => {
+                let head = Delivery::Response {
+                    epoch,
+                    status,
+                    content_type: None,
+                    retry_after: None,
+                    location: Some(location),
+                    content_encoding: None,
+                    url: redirect.unwrap_or(STREAM_URL).to_owned(),
+                };
+                net.send(Job::Deliver(head));
+            }
+            Reply::Encoded(encoding) => {
+                let head = Delivery::Response {
+                    epoch,
+                    status: 200,
+                    content_type: EVENT_STREAM,
+                    retry_after: None,
+                    location: None,
+                    content_encoding: Some(encoding),
+                    url: STREAM_URL.to_owned(),
+                };
+                net.send(Job::Deliver(head));
             }
             Reply::Refused => {
                 // Refused before the server could see it.
@@ -975,6 +1069,9 @@ fn response(
         status,
         content_type,
         retry_after,
+        location: None,
+        content_encoding: None,
+        url: STREAM_URL.to_owned(),
     }
 }
 

@@ -28,6 +28,7 @@ fn get_open(epoch: u64, last_event_id: Option<String>) -> Transmit {
         last_event_id,
         request: Arc::new(Request::get()),
         attempt: Attempt::Original,
+        redirect: None,
     }
 }
 

@@ -122,8 +122,9 @@ impl AttemptParts {
         self
     }
 
-    /// `request` as this attempt sends it. `attempt` decides whether the body may change: a
-    /// resume request has none.
+    /// `request` as this attempt sends it. `attempt` and the method decide whether the body
+    /// may change: a resume request has none, and neither has a GET (a POST a redirect
+    /// turned into one).
     #[must_use]
     pub fn apply(&self, request: &Request, attempt: Attempt) -> Request {
         let mut built = request.clone();
@@ -131,7 +132,8 @@ impl AttemptParts {
             built.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
             built.headers.push((name.clone(), value.clone()));
         }
-        if let (Some(body), false) = (&self.body, attempt == Attempt::Resume) {
+        let bodiless = attempt == Attempt::Resume || matches!(request.method.as_str(), "GET" | "HEAD");
+        if let (Some(body), false) = (&self.body, bodiless) {
             built.body.clone_from(body);
         }
         built

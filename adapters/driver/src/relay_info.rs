@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
+use tether_core::sse::redirect::{is_redirect, resolve_location};
 use tether_core::sse::Request;
 
 use crate::runtime::{BoxFuture, HttpConnect, Runtime};
@@ -99,6 +100,9 @@ pub fn info_url(relay_url: &str) -> Result<String, InfoFetchError> {
     Ok(format!("{http}{rest}"))
 }
 
+/// Redirects followed to the document.
+const MAX_INFO_REDIRECTS: u32 = 3;
+
 /// The request that asks for the document.
 pub fn info_request() -> Request {
     Request::get().header("accept", "application/nostr+json")
@@ -121,14 +125,30 @@ where
     let url = info_url(relay_url);
     let deadline = rt.sleep_until(rt.now().saturating_add(policy.timeout));
     let get = async move {
-        let url = url?;
-        let response = http
-            .send(&url, &info_request(), None)
-            .await
-            .map_err(|e| match e {
-                RequestError::Invalid(why) => InfoFetchError::Request(why),
-                RequestError::Lost(_, error) => InfoFetchError::Request(error.to_string()),
-            })?;
+        let mut url = url?;
+        let mut hops = 0;
+        let response = loop {
+            let response = http
+                .send(&url, &info_request(), None)
+                .await
+                .map_err(|e| match e {
+                    RequestError::Invalid(why) => InfoFetchError::Request(why),
+                    RequestError::Lost(_, error) => InfoFetchError::Request(error.to_string()),
+                })?;
+            // The HTTP client follows no redirect; a document moved behind one (http to https,
+            // a trailing slash) is still the relay's.
+            let next = is_redirect(response.status)
+                .then(|| response.location.as_deref())
+                .flatten()
+                .and_then(|location| resolve_location(&url, location));
+            match next {
+                Some(next) if hops < MAX_INFO_REDIRECTS => {
+                    hops += 1;
+                    url = next;
+                }
+                _ => break response,
+            }
+        };
         if response.status != 200 {
             return Err(InfoFetchError::Status(response.status));
         }

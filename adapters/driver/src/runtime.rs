@@ -120,6 +120,10 @@ pub struct HttpResponse {
     pub content_type: Option<String>,
     /// The `Retry-After` header, already converted (see [`retry_after`](crate::retry_after)).
     pub retry_after: Option<Duration>,
+    /// The `Location` header, as sent: the core resolves and judges a redirect.
+    pub location: Option<String>,
+    /// The `Content-Encoding` header.
+    pub content_encoding: Option<String>,
     /// The body, chunk by chunk.
     pub body: Pin<Box<dyn Stream<Item = Result<bytes::Bytes, HttpError>> + Send>>,
 }
@@ -127,7 +131,8 @@ pub struct HttpResponse {
 impl HttpResponse {
     /// A response as the SSE driver needs it, from the head every HTTP client built on the
     /// `http` crate exposes (reqwest, hyper): the status, `Content-Type` when it is text, and
-    /// `Retry-After` converted by [`retry_after`](crate::retry_after).
+    /// `Retry-After` converted by [`retry_after`](crate::retry_after), `Location` and
+    /// `Content-Encoding`.
     pub fn from_head(
         status: http::StatusCode,
         headers: &http::HeaderMap,
@@ -138,6 +143,8 @@ impl HttpResponse {
             status: status.as_u16(),
             content_type: header(http::header::CONTENT_TYPE).map(str::to_owned),
             retry_after: header(http::header::RETRY_AFTER).and_then(crate::retry_after),
+            location: header(http::header::LOCATION).map(str::to_owned),
+            content_encoding: header(http::header::CONTENT_ENCODING).map(str::to_owned),
             body,
         }
     }
@@ -149,6 +156,8 @@ impl std::fmt::Debug for HttpResponse {
             .field("status", &self.status)
             .field("content_type", &self.content_type)
             .field("retry_after", &self.retry_after)
+            .field("location", &self.location)
+            .field("content_encoding", &self.content_encoding)
             .finish_non_exhaustive()
     }
 }
@@ -157,7 +166,8 @@ impl std::fmt::Debug for HttpResponse {
 pub trait HttpConnect: Send + Sync + 'static {
     /// Send `request` (its method and body, as given) to `url` with the
     /// [`request_headers`](crate::sse_request::request_headers) for `request` and
-    /// `last_event_id`. A failure says whether the request could not be built or was lost on
+    /// `last_event_id`. Redirects are not followed: a 3xx is the response (the core decides
+    /// whether to follow it). A failure says whether the request could not be built or was lost on
     /// the network, and why ([`RequestError`]).
     fn send(
         &self,

@@ -15,7 +15,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use futures_core::Stream;
 use tether_core::link::{Epoch, SocketLoss};
-use tether_core::sse::{Event, Request, SseCheckpoint, SseStats, Transmit};
+use tether_core::sse::{Event, Request, ResponseHead, SseCheckpoint, SseStats, Transmit};
 use tether_core::{Instant, SseSession, Wake};
 use tracing::{info, warn};
 
@@ -50,6 +50,10 @@ pub struct EventStream<R: Runtime> {
     span: tracing::Span,
     /// The application's per-attempt builder, if any.
     per_attempt: Option<crate::config::PerAttempt>,
+    /// The URL the live request went to: the stream's, or a redirect's.
+    sent_to: Arc<str>,
+    /// What the builder made for the live attempt, which its redirect hops send again.
+    built: Option<crate::config::AttemptParts>,
 }
 
 impl<R: Runtime> EventStream<R> {
@@ -97,6 +101,8 @@ impl<R: Runtime> EventStream<R> {
             reading_paused: false,
             work_budget: 64,
             per_attempt: None,
+            sent_to: Arc::from(url),
+            built: None,
         }
     }
 
@@ -164,33 +170,19 @@ impl<R: Runtime> EventStream<R> {
                     last_event_id,
                     request,
                     attempt,
+                    redirect,
                 } => {
-                    info!(epoch = epoch.0, ?last_event_id, ?attempt, method = %request.method, "requesting");
+                    info!(epoch = epoch.0, ?last_event_id, ?attempt, ?redirect, method = %request.method, "requesting");
                     self.body = None;
                     self.unread.clear();
-                    // The core decided this attempt may go; the application says what it
-                    // carries.
-                    let request = match &self.per_attempt {
-                        Some(build) => match build.parts(&self.session.attempt_info()) {
-                            Ok(parts) => std::sync::Arc::new(parts.apply(&request, attempt)),
-                            Err(detail) => {
-                                // The application could not say what to send: a local
-                                // failure, as a request the client cannot build.
-                                warn!(%detail, "the per-attempt builder failed");
-                                let now = self.rt.now();
-                                if let Err(error) =
-                                    self.session.handle_request_invalid(now, epoch, &detail)
-                                {
-                                    warn!(%error, "driver bug: session refused input");
-                                }
-                                continue;
-                            }
-                        },
-                        None => request,
+                    let Some(request) = self.build(epoch, &request, attempt, redirect.is_some())
+                    else {
+                        continue;
                     };
+                    self.sent_to = redirect.unwrap_or_else(|| Arc::clone(&self.url));
                     let request = self
                         .http
-                        .send(&self.url, &request, last_event_id.as_deref());
+                        .send(&self.sent_to, &request, last_event_id.as_deref());
                     self.request = Some((epoch, request));
                 }
                 Transmit::Close { epoch } => {
@@ -213,6 +205,37 @@ impl<R: Runtime> EventStream<R> {
         }
     }
 
+    /// What the attempt sends: `request` with the parts the application's builder makes for
+    /// it (the core decided that it may go; the application says what it carries). A redirect
+    /// hop sends the parts built for its attempt again. `None` when the builder failed: the
+    /// session was told (a local failure, as a request the client cannot build).
+    fn build(
+        &mut self,
+        epoch: Epoch,
+        request: &Arc<Request>,
+        attempt: tether_core::sse::Attempt,
+        hop: bool,
+    ) -> Option<Arc<Request>> {
+        let Some(builder) = &self.per_attempt else {
+            return Some(Arc::clone(request));
+        };
+        if !hop {
+            match builder.parts(&self.session.attempt_info()) {
+                Ok(parts) => self.built = Some(parts),
+                Err(detail) => {
+                    warn!(%detail, "the per-attempt builder failed");
+                    let now = self.rt.now();
+                    if let Err(error) = self.session.handle_request_invalid(now, epoch, &detail) {
+                        warn!(%error, "driver bug: session refused input");
+                    }
+                    return None;
+                }
+            }
+        }
+        let built = self.built.as_ref()?;
+        Some(Arc::new(built.apply(request, attempt)))
+    }
+
     fn poll_request(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
         let Some((epoch, request)) = self.request.as_mut() else {
             return false;
@@ -228,15 +251,16 @@ impl<R: Runtime> EventStream<R> {
                     status = response.status,
                     content_type = ?response.content_type,
                     retry_after = ?response.retry_after,
+                    location = ?response.location,
                     "response"
                 );
-                let outcome = self.session.handle_response(
-                    now,
-                    epoch,
-                    response.status,
-                    response.content_type.as_deref(),
-                    response.retry_after,
-                );
+                let head = ResponseHead::new(response.status)
+                    .content_type(response.content_type.as_deref())
+                    .retry_after(response.retry_after)
+                    .location(response.location.as_deref())
+                    .content_encoding(response.content_encoding.as_deref())
+                    .url(Some(&self.sent_to));
+                let outcome = self.session.handle_head(now, epoch, &head);
                 self.body = Some((epoch, response.body));
                 outcome
             }

@@ -11,8 +11,10 @@ use tether_core::sse::Request;
 /// Why an HTTP request or body failed: the client's own error.
 pub type HttpError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// The headers an SSE request carries, in order: `Accept: text/event-stream` and
-/// `Cache-Control: no-cache` (an intermediary must not answer from a cache) unless the
+/// The headers an SSE request carries, in order: `Accept: text/event-stream`,
+/// `Cache-Control: no-cache` (an intermediary must not answer from a cache) and
+/// `Accept-Encoding: identity` (a compressed stream arrives only as the compressor flushes;
+/// see [`tether_core::sse::status`]) unless the
 /// application's request sets that header itself (MCP needs
 /// `Accept: application/json, text/event-stream`), `Content-Length: 0` for a POST, PUT or
 /// PATCH without a body, then the request's own headers as given,
@@ -40,6 +42,7 @@ pub fn request_headers<'a>(
     let defaults = [
         ("accept", "text/event-stream"),
         ("cache-control", "no-cache"),
+        ("accept-encoding", "identity"),
     ]
     .into_iter()
     .chain(empty_body.then_some(("content-length", "0")))
@@ -158,10 +161,11 @@ mod tests {
             [
                 ("accept", "text/event-stream"),
                 ("cache-control", "no-cache"),
+                ("accept-encoding", "identity"),
                 ("last-event-id", "7")
             ]
         );
-        assert_eq!(request_headers(&get, None).count(), 2);
+        assert_eq!(request_headers(&get, None).count(), 3);
     }
 
     #[test]
@@ -175,6 +179,7 @@ mod tests {
             all,
             [
                 ("cache-control", "no-cache"),
+                ("accept-encoding", "identity"),
                 ("Accept", "application/json, text/event-stream"),
                 ("Mcp-Session-Id", "s1"),
                 ("last-event-id", "9")

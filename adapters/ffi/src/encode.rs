@@ -174,9 +174,10 @@ pub fn encode_sse_attempt(info: &sse::AttemptInfo, out: &mut Vec<u8>) {
 
 /// Append the JSON object for an SSE transmit:
 ///
-/// - `{"type":"open","epoch":N,"last_event_id":"..."|null}`: start a GET with
-///   `Accept: text/event-stream` (and `Last-Event-ID` when not null); the handle's poll adds
-///   what the attempt is (see [`encode_sse_attempt`])
+/// - `{"type":"open","epoch":N,"last_event_id":"..."|null,"redirect":"..."|null}`: start a
+///   GET with `Accept: text/event-stream` (and `Last-Event-ID` when not null) to the stream's
+///   URL, or to `redirect` when not null (a redirect the core follows: the same attempt, and
+///   the same epoch); the handle's poll adds what the attempt is (see [`encode_sse_attempt`])
 /// - `{"type":"close","epoch":N}`: abort that request
 /// - `{"type":"end"}`: the stream is over; no request follows (deliver the queued events,
 ///   the last of which says why)
@@ -187,11 +188,13 @@ pub fn encode_sse_transmit(transmit: &sse::session::Transmit, out: &mut Vec<u8>)
         Transmit::Open {
             epoch,
             last_event_id,
+            redirect,
             ..
         } => o
             .kind("open")
             .num("epoch", epoch.0)
-            .opt_str("last_event_id", last_event_id.as_deref()),
+            .opt_str("last_event_id", last_event_id.as_deref())
+            .opt_str("redirect", redirect.as_deref()),
         Transmit::Close { epoch } => o.kind("close").num("epoch", epoch.0),
         Transmit::End => o.kind("end"),
     };
@@ -263,6 +266,15 @@ pub fn encode_sse_event(event: &sse::Event, out: &mut Vec<u8>) {
             match why {
                 FailReason::Status(status) => o.num("status", u64::from(*status)),
                 FailReason::ContentType(kind) => o.opt_str("content_type", kind.as_deref()),
+                FailReason::ContentEncoding(encoding) => o.str("content_encoding", encoding),
+                FailReason::Redirect {
+                    status,
+                    location,
+                    why,
+                } => o
+                    .num("status", u64::from(*status))
+                    .str("location", location)
+                    .str("refusal", why.as_str()),
                 FailReason::Exhausted(last) => {
                     drop_fields(&mut o, *last);
                     &mut o

@@ -8,7 +8,7 @@
 use std::mem::size_of;
 use std::time::{Duration, UNIX_EPOCH};
 
-use tether_core::sse::{parse_retry_after, SseConfig, SseSession};
+use tether_core::sse::{parse_retry_after, ResponseHead, SseConfig, SseSession};
 use tether_core::Epoch;
 
 use crate::encode::{encode_sse_attempt, encode_sse_event, encode_sse_transmit};
@@ -329,6 +329,42 @@ pub unsafe extern "C" fn tether_sse_handle_response(
             s.session
                 .handle_response(now, Epoch(epoch), status, content_type, retry_after),
         )
+    })
+}
+
+/// The response head of `epoch` was a redirect (301, 302, 303, 307 or 308): HTTP `status`,
+/// the URL the request went to (`url`, `url_len` bytes; null when unknown: then only an
+/// absolute `location` can be followed) and the `Location` header (`location`; null when
+/// absent). The core follows it with an `open` transmit whose `redirect` is the target, or
+/// fails the stream (`failed` with `why` `redirect`). Use it instead of
+/// [`tether_sse_handle_response`] for these statuses, and follow no redirect in the HTTP
+/// client: one it followed by itself could send a POST again without the core knowing.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_WRONG_STATE` (a second head), `TETHER_ERR_UTF8`.
+///
+/// # Safety
+/// As [`tether_sse_set_wall_clock`]; each text null or valid for its length.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_handle_redirect(
+    sse: *mut TetherSse,
+    now_ms: u64,
+    epoch: u64,
+    status: u16,
+    url: *const u8,
+    url_len: usize,
+    location: *const u8,
+    location_len: usize,
+) -> i32 {
+    guarded!(sse, |s: &mut TetherSse| {
+        // SAFETY: the contract is the caller's.
+        let url = unsafe { ptr::opt_text(url, url_len) }.map_err(|c| Failure::arg(c, "url"))?;
+        // SAFETY: the contract is the caller's.
+        let location = unsafe { ptr::opt_text(location, location_len) }
+            .map_err(|c| Failure::arg(c, "location"))?;
+        let now = s.at(now_ms);
+        let head = ResponseHead::new(status).url(url).location(location);
+        socket(s.session.handle_head(now, Epoch(epoch), &head))
     })
 }
 

@@ -20,16 +20,19 @@ pub struct ReqwestHttp {
 }
 
 impl ReqwestHttp {
-    /// Send through `client`. It should have no overall timeout: a stream is meant to stay
-    /// open. Liveness is the core's idle watchdog; connecting is bounded by its connect
-    /// timeout.
+    /// Send through `client`. It should have no overall timeout (a stream is meant to stay
+    /// open: liveness is the core's idle watchdog, connecting is bounded by its connect
+    /// timeout) and follow no redirects (`reqwest::redirect::Policy::none()`: the core
+    /// decides whether a redirect may be followed, and one the client followed by itself
+    /// would re-send a POST the core never heard of).
     pub fn new(client: reqwest::Client) -> Self {
         ReqwestHttp { client }
     }
 
-    /// A default reqwest client (rustls with the webpki roots).
+    /// A default reqwest client (rustls with the webpki roots, no redirects followed).
     pub(crate) fn default_client() -> Result<Self, ConnectError> {
         let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
             .build()
             .map_err(|e| ConnectError::Http(e.to_string()))?;
         Ok(ReqwestHttp::new(client))

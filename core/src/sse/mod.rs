@@ -11,6 +11,7 @@
 pub mod checkpoint;
 pub mod output;
 pub mod parser;
+pub mod redirect;
 pub mod request;
 pub mod resume;
 pub mod session;
@@ -18,9 +19,10 @@ pub mod status;
 
 pub use checkpoint::SseCheckpoint;
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
+pub use redirect::{RedirectPolicy, RedirectRefusal};
 pub use request::{Attempt, EndRules, Progress, Request, Resume};
 pub use resume::{check_sendable, Unsendable};
 pub use session::{
     is_event_stream, parse_retry_after, AttemptInfo, CloseReason, DropReason, EndReason, Event,
-    FailReason, SseConfig, SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
+    FailReason, ResponseHead, SseConfig, SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
 };

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::link::{Epoch, SocketLoss};
 use crate::sse::parser::{Message, ParseError};
+use crate::sse::redirect::RedirectRefusal;
 use crate::sse::request::{Attempt, Progress, Request};
 use crate::sse::resume::Unsendable;
 use crate::time::Instant;
@@ -28,6 +29,10 @@ pub enum Transmit {
         request: Arc<Request>,
         /// Which of the two `request` is.
         attempt: Attempt,
+        /// `Some` for a redirect the session follows ([`redirect`](super::redirect)): send
+        /// `request` to this absolute URL instead of the stream's. It is a hop of the same
+        /// attempt: a driver that builds each attempt's parts sends the ones it built for it.
+        redirect: Option<Arc<str>>,
     },
     /// Abort the request or response of `epoch`.
     Close {
@@ -172,6 +177,19 @@ pub enum FailReason {
     Status(u16),
     /// 200 with a content type other than `text/event-stream` (or none).
     ContentType(Option<String>),
+    /// 200 with a `Content-Encoding` other than `identity` (the request asked for
+    /// `identity`; see [`status`](super::status)). The encoding, at most [`MAX_DETAIL_LEN`]
+    /// bytes.
+    ContentEncoding(String),
+    /// A redirect the session does not follow ([`redirect`](super::redirect)).
+    Redirect {
+        /// The status.
+        status: u16,
+        /// The `Location` header as sent (empty: none), at most [`MAX_DETAIL_LEN`] bytes.
+        location: String,
+        /// Why it was not followed.
+        why: RedirectRefusal,
+    },
     /// The backoff policy's `max_attempts` ran out; the last drop was this.
     Exhausted(DropReason),
     /// The driver could not build the request (a local failure: the same request would fail
@@ -229,13 +247,15 @@ pub enum FailReason {
 
 impl FailReason {
     /// A stable snake_case name of the kind, for logs, JSON lines and the C ABI: `status`,
-    /// `content_type`, `exhausted`, `invalid_request`, `rejected`, `interrupted`,
+    /// `content_type`, `content_encoding`, `redirect`, `exhausted`, `invalid_request`, `rejected`, `interrupted`,
     /// `resume_exhausted`, `reissue_exhausted`, `session_gone` or `error_event` (statuses, drops, bodies and
     /// progress are the variant's data).
     pub fn as_str(&self) -> &'static str {
         match self {
             FailReason::Status(_) => "status",
             FailReason::ContentType(_) => "content_type",
+            FailReason::ContentEncoding(_) => "content_encoding",
+            FailReason::Redirect { .. } => "redirect",
             FailReason::Exhausted(_) => "exhausted",
             FailReason::InvalidRequest(_) => "invalid_request",
             FailReason::Rejected { .. } => "rejected",
@@ -276,8 +296,10 @@ impl CloseReason {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SseStats {
-    /// Requests asked for ([`Transmit::Open`]).
+    /// Requests asked for ([`Transmit::Open`]), redirect hops included.
     pub requests: u64,
+    /// Redirects followed.
+    pub redirects: u64,
     /// Streams that opened.
     pub opened: u64,
     /// Messages dispatched.

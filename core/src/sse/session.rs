@@ -78,8 +78,9 @@ pub use crate::sse::output::{
     CloseReason, DropReason, EndReason, Event, FailReason, SseStats, Transmit, MAX_DETAIL_LEN,
 };
 use crate::sse::resume::{AfterDrop, Dropped, Resumes};
+use crate::sse::redirect::{judge, Hop, Redirect, RedirectPolicy};
 use crate::sse::status::{classify, may_have_acted, Verdict};
-pub use crate::sse::status::{is_event_stream, parse_retry_after};
+pub use crate::sse::status::{is_event_stream, parse_retry_after, ResponseHead};
 
 /// Configuration of an [`SseSession`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,6 +114,8 @@ pub struct SseConfig {
     pub max_same_id_resumes: u32,
     /// Bytes of a refusal's body kept for [`FailReason::Rejected`] (1 KiB); the rest is not read.
     pub max_error_body: usize,
+    /// Which redirects are followed, and how many per attempt (see [`redirect`](super::redirect)).
+    pub redirects: RedirectPolicy,
 }
 
 impl Default for SseConfig {
@@ -129,6 +132,7 @@ impl Default for SseConfig {
             max_unsent_retries: 5,
             max_same_id_resumes: 10,
             max_error_body: 1024,
+            redirects: RedirectPolicy::default(),
         }
     }
 }
@@ -184,6 +188,16 @@ pub struct SseSession {
     restored: Option<Restored>,
     /// Why the latest attempt since `connect` was lost, for the next attempt's builder.
     last_drop: Option<DropReason>,
+    /// What the live attempt sent, and redirects it followed.
+    sent: Option<Sent>,
+}
+
+/// The latest request on the wire, which a redirect sends again elsewhere.
+#[derive(Clone, Debug)]
+struct Sent {
+    request: Arc<Request>,
+    last_event_id: Option<String>,
+    hops: u32,
 }
 
 /// What one request is, for a driver that builds each attempt ([`SseSession::attempt_info`]).
@@ -238,6 +252,7 @@ impl SseSession {
             server_retry: None,
             restored: None,
             last_drop: None,
+            sent: None,
         }
     }
 
@@ -353,15 +368,12 @@ impl SseSession {
         });
     }
 
-    /// The response head of `epoch` arrived.
-    ///
-    /// `content_type` is the `Content-Type` header; `retry_after` the parsed `Retry-After`
-    /// (see [`parse_retry_after`]), honoured as a minimum delay on retryable statuses.
+    /// The response head of `epoch` arrived: [`SseSession::handle_head`] with the status,
+    /// `Content-Type` and parsed `Retry-After` only.
     ///
     /// # Errors
     ///
-    /// [`SocketError::UnknownEpoch`] for an epoch never handed out, [`SocketError::AlreadyOpen`]
-    /// for a second head on an open epoch. Stale epochs are ignored.
+    /// As [`SseSession::handle_head`].
     pub fn handle_response(
         &mut self,
         now: Instant,
@@ -370,6 +382,29 @@ impl SseSession {
         content_type: Option<&str>,
         retry_after: Option<Duration>,
     ) -> Result<(), SocketError> {
+        let head = ResponseHead::new(status)
+            .content_type(content_type)
+            .retry_after(retry_after);
+        self.handle_head(now, epoch, &head)
+    }
+
+    /// The response head of `epoch` arrived.
+    ///
+    /// `content_type` is the `Content-Type` header; `retry_after` the parsed `Retry-After`
+    /// (see [`parse_retry_after`]), honoured as a minimum delay on retryable statuses; a
+    /// redirect is followed or refused by `location` and `url` (see
+    /// [`redirect`](super::redirect)); a `content_encoding` other than `identity` fails.
+    ///
+    /// # Errors
+    ///
+    /// [`SocketError::UnknownEpoch`] for an epoch never handed out, [`SocketError::AlreadyOpen`]
+    /// for a second head on an open epoch. Stale epochs are ignored.
+    pub fn handle_head(
+        &mut self,
+        now: Instant,
+        epoch: Epoch,
+        head: &ResponseHead<'_>,
+    ) -> Result<(), SocketError> {
         let now = self.clock.observe(now);
         if !self.is_live(epoch)? {
             return Ok(());
@@ -377,7 +412,12 @@ impl SseSession {
         if self.link.is_open() || self.rejection.is_some() {
             return Err(SocketError::AlreadyOpen(epoch));
         }
-        let verdict = match classify(status, content_type) {
+        let ResponseHead {
+            status,
+            retry_after,
+            ..
+        } = *head;
+        let verdict = match classify(head) {
             // The application may have acted on a request that must not run twice: the
             // status ends it, with the server's explanation.
             Verdict::Retry if may_have_acted(status) && self.unsafe_to_repeat() => {
@@ -405,6 +445,7 @@ impl SseSession {
                     why: CloseReason::NoContent,
                 });
             }
+            Verdict::Redirect => self.redirect(epoch, head),
             Verdict::Fail(FailReason::Status(404)) if self.attempt == Attempt::Resume => {
                 self.stop(epoch);
                 let progress = self.progress();
@@ -726,11 +767,63 @@ impl SseSession {
         self.attempt = attempt;
         // A re-issue is a new request: it resumes nothing.
         let last_event_id = (!id.is_empty() && attempt != Attempt::Reissue).then(|| id.to_owned());
+        self.sent = Some(Sent {
+            request: Arc::clone(&request),
+            last_event_id: last_event_id.clone(),
+            hops: 0,
+        });
         self.transmits.push_back(Transmit::Open {
             epoch,
             last_event_id,
             request,
             attempt,
+            redirect: None,
+        });
+    }
+
+    /// A 3xx head: follow it as a hop of the same attempt, or fail (see
+    /// [`redirect`](super::redirect)).
+    fn redirect(&mut self, epoch: Epoch, head: &ResponseHead<'_>) {
+        let Some(sent) = self.sent.as_mut() else {
+            return;
+        };
+        let hop = judge(
+            &Redirect {
+                status: head.status,
+                method: &sent.request.method,
+                from: head.url,
+                location: head.location,
+                hops: sent.hops,
+            },
+            &self.config.redirects,
+        );
+        let (url, as_get) = match hop {
+            Hop::Follow { url, as_get } => (url, as_get),
+            Hop::Refuse(why) => {
+                let location = truncate(head.location.unwrap_or_default(), MAX_DETAIL_LEN);
+                self.stop(epoch);
+                self.emit(failed(FailReason::Redirect {
+                    status: head.status,
+                    location: location.to_owned(),
+                    why,
+                }));
+                return;
+            }
+        };
+        sent.hops += 1;
+        if as_get {
+            // The server answered the request (a 303 says it took it): it never goes again.
+            self.accepted = true;
+            sent.request = Arc::new(sent.request.resumed_with("GET"));
+        }
+        self.stats.requests += 1;
+        self.stats.redirects += 1;
+        self.transmits.push_back(Transmit::Open {
+            epoch,
+            last_event_id: sent.last_event_id.clone(),
+            request: Arc::clone(&sent.request),
+            attempt: self.attempt,
+            redirect: Some(Arc::from(url)),
         });
     }
 

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::sse::output::FailReason;
+use crate::sse::redirect::is_redirect;
 
 /// The delta-seconds form of `Retry-After` (`"120"`), or `None`. The HTTP-date form needs a
 /// wall clock the core does not have: the driver converts it to a `Duration` itself.
@@ -26,11 +27,85 @@ pub fn is_event_stream(content_type: &str) -> bool {
     essence.trim().eq_ignore_ascii_case("text/event-stream")
 }
 
+/// A response head, as the session judges it ([`SseSession::handle_head`](crate::sse::SseSession::handle_head)).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ResponseHead<'a> {
+    /// The status code.
+    pub status: u16,
+    /// The `Content-Type` header.
+    pub content_type: Option<&'a str>,
+    /// The `Retry-After` header, parsed (see [`parse_retry_after`]).
+    pub retry_after: Option<Duration>,
+    /// The `Location` header, as sent (it may be relative).
+    pub location: Option<&'a str>,
+    /// The `Content-Encoding` header.
+    pub content_encoding: Option<&'a str>,
+    /// The URL the request went to, which a relative `Location` is resolved against. Without
+    /// it only an absolute `Location` can be followed.
+    pub url: Option<&'a str>,
+}
+
+impl<'a> ResponseHead<'a> {
+    /// A head with `status` and no headers.
+    #[must_use]
+    pub fn new(status: u16) -> Self {
+        ResponseHead {
+            status,
+            ..ResponseHead::default()
+        }
+    }
+
+    /// With this `Content-Type`.
+    #[must_use]
+    pub fn content_type(mut self, value: Option<&'a str>) -> Self {
+        self.content_type = value;
+        self
+    }
+
+    /// With this parsed `Retry-After`.
+    #[must_use]
+    pub fn retry_after(mut self, value: Option<Duration>) -> Self {
+        self.retry_after = value;
+        self
+    }
+
+    /// With this `Location`.
+    #[must_use]
+    pub fn location(mut self, value: Option<&'a str>) -> Self {
+        self.location = value;
+        self
+    }
+
+    /// With this `Content-Encoding`.
+    #[must_use]
+    pub fn content_encoding(mut self, value: Option<&'a str>) -> Self {
+        self.content_encoding = value;
+        self
+    }
+
+    /// Answering a request sent to `url`.
+    #[must_use]
+    pub fn url(mut self, value: Option<&'a str>) -> Self {
+        self.url = value;
+        self
+    }
+}
+
 pub(crate) enum Verdict {
     Open,
     Retry,
     NoContent,
+    Redirect,
     Fail(FailReason),
+}
+
+/// Whether a `Content-Encoding` leaves the body as it is (`identity`, or none). The drivers
+/// ask for `Accept-Encoding: identity`: a compressed event stream is delivered only as the
+/// compressor flushes (proxies and gzip buffer whole blocks), so events arrive late or in
+/// bursts, and a client that did not ask cannot decode it.
+fn is_identity(encoding: Option<&str>) -> bool {
+    encoding.is_none_or(|e| e.trim().is_empty() || e.trim().eq_ignore_ascii_case("identity"))
 }
 
 /// Whether a retryable status may come from the application itself, which may have acted on
@@ -41,11 +116,23 @@ pub(crate) fn may_have_acted(status: u16) -> bool {
     matches!(status, 500..=599) && !matches!(status, 502..=504)
 }
 
-pub(crate) fn classify(status: u16, content_type: Option<&str>) -> Verdict {
+pub(crate) fn classify(head: &ResponseHead<'_>) -> Verdict {
+    let ResponseHead {
+        status,
+        content_type,
+        content_encoding,
+        ..
+    } = *head;
     match status {
-        200 if content_type.is_some_and(is_event_stream) => Verdict::Open,
-        200 => Verdict::Fail(FailReason::ContentType(content_type.map(str::to_owned))),
+        200 if !content_type.is_some_and(is_event_stream) => {
+            Verdict::Fail(FailReason::ContentType(content_type.map(str::to_owned)))
+        }
+        200 if !is_identity(content_encoding) => Verdict::Fail(FailReason::ContentEncoding(
+            content_encoding.unwrap_or_default().to_owned(),
+        )),
+        200 => Verdict::Open,
         204 => Verdict::NoContent,
+        status if is_redirect(status) => Verdict::Redirect,
         408 | 429 | 500..=599 => Verdict::Retry,
         _ => Verdict::Fail(FailReason::Status(status)),
     }
