@@ -149,6 +149,10 @@ macro_rules! suite {
                     a_cut_post_with_never_is_not_sent_again,
                     each_attempt_carries_the_token_of_its_time,
                     an_empty_post_says_its_length,
+                    a_307_sends_the_post_again_with_its_body,
+                    a_302_on_a_post_is_refused,
+                    a_redirect_loop_stops_at_the_limit,
+                    a_compressed_stream_is_a_typed_failure,
                 ]
             );
         }

@@ -5,7 +5,8 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tether_core::link::SocketLoss;
 use tether_core::sse::{
-    CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume, Unsendable,
+    CloseReason, DropReason, EndReason, Event, FailReason, Progress, RedirectRefusal, Request,
+    Resume, Unsendable,
 };
 use tether_driver::EventSourceConfig;
 use tether_testserver::sse::{Message, Reply, ScriptedSse};
@@ -394,4 +395,81 @@ pub async fn an_empty_post_says_its_length<H: Harness>() {
         })
         .collect();
     assert_eq!(lengths, [vec!["0"]]);
+}
+
+/// A POST answered 307: sent once more to the new place, with its body, and the stream opens
+/// there. The HTTP client followed nothing by itself.
+pub async fn a_307_sends_the_post_again_with_its_body<H: Harness>() {
+    let (url, server) = start::<H>(vec![
+        Reply::Redirect(307, "/moved"),
+        Reply::events(&[("1", "a")], false),
+    ])
+    .await;
+    let request = Request::post(r#"{"q":1}"#).header("content-type", "application/json");
+    let mut events = H::event_source_request(&url, request, config());
+    assert_eq!(next::<H>(&mut events).await, Event::Open);
+    assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    let log = server.requests();
+    let sent: Vec<(&str, &str, &[u8])> = log
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str(), r.body.as_slice()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("POST", "/events", br#"{"q":1}"#.as_slice()),
+            ("POST", "/moved", br#"{"q":1}"#.as_slice())
+        ]
+    );
+}
+
+/// A POST answered 302 (a GET elsewhere, by `fetch`'s rules): a typed failure, one request.
+pub async fn a_302_on_a_post_is_refused<H: Harness>() {
+    let (url, server) = start::<H>(vec![Reply::Redirect(302, "/elsewhere")]).await;
+    let mut events = H::event_source_request(&url, Request::post("{}"), config());
+    assert_eq!(
+        next::<H>(&mut events).await,
+        Event::Failed {
+            why: FailReason::Redirect {
+                status: 302,
+                location: "/elsewhere".to_owned(),
+                why: RedirectRefusal::MethodChange,
+            }
+        }
+    );
+    assert_eq!(events.next().await, None);
+    assert_eq!(server.requests().len(), 1);
+}
+
+/// A 307 loop ends at the hop limit: the request and five hops, then a typed failure.
+pub async fn a_redirect_loop_stops_at_the_limit<H: Harness>() {
+    let (url, server) = start::<H>(vec![Reply::Redirect(307, "/loop")]).await;
+    let mut events = H::event_source_request(&url, Request::post("{}"), config());
+    assert_eq!(
+        next::<H>(&mut events).await,
+        Event::Failed {
+            why: FailReason::Redirect {
+                status: 307,
+                location: "/loop".to_owned(),
+                why: RedirectRefusal::TooMany,
+            }
+        }
+    );
+    assert_eq!(server.requests().len(), 6);
+}
+
+/// A stream compressed although the request asked for `identity` is a typed failure, not
+/// silence and not a reconnect loop.
+pub async fn a_compressed_stream_is_a_typed_failure<H: Harness>() {
+    let (url, server) = start::<H>(vec![Reply::Gzip]).await;
+    let mut events = H::event_source(&url, config());
+    assert_eq!(
+        next::<H>(&mut events).await,
+        Event::Failed {
+            why: FailReason::ContentEncoding("gzip".to_owned())
+        }
+    );
+    let log = server.requests();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].header("accept-encoding"), Some("identity"));
 }

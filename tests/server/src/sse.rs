@@ -13,13 +13,21 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures_util::{stream, StreamExt};
 use tokio::task::JoinHandle;
+
+/// `id: 1\ndata: a\n\n` gzipped (`gzip.compress(..., mtime=0)`), the body of
+/// [`Reply::Gzip`].
+pub const GZIPPED_EVENT: &[u8] = &[
+    0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x02, 0x03, 0xcb, 0x4c, 0xb1, 0x52, 0x30, 0xe4,
+    0x4a, 0x49, 0x2c, 0x49, 0xb4, 0x52, 0x48, 0xe4, 0xe2, 0x02, 0x00, 0x6d, 0xf2, 0xf2, 0x73, 0x0f,
+    0x00, 0x00, 0x00,
+];
 
 /// One event of a [`Reply::Events`] body.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -64,6 +72,11 @@ pub enum Reply {
     Plain,
     /// This status with this `application/json` body (an API's error).
     StatusBody(u16, &'static str),
+    /// This redirect status with this `Location`.
+    Redirect(u16, &'static str),
+    /// 200 `text/event-stream` with `Content-Encoding: gzip` (whatever the request asked
+    /// for) and a gzipped body ([`GZIPPED_EVENT`]), then the end: a misconfigured proxy.
+    Gzip,
 }
 
 impl Reply {
@@ -89,6 +102,8 @@ pub struct Request {
     pub headers: Vec<(String, String)>,
     /// Its method.
     pub method: String,
+    /// Its path (and query).
+    pub path: String,
     /// Its body.
     pub body: Vec<u8>,
 }
@@ -131,8 +146,10 @@ impl ScriptedSse {
             replies,
             requests: Vec::new(),
         }));
+        // Every path answers from the script, so a redirect can point anywhere on it.
         let app = Router::new()
             .route("/events", get(handler).post(handler))
+            .fallback(handler)
             .with_state(Arc::clone(&shared));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let url = format!("http://{}/events", listener.local_addr()?);
@@ -167,11 +184,15 @@ fn lock(shared: &Mutex<Script>) -> MutexGuard<'_, Script> {
 async fn handler(
     State(shared): State<Arc<Mutex<Script>>>,
     method: Method,
+    uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
     let request = Request {
         method: method.as_str().to_owned(),
+        path: uri
+            .path_and_query()
+            .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
         body: body.to_vec(),
         at: tokio::time::Instant::now().into_std(),
         headers: headers
@@ -227,5 +248,17 @@ async fn handler(
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
             (status, [("content-type", "application/json")], body).into_response()
         }
+        Reply::Redirect(code, location) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, [("location", location)]).into_response()
+        }
+        Reply::Gzip => (
+                [
+                    ("content-type", "text/event-stream"),
+                    ("content-encoding", "gzip"),
+                ],
+                GZIPPED_EVENT,
+            )
+                .into_response(),
     }
 }
