@@ -1,5 +1,7 @@
 //! SSE over POST against real servers (issue 18), in real time: the official MCP Python SDK
-//! serving Streamable HTTP with an event store (`tests/peers/mcp_server.py`), and an
+//! serving Streamable HTTP with an event store (`tests/peers/mcp_server.py`, revision
+//! 2025-11-25), the same SDK at revision 2026-07-28 (`tests/peers/mcp2026_server.py`: no
+//! session, listen streams, re-issue instead of resume), and an
 //! OpenAI-style generation endpoint on sse-starlette (`tests/peers/llm_server.py`), each a
 //! child process on 127.0.0.1. tether-tokio's `EventSource::connect_request` reaches them
 //! through the testkit's `FaultProxy`, which cuts the stream mid-way.
@@ -24,7 +26,7 @@ use tether_tokio::sse::{
     DropReason, EndReason, Event, FailReason, Message, Progress, Request, Resume,
 };
 use tether_tokio::tether_core::SocketLoss;
-use tether_tokio::{EventSource, EventSourceConfig};
+use tether_tokio::{AttemptParts, EventSource, EventSourceConfig, PerAttempt};
 
 /// What `mcp_server.py` imports.
 const MCP_MODULES: &[&str] = &["mcp", "sse_starlette", "starlette", "uvicorn"];
@@ -397,6 +399,189 @@ async fn an_llm_request_the_server_rejects_fails_with_its_error_body() {
     );
     assert_eq!(tokio::time::timeout(STEP, events.next()).await, Ok(None));
     assert_eq!(posts(&server).await, 1, "{}", server.log());
+}
+
+/// The revision without sessions: every POST says its revision, method and name in headers.
+const MCP_2026: &str = "2026-07-28";
+
+#[tokio::test]
+async fn an_mcp_2026_listen_stream_cut_by_a_proxy_is_re_issued_with_a_new_id() {
+    let Some(python) = require_python(MCP_MODULES) else {
+        return;
+    };
+    let server = PythonServer::start(&python, "mcp2026_server.py").await.unwrap();
+    let proxy = FaultProxy::start(server.addr()).await.unwrap();
+    let url = format!("http://{}/mcp", proxy.addr());
+    let mut config = quick_config(26);
+    // MCP 2026-07-28: a lost stream's request is re-issued as a new request, with a new id.
+    config.per_attempt = Some(PerAttempt::new(|info| {
+        AttemptParts::headers(Vec::new()).body(listen_body(info.number))
+    }));
+    let listen = mcp_2026_post(listen_body(1), "subscriptions/listen", None)
+        .resume(Resume::Reissue { max_failures: 3 });
+    let mut events = EventSource::connect_request(&url, listen, config).unwrap();
+
+    // Two ticks on each stream, then the proxy cuts it; twice.
+    let mut heard = Vec::new();
+    for cut in 1..=3 {
+        let mut ticks = 0;
+        while ticks < 2 {
+            let event = next(&mut events, &server).await;
+            if rpc(&event).is_some_and(|v| v["method"] == "notifications/tools/list_changed") {
+                ticks += 1;
+            }
+            heard.push(event);
+        }
+        if cut < 3 {
+            proxy.sever_all();
+        }
+    }
+    let reissued: Vec<u32> = heard
+        .iter()
+        .filter_map(|e| match e {
+            Event::Reissued { attempts, .. } => Some(*attempts),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(reissued, [1, 1], "{heard:#?}");
+    assert!(!heard.iter().any(|e| matches!(e, Event::Reconnected { .. })));
+    // Each stream starts with the acknowledgement of its own subscription.
+    let acks = heard
+        .iter()
+        .filter_map(rpc)
+        .filter(|v| v["method"] == "notifications/subscriptions/acknowledged")
+        .count();
+    assert_eq!(acks, 3);
+
+    // Three POSTs, each a new request (ids L-1, L-2, L-3) with the mirror headers, no session
+    // and nothing to resume from.
+    let log = get_json(&reqwest::Client::new(), &server.url("/log")).await;
+    let seen: Vec<(&str, &str, &str, bool, Option<&str>)> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["event"] == "request")
+        .map(|l| {
+            (
+                l["http"].as_str().unwrap(),
+                l["id"].as_str().unwrap_or_default(),
+                l["mcp_method"].as_str().unwrap_or_default(),
+                l["session"].as_bool().unwrap(),
+                l["last_event_id"].as_str(),
+            )
+        })
+        .collect();
+    let expected: Vec<(&str, String, &str, bool, Option<&str>)> = (1..=3)
+        .map(|n| ("POST", format!("L-{n}"), "subscriptions/listen", false, None))
+        .collect();
+    let expected: Vec<(&str, &str, &str, bool, Option<&str>)> = expected
+        .iter()
+        .map(|(h, id, m, s, l)| (*h, id.as_str(), *m, *s, *l))
+        .collect();
+    assert_eq!(seen, expected, "{}", server.log());
+    assert_eq!(proxy.connections(), 3);
+}
+
+#[tokio::test]
+async fn an_mcp_2026_tool_call_ends_on_its_response_and_a_cut_one_is_not_re_sent() {
+    let Some(python) = require_python(MCP_MODULES) else {
+        return;
+    };
+    let server = PythonServer::start(&python, "mcp2026_server.py").await.unwrap();
+
+    // Uncut: the progress, then the result as the last message, then a clean end.
+    let call = mcp_2026_post(slow_count(1, 3), "tools/call", Some("slow_count"));
+    let mut events =
+        EventSource::connect_request(&server.url("/mcp"), call, quick_config(27)).unwrap();
+    let mut heard = Vec::new();
+    loop {
+        let event = next(&mut events, &server).await;
+        let ended = matches!(event, Event::Ended { .. });
+        heard.push(event);
+        if ended {
+            break;
+        }
+    }
+    assert_eq!(progress_values(&heard), [1, 2, 3]);
+    let result = heard.iter().rev().nth(1).and_then(rpc).unwrap();
+    assert_eq!(result["id"], 1);
+    assert_eq!(result["result"]["content"][0]["text"], "counted to 3");
+    assert_eq!(
+        heard.last(),
+        Some(&Event::Ended {
+            why: EndReason::Response,
+            progress: Progress::new(4, ""),
+        })
+    );
+    assert_eq!(events.next().await, None);
+
+    // Cut after three notifications: reported with its progress, never sent again.
+    let proxy = FaultProxy::start(server.addr()).await.unwrap();
+    let url = format!("http://{}/mcp", proxy.addr());
+    let call = mcp_2026_post(slow_count(2, 10), "tools/call", Some("slow_count"));
+    let mut events = EventSource::connect_request(&url, call, quick_config(28)).unwrap();
+    let mut heard = Vec::new();
+    while progress_values(&heard).len() < 3 {
+        heard.push(next(&mut events, &server).await);
+    }
+    proxy.sever_all();
+    let last = next(&mut events, &server).await;
+    assert!(
+        matches!(
+            &last,
+            Event::Failed {
+                why: FailReason::Interrupted { progress, .. }
+            } if progress.events == 3
+        ),
+        "{last:?}"
+    );
+    assert_eq!(events.next().await, None);
+    let log = get_json(&reqwest::Client::new(), &server.url("/log")).await;
+    let calls: Vec<i64> = log
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["event"] == "request" && l["method"] == "tools/call")
+        .map(|l| l["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(calls, [1, 2], "{}", server.log());
+    assert_eq!(proxy.connections(), 1);
+}
+
+/// A 2026-07-28 POST of `body`: the revision, method and (where there is one) name mirrored
+/// in headers, and the call's JSON-RPC response ends the stream.
+fn mcp_2026_post(body: String, method: &str, name: Option<&str>) -> Request {
+    let mut request = Request::post(body)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", MCP_2026)
+        .header("mcp-method", method)
+        .end_on_jsonrpc_response();
+    if let Some(name) = name {
+        request = request.header("mcp-name", name);
+    }
+    request
+}
+
+/// What every 2026-07-28 request carries in `params._meta` in place of a handshake.
+const META_2026: &str = r#""io.modelcontextprotocol/protocolVersion":"2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities":{}"#;
+
+/// `subscriptions/listen` for tool-list changes, sent for the `n`-th time (id `L-n`).
+fn listen_body(n: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":"L-{n}","method":"subscriptions/listen","params":{{
+            "notifications":{{"toolsListChanged":true}},"_meta":{{{META_2026}}}}}}}"#
+    )
+}
+
+/// `tools/call` of `slow_count` to `n`, 200 ms apart, with progress, as request `id`.
+fn slow_count(id: u64, n: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"slow_count",
+            "arguments":{{"n":{n},"interval":0.2}},
+            "_meta":{{{META_2026},"progressToken":"p{id}"}}}}}}"#
+    )
 }
 
 /// MCP's handshake over plain HTTP: `initialize` (answered as an SSE stream), then

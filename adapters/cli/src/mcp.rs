@@ -6,7 +6,10 @@
 //! | headers | `MCP-Protocol-Version`, `Accept`, `Content-Type` (the session's `Mcp-Session-Id` is the caller's `-H`) | the same, and `Mcp-Method` / `Mcp-Name` mirroring the body |
 //! | a cut stream | resumed with a GET and `Last-Event-ID` | `subscriptions/listen` re-issued as a new request (a new JSON-RPC id each time); anything else ends |
 //!
-//! An explicit `-H` or `--resume` wins over what this adds.
+//! Under 2026-07-28 the body's `params._meta` gains the protocol version and (empty) client
+//! capabilities the revision requires of every request, where it has none. Under both, the
+//! stream ends cleanly once the call's JSON-RPC response arrived. An explicit `-H` or
+//! `--resume` wins over what this adds.
 
 use serde_json::Value;
 use tether_tokio::sse::{Attempt, AttemptInfo, Request, Resume};
@@ -41,11 +44,20 @@ impl Mcp {
         if !body.get("method").is_some_and(Value::is_string) {
             return Err("the body (-d) is not a JSON-RPC request: no \"method\"".to_owned());
         }
+        let mut body = body;
+        if revision == "2026-07-28" {
+            add_meta(&mut body);
+        }
         Ok(Mcp {
             revision,
             id: body.get("id").cloned(),
             body,
         })
+    }
+
+    /// The body as sent: under 2026-07-28 with the `_meta` every request carries.
+    pub(crate) fn body(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.body).unwrap_or_default()
     }
 
     fn method(&self) -> &str {
@@ -62,7 +74,8 @@ impl Mcp {
         ];
         if self.revision == "2026-07-28" {
             add.push(("mcp-method", self.method().to_owned()));
-            if let Some(name) = self.body["params"]["name"].as_str() {
+            let params = &self.body["params"];
+            if let Some(name) = params["name"].as_str().or(params["uri"].as_str()) {
                 add.push(("mcp-name", name.to_owned()));
             }
         }
@@ -78,7 +91,10 @@ impl Mcp {
         if !resume_given {
             request = request.resume(self.default_resume());
         }
-        request
+        request.body = self.body();
+        // The response to the call is the last message of its stream: the stream ends there
+        // (`ended` with `reason` `response`), not at the server's close that follows.
+        request.end_on_jsonrpc_response()
     }
 
     fn default_resume(&self) -> Resume {
@@ -109,6 +125,31 @@ impl Mcp {
         body["id"] = id;
         serde_json::to_vec(&body).ok()
     }
+}
+
+/// Without a handshake a 2026-07-28 request says what it speaks in `params._meta`:
+/// `io.modelcontextprotocol/protocolVersion` (which must match the header) and
+/// `io.modelcontextprotocol/clientCapabilities`. Added where the body has none.
+fn add_meta(body: &mut Value) {
+    let Some(object) = body.as_object_mut() else {
+        return;
+    };
+    let params = object
+        .entry("params")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    let Some(params) = params.as_object_mut() else {
+        return;
+    };
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
+    let Some(meta) = meta.as_object_mut() else {
+        return;
+    };
+    meta.entry("io.modelcontextprotocol/protocolVersion")
+        .or_insert_with(|| Value::from("2026-07-28"));
+    meta.entry("io.modelcontextprotocol/clientCapabilities")
+        .or_insert_with(|| Value::Object(serde_json::Map::new()));
 }
 
 #[cfg(test)]

@@ -42,8 +42,11 @@ use crate::{parse_secs, stop_requested, Failure};
     (send METHOD, GET by default, with the same headers, no body and Last-Event-ID: MCP \
     Streamable HTTP 2025-11-25), reissue[:N] (send the request again as a new request, no \
     Last-Event-ID: MCP 2026-07-28; at most N, default 5, re-issues in a row that open no \
-    stream, then failed kind reissue_exhausted). failed.kind is one of status, content_type, \
-    exhausted, invalid_request, rejected (body holds the first bytes of the server's answer), \
+    stream, then failed kind reissue_exhausted). Redirects: 307 and 308 are followed (the same \
+    method and body), 301, 302 and 303 only for a GET (failed kind redirect otherwise), at \
+    most 5 in one attempt, never from https to http. The request asks for Accept-Encoding: \
+    identity; a compressed stream fails (kind content_encoding). failed.kind is one of \
+    status, content_type, content_encoding, redirect, exhausted, invalid_request, rejected (body holds the first bytes of the server's answer), \
     interrupted, resume_exhausted, reissue_exhausted, session_gone (a resume got 404), error_event (body holds its data).\n\n\
     reconnecting.why is one of: status (with the HTTP status in status), eof, idle_timeout, \
     connect_timeout, connection_refused, tls_rejected, handshake_failed, network_error, \
@@ -112,8 +115,10 @@ pub(crate) struct Args {
     /// Send the JSON-RPC body (-d) as MCP's Streamable HTTP of this revision: 2025-11-25
     /// (MCP-Protocol-Version, Accept and Content-Type; a cut resumed with a GET and
     /// Last-Event-ID; give the session with -H Mcp-Session-Id) or 2026-07-28 (also Mcp-Method
-    /// and Mcp-Name mirroring the body; a subscriptions/listen stream re-issued as a new request
-    /// with a new JSON-RPC id, any other call never sent again). -H and --resume win.
+    /// and Mcp-Name mirroring the body, the revision's params._meta added to it; a
+    /// subscriptions/listen stream re-issued as a new request with a new JSON-RPC id, any other
+    /// call never sent again). Either way the stream ends (ended why response) once the
+    /// JSON-RPC response to the call arrived. -H and --resume win.
     #[arg(long, value_name = "REVISION")]
     mcp: Option<String>,
 }
@@ -278,6 +283,7 @@ async fn stream_lines(
             Event::Failed { why } => {
                 let (status, reason) = failure(why);
                 let (kind, progress, body) = failure_detail(why);
+                let why = format!("{}: {reason}", args.url);
                 out.write(&Line::Failed {
                     status,
                     reason,
@@ -286,7 +292,7 @@ async fn stream_lines(
                     last_event_id: progress.map(|p| p.last_event_id.as_str()),
                     body,
                 })?;
-                return Err(Failure::Failed(format!("{}: the server refused", args.url)));
+                return Err(Failure::Failed(why));
             }
             Event::Ended { why, progress } => {
                 let event = match why {
@@ -375,6 +381,15 @@ fn failure(why: &FailReason) -> (Option<u16>, String) {
                 kind.as_deref().unwrap_or("(none)")
             ),
         ),
+        FailReason::ContentEncoding(encoding) => (
+            Some(200),
+            format!("the stream is encoded with {encoding}, but identity was asked for"),
+        ),
+        FailReason::Redirect {
+            status,
+            location,
+            why,
+        } => (Some(*status), format!("redirect to {location:?} not followed: {why}")),
         FailReason::Exhausted(last) => {
             let status = match last {
                 DropReason::Status(status) => Some(*status),

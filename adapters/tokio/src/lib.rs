@@ -65,8 +65,8 @@ pub use tether_core::pool::{Outcome, PoolConfig, RelayId};
 pub use tether_core::sse;
 pub use tether_core::Lifecycle;
 pub use tether_driver::{
-    CaughtUp, ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle,
-    PoolItem, PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
+    AttemptParts, CaughtUp, ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle,
+    PerAttempt, PoolItem, PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
     SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
 };
 pub use {tether_core, tether_driver};

@@ -83,6 +83,13 @@ struct SavedRequest {
     end_data: Option<String>,
     end_event: Option<String>,
     error_event: Option<String>,
+    /// Left out when false, so checkpoints of requests without the rule keep their bytes.
+    #[serde(default, skip_serializing_if = "is_false")]
+    end_jsonrpc_response: bool,
+}
+
+fn is_false(value: &bool) -> bool {
+    !*value
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +149,7 @@ impl SseCheckpoint {
             data: saved.end_data.clone(),
             event: saved.end_event.clone(),
             error_event: saved.error_event.clone(),
+            jsonrpc_response: saved.end_jsonrpc_response,
         };
         request
     }
@@ -197,6 +205,7 @@ impl SseSession {
                 end_data: request.end.data.clone(),
                 end_event: request.end.event.clone(),
                 error_event: request.end.error_event.clone(),
+                end_jsonrpc_response: request.end.jsonrpc_response,
             },
             stream: match (out, accepted) {
                 (false, _) => Stream::Idle,

@@ -120,16 +120,20 @@ pub enum EndReason {
     Event(String),
     /// The body ended; with [`Resume::Never`](crate::sse::Resume::Never) and no end rule that is the end.
     Eof,
+    /// The JSON-RPC response arrived (and was delivered as the message before this event;
+    /// see [`EndRules::jsonrpc_response`](crate::sse::EndRules::jsonrpc_response)).
+    Response,
 }
 
 impl EndReason {
-    /// A stable snake_case name, for logs, JSON lines and the C ABI: `data`, `event` or
-    /// `eof` (the event type is the variant's data).
+    /// A stable snake_case name, for logs, JSON lines and the C ABI: `data`, `event`, `eof`
+    /// or `response` (the event type is the variant's data).
     pub fn as_str(&self) -> &'static str {
         match self {
             EndReason::Data => "data",
             EndReason::Event(_) => "event",
             EndReason::Eof => "eof",
+            EndReason::Response => "response",
         }
     }
 }

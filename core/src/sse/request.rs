@@ -91,13 +91,41 @@ pub struct EndRules {
     /// A message of this event type (e.g. `error`) ends the stream as
     /// [`FailReason::ErrorEvent`](crate::sse::FailReason::ErrorEvent), carrying its data.
     pub error_event: Option<String>,
+    /// A message whose data is a JSON-RPC response (an object with an `id` and a `result` or
+    /// an `error`, and no `method`) is delivered and then ends the stream cleanly
+    /// ([`EndReason::Response`](crate::sse::EndReason::Response)): an MCP request's response
+    /// stream carries its one response last, and the server closes it after that.
+    /// Notifications and server requests (which carry a `method`) do not end it.
+    pub jsonrpc_response: bool,
 }
 
 impl EndRules {
     /// Whether any clean end is defined: then a body that simply ends is a cut, not an end.
     pub fn defines_end(&self) -> bool {
-        self.data.is_some() || self.event.is_some()
+        self.data.is_some() || self.event.is_some() || self.jsonrpc_response
     }
+
+    /// Whether `data` ends the stream after it is delivered ([`EndRules::jsonrpc_response`]).
+    pub(crate) fn ends_after(&self, data: &str) -> bool {
+        self.jsonrpc_response && is_jsonrpc_response(data)
+    }
+}
+
+/// Whether `data` is one JSON-RPC response object. Only the members' presence is read, so a
+/// large result costs one pass of the JSON scanner and no allocation for its contents.
+fn is_jsonrpc_response(data: &str) -> bool {
+    use serde::de::IgnoredAny;
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        id: Option<IgnoredAny>,
+        result: Option<IgnoredAny>,
+        error: Option<IgnoredAny>,
+        method: Option<IgnoredAny>,
+    }
+    let Ok(probe) = serde_json::from_str::<Probe>(data) else {
+        return false;
+    };
+    probe.id.is_some() && (probe.result.is_some() || probe.error.is_some()) && probe.method.is_none()
 }
 
 impl Default for Request {
@@ -178,6 +206,13 @@ impl Request {
     #[must_use]
     pub fn end_on_event(mut self, event: &str) -> Self {
         self.end.event = Some(event.to_owned());
+        self
+    }
+
+    /// Deliver a JSON-RPC response, then end cleanly (see [`EndRules::jsonrpc_response`]).
+    #[must_use]
+    pub fn end_on_jsonrpc_response(mut self) -> Self {
+        self.end.jsonrpc_response = true;
         self
     }
 
@@ -329,5 +364,23 @@ mod tests {
         assert!(resumed.body.is_empty() && resumed.repeatable);
         let both = Requests::new(post);
         assert_eq!(both.resume.as_deref(), Some(&resumed));
+    }
+
+    #[test]
+    fn only_a_json_rpc_response_ends_the_stream() {
+        let end = Request::post("{}").end_on_jsonrpc_response().end;
+        assert!(end.ends_after(r#"{"jsonrpc":"2.0","id":3,"result":{"content":[]}}"#));
+        assert!(end.ends_after(r#"{"jsonrpc":"2.0","id":"a","error":{"code":-1}}"#));
+        for not_one in [
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":9,"method":"elicitation/create","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":3}"#,
+            "",
+            "[DONE]",
+            r#"[{"id":1,"result":{}}]"#,
+        ] {
+            assert!(!end.ends_after(not_one), "{not_one}");
+        }
+        assert!(!EndRules::default().ends_after(r#"{"id":1,"result":{}}"#));
     }
 }

@@ -1000,7 +1000,20 @@ impl SseSession {
                     }
                     self.stats.messages += 1;
                     self.delivered += 1;
+                    let ends = self.requests.original.end.ends_after(&message.data);
+                    let progress = Progress::new(self.delivered, &message.id);
                     self.emit(Event::Message(message));
+                    if ends {
+                        while self.parser.next_item().is_some() {}
+                        if let Some(epoch) = self.live {
+                            self.stop(epoch);
+                        }
+                        self.emit(Event::Ended {
+                            why: EndReason::Response,
+                            progress,
+                        });
+                        return true;
+                    }
                 }
                 Item::Heartbeat => self.stats.heartbeats += 1,
                 Item::Retry(delay) => self.set_retry(delay),
