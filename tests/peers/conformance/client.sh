@@ -25,9 +25,8 @@ tether=${TETHER_BIN:-tether}
 revision=2025-11-25
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/tether-conformance.XXXXXX")
-pid=
-# On any exit (the suite's timeout sends SIGTERM): no tether left behind, no files.
-trap '[ -z "$pid" ] || kill -TERM "$pid" 2>/dev/null || true; rm -rf "$work"' EXIT
+# On any exit: no files left behind.
+trap 'rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
 
 note() { echo "client.sh: $*" >&2; }
@@ -91,12 +90,9 @@ esac
 call='{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"'$tool'","arguments":'$arguments'}}'
 note "tools/call $tool with tether"
 
-# --mcp 2025-11-25: the MCP headers and, for a cut stream, a GET with Last-Event-ID.
-# The stream's first event is a priming event (an id, `retry:` and an empty data field,
-# which an EventSource dispatches as a message with empty data), and a resumed GET stream
-# may stay open after the result: tether has no rule to end on a JSON-RPC response, so
-# this script watches its output and stops it (SIGTERM: `closed`, exit 0) once the
-# response to the call came.
+# --mcp 2025-11-25: the MCP headers and, for a cut stream, a GET with Last-Event-ID. The
+# stream ends on the call's JSON-RPC response (`ended` why `response`, exit 0) wherever it
+# comes: on the POST's stream, or on a resumed GET stream the server keeps open after it.
 set -- "$tether" sse --mcp "$revision" -H "MCP-Protocol-Version: $version" \
     --idle-timeout 20 -d "$call"
 if [ -n "$session" ]; then
@@ -104,26 +100,10 @@ if [ -n "$session" ]; then
 fi
 # shellcheck disable=SC2086 # TETHER_SSE_ARGS: extra flags, split on spaces
 set -- "$@" ${TETHER_SSE_ARGS:-} "$url"
-mkfifo "$work/out"
-"$@" >"$work/out" &
-pid=$!
-answered=
-while IFS= read -r line; do
-    printf '%s\n' "$line"
-    if [ -z "$answered" ] && printf '%s\n' "$line" | jq -e '
-        select(.type == "message") | .data | fromjson? |
-        select(type == "object" and .id == 3 and (has("result") or has("error")))' >/dev/null
-    then
-        answered=yes
-        note "the call's response came: stopping tether"
-        kill -TERM "$pid" 2>/dev/null || true
-    fi
-done <"$work/out"
-code=0
-wait "$pid" || code=$?
-pid=
-if [ -z "$answered" ]; then
-    note "tether exited ($code) before the call's response came"
-    [ "$code" -ne 0 ] || code=1
-fi
-exit "$code"
+"$@" >"$work/out"
+cat "$work/out"
+# Exit 0 only for the response: `ended` why `response` is the last line.
+tail -n 1 "$work/out" | jq -e 'select(.type == "ended" and .why == "response")' >/dev/null || {
+    note "tether ended without the call's response"
+    exit 1
+}

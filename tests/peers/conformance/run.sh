@@ -7,8 +7,8 @@
 # RUNS (default 20): runs of each scenario; the first failure stops everything (exit 1)
 # after printing the suite's output for that run. SCENARIOS default to sse-retry (SEP-1699:
 # resume a cut POST stream with a GET and Last-Event-ID after the server's `retry:`, within
-# -50/+200 ms). Also known to client.sh: tools_call (the result on the POST's own SSE
-# stream, which the server then closes) and initialize (curl's handshake only, no tether).
+# -50/+200 ms) and tools_call (the result on the POST's own SSE stream, which the server
+# then closes). Also known to client.sh: initialize (curl's handshake only, no tether).
 #
 # Environment:
 #   TETHER_BIN              the tether binary (default: $CARGO_TARGET_DIR/debug/tether,
@@ -29,7 +29,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 runs=${1:-20}
 [ "$#" -gt 0 ] && shift
 scenarios=("$@")
-[ "${#scenarios[@]}" -gt 0 ] || scenarios=(sse-retry)
+[ "${#scenarios[@]}" -gt 0 ] || scenarios=(sse-retry tools_call)
 case $runs in
     '' | *[!0-9]* | 0) echo "run.sh: RUNS must be a positive number, not '$runs'" >&2; exit 2 ;;
 esac
