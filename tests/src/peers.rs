@@ -337,12 +337,35 @@ impl Nginx {
         upstream: SocketAddr,
         read_timeout: Duration,
     ) -> io::Result<Nginx> {
+        Nginx::start(binary, upstream, read_timeout, None).await
+    }
+
+    /// [`Nginx::start_sse_proxy`] serving https:// with `ca`'s certificate for `localhost`
+    /// and 127.0.0.1 ([`Nginx::https_url`]).
+    ///
+    /// # Errors
+    /// As [`Nginx::start_sse_proxy`].
+    pub async fn start_tls_sse_proxy(
+        binary: &Path,
+        upstream: SocketAddr,
+        read_timeout: Duration,
+        ca: &TestCa,
+    ) -> io::Result<Nginx> {
+        Nginx::start(binary, upstream, read_timeout, Some(ca)).await
+    }
+
+    async fn start(
+        binary: &Path,
+        upstream: SocketAddr,
+        read_timeout: Duration,
+        tls: Option<&TestCa>,
+    ) -> io::Result<Nginx> {
         let dir = TempDir::new("nginx")?;
         let port = free_port()?;
         let conf = dir.path().join("nginx.conf");
         fs::write(
             &conf,
-            nginx_config(dir.path(), port, upstream, read_timeout),
+            nginx_config(dir.path(), port, upstream, read_timeout, tls),
         )?;
         let mut command = Command::new(binary);
         command
@@ -376,6 +399,11 @@ impl Nginx {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
+    /// `https://localhost:port{path}` (for [`Nginx::start_tls_sse_proxy`]).
+    pub fn https_url(&self, path: &str) -> String {
+        format!("https://localhost:{}{path}", self.port)
+    }
+
     /// nginx's error log (upstream timeouts are logged here).
     pub fn error_log(&self) -> String {
         let read = |name: &str| fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
@@ -383,9 +411,24 @@ impl Nginx {
     }
 }
 
-fn nginx_config(dir: &Path, port: u16, upstream: SocketAddr, read_timeout: Duration) -> String {
+fn nginx_config(
+    dir: &Path,
+    port: u16,
+    upstream: SocketAddr,
+    read_timeout: Duration,
+    tls: Option<&TestCa>,
+) -> String {
     let d = dir.display();
     let timeout = read_timeout.as_secs().max(1);
+    let listen = match tls {
+        Some(ca) => format!(
+            "listen 127.0.0.1:{port} ssl;\n        ssl_certificate {};\n        \
+             ssl_certificate_key {};",
+            ca.leaf_cert().display(),
+            ca.leaf_key().display()
+        ),
+        None => format!("listen 127.0.0.1:{port};"),
+    };
     format!(
         "pid {d}/nginx.pid;
 error_log {d}/error.log info;
@@ -398,7 +441,7 @@ http {{
     uwsgi_temp_path {d}/uwsgi;
     scgi_temp_path {d}/scgi;
     server {{
-        listen 127.0.0.1:{port};
+        {listen}
         location / {{
             proxy_pass http://{upstream};
             proxy_http_version 1.1;
@@ -411,6 +454,145 @@ http {{
 }}
 "
     )
+}
+
+/// A certificate authority made for one test with `openssl` (Debian's package), and a leaf
+/// certificate it signed for `localhost` and 127.0.0.1: what an https:// server on loopback
+/// needs, and the root a client must be given to trust it.
+#[derive(Debug)]
+pub struct TestCa {
+    dir: TempDir,
+}
+
+impl TestCa {
+    /// Make the CA and the leaf (P-256 keys, valid two days).
+    ///
+    /// # Errors
+    /// When `openssl` is missing or fails.
+    pub fn new(openssl: &Path) -> io::Result<TestCa> {
+        let dir = TempDir::new("ca")?;
+        let d = dir.path();
+        fs::write(
+            d.join("leaf.ext"),
+            "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
+             extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
+        )?;
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        let steps: [&[&str]; 3] = [
+            &[
+                &["req", "-x509", "-days", "2", "-subj", "/CN=tether test CA"],
+                &key[..],
+                &[
+                    "-addext",
+                    "basicConstraints=critical,CA:TRUE",
+                    "-addext",
+                    "keyUsage=critical,keyCertSign,cRLSign",
+                    "-keyout",
+                    "ca.key",
+                    "-out",
+                    "ca.pem",
+                ],
+            ]
+            .concat(),
+            &[
+                &["req", "-subj", "/CN=localhost"],
+                &key[..],
+                &["-keyout", "leaf.key", "-out", "leaf.csr"],
+            ]
+            .concat(),
+            &[
+                "x509", "-req", "-days", "2", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey",
+                "ca.key", "-CAcreateserial", "-extfile", "leaf.ext", "-out", "leaf.pem",
+            ],
+        ];
+        for args in steps {
+            let out = Command::new(openssl).args(args).current_dir(d).output()?;
+            if !out.status.success() {
+                return Err(io::Error::other(format!(
+                    "openssl {args:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                )));
+            }
+        }
+        Ok(TestCa { dir })
+    }
+
+    /// The CA's certificate, PEM: the root to trust.
+    ///
+    /// # Errors
+    /// When it cannot be read.
+    pub fn root_pem(&self) -> io::Result<Vec<u8>> {
+        fs::read(self.dir.path().join("ca.pem"))
+    }
+
+    /// The leaf certificate's PEM file.
+    pub fn leaf_cert(&self) -> PathBuf {
+        self.dir.path().join("leaf.pem")
+    }
+
+    /// The leaf key's PEM file.
+    pub fn leaf_key(&self) -> PathBuf {
+        self.dir.path().join("leaf.key")
+    }
+}
+
+/// tinyproxy (Debian's package), an HTTP forward proxy on 127.0.0.1: plain requests in
+/// absolute form, and `CONNECT` tunnels to any port. It adds `Via: 1.1 tinyproxy (...)` to
+/// what it forwards and logs every request and tunnel ([`Tinyproxy::log`]).
+#[derive(Debug)]
+pub struct Tinyproxy {
+    port: u16,
+    child: Option<ChildGuard>,
+    dir: TempDir,
+}
+
+impl Tinyproxy {
+    /// Start it on a free port and wait until it listens.
+    ///
+    /// # Errors
+    /// When the files cannot be written, it cannot start, or it does not listen in time.
+    pub async fn start(binary: &Path) -> io::Result<Tinyproxy> {
+        let dir = TempDir::new("tinyproxy")?;
+        let port = free_port()?;
+        let conf = dir.path().join("tinyproxy.conf");
+        // No `ConnectPort` line: tunnels to every port (the servers are on random ones).
+        fs::write(
+            &conf,
+            format!(
+                "Port {port}\nListen 127.0.0.1\nTimeout 600\nMaxClients 64\nAllow 127.0.0.1\n\
+                 LogFile \"{}\"\nLogLevel Connect\nDisableViaHeader No\n",
+                dir.path().join("tinyproxy.log").display()
+            ),
+        )?;
+        let mut command = Command::new(binary);
+        command.arg("-d").arg("-c").arg(&conf);
+        let mut child = ChildGuard::spawn(command, &dir.path().join("stdout.log"))?;
+        let ready = wait_listening(SocketAddr::from(([127, 0, 0, 1], port)), START_WITHIN).await;
+        let mut proxy = Tinyproxy {
+            port,
+            child: None,
+            dir,
+        };
+        if child.exited() || ready.is_err() {
+            return Err(io::Error::other(format!(
+                "tinyproxy did not start: {ready:?}\n{}",
+                proxy.log()
+            )));
+        }
+        proxy.child = Some(child);
+        Ok(proxy)
+    }
+
+    /// `http://127.0.0.1:port`.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Its log and output.
+    pub fn log(&self) -> String {
+        let read = |name: &str| fs::read_to_string(self.dir.path().join(name)).unwrap_or_default();
+        read("tinyproxy.log") + &read("stdout.log")
+    }
 }
 
 /// One of the Python servers in `tests/peers/` (`mcp_server.py`, `llm_server.py`), started as

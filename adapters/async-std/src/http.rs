@@ -21,10 +21,12 @@ use hyper::Request;
 use smol_hyper::rt::FuturesIo;
 use tether_core::link::SocketLoss;
 use tether_core::sse::Request as SseRequest;
+use futures_rustls::rustls::ClientConfig;
+use tether_driver::http_options::{Proxies, ProxyConfig, Roots};
 use tether_driver::url::parse_http_url;
 use tether_driver::{
-    request_headers, BoxFuture, ConnectError, DefaultHttp, HttpConnect, HttpError, HttpResponse,
-    RequestError,
+    request_headers, BoxFuture, ConnectError, DefaultHttp, HttpConnect, HttpError, HttpOptions,
+    HttpResponse, RequestError,
 };
 
 use crate::net::{self, Conn};
@@ -33,13 +35,53 @@ use crate::runtime::AsyncIoRuntime;
 type ClientConn = Connection<FuturesIo<Conn>, Full<Bytes>>;
 
 /// hyper as tether's HTTP client (SSE streams, NIP-11 documents): one connection per
-/// request, since an SSE stream holds its connection for its life.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct HyperHttp;
+/// request, since an SSE stream holds its connection for its life. It follows no redirect
+/// (the core decides), and goes through the proxy [`Proxies`] picks per target.
+#[derive(Clone, Debug)]
+pub struct HyperHttp {
+    proxies: Arc<Proxies>,
+    tls: Arc<ClientConfig>,
+}
+
+impl Default for HyperHttp {
+    /// The environment's proxy (as reqwest's default client reads it; a malformed one is
+    /// logged and ignored) and the webpki roots.
+    fn default() -> Self {
+        let proxies = Proxies::resolve(&ProxyConfig::FromEnv).unwrap_or_else(|error| {
+            tracing::warn!(%error, "ignoring the environment's proxy");
+            Proxies::default()
+        });
+        HyperHttp {
+            proxies: Arc::new(proxies),
+            tls: net::default_config(),
+        }
+    }
+}
+
+impl HyperHttp {
+    /// A client with `options`: the proxy (from the configuration or the environment) and the
+    /// roots they say.
+    ///
+    /// # Errors
+    /// [`ConnectError::Http`]: a proxy URL or PEM root that cannot be used.
+    pub fn with_options(options: &HttpOptions) -> Result<Self, ConnectError> {
+        let proxies =
+            Proxies::resolve(&options.proxy).map_err(|e| ConnectError::Http(e.to_string()))?;
+        let tls = if options.roots == Roots::default() {
+            net::default_config()
+        } else {
+            net::client_config(&options.roots).map_err(|e| ConnectError::Http(e.to_string()))?
+        };
+        Ok(HyperHttp {
+            proxies: Arc::new(proxies),
+            tls,
+        })
+    }
+}
 
 impl DefaultHttp for AsyncIoRuntime {
-    fn default_http() -> Result<(Self, Arc<dyn HttpConnect>), ConnectError> {
-        Ok((AsyncIoRuntime::new(), Arc::new(HyperHttp)))
+    fn default_http(options: &HttpOptions) -> Result<(Self, Arc<dyn HttpConnect>), ConnectError> {
+        Ok((AsyncIoRuntime::new(), Arc::new(HyperHttp::with_options(options)?)))
     }
 }
 
@@ -53,23 +95,38 @@ impl HttpConnect for HyperHttp {
         let url = url.to_owned();
         let request = request.clone();
         let last_event_id = last_event_id.map(str::to_owned);
-        Box::pin(async move { send(&url, &request, last_event_id.as_deref()).await })
+        let client = self.clone();
+        Box::pin(async move { client.send_one(&url, &request, last_event_id.as_deref()).await })
     }
 }
 
-async fn send(
-    url: &str,
+impl HyperHttp {
+async fn send_one(
+    &self,
+    target: &str,
     sse: &SseRequest,
     last_event_id: Option<&str>,
 ) -> Result<HttpResponse, RequestError> {
     // The entry points checked the URL already; a document URL derived from a relay's comes
     // through here unchecked.
-    let url = parse_http_url(url).map_err(|e| RequestError::Invalid(e.to_string()))?;
+    let url = parse_http_url(target).map_err(|e| RequestError::Invalid(e.to_string()))?;
+    let scheme = if url.secure() { "https" } else { "http" };
+    let proxy = self.proxies.for_target(scheme, url.host());
+    // Through a proxy, a plain request names its target in absolute form (the proxy
+    // connects); a TLS one goes through a tunnel and looks as it would directly.
+    let forward = proxy.filter(|_| !url.secure());
+    let uri = match forward {
+        Some(_) => target.split('#').next().unwrap_or(target).to_owned(),
+        None => url.path_and_query().to_owned(),
+    };
     // Built before connecting: a request that cannot be built must not cost a connection.
     let mut request = Request::builder()
         .method(sse.method.as_str())
-        .uri(url.path_and_query())
+        .uri(uri)
         .header(HOST, url.authority());
+    if let Some(authorization) = forward.and_then(|p| p.authorization.as_deref()) {
+        request = request.header("proxy-authorization", authorization);
+    }
     for (name, value) in request_headers(sse, last_event_id) {
         request = request.header(name, value);
     }
@@ -77,7 +134,8 @@ async fn send(
     let request = request
         .body(Full::new(Bytes::from(sse.body.clone())))
         .map_err(|e| RequestError::invalid(&e))?;
-    let conn = net::connect(url.host(), url.port(), url.secure())
+    let tls = url.secure().then_some(&self.tls);
+    let conn = net::connect_via(url.host(), url.port(), tls, proxy)
         .await
         .map_err(connect_error)?;
     let (mut sender, mut connection) = http1::handshake(FuturesIo::new(conn))
@@ -116,6 +174,7 @@ async fn send(
         &head.headers,
         Box::pin(body),
     ))
+}
 }
 
 /// A failure to open the connection: a host that cannot be a TLS server name is the URL's

@@ -35,7 +35,7 @@ pub fn pool_with(pool_config: PoolConfig, config: Config, spawner: &dyn Spawn) -
         Arc::new(AsyncIoWs),
     );
     // Each relay's NIP-11 document over hyper, bounded by `config.relay_info`.
-    let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp));
+    let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp::default()));
     spawner.spawn(Box::pin(driver));
     handle
 }
@@ -67,7 +67,7 @@ pub fn pool_restored_with(
         urls,
     )
     .map_err(ConnectError::Checkpoint)?;
-    let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp));
+    let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp::default()));
     spawner.spawn(Box::pin(driver));
     Ok((handle, subscriptions))
 }

@@ -91,7 +91,7 @@ impl RelayClient {
         let (handle, driver) =
             connect_relay(url, config, AsyncIoRuntime::new(), Arc::new(AsyncIoWs))?;
         // The relay's NIP-11 document over hyper, bounded by `config.relay_info`.
-        let driver = driver.with_relay_info(Arc::new(HyperHttp));
+        let driver = driver.with_relay_info(Arc::new(HyperHttp::default()));
         spawner.spawn(Box::pin(driver));
         Ok(RelayClient { handle })
     }
@@ -119,7 +119,7 @@ impl RelayClient {
             checkpoint,
         )
         .map_err(ConnectError::Checkpoint)?;
-        let driver = driver.with_relay_info(Arc::new(HyperHttp));
+        let driver = driver.with_relay_info(Arc::new(HyperHttp::default()));
         spawner.spawn(Box::pin(driver));
         Ok((RelayClient { handle }, subscriptions))
     }

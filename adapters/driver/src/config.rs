@@ -91,6 +91,9 @@ pub struct EventSourceConfig {
     /// What each attempt sends beyond the request (a fresh `Authorization`, a new JSON-RPC
     /// id, MCP's mirror headers): asked before every request the core decided may go.
     pub per_attempt: Option<PerAttempt>,
+    /// The proxy and the trusted roots of the runtime's own HTTP client (`connect`,
+    /// `connect_request`, `restore`); a client brought with `open` has its own.
+    pub http: crate::http_options::HttpOptions,
 }
 
 /// The application's answer to "what does this attempt send": headers that replace the

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use tether_core::sse::{Request, SseCheckpoint, SseSession};
 
 use crate::config::{seed_or_random, EventSourceConfig};
+use crate::http_options::HttpOptions;
 use crate::runtime::{HttpConnect, Runtime};
 use crate::sse::EventStream;
 use crate::url::check_http_url;
@@ -16,12 +17,14 @@ use crate::ConnectError;
 /// A runtime with an HTTP client of its own, so that an [`EventStream`] on it can be opened
 /// from a URL alone ([`EventStream::connect`], [`EventStream::connect_request`]).
 pub trait DefaultHttp: Runtime + Sized {
-    /// A clock whose origin is now, and the runtime's HTTP client with its default
-    /// settings (no overall request timeout: the stream is meant to stay open).
+    /// A clock whose origin is now, and the runtime's HTTP client with `options` (a proxy,
+    /// roots), following no redirect (the core decides) and with no overall request timeout
+    /// (the stream is meant to stay open).
     ///
     /// # Errors
-    /// [`ConnectError::Http`] when the client cannot be built.
-    fn default_http() -> Result<(Self, Arc<dyn HttpConnect>), ConnectError>;
+    /// [`ConnectError::Http`] when the client cannot be built: a proxy URL it cannot use, a
+    /// PEM root it cannot read.
+    fn default_http(options: &HttpOptions) -> Result<(Self, Arc<dyn HttpConnect>), ConnectError>;
 }
 
 impl<R: Runtime> EventStream<R> {
@@ -98,7 +101,7 @@ impl<R: DefaultHttp> EventStream<R> {
     ) -> Result<Self, ConnectError> {
         // The URL first: a bad one must not cost building a client.
         check_http_url(url)?;
-        let (rt, http) = R::default_http()?;
+        let (rt, http) = R::default_http(&config.http)?;
         EventStream::open(url, request, config, rt, http)
     }
 
@@ -115,7 +118,7 @@ impl<R: DefaultHttp> EventStream<R> {
         checkpoint: &SseCheckpoint,
     ) -> Result<Self, ConnectError> {
         check_http_url(url)?;
-        let (rt, http) = R::default_http()?;
+        let (rt, http) = R::default_http(&config.http)?;
         EventStream::open_restored(url, request, config, checkpoint, rt, http)
     }
 }

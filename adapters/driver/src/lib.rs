@@ -50,6 +50,7 @@ mod delivery;
 mod drive;
 mod event_source;
 mod heard;
+pub mod http_options;
 mod machine;
 pub mod pool;
 mod ready;
@@ -68,6 +69,7 @@ mod wire;
 pub use config::{seed_or_random, AttemptParts, Config, EventSourceConfig, PerAttempt};
 pub use connect_error::ConnectError;
 pub use event_source::DefaultHttp;
+pub use http_options::{HttpOptions, ProxyConfig, Roots};
 pub use pool::{
     pool_driver, pool_driver_restored, PoolClientError, PoolDriver, PoolEvents, PoolHandle,
     PoolItem, PoolSubscription,

@@ -1,5 +1,5 @@
-//! The three harnesses: tether-tokio on a paused tokio clock, tether-async-std on async-std
-//! and on smol in real time.
+//! The harnesses: tether-tokio on a paused tokio clock (and in real time, for peers in other
+//! processes), tether-async-std on async-std and on smol in real time.
 
 use std::future::Future;
 use std::sync::OnceLock;
@@ -12,10 +12,17 @@ use crate::{BoxFuture, Harness, Timer};
 
 /// tether-tokio. Each scenario gets a current-thread runtime with a paused clock; the test
 /// servers run in it too, so the server's clock is the client's and waits take no time.
-#[derive(Debug)]
-pub struct Tokio;
+pub type Tokio = TokioOn<true>;
 
-impl Timer for Tokio {
+/// tether-tokio in real time, for scenarios with peers in other processes (a proxy, nginx):
+/// a paused clock would jump ahead while the runtime waits on them.
+pub type TokioRealTime = TokioOn<false>;
+
+/// tether-tokio on a current-thread runtime whose clock is paused or not.
+#[derive(Debug)]
+pub struct TokioOn<const PAUSED: bool>;
+
+impl<const PAUSED: bool> Timer for TokioOn<PAUSED> {
     fn sleep(duration: Duration) -> BoxFuture<()> {
         tether_testkit::wait::Tokio::sleep(duration)
     }
@@ -25,14 +32,14 @@ impl Timer for Tokio {
     }
 }
 
-impl Harness for Tokio {
+impl<const PAUSED: bool> Harness for TokioOn<PAUSED> {
     type Client = tether_tokio::RelayClient;
     type Sse = tether_tokio::EventSource;
 
     fn run<T>(scenario: impl Future<Output = T>) -> T {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .start_paused(true)
+            .start_paused(PAUSED)
             .build()
             .expect("a tokio runtime")
             .block_on(scenario)

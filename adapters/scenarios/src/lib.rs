@@ -159,6 +159,24 @@ macro_rules! suite {
     };
 }
 
+/// The scenarios with peers in other processes (tinyproxy, nginx, openssl) as `#[test]`s for
+/// the harness `$h`, which must run in real time.
+#[macro_export]
+macro_rules! peer_suite {
+    ($h:ty) => {
+        mod sse_peers {
+            $crate::__tests!(
+                $h,
+                sse,
+                [
+                    a_configured_proxy_carries_the_stream_and_no_proxy_is_honoured,
+                    https_through_a_tunnel_trusts_the_configured_root,
+                ]
+            );
+        }
+    };
+}
+
 /// One `#[test]` per scenario of module `$m`, for harness `$h`.
 #[doc(hidden)]
 #[macro_export]

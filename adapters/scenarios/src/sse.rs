@@ -8,7 +8,8 @@ use tether_core::sse::{
     CloseReason, DropReason, EndReason, Event, FailReason, Progress, RedirectRefusal, Request,
     Resume, Unsendable,
 };
-use tether_driver::EventSourceConfig;
+use tether_driver::{EventSourceConfig, ProxyConfig};
+use tether_testkit::peers::{require_peer, Nginx, TestCa, Tinyproxy};
 use tether_testserver::sse::{Message, Reply, ScriptedSse};
 
 use crate::{within, Harness};
@@ -472,4 +473,86 @@ pub async fn a_compressed_stream_is_a_typed_failure<H: Harness>() {
     let log = server.requests();
     assert_eq!(log.len(), 1);
     assert_eq!(log[0].header("accept-encoding"), Some("identity"));
+}
+
+/// A forward proxy (tinyproxy) from the configuration carries the stream: the server sees
+/// the proxy's `Via`. A host `no_proxy` covers goes direct.
+pub async fn a_configured_proxy_carries_the_stream_and_no_proxy_is_honoured<H: Harness>() {
+    let Some(binary) = require_peer("tinyproxy") else {
+        return;
+    };
+    let proxy = H::on_server(async move { Tinyproxy::start(&binary).await })
+        .await
+        .expect("tinyproxy on 127.0.0.1");
+    let (url, server) = start::<H>(vec![Reply::events(&[("1", "a")], false)]).await;
+    for no_proxy in [None, Some("localhost, 127.0.0.0/8")] {
+        let mut config = config();
+        config.http.proxy = ProxyConfig::Url {
+            url: proxy.url(),
+            no_proxy: no_proxy.map(str::to_owned),
+        };
+        let mut events = H::event_source_request(&url, Request::get(), config);
+        assert_eq!(next::<H>(&mut events).await, Event::Open, "{}", proxy.log());
+        assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    }
+    let log = server.requests();
+    let via: Vec<bool> = log
+        .iter()
+        .map(|r| r.header("via").is_some_and(|v| v.contains("tinyproxy")))
+        .collect();
+    assert_eq!(via, [true, false], "{log:?}");
+}
+
+/// An https:// stream through the proxy's `CONNECT` tunnel: refused as a TLS failure until
+/// the test's CA is among the configured roots, then open end to end.
+pub async fn https_through_a_tunnel_trusts_the_configured_root<H: Harness>() {
+    let (Some(tinyproxy), Some(nginx), Some(openssl)) = (
+        require_peer("tinyproxy"),
+        require_peer("nginx"),
+        require_peer("openssl"),
+    ) else {
+        return;
+    };
+    let ca = std::sync::Arc::new(TestCa::new(&openssl).expect("a test CA"));
+    let (url, server) = start::<H>(vec![Reply::events(&[("1", "a")], false)]).await;
+    let upstream = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/events")
+        .parse()
+        .expect("the server's address");
+    let front_ca = std::sync::Arc::clone(&ca);
+    let front = H::on_server(async move {
+        let read_timeout = Duration::from_secs(60);
+        Nginx::start_tls_sse_proxy(&nginx, upstream, read_timeout, &front_ca).await
+    })
+    .await
+    .expect("nginx with TLS");
+    let proxy = H::on_server(async move { Tinyproxy::start(&tinyproxy).await })
+        .await
+        .expect("tinyproxy");
+    let https = front.https_url("/events");
+    let mut config = config();
+    config.http.proxy = ProxyConfig::Url {
+        url: proxy.url(),
+        no_proxy: None,
+    };
+    let mut untrusted = H::event_source_request(&https, Request::get(), config.clone());
+    assert!(
+        matches!(
+            next::<H>(&mut untrusted).await,
+            Event::Reconnecting {
+                why: DropReason::NetworkError(SocketLoss::TlsRejected),
+                ..
+            }
+        ),
+        "{}",
+        proxy.log()
+    );
+    drop(untrusted);
+    config.http.roots.extra_pem = vec![ca.root_pem().expect("the CA's PEM")];
+    let mut events = H::event_source_request(&https, Request::get(), config);
+    assert_eq!(next::<H>(&mut events).await, Event::Open, "{}", proxy.log());
+    assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    assert!(proxy.log().contains("CONNECT"), "{}", proxy.log());
+    assert_eq!(server.requests().len(), 1, "the untrusted attempt never got through");
 }

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use futures_util::{StreamExt, TryStreamExt};
 use tether_core::link::SocketLoss;
 use tether_core::sse::Request;
+use tether_driver::http_options::Proxies;
 use tether_driver::sse_request::connect_loss;
 use tether_driver::{
-    request_headers, BoxFuture, ConnectError, DefaultHttp, HttpConnect, HttpError, HttpResponse,
-    RequestError,
+    request_headers, BoxFuture, ConnectError, DefaultHttp, HttpConnect, HttpError, HttpOptions,
+    HttpResponse, RequestError,
 };
 
 use crate::runtime::TokioRuntime;
@@ -29,10 +30,43 @@ impl ReqwestHttp {
         ReqwestHttp { client }
     }
 
-    /// A default reqwest client (rustls with the webpki roots, no redirects followed).
+    /// A default reqwest client (rustls with the webpki roots, the environment's proxy, no
+    /// redirects followed).
     pub(crate) fn default_client() -> Result<Self, ConnectError> {
-        let client = reqwest::Client::builder()
+        Self::with_options(&HttpOptions::default())
+    }
+
+    /// A reqwest client with `options`: the proxy [`Proxies`] picks per target (the same
+    /// rule as every runtime's), the roots asked for, no redirects followed (the core
+    /// decides whether a redirect may be followed; one the client followed by itself would
+    /// send a POST again without the core knowing) and no overall timeout.
+    ///
+    /// # Errors
+    /// [`ConnectError::Http`]: a proxy URL or PEM root that cannot be used, or a client
+    /// reqwest cannot build.
+    pub fn with_options(options: &HttpOptions) -> Result<Self, ConnectError> {
+        let proxies = Proxies::resolve(&options.proxy).map_err(|e| ConnectError::Http(e.to_string()))?;
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .tls_built_in_webpki_certs(options.roots.webpki)
+            .tls_built_in_native_certs(options.roots.native);
+        if proxies.any() {
+            builder = builder.proxy(reqwest::Proxy::custom(move |url| {
+                let host = url.host_str()?;
+                proxies
+                    .for_target(url.scheme(), host)
+                    .map(|proxy| proxy.url.clone())
+            }));
+        }
+        for pem in &options.roots.extra_pem {
+            let certificates = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|e| ConnectError::Http(format!("a root certificate: {e}")))?;
+            for certificate in certificates {
+                builder = builder.add_root_certificate(certificate);
+            }
+        }
+        let client = builder
             .build()
             .map_err(|e| ConnectError::Http(e.to_string()))?;
         Ok(ReqwestHttp::new(client))
@@ -40,11 +74,8 @@ impl ReqwestHttp {
 }
 
 impl DefaultHttp for TokioRuntime {
-    fn default_http() -> Result<(Self, Arc<dyn HttpConnect>), ConnectError> {
-        Ok((
-            TokioRuntime::new(),
-            Arc::new(ReqwestHttp::default_client()?),
-        ))
+    fn default_http(options: &HttpOptions) -> Result<(Self, Arc<dyn HttpConnect>), ConnectError> {
+        Ok((TokioRuntime::new(), Arc::new(ReqwestHttp::with_options(options)?)))
     }
 }
 

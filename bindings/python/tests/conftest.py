@@ -74,12 +74,15 @@ def tether_py(*args: str) -> list[str]:
 
 
 class ScriptedSse:
-    """An aiohttp server on 127.0.0.1 answering its script, one reply per request:
-    `(status, content_type, body, end)`; past the script, requests hang open."""
+    """An aiohttp server on 127.0.0.1 answering its script, one reply per request to any
+    path: `(status, content_type, body, end)` or `(status, content_type, body, end,
+    headers)`; past the script, requests hang open. `requests` holds each request's headers,
+    `log` its `(method, path, headers, body)`."""
 
     def __init__(self, script: list) -> None:
         self.script = list(script)
         self.requests: list[dict] = []
+        self.log: list[tuple[str, str, dict, bytes]] = []
         self._ready = threading.Event()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._serve, daemon=True)
@@ -91,10 +94,13 @@ class ScriptedSse:
 
         async def handle(request: web.Request) -> web.StreamResponse:
             self.requests.append(dict(request.headers))
+            self.log.append(
+                (request.method, request.path, dict(request.headers), await request.read())
+            )
             if not self.script:
                 await asyncio.sleep(3600)
-            status, content_type, body, end = self.script.pop(0)
-            response = web.StreamResponse(status=status)
+            status, content_type, body, end, *extra = self.script.pop(0)
+            response = web.StreamResponse(status=status, headers=extra[0] if extra else None)
             if content_type:
                 response.content_type = content_type
             await response.prepare(request)
@@ -105,7 +111,7 @@ class ScriptedSse:
 
         async def start() -> None:
             app = web.Application()
-            app.router.add_get("/events", handle)
+            app.router.add_route("*", "/{path:.*}", handle)
             runner = web.AppRunner(app)
             await runner.setup()
             site = web.TCPSite(runner, "127.0.0.1", 0)

@@ -67,6 +67,7 @@ def test_sse_session_parses_and_reports_the_resume_id():
         "type": "open",
         "epoch": 1,
         "last_event_id": None,
+        "redirect": None,
         "attempt": "original",
         "number": 1,
         "after": None,
@@ -216,8 +217,31 @@ def test_an_sse_checkpoint_resumes_from_its_last_event_id():
         "type": "open",
         "epoch": 1,
         "last_event_id": "7",
+        "redirect": None,
         "attempt": "original",
         "number": 1,
         "after": "restarted",
     }
     restored.close()
+
+
+def test_sse_redirect_is_a_hop_of_the_same_attempt_until_the_limit():
+    sse = tether.Sse(seed=3)
+    sse.connect(0)
+    first = sse.poll_transmit()
+    assert first is not None and first["redirect"] is None
+    url = "http://a.example/x"
+    for hop in range(1, 6):
+        sse.handle_redirect(hop, 1, 307, url, "/y#frag")
+        url = "http://a.example/y"
+        assert sse.poll_transmit() == {**first, "redirect": url, "number": 1 + hop}
+    sse.handle_redirect(9, 1, 307, url, "/y")
+    assert sse.poll_transmit() == {"type": "close", "epoch": 1}
+    assert sse.poll_transmit() == {"type": "end"}
+    assert sse.poll_event() == {
+        "type": "failed",
+        "why": "redirect",
+        "status": 307,
+        "location": "/y",
+        "refusal": "too_many",
+    }

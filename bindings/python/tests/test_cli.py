@@ -10,6 +10,8 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from .conftest import ScriptedSse, tether_py
 
 LIMIT = 40
@@ -167,7 +169,9 @@ def test_sse_refusal_is_a_failed_line_and_exit_1():
     finally:
         server.stop()
     assert done.returncode == 1
-    assert lines(done.stdout) == [{"type": "failed", "status": 404, "reason": "HTTP status 404"}]
+    assert lines(done.stdout) == [
+        {"type": "failed", "status": 404, "reason": "HTTP status 404", "kind": "status"}
+    ]
 
 
 def test_sse_204_is_a_closed_line_and_exit_0():
@@ -180,3 +184,75 @@ def test_sse_204_is_a_closed_line_and_exit_0():
     assert lines(done.stdout) == [
         {"type": "closed", "reason": "204 No Content: the server asked to stop"}
     ]
+
+
+def test_sse_redirect_refused_is_a_failed_line_and_exit_1():
+    server = ScriptedSse([(302, None, "", True), (200, "text/event-stream", note(1, "a"), False)])
+    try:
+        done = run("sse", server.url)
+    finally:
+        server.stop()
+    assert done.returncode == 1
+    assert lines(done.stdout) == [
+        {
+            "type": "failed",
+            "status": 302,
+            "reason": 'redirect to "" not followed: no usable Location',
+            "kind": "redirect",
+        }
+    ]
+    assert len(server.requests) == 1
+
+
+def test_sse_header_cmd_gives_each_attempt_the_header_of_its_time():
+    server = ScriptedSse(
+        [
+            (200, "text/event-stream", note(1, "a"), True),
+            (200, "text/event-stream", note(2, "b"), False),
+        ]
+    )
+    cmd = 'echo "X-Token: t$TETHER_ATTEMPT"; echo "X-After: [$TETHER_AFTER]"'
+    try:
+        done = run(
+            "sse", server.url, "-H", "X-Token: stale", "--header-cmd", cmd, "--duration", "2"
+        )
+    finally:
+        server.stop()
+    assert done.returncode == 0, done.stderr
+    assert [(r.get("X-Token"), r.get("X-After")) for r in server.requests] == [
+        ("t1", "[]"),
+        ("t2", "[eof]"),
+    ]
+
+
+def test_sse_header_cmd_that_fails_is_a_typed_local_failure():
+    server = ScriptedSse([(200, "text/event-stream", note(1, "a"), False)])
+    try:
+        done = run("sse", server.url, "--header-cmd", "echo nope; exit 3")
+    finally:
+        server.stop()
+    assert done.returncode == 1
+    assert lines(done.stdout) == [
+        {
+            "type": "failed",
+            "status": None,
+            "reason": "the request could not be built: --header-cmd exited with 3",
+            "kind": "invalid_request",
+        }
+    ]
+    assert server.requests == []
+
+
+def test_sse_header_cmd_past_its_limit_is_ended_with_what_it_started(monkeypatch):
+    from tether import cli
+    from tether.driver import AttemptInfo
+
+    monkeypatch.setattr(cli, "HEADER_CMD_LIMIT", 0.5)
+    build = cli._header_cmd("sleep 30; echo 'X-Late: yes'")
+    started = time.monotonic()
+    with pytest.raises(ValueError, match=r"^--header-cmd ran past 0\.5s$"):
+        build(AttemptInfo(number=1, attempt="original", after=None))
+    assert time.monotonic() - started < 5
+    assert cli._header_cmd("echo 'X-A: 1'; echo; echo 'X-B:two'")(
+        AttemptInfo(number=2, attempt="original", after="eof")
+    ) == [("X-A", "1"), ("X-B", "two")]

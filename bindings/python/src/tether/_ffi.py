@@ -175,6 +175,10 @@ _SIGNATURES = {
         _I32,
         [_P, _U64, _U64, ctypes.c_uint16, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE],
     ),
+    "tether_sse_handle_redirect": (
+        _I32,
+        [_P, _U64, _U64, ctypes.c_uint16, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE],
+    ),
     "tether_sse_handle_bytes": (_I32, [_P, _U64, _U64, ctypes.c_char_p, _SIZE, _SIZEP]),
     "tether_sse_handle_eof": (_I32, [_P, _U64, _U64]),
     "tether_sse_handle_error": (_I32, [_P, _U64, _U64, _U32]),
@@ -600,6 +604,34 @@ class Sse(_Handle):
             0 if ct is None else len(ct),
             ra,
             0 if ra is None else len(ra),
+        )
+
+    def handle_redirect(
+        self,
+        now_ms: int,
+        epoch: int,
+        status: int,
+        url: str | None,
+        location: str | None,
+    ) -> None:
+        """The response head of ``epoch`` was a redirect (301, 302, 303, 307 or 308), instead
+        of :meth:`handle_response`: ``url`` is where the request went (``None`` when unknown:
+        then only an absolute ``location`` can be followed), ``location`` the ``Location``
+        header (``None`` when absent). The core answers with an ``open`` transmit whose
+        ``redirect`` is the target (the same attempt and epoch), or a ``failed`` event with
+        ``why`` ``redirect`` (``status``, ``location``, ``refusal``). The HTTP client must
+        follow no redirect itself."""
+        u = None if url is None else url.encode("utf-8", "surrogateescape")
+        loc = None if location is None else location.encode("utf-8", "surrogateescape")
+        self._call(
+            "handle_redirect",
+            now_ms,
+            epoch,
+            status,
+            u,
+            0 if u is None else len(u),
+            loc,
+            0 if loc is None else len(loc),
         )
 
     def handle_bytes(self, now_ms: int, epoch: int, data: bytes) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import re
@@ -19,7 +20,7 @@ import time
 from typing import Any
 
 from ._ffi import Relay, Sse, TetherError
-from .driver import RelayDriver, SseDriver, check_url
+from .driver import AttemptInfo, RelayDriver, SseDriver, check_url
 from .state import StateError, StateFile, canonical_filter
 
 SAVE_EVERY = 1.0
@@ -27,6 +28,7 @@ SAVE_EVERY = 1.0
 DEFAULT_FILTER = '{"limit":10}'
 PEER_ERRORS_PER_SECOND = 10
 EXCERPT_CHARS = 64
+HEADER_CMD_LIMIT = 10.0
 
 
 class Usage(Exception):
@@ -82,6 +84,14 @@ def _parser() -> _Parser:
     sse.add_argument("--seed", type=_u64)
     sse.add_argument("--duration", type=_secs)
     sse.add_argument("--state", metavar="FILE", help="resume from FILE and keep it current")
+    sse.add_argument(
+        "--header-cmd",
+        metavar="CMD",
+        help="run CMD (through sh) before each request and send the 'Name: value' lines it "
+        "prints as that request's headers, in place of any -H of the same name; "
+        "TETHER_ATTEMPT and TETHER_AFTER are set for it; a CMD that fails, prints something "
+        f"else or runs past {HEADER_CMD_LIMIT:g} s fails the stream (kind invalid_request)",
+    )
     return parser
 
 
@@ -405,6 +415,14 @@ def _drop_reason(event: dict) -> str:
     }.get(drop, drop)
 
 
+_REFUSALS = {
+    "bad_location": "no usable Location",
+    "downgrade": "https redirected to http",
+    "method_change": "the redirect would turn the request into a GET",
+    "too_many": "too many redirects",
+}
+
+
 def _failure(event: dict) -> tuple[int | None, str]:
     why = event["why"]
     if why == "status":
@@ -412,6 +430,13 @@ def _failure(event: dict) -> tuple[int | None, str]:
     if why == "content_type":
         kind = event["content_type"] or "(none)"
         return 200, f"content type {kind} is not text/event-stream"
+    if why == "content_encoding":
+        encoding = event["content_encoding"]
+        return 200, f"the stream is encoded with {encoding}, but identity was asked for"
+    if why == "redirect":
+        refusal = _REFUSALS.get(event["refusal"], event["refusal"])
+        location = json.dumps(event["location"], ensure_ascii=False)
+        return event["status"], f"redirect to {location} not followed: {refusal}"
     if why == "exhausted":
         status = event["status"] if event["drop"] == "status" else None
         return status, f"gave up reconnecting; last: {_drop_reason(event)}"
@@ -490,7 +515,9 @@ class _SseRun:
                 self.out.write(line)
         elif kind == "failed":
             status, reason = _failure(event)
-            self.out.write({"type": "failed", "status": status, "reason": reason})
+            self.out.write(
+                {"type": "failed", "status": status, "reason": reason, "kind": event["why"]}
+            )
             self.failed = reason
             self.driver.stop()
         elif kind == "closed":
@@ -501,6 +528,46 @@ class _SseRun:
             self.driver.stop()
         if self.out.closed:
             self.driver.stop()
+
+
+def _header_cmd(cmd: str):
+    """``--header-cmd CMD`` as a per-attempt builder: CMD's ``Name: value`` lines."""
+    import os
+    import subprocess
+
+    def build(info: AttemptInfo) -> list[tuple[str, str]]:
+        env = dict(os.environ, TETHER_ATTEMPT=str(info.number), TETHER_AFTER=info.after or "")
+        try:
+            # Its own process group: a timeout ends CMD and whatever it started, so no
+            # leftover child keeps the pipe (and this call) open.
+            child = subprocess.Popen(
+                ["sh", "-c", cmd],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                env=env,
+                start_new_session=True,
+            )
+        except OSError as error:
+            raise ValueError(f"--header-cmd: {error}") from None
+        try:
+            out, _ = child.communicate(timeout=HEADER_CMD_LIMIT)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            raise ValueError(f"--header-cmd ran past {HEADER_CMD_LIMIT:g}s") from None
+        if child.returncode != 0:
+            raise ValueError(f"--header-cmd exited with {child.returncode}")
+        try:
+            text = out.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError("--header-cmd printed something that is not UTF-8") from None
+        try:
+            return _headers([line for line in text.splitlines() if line.strip()])
+        except Usage as usage:
+            raise ValueError(f"--header-cmd: {usage}") from None
+
+    return build
 
 
 async def _run_sse(args: argparse.Namespace) -> None:
@@ -519,7 +586,8 @@ async def _run_sse(args: argparse.Namespace) -> None:
     else:
         sse = Sse(seed=_seed(args.seed), idle_timeout_ms=idle)
     run = _SseRun(sse)
-    driver = SseDriver(url, sse, run.on_event, headers)
+    per_attempt = None if args.header_cmd is None else _header_cmd(args.header_cmd)
+    driver = SseDriver(url, sse, run.on_event, headers, per_attempt)
     run.driver = driver
     loop = asyncio.get_running_loop()
     _install_stop(loop, driver.stop)
@@ -539,7 +607,7 @@ async def _run_sse(args: argparse.Namespace) -> None:
     await driver.run()
     save()
     if run.failed is not None:
-        raise Failed(f"{args.url}: the server refused")
+        raise Failed(f"{args.url}: {run.failed}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,9 @@ import contextlib
 import ssl
 import sys
 import time
-from typing import Any, Callable
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Union
 
 from . import _ffi
 from ._ffi import Relay, Sse, TetherError
@@ -259,17 +261,82 @@ class RelayDriver(_Loop):
             put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
 
 
+@dataclass(frozen=True)
+class AttemptInfo:
+    """What an SSE request is, as the core decided it (the ``open`` transmit's fields)."""
+
+    number: int
+    """Requests sent since the session was created, this one included (1 for the first; a
+    redirect hop counts as a request)."""
+    attempt: str
+    """``original`` (the application's request), ``resume`` (with ``Last-Event-ID``) or
+    ``reissue``."""
+    after: str | None
+    """Why the previous attempt since ``connect`` was lost (a ``drop`` name such as ``eof``,
+    ``status``, ``network_error``); ``None`` for the first."""
+
+
+Headers = Union[Mapping[str, str], Iterable[tuple[str, str]]]
+
+PerAttempt = Callable[[AttemptInfo], Headers]
+"""The application's builder: called once per attempt with its :class:`AttemptInfo`, before
+the request goes; returns headers (a mapping or ``(name, value)`` pairs) that replace the
+request's headers of the same name (case-insensitive) for that attempt only."""
+
+_REDIRECTS = frozenset((301, 302, 303, 307, 308))
+
+
+def _replace(headers: list, parts: Headers) -> list:
+    """``headers`` with each of ``parts`` replacing the headers of its name."""
+    pairs = list(parts.items()) if isinstance(parts, Mapping) else list(parts)
+    built = list(headers)
+    for name, value in pairs:
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise TypeError(f"per_attempt: header {name!r}: {value!r} is not a pair of str")
+        built = [(n, v) for n, v in built if n.lower() != name.lower()]
+        built.append((name, value))
+    return built
+
+
 class SseDriver(_Loop):
     """Drives an :class:`Sse` session: GET ``url`` (http:// or https://, checked by
-    :func:`check_url`) with aiohttp, ``headers`` on every request."""
+    :func:`check_url`) with aiohttp, ``headers`` (``(name, value)`` pairs) on every request.
 
-    def __init__(self, url: str, sse: Sse, on_event: EventSink, headers: list) -> None:
+    Each request carries ``Accept: text/event-stream``, ``Cache-Control: no-cache`` and
+    ``Accept-Encoding: identity`` unless ``headers`` (or the attempt's) set that header, then
+    ``headers``, then ``Last-Event-ID`` when the core asks for one (one in ``headers`` is
+    left out: which id to resume from is the core's decision). aiohttp decompresses nothing
+    and follows no redirect: a 301, 302, 303, 307 or 308 goes to the core
+    (:meth:`Sse.handle_redirect`), which follows it (the same attempt, to the URL it names)
+    or fails the stream (``failed`` with ``why`` ``redirect``).
+
+    ``per_attempt`` (see :data:`PerAttempt`) is called once per attempt, before its request
+    goes, with its :class:`AttemptInfo`: its headers replace those of the same name for that
+    attempt (a fresh token each time). A redirect hop sends the headers built for its
+    attempt again without calling it. If it raises, the session is told the request could
+    not be built (``failed`` with ``why`` ``invalid_request`` and the error as ``detail``):
+    a local failure, never retried. It runs on the event loop: keep it short.
+
+    The session is a GET (the C ABI has no method or body), so there is no body to build.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        sse: Sse,
+        on_event: EventSink,
+        headers: list,
+        per_attempt: PerAttempt | None = None,
+    ) -> None:
         super().__init__(sse)
         self.url = check_url(url, ("http", "https"))
         self.sse = sse
         self.on_event = on_event
         self.headers = headers
+        self.per_attempt = per_attempt
         self._tasks: dict[int, asyncio.Task] = {}
+        # The headers built for the attempt of each epoch, for its redirect hops.
+        self._built: dict[int, list] = {}
         self._http: Any = None
 
     async def run(self) -> None:
@@ -277,7 +344,7 @@ class SseDriver(_Loop):
         import aiohttp
 
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None)
-        async with aiohttp.ClientSession(timeout=timeout, auto_decompress=True) as http:
+        async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as http:
             self._http = http
             self.sse.set_wall_clock(self.now(), int(time.time()))
             self.sse.connect(self.now())
@@ -301,6 +368,9 @@ class SseDriver(_Loop):
             if kind == "response":
                 _, epoch, status, content_type, retry_after = item
                 self.sse.handle_response(now, epoch, status, content_type, retry_after)
+            elif kind == "redirect":
+                _, epoch, status, url, location = item
+                self.sse.handle_redirect(now, epoch, status, url, location)
             elif kind == "bytes":
                 _, epoch, data = item
                 while data:
@@ -340,24 +410,69 @@ class SseDriver(_Loop):
             for task in self._tasks.values():
                 task.cancel()
             self._tasks.clear()
+            self._built.clear()
             return
         epoch = transmit["epoch"]
         if transmit["type"] == "open":
-            headers = [("Accept", "text/event-stream"), *self.headers]
+            redirect = transmit.get("redirect")
+            headers = self._built.get(epoch) if redirect is not None else None
+            if headers is None:
+                headers = self._build(epoch, transmit)
+                if headers is None:
+                    return
+            self._built = {epoch: headers}
+            request = list(headers)
             if transmit["last_event_id"] is not None:
-                headers.append(("Last-Event-ID", transmit["last_event_id"]))
-            self._tasks[epoch] = asyncio.ensure_future(self._request(epoch, headers))
+                request.append(("Last-Event-ID", transmit["last_event_id"]))
+            url = self.url if redirect is None else redirect
+            self._tasks[epoch] = asyncio.ensure_future(self._request(epoch, url, request))
         elif transmit["type"] == "close":
             task = self._tasks.pop(epoch, None)
             if task is not None:
                 task.cancel()
 
-    async def _request(self, epoch: int, headers: list) -> None:
+    def _build(self, epoch: int, transmit: dict) -> list | None:
+        """The headers of the attempt ``transmit`` opens, without ``Last-Event-ID``; ``None``
+        when ``per_attempt`` failed (the session was told)."""
+        own = list(self.headers)
+        if self.per_attempt is not None:
+            info = AttemptInfo(
+                number=transmit["number"], attempt=transmit["attempt"], after=transmit["after"]
+            )
+            try:
+                own = _replace(own, self.per_attempt(info))
+            except Exception as error:  # the application's failure is the session's to report
+                detail = str(error) or type(error).__name__
+                try:
+                    self.sse.handle_request_invalid(self.now(), epoch, detail)
+                except TetherError as refused:
+                    _warn(f"per_attempt failure: {refused}")
+                return None
+        names = {name.lower() for name, _ in own}
+        defaults = [
+            (name, value)
+            for name, value in (
+                ("Accept", "text/event-stream"),
+                ("Cache-Control", "no-cache"),
+                ("Accept-Encoding", "identity"),
+            )
+            if name.lower() not in names
+        ]
+        return defaults + [(n, v) for n, v in own if n.lower() != "last-event-id"]
+
+    async def _request(self, epoch: int, url: str, headers: list) -> None:
         import aiohttp
 
         put = self.inbox.put_nowait
         try:
-            async with self._http.get(self.url, headers=headers) as response:
+            async with self._http.get(url, headers=headers, allow_redirects=False) as response:
+                if response.status in _REDIRECTS:
+                    put(("redirect", epoch, response.status, url, response.headers.get("Location")))
+                    return
+                encoding = response.headers.get("Content-Encoding", "identity").strip()
+                if response.status == 200 and encoding.lower() not in ("", "identity"):
+                    # The C ABI takes no content coding; the bytes reach the parser as they are.
+                    _warn(f"the stream is encoded with {encoding}, but identity was asked for")
                 put(
                     (
                         "response",
@@ -381,4 +496,6 @@ class SseDriver(_Loop):
         except Exception:  # a reset, a broken body
             put(("error", epoch, _ffi.LOSS_NETWORK_ERROR))
         finally:
-            self._tasks.pop(epoch, None)
+            # A redirect hop's request has the same epoch: leave the next one's task alone.
+            if self._tasks.get(epoch) is asyncio.current_task():
+                del self._tasks[epoch]
