@@ -1258,10 +1258,6 @@ async fn req_ctrl_z_stops_and_continue_resumes_on_the_same_socket() {
 
 #[tokio::test]
 async fn sse_header_cmd_gives_each_attempt_the_header_of_its_time() {
-    if other_binary() {
-        // --header-cmd is not in tether-py.
-        return;
-    }
     let (url, server) = sse_server(vec![
         Reply::events(&[("1", "a")], true),
         Reply::events(&[("2", "b")], false),
@@ -1293,9 +1289,6 @@ async fn sse_header_cmd_gives_each_attempt_the_header_of_its_time() {
 
 #[tokio::test]
 async fn sse_header_cmd_that_fails_is_a_typed_local_failure() {
-    if other_binary() {
-        return;
-    }
     let (url, server) = sse_server(vec![Reply::events(&[("1", "a")], false)]).await;
     let output = run(&["sse", &url, "--header-cmd", "echo nope; exit 3"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));

@@ -543,27 +543,38 @@ int32_t tether_sse_handle_response(struct TetherSse *sse,
                                    const uint8_t *retry_after,
                                    size_t retry_after_len);
 
-// The response head of `epoch` was a redirect (301, 302, 303, 307 or 308): HTTP `status`,
-// the URL the request went to (`url`, `url_len` bytes; null when unknown: then only an
-// absolute `location` can be followed) and the `Location` header (`location`; null when
-// absent). The core follows it with an `open` transmit whose `redirect` is the target, or
-// fails the stream (`failed` with `why` `redirect`). Use it instead of
-// [`tether_sse_handle_response`] for these statuses, and follow no redirect in the HTTP
-// client: one it followed by itself could send a POST again without the core knowing.
+// The response head of `epoch` arrived, with every header the core judges: HTTP `status`,
+// `Content-Type`, `Retry-After` (delta-seconds, or an HTTP-date once the wall clock is set),
+// `Content-Encoding` (a 200 stream that is not `identity` fails: ask for
+// `Accept-Encoding: identity` and do not decode), `Location`, and `url`, the URL the request
+// went to (a relative `Location` resolves against it). Each text is null when absent, else
+// valid for its length.
+//
+// A redirect (301, 302, 303, 307, 308) is followed with an `open` transmit whose
+// `redirect` is the target (the same attempt and epoch), or fails the stream (`failed`,
+// `why` `redirect`): the HTTP client must follow none by itself, or it could send a POST
+// again without the core knowing. [`tether_sse_handle_response`] is this call with the first
+// three headers only.
 //
 // # Errors
 // `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_WRONG_STATE` (a second head), `TETHER_ERR_UTF8`.
 //
 // # Safety
 // As [`tether_sse_set_wall_clock`]; each text null or valid for its length.
-int32_t tether_sse_handle_redirect(struct TetherSse *sse,
-                                   uint64_t now_ms,
-                                   uint64_t epoch,
-                                   uint16_t status,
-                                   const uint8_t *url,
-                                   size_t url_len,
-                                   const uint8_t *location,
-                                   size_t location_len);
+int32_t tether_sse_handle_head(struct TetherSse *sse,
+                               uint64_t now_ms,
+                               uint64_t epoch,
+                               uint16_t status,
+                               const uint8_t *content_type,
+                               size_t content_type_len,
+                               const uint8_t *retry_after,
+                               size_t retry_after_len,
+                               const uint8_t *content_encoding,
+                               size_t content_encoding_len,
+                               const uint8_t *location,
+                               size_t location_len,
+                               const uint8_t *url,
+                               size_t url_len);
 
 // Body bytes of `epoch` arrived; how many were consumed goes to `out_consumed`: all unless
 // the event queue filled up — then drain events and offer the rest again.

@@ -332,13 +332,18 @@ pub unsafe extern "C" fn tether_sse_handle_response(
     })
 }
 
-/// The response head of `epoch` was a redirect (301, 302, 303, 307 or 308): HTTP `status`,
-/// the URL the request went to (`url`, `url_len` bytes; null when unknown: then only an
-/// absolute `location` can be followed) and the `Location` header (`location`; null when
-/// absent). The core follows it with an `open` transmit whose `redirect` is the target, or
-/// fails the stream (`failed` with `why` `redirect`). Use it instead of
-/// [`tether_sse_handle_response`] for these statuses, and follow no redirect in the HTTP
-/// client: one it followed by itself could send a POST again without the core knowing.
+/// The response head of `epoch` arrived, with every header the core judges: HTTP `status`,
+/// `Content-Type`, `Retry-After` (delta-seconds, or an HTTP-date once the wall clock is set),
+/// `Content-Encoding` (a 200 stream that is not `identity` fails: ask for
+/// `Accept-Encoding: identity` and do not decode), `Location`, and `url`, the URL the request
+/// went to (a relative `Location` resolves against it). Each text is null when absent, else
+/// valid for its length.
+///
+/// A redirect (301, 302, 303, 307, 308) is followed with an `open` transmit whose
+/// `redirect` is the target (the same attempt and epoch), or fails the stream (`failed`,
+/// `why` `redirect`): the HTTP client must follow none by itself, or it could send a POST
+/// again without the core knowing. [`tether_sse_handle_response`] is this call with the first
+/// three headers only.
 ///
 /// # Errors
 /// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_WRONG_STATE` (a second head), `TETHER_ERR_UTF8`.
@@ -346,24 +351,46 @@ pub unsafe extern "C" fn tether_sse_handle_response(
 /// # Safety
 /// As [`tether_sse_set_wall_clock`]; each text null or valid for its length.
 #[no_mangle]
-pub unsafe extern "C" fn tether_sse_handle_redirect(
+#[allow(clippy::too_many_arguments)] // C has no optional arguments; each header is a pointer and a length
+pub unsafe extern "C" fn tether_sse_handle_head(
     sse: *mut TetherSse,
     now_ms: u64,
     epoch: u64,
     status: u16,
-    url: *const u8,
-    url_len: usize,
+    content_type: *const u8,
+    content_type_len: usize,
+    retry_after: *const u8,
+    retry_after_len: usize,
+    content_encoding: *const u8,
+    content_encoding_len: usize,
     location: *const u8,
     location_len: usize,
+    url: *const u8,
+    url_len: usize,
 ) -> i32 {
     guarded!(sse, |s: &mut TetherSse| {
         // SAFETY: the contract is the caller's.
-        let url = unsafe { ptr::opt_text(url, url_len) }.map_err(|c| Failure::arg(c, "url"))?;
+        let content_type = unsafe { ptr::opt_text(content_type, content_type_len) }
+            .map_err(|c| Failure::arg(c, "content_type"))?;
+        // SAFETY: the contract is the caller's.
+        let retry_after = unsafe { ptr::opt_text(retry_after, retry_after_len) }
+            .map_err(|c| Failure::arg(c, "retry_after"))?;
+        // SAFETY: the contract is the caller's.
+        let content_encoding = unsafe { ptr::opt_text(content_encoding, content_encoding_len) }
+            .map_err(|c| Failure::arg(c, "content_encoding"))?;
         // SAFETY: the contract is the caller's.
         let location = unsafe { ptr::opt_text(location, location_len) }
             .map_err(|c| Failure::arg(c, "location"))?;
+        // SAFETY: the contract is the caller's.
+        let url = unsafe { ptr::opt_text(url, url_len) }.map_err(|c| Failure::arg(c, "url"))?;
         let now = s.at(now_ms);
-        let head = ResponseHead::new(status).url(url).location(location);
+        let retry_after = retry_after.and_then(|v| s.retry_after(v));
+        let head = ResponseHead::new(status)
+            .content_type(content_type)
+            .retry_after(retry_after)
+            .content_encoding(content_encoding)
+            .location(location)
+            .url(url);
         socket(s.session.handle_head(now, Epoch(epoch), &head))
     })
 }

@@ -232,10 +232,10 @@ def test_sse_redirect_is_a_hop_of_the_same_attempt_until_the_limit():
     assert first is not None and first["redirect"] is None
     url = "http://a.example/x"
     for hop in range(1, 6):
-        sse.handle_redirect(hop, 1, 307, url, "/y#frag")
+        sse.handle_head(hop, 1, 307, url=url, location="/y#frag")
         url = "http://a.example/y"
         assert sse.poll_transmit() == {**first, "redirect": url, "number": 1 + hop}
-    sse.handle_redirect(9, 1, 307, url, "/y")
+    sse.handle_head(9, 1, 307, url=url, location="/y")
     assert sse.poll_transmit() == {"type": "close", "epoch": 1}
     assert sse.poll_transmit() == {"type": "end"}
     assert sse.poll_event() == {

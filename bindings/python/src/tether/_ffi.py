@@ -175,9 +175,9 @@ _SIGNATURES = {
         _I32,
         [_P, _U64, _U64, ctypes.c_uint16, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE],
     ),
-    "tether_sse_handle_redirect": (
+    "tether_sse_handle_head": (
         _I32,
-        [_P, _U64, _U64, ctypes.c_uint16, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE],
+        [_P, _U64, _U64, ctypes.c_uint16] + [ctypes.c_char_p, _SIZE] * 5,
     ),
     "tether_sse_handle_bytes": (_I32, [_P, _U64, _U64, ctypes.c_char_p, _SIZE, _SIZEP]),
     "tether_sse_handle_eof": (_I32, [_P, _U64, _U64]),
@@ -606,33 +606,29 @@ class Sse(_Handle):
             0 if ra is None else len(ra),
         )
 
-    def handle_redirect(
+    def handle_head(
         self,
         now_ms: int,
         epoch: int,
         status: int,
-        url: str | None,
-        location: str | None,
+        *,
+        content_type: str | None = None,
+        retry_after: str | None = None,
+        content_encoding: str | None = None,
+        location: str | None = None,
+        url: str | None = None,
     ) -> None:
-        """The response head of ``epoch`` was a redirect (301, 302, 303, 307 or 308), instead
-        of :meth:`handle_response`: ``url`` is where the request went (``None`` when unknown:
-        then only an absolute ``location`` can be followed), ``location`` the ``Location``
-        header (``None`` when absent). The core answers with an ``open`` transmit whose
-        ``redirect`` is the target (the same attempt and epoch), or a ``failed`` event with
-        ``why`` ``redirect`` (``status``, ``location``, ``refusal``). The HTTP client must
-        follow no redirect itself."""
-        u = None if url is None else url.encode("utf-8", "surrogateescape")
-        loc = None if location is None else location.encode("utf-8", "surrogateescape")
-        self._call(
-            "handle_redirect",
-            now_ms,
-            epoch,
-            status,
-            u,
-            0 if u is None else len(u),
-            loc,
-            0 if loc is None else len(loc),
-        )
+        """The response head of ``epoch`` with every header the core judges (``None`` when
+        absent): a redirect is followed with an ``open`` transmit whose ``redirect`` is the
+        target (the same attempt and epoch) or fails the stream (``failed``, ``why``
+        ``redirect``); a 200 stream whose ``content_encoding`` is not ``identity`` fails
+        (``content_encoding``). ``url`` is where the request went (a relative ``location``
+        resolves against it). The HTTP client must follow no redirect and decode nothing."""
+        args: list = []
+        for text in (content_type, retry_after, content_encoding, location, url):
+            raw = None if text is None else text.encode("utf-8", "surrogateescape")
+            args += [raw, 0 if raw is None else len(raw)]
+        self._call("handle_head", now_ms, epoch, status, *args)
 
     def handle_bytes(self, now_ms: int, epoch: int, data: bytes) -> int:
         """Body bytes of ``epoch``; how many were consumed."""

@@ -283,8 +283,6 @@ PerAttempt = Callable[[AttemptInfo], Headers]
 the request goes; returns headers (a mapping or ``(name, value)`` pairs) that replace the
 request's headers of the same name (case-insensitive) for that attempt only."""
 
-_REDIRECTS = frozenset((301, 302, 303, 307, 308))
-
 
 def _replace(headers: list, parts: Headers) -> list:
     """``headers`` with each of ``parts`` replacing the headers of its name."""
@@ -306,9 +304,10 @@ class SseDriver(_Loop):
     ``Accept-Encoding: identity`` unless ``headers`` (or the attempt's) set that header, then
     ``headers``, then ``Last-Event-ID`` when the core asks for one (one in ``headers`` is
     left out: which id to resume from is the core's decision). aiohttp decompresses nothing
-    and follows no redirect: a 301, 302, 303, 307 or 308 goes to the core
-    (:meth:`Sse.handle_redirect`), which follows it (the same attempt, to the URL it names)
-    or fails the stream (``failed`` with ``why`` ``redirect``).
+    and follows no redirect: every response head goes to the core whole
+    (:meth:`Sse.handle_head`), which follows a redirect (the same attempt, to the URL it
+    names) or fails the stream (``failed`` with ``why`` ``redirect``), and fails a stream
+    encoded other than ``identity`` (``content_encoding``).
 
     ``per_attempt`` (see :data:`PerAttempt`) is called once per attempt, before its request
     goes, with its :class:`AttemptInfo`: its headers replace those of the same name for that
@@ -337,6 +336,9 @@ class SseDriver(_Loop):
         self._tasks: dict[int, asyncio.Task] = {}
         # The headers built for the attempt of each epoch, for its redirect hops.
         self._built: dict[int, list] = {}
+        # The newest request of each epoch: a redirect hop replaces the one before it, whose
+        # late body and end are not the hop's.
+        self._hop: dict[int, int] = {}
         self._http: Any = None
 
     async def run(self) -> None:
@@ -363,16 +365,18 @@ class SseDriver(_Loop):
                     task.cancel()
 
     def _feed(self, item: tuple) -> None:
-        kind, now = item[0], self.now()
+        if item[0] == "stop":
+            return  # only wakes the loop to see `stopping`
+        kind, epoch, hop, rest = item[0], item[1], item[2], item[3:]
+        if self._hop.get(epoch) != hop:
+            return  # from a request a redirect hop replaced
+        now = self.now()
         try:
             if kind == "response":
-                _, epoch, status, content_type, retry_after = item
-                self.sse.handle_response(now, epoch, status, content_type, retry_after)
-            elif kind == "redirect":
-                _, epoch, status, url, location = item
-                self.sse.handle_redirect(now, epoch, status, url, location)
+                status, head = rest
+                self.sse.handle_head(now, epoch, status, **head)
             elif kind == "bytes":
-                _, epoch, data = item
+                (data,) = rest
                 while data:
                     consumed = self.sse.handle_bytes(self.now(), epoch, data)
                     data = data[consumed:]
@@ -382,11 +386,11 @@ class SseDriver(_Loop):
                         if self.stopping:
                             return
             elif kind == "eof":
-                self.sse.handle_eof(now, item[1])
+                self.sse.handle_eof(now, epoch)
             elif kind == "error":
-                self.sse.handle_error(now, item[1], item[2])
+                self.sse.handle_error(now, epoch, rest[0])
             elif kind == "invalid":
-                self.sse.handle_request_invalid(now, item[1], item[2])
+                self.sse.handle_request_invalid(now, epoch, rest[0])
         except TetherError as error:
             _warn(f"request input {kind}: {error}")
 
@@ -425,7 +429,12 @@ class SseDriver(_Loop):
             if transmit["last_event_id"] is not None:
                 request.append(("Last-Event-ID", transmit["last_event_id"]))
             url = self.url if redirect is None else redirect
-            self._tasks[epoch] = asyncio.ensure_future(self._request(epoch, url, request))
+            previous = self._tasks.pop(epoch, None)
+            if previous is not None:
+                previous.cancel()
+            hop = self._hop.get(epoch, 0) + 1
+            self._hop = {epoch: hop}
+            self._tasks[epoch] = asyncio.ensure_future(self._request(epoch, hop, url, request))
         elif transmit["type"] == "close":
             task = self._tasks.pop(epoch, None)
             if task is not None:
@@ -460,28 +469,23 @@ class SseDriver(_Loop):
         ]
         return defaults + [(n, v) for n, v in own if n.lower() != "last-event-id"]
 
-    async def _request(self, epoch: int, url: str, headers: list) -> None:
+    async def _request(self, epoch: int, hop: int, url: str, headers: list) -> None:
         import aiohttp
 
-        put = self.inbox.put_nowait
+        def put(item: tuple) -> None:
+            self.inbox.put_nowait((item[0], epoch, hop, *item[2:]))
+
         try:
             async with self._http.get(url, headers=headers, allow_redirects=False) as response:
-                if response.status in _REDIRECTS:
-                    put(("redirect", epoch, response.status, url, response.headers.get("Location")))
-                    return
-                encoding = response.headers.get("Content-Encoding", "identity").strip()
-                if response.status == 200 and encoding.lower() not in ("", "identity"):
-                    # The C ABI takes no content coding; the bytes reach the parser as they are.
-                    _warn(f"the stream is encoded with {encoding}, but identity was asked for")
-                put(
-                    (
-                        "response",
-                        epoch,
-                        response.status,
-                        response.headers.get("Content-Type"),
-                        response.headers.get("Retry-After"),
-                    )
-                )
+                # Every header the core judges; it decides what a redirect or an encoding means.
+                head = {
+                    "content_type": response.headers.get("Content-Type"),
+                    "retry_after": response.headers.get("Retry-After"),
+                    "content_encoding": response.headers.get("Content-Encoding"),
+                    "location": response.headers.get("Location"),
+                    "url": url,
+                }
+                put(("response", epoch, response.status, head))
                 async for chunk in response.content.iter_any():
                     put(("bytes", epoch, bytes(chunk)))
             put(("eof", epoch))
