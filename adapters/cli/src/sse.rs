@@ -11,7 +11,8 @@ use tether_tokio::sse::{
     SseCheckpoint,
 };
 use tether_tokio::tether_driver::{AttemptParts, PerAttempt};
-use tether_tokio::{ConnectError, EventSource, EventSourceConfig};
+use tether_tokio::tether_driver::http_options::Proxies;
+use tether_tokio::{ConnectError, EventSource, EventSourceConfig, HttpOptions, ProxyConfig};
 
 use crate::mcp::Mcp;
 use crate::output::{is_zero, millis, JsonLines};
@@ -121,6 +122,22 @@ pub(crate) struct Args {
     /// JSON-RPC response to the call arrived. -H and --resume win.
     #[arg(long, value_name = "REVISION")]
     mcp: Option<String>,
+    /// Send through this HTTP proxy (`http://[user:pass@]host[:port]`), or `none` for no
+    /// proxy (default: https_proxy, http_proxy, all_proxy and no_proxy from the environment,
+    /// as curl reads them).
+    #[arg(long, value_name = "URL|none")]
+    proxy: Option<String>,
+    /// With --proxy URL: hosts, domains, addresses and CIDR blocks reached directly
+    /// (comma-separated, NO_PROXY's syntax).
+    #[arg(long, value_name = "LIST", requires = "proxy")]
+    no_proxy: Option<String>,
+    /// Also trust the CA certificates in this PEM file (repeatable).
+    #[arg(long, value_name = "FILE")]
+    cacert: Vec<std::path::PathBuf>,
+    /// Also trust the platform's root certificates (the system store), beside the built-in
+    /// webpki roots.
+    #[arg(long)]
+    native_roots: bool,
 }
 
 /// One line of `tether sse` output.
@@ -190,6 +207,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         config.sse.idle_timeout = (!idle.is_zero()).then_some(idle);
     }
     config.seed = args.seed;
+    config.http = http_options(&args)?;
     let header_cmd = args.header_cmd.clone();
     config.per_attempt = (mcp.is_some() || header_cmd.is_some()).then(|| {
         PerAttempt::fallible(move |info| {
@@ -503,6 +521,31 @@ fn build_request(args: &Args) -> Result<(Request, Option<Mcp>), Failure> {
         request = mcp.apply(request, args.resume.is_some());
     }
     Ok((request, mcp))
+}
+
+/// The proxy and roots `--proxy`, `--no-proxy`, `--cacert` and `--native-roots` ask for.
+///
+/// # Errors
+/// [`Failure::Usage`] for a `--cacert` file that cannot be read.
+fn http_options(args: &Args) -> Result<HttpOptions, Failure> {
+    let mut options = HttpOptions::default();
+    options.proxy = match args.proxy.as_deref() {
+        None => ProxyConfig::FromEnv,
+        Some("none") => ProxyConfig::Direct,
+        Some(url) => ProxyConfig::Url {
+            url: url.to_owned(),
+            no_proxy: args.no_proxy.clone(),
+        },
+    };
+    // A proxy setting that cannot be used is the caller's to fix, whether flag or variable.
+    Proxies::resolve(&options.proxy).map_err(|e| Failure::Usage(e.to_string()))?;
+    options.roots.native = args.native_roots;
+    for path in &args.cacert {
+        let pem = std::fs::read(path)
+            .map_err(|e| Failure::Usage(format!("--cacert {}: {e}", path.display())))?;
+        options.roots.extra_pem.push(pem);
+    }
+    Ok(options)
 }
 
 /// Consecutive failed re-issues `--resume reissue` allows.

@@ -1394,3 +1394,44 @@ async fn sse_mcp_revision_that_is_not_known_is_a_usage_error() {
     .await;
     assert_usage_error(&output);
 }
+
+#[tokio::test]
+async fn sse_goes_through_the_environments_proxy_unless_told_otherwise() {
+    if other_binary() {
+        // tether-py leaves proxies to aiohttp, which ignores the environment by default.
+        return;
+    }
+    let Some(binary) = tether_testkit::peers::require_peer("tinyproxy") else {
+        return;
+    };
+    let proxy = tether_testkit::peers::Tinyproxy::start(&binary).await.unwrap();
+    let (url, server) = sse_server(vec![Reply::events(&[("1", "a")], false)]).await;
+    let via_proxy = proxy.url();
+    let p = via_proxy.as_str();
+    let runs: [(&[&str], &[(&str, &str)]); 4] = [
+        (&[], &[("http_proxy", p)]),
+        (&[], &[("HTTP_PROXY", p), ("NO_PROXY", "127.0.0.1")]),
+        (&["--proxy", "none"], &[("http_proxy", p)]),
+        (&["--proxy", p], &[]),
+    ];
+    for (flags, env) in runs {
+        let mut command = tether(&[&["sse", &url, "--duration", "1"], flags].concat());
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let output = tokio::task::spawn_blocking(move || {
+            wait_output(command.spawn().expect("the tether binary starts"))
+        })
+        .await
+        .unwrap();
+        assert!(output.status.success(), "{}", explain(&output));
+    }
+    let via: Vec<bool> = server
+        .requests()
+        .iter()
+        .map(|r| r.header("via").is_some_and(|v| v.contains("tinyproxy")))
+        .collect();
+    assert_eq!(via, [true, false, false, true], "{}", proxy.log());
+    let bad = run(&["sse", &url, "--proxy", "socks5://127.0.0.1:1"]).await;
+    assert_eq!(bad.status.code(), Some(2), "{}", explain(&bad));
+}

@@ -65,7 +65,7 @@ pub use tether_core::pool::{Outcome, PoolConfig, RelayId};
 pub use tether_core::sse;
 pub use tether_core::Lifecycle;
 pub use tether_driver::{
-    AttemptParts, CaughtUp, ClientError, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle,
+    AttemptParts, CaughtUp, ClientError, HttpOptions, ProxyConfig, Roots, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle,
     PerAttempt, PoolItem, PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
     SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
 };
