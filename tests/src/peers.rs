@@ -477,7 +477,13 @@ impl TestCa {
             "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\n\
              extendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n",
         )?;
-        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+        let key = [
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+        ];
         let steps: [&[&str]; 3] = [
             &[
                 &["req", "-x509", "-days", "2", "-subj", "/CN=tether test CA"],
@@ -501,8 +507,21 @@ impl TestCa {
             ]
             .concat(),
             &[
-                "x509", "-req", "-days", "2", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey",
-                "ca.key", "-CAcreateserial", "-extfile", "leaf.ext", "-out", "leaf.pem",
+                "x509",
+                "-req",
+                "-days",
+                "2",
+                "-in",
+                "leaf.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-extfile",
+                "leaf.ext",
+                "-out",
+                "leaf.pem",
             ],
         ];
         for args in steps {
@@ -614,6 +633,18 @@ impl PythonServer {
     /// When the process cannot start, exits, or is not ready within 20 s (the error carries
     /// its log).
     pub async fn start(python: &Path, script: &str) -> io::Result<PythonServer> {
+        PythonServer::start_with(python, script, &[]).await
+    }
+
+    /// [`PythonServer::start`] with `args` after `--port PORT`.
+    ///
+    /// # Errors
+    /// As [`PythonServer::start`].
+    pub async fn start_with(
+        python: &Path,
+        script: &str,
+        args: &[&str],
+    ) -> io::Result<PythonServer> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("peers")
             .join(script);
@@ -624,6 +655,7 @@ impl PythonServer {
             .arg(&path)
             .arg("--port")
             .arg(port.to_string())
+            .args(args)
             // Everything it logs reaches the file before a failure message reads it.
             .env("PYTHONUNBUFFERED", "1")
             .current_dir(dir.path());

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use tether_testkit::peers::{require_python, PythonServer};
+use tether_testkit::peers::{require_peer, require_python, Nginx, PythonServer};
 use tether_testkit::proxy::FaultProxy;
 use tether_tokio::sse::{
     DropReason, EndReason, Event, FailReason, Message, Progress, Request, Resume,
@@ -409,7 +409,9 @@ async fn an_mcp_2026_listen_stream_cut_by_a_proxy_is_re_issued_with_a_new_id() {
     let Some(python) = require_python(MCP_MODULES) else {
         return;
     };
-    let server = PythonServer::start(&python, "mcp2026_server.py").await.unwrap();
+    let server = PythonServer::start(&python, "mcp2026_server.py")
+        .await
+        .unwrap();
     let proxy = FaultProxy::start(server.addr()).await.unwrap();
     let url = format!("http://{}/mcp", proxy.addr());
     let mut config = quick_config(26);
@@ -472,7 +474,15 @@ async fn an_mcp_2026_listen_stream_cut_by_a_proxy_is_re_issued_with_a_new_id() {
         })
         .collect();
     let expected: Vec<(&str, String, &str, bool, Option<&str>)> = (1..=3)
-        .map(|n| ("POST", format!("L-{n}"), "subscriptions/listen", false, None))
+        .map(|n| {
+            (
+                "POST",
+                format!("L-{n}"),
+                "subscriptions/listen",
+                false,
+                None,
+            )
+        })
         .collect();
     let expected: Vec<(&str, &str, &str, bool, Option<&str>)> = expected
         .iter()
@@ -487,7 +497,9 @@ async fn an_mcp_2026_tool_call_ends_on_its_response_and_a_cut_one_is_not_re_sent
     let Some(python) = require_python(MCP_MODULES) else {
         return;
     };
-    let server = PythonServer::start(&python, "mcp2026_server.py").await.unwrap();
+    let server = PythonServer::start(&python, "mcp2026_server.py")
+        .await
+        .unwrap();
 
     // Uncut: the progress, then the result as the last message, then a clean end.
     let call = mcp_2026_post(slow_count(1, 3), "tools/call", Some("slow_count"));
@@ -546,6 +558,50 @@ async fn an_mcp_2026_tool_call_ends_on_its_response_and_a_cut_one_is_not_re_sent
         .collect();
     assert_eq!(calls, [1, 2], "{}", server.log());
     assert_eq!(proxy.connections(), 1);
+}
+
+#[tokio::test]
+async fn an_mcp_2026_listen_stream_behind_nginx_lives_on_the_servers_keep_alive_comments() {
+    let Some(python) = require_python(MCP_MODULES) else {
+        return;
+    };
+    let Some(nginx) = require_peer("nginx") else {
+        return;
+    };
+    // No notification for the whole test (a tick every 60 s): only the SDK's `: ping`
+    // comments cross nginx, whose `proxy_read_timeout` is 1 s.
+    for (keepalive, survives) in [("0.3", true), ("5", false)] {
+        let args = ["--tick", "60", "--keepalive", keepalive];
+        let server = PythonServer::start_with(&python, "mcp2026_server.py", &args)
+            .await
+            .unwrap();
+        let front = Nginx::start_sse_proxy(&nginx, server.addr(), Duration::from_secs(1))
+            .await
+            .unwrap();
+        let listen = mcp_2026_post(listen_body(1), "subscriptions/listen", None)
+            .resume(Resume::Reissue { max_failures: 3 });
+        let mut config = quick_config(29);
+        config.per_attempt = Some(PerAttempt::new(|info| {
+            AttemptParts::headers(Vec::new()).body(listen_body(info.number))
+        }));
+        let mut events = EventSource::connect_request(&front.url("/mcp"), listen, config).unwrap();
+        let until = tokio::time::Instant::now() + Duration::from_secs(3);
+        let mut these = Vec::new();
+        while let Ok(Some(event)) = tokio::time::timeout_at(until, events.next()).await {
+            these.push(event);
+        }
+        let reissued = these.iter().any(|e| matches!(e, Event::Reissued { .. }));
+        assert_eq!(
+            !reissued,
+            survives,
+            "keep-alive {keepalive}: {these:#?}\n{}",
+            front.error_log()
+        );
+        if survives {
+            assert!(events.stats().heartbeats >= 5, "{:?}", events.stats());
+            assert_eq!(events.stats().requests, 1);
+        }
+    }
 }
 
 /// A 2026-07-28 POST of `body`: the revision, method and (where there is one) name mirrored

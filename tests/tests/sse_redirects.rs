@@ -193,9 +193,17 @@ fn https_to_http_is_refused() {
 
 #[test]
 fn a_compressed_stream_the_client_did_not_ask_for_is_a_typed_failure() {
-    let s = sim(Request::get(), SseConfig::default(), vec![Reply::Encoded("gzip")]);
+    let s = sim(
+        Request::get(),
+        SseConfig::default(),
+        vec![Reply::Encoded("gzip")],
+    );
     assert_eq!(failed(&s), FailReason::ContentEncoding("gzip".to_owned()));
-    assert_eq!(s.seen().len(), 1, "not retried: the server would compress again");
+    assert_eq!(
+        s.seen().len(),
+        1,
+        "not retried: the server would compress again"
+    );
     // `identity` is what was asked for.
     let s = sim(
         Request::get(),

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use futures_rustls::rustls::ClientConfig;
 use futures_util::future::poll_fn;
 use futures_util::Stream;
 use http_body_util::Full;
@@ -21,7 +22,6 @@ use hyper::Request;
 use smol_hyper::rt::FuturesIo;
 use tether_core::link::SocketLoss;
 use tether_core::sse::Request as SseRequest;
-use futures_rustls::rustls::ClientConfig;
 use tether_driver::http_options::{Proxies, ProxyConfig, Roots};
 use tether_driver::url::parse_http_url;
 use tether_driver::{
@@ -81,7 +81,10 @@ impl HyperHttp {
 
 impl DefaultHttp for AsyncIoRuntime {
     fn default_http(options: &HttpOptions) -> Result<(Self, Arc<dyn HttpConnect>), ConnectError> {
-        Ok((AsyncIoRuntime::new(), Arc::new(HyperHttp::with_options(options)?)))
+        Ok((
+            AsyncIoRuntime::new(),
+            Arc::new(HyperHttp::with_options(options)?),
+        ))
     }
 }
 
@@ -96,85 +99,89 @@ impl HttpConnect for HyperHttp {
         let request = request.clone();
         let last_event_id = last_event_id.map(str::to_owned);
         let client = self.clone();
-        Box::pin(async move { client.send_one(&url, &request, last_event_id.as_deref()).await })
+        Box::pin(async move {
+            client
+                .send_one(&url, &request, last_event_id.as_deref())
+                .await
+        })
     }
 }
 
 impl HyperHttp {
-async fn send_one(
-    &self,
-    target: &str,
-    sse: &SseRequest,
-    last_event_id: Option<&str>,
-) -> Result<HttpResponse, RequestError> {
-    // The entry points checked the URL already; a document URL derived from a relay's comes
-    // through here unchecked.
-    let url = parse_http_url(target).map_err(|e| RequestError::Invalid(e.to_string()))?;
-    let scheme = if url.secure() { "https" } else { "http" };
-    let proxy = self.proxies.for_target(scheme, url.host());
-    // Through a proxy, a plain request names its target in absolute form (the proxy
-    // connects); a TLS one goes through a tunnel and looks as it would directly.
-    let forward = proxy.filter(|_| !url.secure());
-    let uri = match forward {
-        Some(_) => target.split('#').next().unwrap_or(target).to_owned(),
-        None => url.path_and_query().to_owned(),
-    };
-    // Built before connecting: a request that cannot be built must not cost a connection.
-    let mut request = Request::builder()
-        .method(sse.method.as_str())
-        .uri(uri)
-        .header(HOST, url.authority());
-    if let Some(authorization) = forward.and_then(|p| p.authorization.as_deref()) {
-        request = request.header("proxy-authorization", authorization);
-    }
-    for (name, value) in request_headers(sse, last_event_id) {
-        request = request.header(name, value);
-    }
-    // hyper sends `Content-Length` from the body's exact size, and none for an empty GET.
-    let request = request
-        .body(Full::new(Bytes::from(sse.body.clone())))
-        .map_err(|e| RequestError::invalid(&e))?;
-    let tls = url.secure().then_some(&self.tls);
-    let conn = net::connect_via(url.host(), url.port(), tls, proxy)
-        .await
-        .map_err(connect_error)?;
-    let (mut sender, mut connection) = http1::handshake(FuturesIo::new(conn))
-        .await
-        .map_err(hyper_error)?;
-    let mut response = std::pin::pin!(sender.send_request(request));
-    let mut finished = false;
-    let response = poll_fn(|cx| {
-        if let Poll::Ready(result) = Pin::new(&mut connection).poll(cx) {
-            finished = true;
-            // A short response with `connection: close` (a NIP-11 document) can end the
-            // connection in the poll that delivered its head: the head wins.
-            if let Poll::Ready(Ok(head)) = response.as_mut().poll(cx) {
-                return Poll::Ready(Ok(head));
-            }
-            // The connection ended before the response head: that is the error.
-            return Poll::Ready(Err(match result {
-                Err(e) => hyper_error(e),
-                Ok(()) => RequestError::lost(
-                    SocketLoss::NetworkError,
-                    "connection closed before the response",
-                ),
-            }));
+    async fn send_one(
+        &self,
+        target: &str,
+        sse: &SseRequest,
+        last_event_id: Option<&str>,
+    ) -> Result<HttpResponse, RequestError> {
+        // The entry points checked the URL already; a document URL derived from a relay's comes
+        // through here unchecked.
+        let url = parse_http_url(target).map_err(|e| RequestError::Invalid(e.to_string()))?;
+        let scheme = if url.secure() { "https" } else { "http" };
+        let proxy = self.proxies.for_target(scheme, url.host());
+        // Through a proxy, a plain request names its target in absolute form (the proxy
+        // connects); a TLS one goes through a tunnel and looks as it would directly.
+        let forward = proxy.filter(|_| !url.secure());
+        let uri = match forward {
+            Some(_) => target.split('#').next().unwrap_or(target).to_owned(),
+            None => url.path_and_query().to_owned(),
+        };
+        // Built before connecting: a request that cannot be built must not cost a connection.
+        let mut request = Request::builder()
+            .method(sse.method.as_str())
+            .uri(uri)
+            .header(HOST, url.authority());
+        if let Some(authorization) = forward.and_then(|p| p.authorization.as_deref()) {
+            request = request.header("proxy-authorization", authorization);
         }
-        response.as_mut().poll(cx).map_err(hyper_error)
-    })
-    .await?;
-    let (head, body) = response.into_parts();
-    let body = ConnBody {
-        // A finished connection future is not polled again.
-        connection: (!finished).then_some(connection),
-        body,
-    };
-    Ok(HttpResponse::from_head(
-        head.status,
-        &head.headers,
-        Box::pin(body),
-    ))
-}
+        for (name, value) in request_headers(sse, last_event_id) {
+            request = request.header(name, value);
+        }
+        // hyper sends `Content-Length` from the body's exact size, and none for an empty GET.
+        let request = request
+            .body(Full::new(Bytes::from(sse.body.clone())))
+            .map_err(|e| RequestError::invalid(&e))?;
+        let tls = url.secure().then_some(&self.tls);
+        let conn = net::connect_via(url.host(), url.port(), tls, proxy)
+            .await
+            .map_err(connect_error)?;
+        let (mut sender, mut connection) = http1::handshake(FuturesIo::new(conn))
+            .await
+            .map_err(hyper_error)?;
+        let mut response = std::pin::pin!(sender.send_request(request));
+        let mut finished = false;
+        let response = poll_fn(|cx| {
+            if let Poll::Ready(result) = Pin::new(&mut connection).poll(cx) {
+                finished = true;
+                // A short response with `connection: close` (a NIP-11 document) can end the
+                // connection in the poll that delivered its head: the head wins.
+                if let Poll::Ready(Ok(head)) = response.as_mut().poll(cx) {
+                    return Poll::Ready(Ok(head));
+                }
+                // The connection ended before the response head: that is the error.
+                return Poll::Ready(Err(match result {
+                    Err(e) => hyper_error(e),
+                    Ok(()) => RequestError::lost(
+                        SocketLoss::NetworkError,
+                        "connection closed before the response",
+                    ),
+                }));
+            }
+            response.as_mut().poll(cx).map_err(hyper_error)
+        })
+        .await?;
+        let (head, body) = response.into_parts();
+        let body = ConnBody {
+            // A finished connection future is not polled again.
+            connection: (!finished).then_some(connection),
+            body,
+        };
+        Ok(HttpResponse::from_head(
+            head.status,
+            &head.headers,
+            Box::pin(body),
+        ))
+    }
 }
 
 /// A failure to open the connection: a host that cannot be a TLS server name is the URL's

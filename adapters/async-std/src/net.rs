@@ -12,10 +12,10 @@ use futures_io::{AsyncRead, AsyncWrite};
 use futures_rustls::client::TlsStream;
 use futures_rustls::pki_types::pem::PemObject;
 use futures_rustls::pki_types::{CertificateDer, ServerName};
-use futures_util::{AsyncReadExt, AsyncWriteExt};
-use tether_driver::http_options::{ProxyUrl, Roots};
 use futures_rustls::rustls::{ClientConfig, RootCertStore};
 use futures_rustls::TlsConnector;
+use futures_util::{AsyncReadExt, AsyncWriteExt};
+use tether_driver::http_options::{ProxyUrl, Roots};
 
 /// A plain or TLS connection.
 pub(crate) enum Conn {

@@ -44,7 +44,7 @@ enum Command {
     /// Keep subscriptions open on a relay; write what happens as JSON lines.
     Req(req::Args),
     /// Stream a Server-Sent Events endpoint as JSON lines.
-    Sse(sse::Args),
+    Sse(Box<sse::Args>),
     /// Run ~60 subscriptions against a hostile in-process relay and check the claim.
     Demo(demo::Args),
     /// Print a relay's NIP-11 document and what tether applies from it, as JSON lines.
@@ -95,7 +95,7 @@ fn main() -> ExitCode {
     let outcome = runtime.block_on(async {
         match cli.command {
             Command::Req(args) => req::run(args).await,
-            Command::Sse(args) => sse::run(args).await,
+            Command::Sse(args) => sse::run(*args).await,
             Command::Demo(args) => demo::run(args).await,
             Command::Info(args) => info::run(args).await,
         }

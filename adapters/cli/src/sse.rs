@@ -10,8 +10,8 @@ use tether_tokio::sse::{
     AttemptInfo, CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume,
     SseCheckpoint,
 };
-use tether_tokio::tether_driver::{AttemptParts, PerAttempt};
 use tether_tokio::tether_driver::http_options::Proxies;
+use tether_tokio::tether_driver::{AttemptParts, PerAttempt};
 use tether_tokio::{ConnectError, EventSource, EventSourceConfig, HttpOptions, ProxyConfig};
 
 use crate::mcp::Mcp;
@@ -407,7 +407,10 @@ fn failure(why: &FailReason) -> (Option<u16>, String) {
             status,
             location,
             why,
-        } => (Some(*status), format!("redirect to {location:?} not followed: {why}")),
+        } => (
+            Some(*status),
+            format!("redirect to {location:?} not followed: {why}"),
+        ),
         FailReason::Exhausted(last) => {
             let status = match last {
                 DropReason::Status(status) => Some(*status),

@@ -1404,11 +1404,15 @@ async fn sse_goes_through_the_environments_proxy_unless_told_otherwise() {
     let Some(binary) = tether_testkit::peers::require_peer("tinyproxy") else {
         return;
     };
-    let proxy = tether_testkit::peers::Tinyproxy::start(&binary).await.unwrap();
+    let proxy = tether_testkit::peers::Tinyproxy::start(&binary)
+        .await
+        .unwrap();
     let (url, server) = sse_server(vec![Reply::events(&[("1", "a")], false)]).await;
     let via_proxy = proxy.url();
     let p = via_proxy.as_str();
-    let runs: [(&[&str], &[(&str, &str)]); 4] = [
+    // (flags, environment) of each run.
+    type Run<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)]);
+    let runs: [Run; 4] = [
         (&[], &[("http_proxy", p)]),
         (&[], &[("HTTP_PROXY", p), ("NO_PROXY", "127.0.0.1")]),
         (&["--proxy", "none"], &[("http_proxy", p)]),

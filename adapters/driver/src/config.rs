@@ -135,7 +135,8 @@ impl AttemptParts {
             built.headers.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
             built.headers.push((name.clone(), value.clone()));
         }
-        let bodiless = attempt == Attempt::Resume || matches!(request.method.as_str(), "GET" | "HEAD");
+        let bodiless =
+            attempt == Attempt::Resume || matches!(request.method.as_str(), "GET" | "HEAD");
         if let (Some(body), false) = (&self.body, bodiless) {
             built.body.clone_from(body);
         }

@@ -196,7 +196,10 @@ impl NoProxy {
         }
         let host = host.trim_start_matches('[').trim_end_matches(']');
         if let Ok(ip) = host.parse::<IpAddr>() {
-            return self.blocks.iter().any(|&(net, bits)| in_block(ip, net, bits));
+            return self
+                .blocks
+                .iter()
+                .any(|&(net, bits)| in_block(ip, net, bits));
         }
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         self.names.iter().any(|name| {
@@ -245,7 +248,10 @@ fn parse_proxy(text: &str) -> Result<ProxyUrl, ProxyError> {
         return Err(bad("only http:// proxies are supported"));
     }
     let host = url.host_str().ok_or_else(|| bad("no host"))?;
-    let host = host.trim_start_matches('[').trim_end_matches(']').to_owned();
+    let host = host
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
     let port = url.port().unwrap_or(1080);
     let authorization = (!url.username().is_empty()).then(|| {
         let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
@@ -274,12 +280,8 @@ mod tests {
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
             .collect();
-        Proxies::from_vars(|name| {
-            vars.iter()
-                .find(|(k, _)| k == name)
-                .map(|(_, v)| v.clone())
-        })
-        .unwrap()
+        Proxies::from_vars(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+            .unwrap()
     }
 
     fn via<'a>(proxies: &'a Proxies, scheme: &str, host: &str) -> Option<&'a str> {
@@ -306,7 +308,10 @@ mod tests {
     fn no_proxy_covers_names_subdomains_addresses_and_blocks() {
         let p = env(&[
             ("https_proxy", "http://proxy:3128"),
-            ("NO_PROXY", " .internal.example, localhost,10.0.0.0/8, ::1,192.168.1.7"),
+            (
+                "NO_PROXY",
+                " .internal.example, localhost,10.0.0.0/8, ::1,192.168.1.7",
+            ),
         ]);
         for direct in [
             "internal.example",
@@ -318,7 +323,12 @@ mod tests {
         ] {
             assert_eq!(via(&p, "https", direct), None, "{direct}");
         }
-        for proxied in ["notinternal.example", "11.0.0.1", "192.168.1.8", "example.com"] {
+        for proxied in [
+            "notinternal.example",
+            "11.0.0.1",
+            "192.168.1.8",
+            "example.com",
+        ] {
             assert_eq!(
                 via(&p, "https", proxied),
                 Some("http://proxy:3128"),
@@ -334,7 +344,10 @@ mod tests {
         let p = parse_proxy("http://user%40corp:p%3Ass@proxy.corp:8080").unwrap();
         assert_eq!((p.host.as_str(), p.port), ("proxy.corp", 8080));
         // base64("user@corp:p:ss")
-        assert_eq!(p.authorization.as_deref(), Some("Basic dXNlckBjb3JwOnA6c3M="));
+        assert_eq!(
+            p.authorization.as_deref(),
+            Some("Basic dXNlckBjb3JwOnA6c3M=")
+        );
         assert!(parse_proxy("https://proxy:443").is_err());
         assert!(parse_proxy("socks5://proxy:1080").is_err());
         let v6 = parse_proxy("http://[::1]:3128").unwrap();

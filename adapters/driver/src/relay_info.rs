@@ -138,7 +138,7 @@ where
             // The HTTP client follows no redirect; a document moved behind one (http to https,
             // a trailing slash) is still the relay's.
             let next = is_redirect(response.status)
-                .then(|| response.location.as_deref())
+                .then_some(response.location.as_deref())
                 .flatten()
                 .and_then(|location| resolve_location(&url, location));
             match next {

@@ -554,5 +554,9 @@ pub async fn https_through_a_tunnel_trusts_the_configured_root<H: Harness>() {
     assert_eq!(next::<H>(&mut events).await, Event::Open, "{}", proxy.log());
     assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
     assert!(proxy.log().contains("CONNECT"), "{}", proxy.log());
-    assert_eq!(server.requests().len(), 1, "the untrusted attempt never got through");
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the untrusted attempt never got through"
+    );
 }

@@ -45,7 +45,8 @@ impl ReqwestHttp {
     /// [`ConnectError::Http`]: a proxy URL or PEM root that cannot be used, or a client
     /// reqwest cannot build.
     pub fn with_options(options: &HttpOptions) -> Result<Self, ConnectError> {
-        let proxies = Proxies::resolve(&options.proxy).map_err(|e| ConnectError::Http(e.to_string()))?;
+        let proxies =
+            Proxies::resolve(&options.proxy).map_err(|e| ConnectError::Http(e.to_string()))?;
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .no_proxy()
@@ -75,7 +76,10 @@ impl ReqwestHttp {
 
 impl DefaultHttp for TokioRuntime {
     fn default_http(options: &HttpOptions) -> Result<(Self, Arc<dyn HttpConnect>), ConnectError> {
-        Ok((TokioRuntime::new(), Arc::new(ReqwestHttp::with_options(options)?)))
+        Ok((
+            TokioRuntime::new(),
+            Arc::new(ReqwestHttp::with_options(options)?),
+        ))
     }
 }
 

@@ -65,9 +65,10 @@ pub use tether_core::pool::{Outcome, PoolConfig, RelayId};
 pub use tether_core::sse;
 pub use tether_core::Lifecycle;
 pub use tether_driver::{
-    AttemptParts, CaughtUp, ClientError, HttpOptions, ProxyConfig, Roots, Config, ConnectError, EventSourceConfig, PoolClientError, PoolHandle,
-    PerAttempt, PoolItem, PoolSubscription, Published, Rejected, RelayEvent, RelayHandle, SessionEvent,
-    SessionEvents, Signer, SignerError, Subscription, SubscriptionEvent,
+    AttemptParts, CaughtUp, ClientError, Config, ConnectError, EventSourceConfig, HttpOptions,
+    PerAttempt, PoolClientError, PoolHandle, PoolItem, PoolSubscription, ProxyConfig, Published,
+    Rejected, RelayEvent, RelayHandle, Roots, SessionEvent, SessionEvents, Signer, SignerError,
+    Subscription, SubscriptionEvent,
 };
 pub use {tether_core, tether_driver};
 

@@ -154,7 +154,9 @@ fn resolve(from: Option<&str>, location: Option<&str>) -> Option<Url> {
     }
     let mut url = match Url::parse(location) {
         Ok(url) => url,
-        Err(url::ParseError::RelativeUrlWithoutBase) => Url::parse(from?).ok()?.join(location).ok()?,
+        Err(url::ParseError::RelativeUrlWithoutBase) => {
+            Url::parse(from?).ok()?.join(location).ok()?
+        }
         Err(_) => return None,
     };
     if !matches!(url.scheme(), "http" | "https") || !url.has_host() {

@@ -125,7 +125,9 @@ fn is_jsonrpc_response(data: &str) -> bool {
     let Ok(probe) = serde_json::from_str::<Probe>(data) else {
         return false;
     };
-    probe.id.is_some() && (probe.result.is_some() || probe.error.is_some()) && probe.method.is_none()
+    probe.id.is_some()
+        && (probe.result.is_some() || probe.error.is_some())
+        && probe.method.is_none()
 }
 
 impl Default for Request {

@@ -77,8 +77,8 @@ use crate::sse::checkpoint::Restored;
 pub use crate::sse::output::{
     CloseReason, DropReason, EndReason, Event, FailReason, SseStats, Transmit, MAX_DETAIL_LEN,
 };
-use crate::sse::resume::{AfterDrop, Dropped, Resumes};
 use crate::sse::redirect::{judge, Hop, Redirect, RedirectPolicy};
+use crate::sse::resume::{AfterDrop, Dropped, Resumes};
 use crate::sse::status::{classify, may_have_acted, Verdict};
 pub use crate::sse::status::{is_event_stream, parse_retry_after, ResponseHead};
 

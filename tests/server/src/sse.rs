@@ -253,12 +253,12 @@ async fn handler(
             (status, [("location", location)]).into_response()
         }
         Reply::Gzip => (
-                [
-                    ("content-type", "text/event-stream"),
-                    ("content-encoding", "gzip"),
-                ],
-                GZIPPED_EVENT,
-            )
-                .into_response(),
+            [
+                ("content-type", "text/event-stream"),
+                ("content-encoding", "gzip"),
+            ],
+            GZIPPED_EVENT,
+        )
+            .into_response(),
     }
 }
