@@ -134,7 +134,7 @@ fn status_204_closes_for_good() {
 
 #[test]
 fn other_statuses_fail_without_reconnect() {
-    for status in [205, 210, 299, 301, 400, 401, 403, 404, 410, 418] {
+    for status in [205, 210, 299, 300, 304, 400, 401, 403, 404, 410, 418] {
         let mut s = SseSim::manual(SseConfig::default(), 1);
         s.connect_at(ms(0));
         s.take();
