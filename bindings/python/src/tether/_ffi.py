@@ -433,6 +433,8 @@ class Relay(_Handle):
         if code != OK:
             raise TetherError(code, "tether_relay_new")
         super().__init__(pointer)
+        self.max_frame: int = config.max_frame
+        """The largest frame the session takes (the socket must refuse larger ones)."""
 
     @classmethod
     def restore(
@@ -464,6 +466,7 @@ class Relay(_Handle):
         )
         relay = cls.__new__(cls)
         _Handle.__init__(relay, pointer)
+        relay.max_frame = config.max_frame
         return relay
 
     def checkpoint(self) -> bytes:

@@ -24,14 +24,49 @@ EventSink = Callable[[dict, int], None]
 """Called with each event and the ``now_ms`` it was drained at."""
 
 
+INBOX_BOUND = 256
+"""Socket and body inputs queued for the loop at most. A reader with no room waits, and so
+stops reading its socket: the peer is held back by TCP while the application lags, and
+memory stays flat however fast it sends."""
+
+INBOX_BYTES = 8 * 1024 * 1024
+"""Bytes of frames and body queued for the loop at most (one item may exceed it alone: a
+frame up to the session's ``max_frame``)."""
+
+_BODY_CHUNK = 16 * 1024
+"""Bytes of an SSE body per inbox item, so the inbox holds at most ``INBOX_BOUND`` of them."""
+
+_CONTROL = frozenset(("stop", "wake", "pong"))
+"""Inputs that take no room: the loop's own signals, a handful at any time."""
+
+
+def _payload(item: tuple) -> int:
+    """The bytes an inbox item holds: a frame's or a body piece's (the item's last field)."""
+    return len(item[-1]) if item[0] in ("frame", "bytes") else 0
+
+
 class _Loop:
     """The inbox, the clock and the wait-until-deadline shared by both drivers."""
 
     def __init__(self, session: Any) -> None:
         self.session = session
         self.inbox: asyncio.Queue = asyncio.Queue()
+        self._room = asyncio.Semaphore(INBOX_BOUND)
+        self._bytes = 0
+        self._taken = asyncio.Event()
         self._origin = time.monotonic()
         self.stopping = False
+
+    async def put(self, item: tuple) -> None:
+        """Queue a socket or body input for the loop, waiting for room (see
+        :data:`INBOX_BOUND` and :data:`INBOX_BYTES`)."""
+        await self._room.acquire()
+        size = _payload(item)
+        while self._bytes and self._bytes + size > INBOX_BYTES:
+            self._taken.clear()
+            await self._taken.wait()
+        self._bytes += size
+        self.inbox.put_nowait(item)
 
     def now(self) -> int:
         """Milliseconds since the driver started: the session's ``now_ms``."""
@@ -49,10 +84,18 @@ class _Loop:
             return None
         timeout = None if deadline is None else (deadline - self.now()) / 1000
         try:
-            return await asyncio.wait_for(self.inbox.get(), timeout)
+            item = await asyncio.wait_for(self.inbox.get(), timeout)
         except asyncio.TimeoutError:
             return None
+        if item[0] not in _CONTROL:
+            self._room.release()
+            self._bytes -= _payload(item)
+            self._taken.set()
+        return item
 
+
+_MESSAGE_TOO_BIG = 1009
+"""The close code websockets sends for a frame over ``max_size``."""
 
 _URL_KINDS = {("ws", "wss"): _ffi.URL_RELAY, ("http", "https"): _ffi.URL_SSE}
 
@@ -221,44 +264,53 @@ class RelayDriver(_Loop):
         from websockets.asyncio.client import connect
         from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
-        put = self.inbox.put_nowait
+        put = self.put
         try:
             ws = await connect(
-                self.url, ping_interval=None, max_size=None, open_timeout=None, close_timeout=2
+                self.url,
+                ping_interval=None,
+                # The core refuses a larger frame anyway; websockets must not buffer one.
+                max_size=self.relay.max_frame,
+                # Frames websockets holds before it stops reading the socket itself.
+                max_queue=4,
+                open_timeout=None,
+                close_timeout=2,
             )
         except asyncio.CancelledError:
             raise
         except ssl.SSLError:
-            put(("lost", epoch, _ffi.LOSS_TLS_REJECTED, -1))
+            await put(("lost", epoch, _ffi.LOSS_TLS_REJECTED, -1))
             return
         except InvalidHandshake:
-            put(("lost", epoch, _ffi.LOSS_HANDSHAKE_FAILED, -1))
+            await put(("lost", epoch, _ffi.LOSS_HANDSHAKE_FAILED, -1))
             return
         except OSError:
-            put(("lost", epoch, _ffi.LOSS_CONNECTION_REFUSED, -1))
+            await put(("lost", epoch, _ffi.LOSS_CONNECTION_REFUSED, -1))
             return
         except Exception:  # anything else on the way up
-            put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
+            await put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
             return
         self._sockets[epoch] = ws
-        put(("open", epoch))
+        await put(("open", epoch))
         try:
             async for message in ws:
                 if isinstance(message, str):
-                    put(("frame", epoch, message))
+                    await put(("frame", epoch, message))
                 else:
-                    put(("binary", epoch, len(message)))
+                    await put(("binary", epoch, len(message)))
             code = ws.close_code
-            put(("lost", epoch, _ffi.LOSS_CLOSED_BY_PEER, -1 if code is None else code))
+            await put(("lost", epoch, _ffi.LOSS_CLOSED_BY_PEER, -1 if code is None else code))
         except ConnectionClosed as closed:
-            if closed.rcvd is not None:
-                put(("lost", epoch, _ffi.LOSS_CLOSED_BY_PEER, closed.rcvd.code))
+            if closed.sent is not None and closed.sent.code == _MESSAGE_TOO_BIG:
+                await put(("lost", epoch, _ffi.LOSS_FRAME_TOO_LARGE, -1))
+            elif closed.rcvd is not None:
+                await put(("lost", epoch, _ffi.LOSS_CLOSED_BY_PEER, closed.rcvd.code))
             else:
-                put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
+                await put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
         except asyncio.CancelledError:
             raise
         except Exception:  # a reset or broken pipe
-            put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
+            await put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
 
 
 @dataclass(frozen=True)
@@ -472,8 +524,8 @@ class SseDriver(_Loop):
     async def _request(self, epoch: int, hop: int, url: str, headers: list) -> None:
         import aiohttp
 
-        def put(item: tuple) -> None:
-            self.inbox.put_nowait((item[0], epoch, hop, *item[2:]))
+        async def put(item: tuple) -> None:
+            await self.put((item[0], epoch, hop, *item[2:]))
 
         try:
             async with self._http.get(url, headers=headers, allow_redirects=False) as response:
@@ -485,20 +537,22 @@ class SseDriver(_Loop):
                     "location": response.headers.get("Location"),
                     "url": url,
                 }
-                put(("response", epoch, response.status, head))
-                async for chunk in response.content.iter_any():
-                    put(("bytes", epoch, bytes(chunk)))
-            put(("eof", epoch))
+                await put(("response", epoch, response.status, head))
+                # Pieces of a bounded size: the inbox's bound is then one of bytes too (and
+                # aiohttp, read no faster than that, pauses the socket itself).
+                async for chunk in response.content.iter_chunked(_BODY_CHUNK):
+                    await put(("bytes", epoch, bytes(chunk)))
+            await put(("eof", epoch))
         except asyncio.CancelledError:
             raise
         except (ValueError, aiohttp.InvalidURL) as error:
-            put(("invalid", epoch, str(error)))
+            await put(("invalid", epoch, str(error)))
         except aiohttp.ClientSSLError:
-            put(("error", epoch, _ffi.LOSS_TLS_REJECTED))
+            await put(("error", epoch, _ffi.LOSS_TLS_REJECTED))
         except aiohttp.ClientConnectorError:
-            put(("error", epoch, _ffi.LOSS_CONNECTION_REFUSED))
+            await put(("error", epoch, _ffi.LOSS_CONNECTION_REFUSED))
         except Exception:  # a reset, a broken body
-            put(("error", epoch, _ffi.LOSS_NETWORK_ERROR))
+            await put(("error", epoch, _ffi.LOSS_NETWORK_ERROR))
         finally:
             # A redirect hop's request has the same epoch: leave the next one's task alone.
             if self._tasks.get(epoch) is asyncio.current_task():
