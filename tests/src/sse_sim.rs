@@ -723,10 +723,14 @@ fn show_transmit(t: &Transmit) -> String {
             request,
             attempt,
             redirect,
+            withhold,
         } => {
             let mut line = format!("Open #{} {{ last_event_id: {last_event_id:?} }}", epoch.0);
             if let Some(url) = redirect {
                 let _ = write!(line, " to {url}");
+            }
+            if !withhold.is_empty() {
+                let _ = write!(line, " withholding {}", withhold.join(", "));
             }
             // A plain GET shows as it did before requests existed.
             if !request.is_plain_get() || *attempt != Attempt::Original {

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use tether_core::sse::{Event, FailReason, RedirectRefusal, Request, SseConfig};
+use tether_core::sse::redirect::CREDENTIALS;
+use tether_core::sse::{Event, FailReason, RedirectRefusal, Request, SseConfig, Transmit};
 use tether_testkit::sse_sim::{Reply, ServerConfig, SseSim};
 
 const SEED: u64 = 0x5EED;
@@ -211,4 +212,40 @@ fn a_compressed_stream_the_client_did_not_ask_for_is_a_typed_failure() {
         vec![Reply::Encoded("identity")],
     );
     assert!(matches!(s.heard(|e| Some(e.clone()))[0], Event::Open));
+}
+
+#[test]
+fn a_hop_to_another_origin_withholds_the_credentials_for_the_rest_of_the_attempt() {
+    let replies = vec![
+        Reply::Redirect {
+            status: 307,
+            location: "/same-origin",
+        },
+        Reply::Redirect {
+            status: 307,
+            location: "https://other.example/s",
+        },
+        Reply::Redirect {
+            status: 308,
+            location: "https://sim.example/back",
+        },
+    ];
+    let request = Request::get().header("authorization", "Bearer secret");
+    let mut s = sim(request, SseConfig::default(), replies);
+    let withheld: Vec<&[&str]> = s
+        .take()
+        .0
+        .iter()
+        .filter_map(|t| match t {
+            Transmit::Open { withhold, .. } => Some(*withhold),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        withheld,
+        [&[][..], &[], CREDENTIALS, CREDENTIALS],
+        "{}",
+        s.transcript()
+    );
+    insta::assert_snapshot!(s.transcript());
 }

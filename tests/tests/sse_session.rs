@@ -29,6 +29,7 @@ fn get_open(epoch: u64, last_event_id: Option<String>) -> Transmit {
         request: Arc::new(Request::get()),
         attempt: Attempt::Original,
         redirect: None,
+        withhold: &[],
     }
 }
 

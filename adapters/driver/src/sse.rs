@@ -171,6 +171,7 @@ impl<R: Runtime> EventStream<R> {
                     request,
                     attempt,
                     redirect,
+                    withhold,
                 } => {
                     info!(epoch = epoch.0, ?last_event_id, ?attempt, ?redirect, method = %request.method, "requesting");
                     self.body = None;
@@ -179,6 +180,7 @@ impl<R: Runtime> EventStream<R> {
                     else {
                         continue;
                     };
+                    let request = withheld(request, withhold);
                     self.sent_to = redirect.unwrap_or_else(|| Arc::clone(&self.url));
                     let request = self
                         .http
@@ -321,6 +323,18 @@ impl<R: Runtime> EventStream<R> {
         }
         true
     }
+}
+
+/// `request` without the headers the core withholds (credentials, on a redirect to another
+/// origin), whoever set them.
+fn withheld(request: Arc<Request>, withhold: &[&str]) -> Arc<Request> {
+    let held = |name: &str| withhold.iter().any(|w| w.eq_ignore_ascii_case(name));
+    if !request.headers.iter().any(|(name, _)| held(name)) {
+        return request;
+    }
+    let mut stripped = (*request).clone();
+    stripped.headers.retain(|(name, _)| !held(name));
+    Arc::new(stripped)
 }
 
 impl<R: Runtime> Stream for EventStream<R> {

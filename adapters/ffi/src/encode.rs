@@ -174,10 +174,12 @@ pub fn encode_sse_attempt(info: &sse::AttemptInfo, out: &mut Vec<u8>) {
 
 /// Append the JSON object for an SSE transmit:
 ///
-/// - `{"type":"open","epoch":N,"last_event_id":"..."|null,"redirect":"..."|null}`: start a
-///   GET with `Accept: text/event-stream` (and `Last-Event-ID` when not null) to the stream's
-///   URL, or to `redirect` when not null (a redirect the core follows: the same attempt, and
-///   the same epoch); the handle's poll adds what the attempt is (see [`encode_sse_attempt`])
+/// - `{"type":"open","epoch":N,"last_event_id":"..."|null,"redirect":"..."|null,
+///   "withhold":["authorization",...]}`: start a GET with `Accept: text/event-stream` (and
+///   `Last-Event-ID` when not null) to the stream's URL, or to `redirect` when not null (a
+///   redirect the core follows: the same attempt, and the same epoch), without any header
+///   `withhold` names (credentials, on a redirect to another origin); the handle's poll adds
+///   what the attempt is (see [`encode_sse_attempt`])
 /// - `{"type":"close","epoch":N}`: abort that request
 /// - `{"type":"end"}`: the stream is over; no request follows (deliver the queued events,
 ///   the last of which says why)
@@ -189,12 +191,24 @@ pub fn encode_sse_transmit(transmit: &sse::session::Transmit, out: &mut Vec<u8>)
             epoch,
             last_event_id,
             redirect,
+            withhold,
             ..
-        } => o
-            .kind("open")
-            .num("epoch", epoch.0)
-            .opt_str("last_event_id", last_event_id.as_deref())
-            .opt_str("redirect", redirect.as_deref()),
+        } => {
+            o.kind("open")
+                .num("epoch", epoch.0)
+                .opt_str("last_event_id", last_event_id.as_deref())
+                .opt_str("redirect", redirect.as_deref())
+                .key("withhold");
+            o.out.push(b'[');
+            for (i, name) in withhold.iter().enumerate() {
+                if i > 0 {
+                    o.out.push(b',');
+                }
+                o.out.extend_from_slice(format!("\"{name}\"").as_bytes());
+            }
+            o.out.push(b']');
+            &mut o
+        }
         Transmit::Close { epoch } => o.kind("close").num("epoch", epoch.0),
         Transmit::End => o.kind("end"),
     };

@@ -153,6 +153,7 @@ macro_rules! suite {
                     a_302_on_a_post_is_refused,
                     a_redirect_loop_stops_at_the_limit,
                     a_compressed_stream_is_a_typed_failure,
+                    a_redirect_to_another_origin_carries_no_credentials,
                 ]
             );
         }

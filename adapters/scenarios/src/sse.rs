@@ -560,3 +560,43 @@ pub async fn https_through_a_tunnel_trusts_the_configured_root<H: Harness>() {
         "the untrusted attempt never got through"
     );
 }
+
+/// A redirect to another origin (127.0.0.1 to localhost) carries no credentials: neither the
+/// request's `Authorization` nor the `Cookie` the per-attempt builder adds; other headers go
+/// on.
+pub async fn a_redirect_to_another_origin_carries_no_credentials<H: Harness>() {
+    let (url, server) = start::<H>(vec![
+        Reply::RedirectHost(307, "localhost", "/moved"),
+        Reply::events(&[("1", "a")], false),
+    ])
+    .await;
+    let mut config = config();
+    config.per_attempt = Some(tether_driver::PerAttempt::new(|_| {
+        tether_driver::AttemptParts::headers(vec![("cookie".to_owned(), "s=1".to_owned())])
+    }));
+    let request = Request::get()
+        .header("authorization", "Bearer secret")
+        .header("x-app", "yes");
+    let mut events = H::event_source_request(&url, request, config);
+    assert_eq!(next::<H>(&mut events).await, Event::Open);
+    assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
+    let log = server.requests();
+    let seen: Vec<(&str, Option<&str>, Option<&str>, Option<&str>)> = log
+        .iter()
+        .map(|r| {
+            (
+                r.path.as_str(),
+                r.header("authorization"),
+                r.header("cookie"),
+                r.header("x-app"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("/events", Some("Bearer secret"), Some("s=1"), Some("yes")),
+            ("/moved", None, None, Some("yes")),
+        ]
+    );
+}

@@ -68,6 +68,7 @@ def test_sse_session_parses_and_reports_the_resume_id():
         "epoch": 1,
         "last_event_id": None,
         "redirect": None,
+        "withhold": [],
         "attempt": "original",
         "number": 1,
         "after": None,
@@ -218,6 +219,7 @@ def test_an_sse_checkpoint_resumes_from_its_last_event_id():
         "epoch": 1,
         "last_event_id": "7",
         "redirect": None,
+        "withhold": [],
         "attempt": "original",
         "number": 1,
         "after": "restarted",
@@ -245,3 +247,20 @@ def test_sse_redirect_is_a_hop_of_the_same_attempt_until_the_limit():
         "location": "/y",
         "refusal": "too_many",
     }
+
+
+def test_sse_a_redirect_to_another_origin_withholds_the_credentials():
+    sse = tether.Sse(seed=3)
+    sse.connect(0)
+    first = sse.poll_transmit()
+    assert first is not None and first["withhold"] == []
+    sse.handle_head(1, 1, 307, url="https://a.example/x", location="/y")
+    assert sse.poll_transmit()["withhold"] == []
+    sse.handle_head(2, 1, 307, url="https://a.example/y", location="https://b.example/z")
+    hop = sse.poll_transmit()
+    assert hop["redirect"] == "https://b.example/z"
+    assert hop["withhold"] == ["authorization", "cookie", "proxy-authorization"]
+    # Back to the first origin: still withheld for the rest of the attempt.
+    sse.handle_head(3, 1, 307, url="https://b.example/z", location="https://a.example/x")
+    assert sse.poll_transmit()["withhold"] == ["authorization", "cookie", "proxy-authorization"]
+    sse.close()

@@ -33,6 +33,11 @@ pub enum Transmit {
         /// `request` to this absolute URL instead of the stream's. It is a hop of the same
         /// attempt: a driver that builds each attempt's parts sends the ones it built for it.
         redirect: Option<Arc<str>>,
+        /// Headers not to send on this request, whatever the request or the application's
+        /// per-attempt builder says (names in lower case, compared ignoring case): the
+        /// credentials, on a redirect to another origin
+        /// ([`CREDENTIALS`](super::redirect::CREDENTIALS)). Empty otherwise.
+        withhold: &'static [&'static str],
     },
     /// Abort the request or response of `epoch`.
     Close {

@@ -17,6 +17,12 @@
 //!
 //! `Location` may be relative: it is resolved against the URL the response came from
 //! (RFC 3986 section 5.2, by the `url` crate), and its fragment dropped.
+//!
+//! A hop to another origin (scheme, host or port) sends no credentials: the
+//! [`CREDENTIALS`] headers are withheld from it and every later hop of the attempt
+//! ([`Transmit::Open`](crate::sse::Transmit::Open)'s `withhold`), as `fetch` drops
+//! `Authorization` and curl drops its credentials when a redirect changes host: a token
+//! for one server is not handed to the next because it asked.
 
 use std::fmt;
 
@@ -91,6 +97,9 @@ pub fn resolve_location(from: &str, location: &str) -> Option<String> {
     resolve(Some(from), Some(location)).map(String::from)
 }
 
+/// The headers a hop to another origin does not carry (lower case).
+pub const CREDENTIALS: &[&str] = &["authorization", "cookie", "proxy-authorization"];
+
 /// Whether `status` is a redirect the session acts on.
 #[must_use]
 pub fn is_redirect(status: u16) -> bool {
@@ -100,8 +109,13 @@ pub fn is_redirect(status: u16) -> bool {
 /// What to do with one redirect.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Hop {
-    /// Send to `url`; `as_get`: as a GET without a body.
-    Follow { url: String, as_get: bool },
+    /// Send to `url`; `as_get`: as a GET without a body; `cross_origin`: to another origin
+    /// than the response came from (or one not known).
+    Follow {
+        url: String,
+        as_get: bool,
+        cross_origin: bool,
+    },
     /// Fail the stream.
     Refuse(RedirectRefusal),
 }
@@ -124,10 +138,8 @@ pub(crate) fn judge(redirect: &Redirect<'_>, policy: &RedirectPolicy) -> Hop {
     let Some(target) = resolve(redirect.from, redirect.location) else {
         return Hop::Refuse(RedirectRefusal::BadLocation);
     };
-    let from_https = redirect
-        .from
-        .and_then(|from| Url::parse(from).ok())
-        .is_some_and(|from| from.scheme() == "https");
+    let from = redirect.from.and_then(|from| Url::parse(from).ok());
+    let from_https = from.as_ref().is_some_and(|from| from.scheme() == "https");
     if from_https && target.scheme() == "http" {
         return Hop::Refuse(RedirectRefusal::Downgrade);
     }
@@ -139,9 +151,11 @@ pub(crate) fn judge(redirect: &Redirect<'_>, policy: &RedirectPolicy) -> Hop {
     if as_get && !policy.allow_method_change {
         return Hop::Refuse(RedirectRefusal::MethodChange);
     }
+    let cross_origin = from.is_none_or(|from| from.origin() != target.origin());
     Hop::Follow {
         url: target.into(),
         as_get,
+        cross_origin,
     }
 }
 
@@ -182,9 +196,11 @@ mod tests {
     }
 
     fn follow(url: &str, as_get: bool) -> Hop {
+        let cross_origin = !url.starts_with("https://a.example/");
         Hop::Follow {
             url: url.to_owned(),
             as_get,
+            cross_origin,
         }
     }
 
@@ -224,7 +240,12 @@ mod tests {
         );
         assert_eq!(
             hop(307, "GET", "http://a.example/s", "https://a.example/s", 0),
-            follow("https://a.example/s", false)
+            Hop::Follow {
+                url: "https://a.example/s".to_owned(),
+                as_get: false,
+                cross_origin: true,
+            },
+            "another scheme is another origin"
         );
         let allowed = RedirectPolicy {
             allow_method_change: true,

@@ -77,7 +77,7 @@ use crate::sse::checkpoint::Restored;
 pub use crate::sse::output::{
     CloseReason, DropReason, EndReason, Event, FailReason, SseStats, Transmit, MAX_DETAIL_LEN,
 };
-use crate::sse::redirect::{judge, Hop, Redirect, RedirectPolicy};
+use crate::sse::redirect::{judge, Hop, Redirect, RedirectPolicy, CREDENTIALS};
 use crate::sse::resume::{AfterDrop, Dropped, Resumes};
 use crate::sse::status::{classify, may_have_acted, Verdict};
 pub use crate::sse::status::{is_event_stream, parse_retry_after, ResponseHead};
@@ -198,6 +198,8 @@ struct Sent {
     request: Arc<Request>,
     last_event_id: Option<String>,
     hops: u32,
+    /// A hop went to another origin: no credentials from here on.
+    withhold: &'static [&'static str],
 }
 
 /// What one request is, for a driver that builds each attempt ([`SseSession::attempt_info`]).
@@ -771,6 +773,7 @@ impl SseSession {
             request: Arc::clone(&request),
             last_event_id: last_event_id.clone(),
             hops: 0,
+            withhold: &[],
         });
         self.transmits.push_back(Transmit::Open {
             epoch,
@@ -778,6 +781,7 @@ impl SseSession {
             request,
             attempt,
             redirect: None,
+            withhold: &[],
         });
     }
 
@@ -798,7 +802,16 @@ impl SseSession {
             &self.config.redirects,
         );
         let (url, as_get) = match hop {
-            Hop::Follow { url, as_get } => (url, as_get),
+            Hop::Follow {
+                url,
+                as_get,
+                cross_origin,
+            } => {
+                if cross_origin {
+                    sent.withhold = CREDENTIALS;
+                }
+                (url, as_get)
+            }
             Hop::Refuse(why) => {
                 let location = truncate(head.location.unwrap_or_default(), MAX_DETAIL_LEN);
                 self.stop(epoch);
@@ -824,6 +837,7 @@ impl SseSession {
             request: Arc::clone(&sent.request),
             attempt: self.attempt,
             redirect: Some(Arc::from(url)),
+            withhold: sent.withhold,
         });
     }
 

@@ -74,6 +74,9 @@ pub enum Reply {
     StatusBody(u16, &'static str),
     /// This redirect status with this `Location`.
     Redirect(u16, &'static str),
+    /// This redirect status to `http://HOST:PORT/PATH`: this server's port (from the request's
+    /// `Host`) under another host name, so another origin that reaches the same server.
+    RedirectHost(u16, &'static str, &'static str),
     /// 200 `text/event-stream` with `Content-Encoding: gzip` (whatever the request asked
     /// for) and a gzipped body ([`GZIPPED_EVENT`]), then the end: a misconfigured proxy.
     Gzip,
@@ -250,6 +253,17 @@ async fn handler(
         }
         Reply::Redirect(code, location) => {
             let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            (status, [("location", location)]).into_response()
+        }
+        Reply::RedirectHost(code, host, path) => {
+            let status = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+            let port = headers
+                .get("host")
+                .and_then(|h| h.to_str().ok())
+                .and_then(|h| h.rsplit_once(':'))
+                .map_or("80", |(_, port)| port)
+                .to_owned();
+            let location = format!("http://{host}:{port}{path}");
             (status, [("location", location)]).into_response()
         }
         Reply::Gzip => (

@@ -477,7 +477,9 @@ class SseDriver(_Loop):
                 if headers is None:
                     return
             self._built = {epoch: headers}
-            request = list(headers)
+            # The core withholds some headers (credentials, on a redirect to another origin).
+            withhold = {name.lower() for name in transmit.get("withhold", ())}
+            request = [(n, v) for n, v in headers if n.lower() not in withhold]
             if transmit["last_event_id"] is not None:
                 request.append(("Last-Event-ID", transmit["last_event_id"]))
             url = self.url if redirect is None else redirect
