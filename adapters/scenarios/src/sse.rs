@@ -581,7 +581,9 @@ pub async fn a_redirect_to_another_origin_carries_no_credentials<H: Harness>() {
     assert_eq!(next::<H>(&mut events).await, Event::Open);
     assert_eq!(data(&next::<H>(&mut events).await), ("1", "a"));
     let log = server.requests();
-    let seen: Vec<(&str, Option<&str>, Option<&str>, Option<&str>)> = log
+    // (path, authorization, cookie, x-app) of each request.
+    type Seen<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<&'a str>);
+    let seen: Vec<Seen> = log
         .iter()
         .map(|r| {
             (
