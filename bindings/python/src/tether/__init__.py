@@ -4,6 +4,9 @@ The sessions (:class:`Relay`, :class:`Sse`) make every protocol decision inside 
 core; this package only moves bytes and time in and out of them.
 """
 
+__version__ = "0.1.0"
+"""The version of the tether workspace this package is built from."""
+
 from ._ffi import (
     ABI_VERSION,
     LOSS_CLOSED_BY_PEER,
@@ -19,6 +22,7 @@ from ._ffi import (
 )
 
 __all__ = [
+    "__version__",
     "ABI_VERSION",
     "LOSS_CLOSED_BY_PEER",
     "LOSS_CONNECTION_REFUSED",

@@ -82,12 +82,15 @@ def _library_name() -> str:
 
 
 def library_path() -> Path:
-    """Where the library is: ``$TETHER_LIBRARY``, else ``release/`` under
-    ``$CARGO_TARGET_DIR``, else the ``target/release`` of the workspace above the current
-    directory or this file."""
+    """Where the library is: ``$TETHER_LIBRARY``, else the one the wheel carries
+    (``tether/_native*``), else ``release/`` under ``$CARGO_TARGET_DIR``, else the
+    ``target/release`` of the workspace above the current directory or this file."""
     named = os.environ.get("TETHER_LIBRARY")
     if named:
         return Path(named)
+    bundled = _bundled()
+    if bundled is not None:
+        return bundled
     name = _library_name()
     target = os.environ.get("CARGO_TARGET_DIR")
     if target and (Path(target) / "release" / name).exists():
@@ -101,6 +104,18 @@ def library_path() -> Path:
         f"{name} not found: build it with `cargo build --release -p tether-ffi` "
         "and set TETHER_LIBRARY to its path"
     )
+
+
+def _bundled() -> Path | None:
+    """The library a wheel installed beside this module, if any."""
+    import importlib.machinery
+
+    here = Path(__file__).resolve().parent
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        candidate = here / f"_native{suffix}"
+        if candidate.exists():
+            return candidate
+    return None
 
 
 class RelayConfig(ctypes.Structure):
