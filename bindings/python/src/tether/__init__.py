@@ -4,9 +4,6 @@ The sessions (:class:`Relay`, :class:`Sse`) make every protocol decision inside 
 core; this package only moves bytes and time in and out of them.
 """
 
-__version__ = "0.1.0"
-"""The version of the tether workspace this package is built from."""
-
 from ._ffi import (
     ABI_VERSION,
     LOSS_CLOSED_BY_PEER,
@@ -20,6 +17,9 @@ from ._ffi import (
     TetherError,
     library_path,
 )
+
+__version__ = "0.1.0"
+"""The version of the tether workspace this package is built from."""
 
 __all__ = [
     "__version__",
