@@ -508,7 +508,9 @@ fn build_request(args: &Args) -> Result<(Request, Option<Mcp>), Failure> {
         request = request.header(name.as_str(), &value);
     }
     if let Some(resume) = &args.resume {
-        let resume = parse_resume(resume).map_err(|e| Failure::Usage(format!("--resume {e}")))?;
+        let resume: Resume = resume
+            .parse()
+            .map_err(|e| Failure::Usage(format!("--resume {e}")))?;
         request = request.resume(resume);
     }
     if let Some(data) = &args.end_data {
@@ -549,43 +551,6 @@ fn http_options(args: &Args) -> Result<HttpOptions, Failure> {
         options.roots.extra_pem.push(pem);
     }
     Ok(options)
-}
-
-/// Consecutive failed re-issues `--resume reissue` allows.
-const DEFAULT_REISSUES: u32 = 5;
-
-/// `never`, `same`, `last-event-id`, `last-event-id:METHOD`, `reissue` or `reissue:N`.
-fn parse_resume(text: &str) -> Result<Resume, String> {
-    let expected = || {
-        format!(
-            "{text:?}: expected never, same, last-event-id, last-event-id:METHOD, reissue or \
-             reissue:N"
-        )
-    };
-    match text {
-        "never" => Ok(Resume::Never),
-        "same" => Ok(Resume::SameRequest),
-        "last-event-id" => Ok(Resume::LastEventId {
-            method: "GET".to_owned(),
-        }),
-        "reissue" => Ok(Resume::Reissue {
-            max_failures: DEFAULT_REISSUES,
-        }),
-        _ => {
-            if let Some(n) = text.strip_prefix("reissue:") {
-                let max_failures = n.parse().map_err(|_| expected())?;
-                return Ok(Resume::Reissue { max_failures });
-            }
-            match text.strip_prefix("last-event-id:") {
-                Some(method) if reqwest::Method::from_bytes(method.as_bytes()).is_ok() => {
-                    Ok(Resume::LastEventId {
-                        method: method.to_owned(),
-                    })
-                }
-                _ => Err(expected()),
-            }
-        }
-    }
 }
 
 /// The typed `why` of a `reconnecting` line: the core's name for the drop, a network error

@@ -782,10 +782,6 @@ async fn sse_refusal_is_a_failed_line_and_exit_1() {
 
 #[tokio::test]
 async fn sse_post_ends_on_done_with_an_ended_line_and_exit_0() {
-    if other_binary() {
-        // POST requests are beyond tether-py's GET contract.
-        return;
-    }
     let (url, server) = sse_server(vec![Reply::events(
         &[("1", "a"), ("2", "b"), ("3", "[DONE]")],
         false,
@@ -820,10 +816,6 @@ async fn sse_post_ends_on_done_with_an_ended_line_and_exit_0() {
 
 #[tokio::test]
 async fn sse_post_cut_is_failed_interrupted_and_never_sent_twice() {
-    if other_binary() {
-        // POST requests are beyond tether-py's GET contract.
-        return;
-    }
     let (url, server) = sse_server(vec![Reply::events(&[("1", "a")], true)]).await;
     let output = run(&["sse", &url, "-X", "POST", "-d", "x", "--end-data", "[DONE]"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
@@ -840,10 +832,6 @@ async fn sse_post_cut_is_failed_interrupted_and_never_sent_twice() {
 
 #[tokio::test]
 async fn sse_post_refusal_carries_the_body_excerpt() {
-    if other_binary() {
-        // POST requests are beyond tether-py's GET contract.
-        return;
-    }
     let (url, _server) = sse_server(vec![Reply::StatusBody(400, r#"{"error":"bad model"}"#)]).await;
     let output = run(&["sse", &url, "-d", "@/dev/null"]).await;
     assert_eq!(output.status.code(), Some(1), "{}", explain(&output));
@@ -856,10 +844,6 @@ async fn sse_post_refusal_carries_the_body_excerpt() {
 
 #[tokio::test]
 async fn sse_post_resumes_with_a_get_and_last_event_id() {
-    if other_binary() {
-        // POST requests are beyond tether-py's GET contract.
-        return;
-    }
     let (url, server) = sse_server(vec![
         Reply::events(&[("1", "a"), ("2", "b")], true),
         Reply::events(&[("3", "c"), ("4", "[DONE]")], false),
@@ -911,10 +895,6 @@ async fn sse_post_resumes_with_a_get_and_last_event_id() {
 
 #[tokio::test]
 async fn sse_bad_resume_policy_is_a_usage_error() {
-    if other_binary() {
-        // --resume is beyond tether-py's GET contract.
-        return;
-    }
     let output = run(&["sse", "http://127.0.0.1:1/", "--resume", "sometimes"]).await;
     assert_usage_error(&output);
 }
@@ -1301,10 +1281,6 @@ async fn sse_header_cmd_that_fails_is_a_typed_local_failure() {
 
 #[tokio::test]
 async fn sse_resume_reissue_sends_the_post_again_as_a_new_request() {
-    if other_binary() {
-        // POST requests are beyond tether-py's GET contract.
-        return;
-    }
     let (url, server) = sse_server(vec![
         Reply::events(&[("1", "a")], true),
         Reply::events(&[("2", "b")], false),

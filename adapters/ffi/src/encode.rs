@@ -175,11 +175,13 @@ pub fn encode_sse_attempt(info: &sse::AttemptInfo, out: &mut Vec<u8>) {
 /// Append the JSON object for an SSE transmit:
 ///
 /// - `{"type":"open","epoch":N,"last_event_id":"..."|null,"redirect":"..."|null,
-///   "withhold":["authorization",...]}`: start a GET with `Accept: text/event-stream` (and
-///   `Last-Event-ID` when not null) to the stream's URL, or to `redirect` when not null (a
-///   redirect the core follows: the same attempt, and the same epoch), without any header
-///   `withhold` names (credentials, on a redirect to another origin); the handle's poll adds
-///   what the attempt is (see [`encode_sse_attempt`])
+///   "method":"GET","headers":[["name","value"],...],"body":"...",
+///   "withhold":["authorization",...]}`: send `method` with `headers`, `body` (none when
+///   empty) and `Accept: text/event-stream` (and `Last-Event-ID` when not null) to the
+///   stream's URL, or to `redirect` when not null (a redirect the core follows: the same
+///   attempt, and the same epoch), without any header `withhold` names (credentials, on a
+///   redirect to another origin); the handle's poll adds what the attempt is (see
+///   [`encode_sse_attempt`])
 /// - `{"type":"close","epoch":N}`: abort that request
 /// - `{"type":"end"}`: the stream is over; no request follows (deliver the queued events,
 ///   the last of which says why)
@@ -192,12 +194,22 @@ pub fn encode_sse_transmit(transmit: &sse::session::Transmit, out: &mut Vec<u8>)
             last_event_id,
             redirect,
             withhold,
+            request,
             ..
         } => {
             o.kind("open")
                 .num("epoch", epoch.0)
                 .opt_str("last_event_id", last_event_id.as_deref())
                 .opt_str("redirect", redirect.as_deref())
+                .str("method", &request.method)
+                .key("headers");
+            let headers: Vec<[&str; 2]> = request
+                .headers
+                .iter()
+                .map(|(n, v)| [n.as_str(), v.as_str()])
+                .collect();
+            let _ = serde_json::to_writer(&mut *o.out, &headers);
+            o.str("body", &String::from_utf8_lossy(&request.body))
                 .key("withhold");
             o.out.push(b'[');
             for (i, name) in withhold.iter().enumerate() {

@@ -8,7 +8,7 @@
 use std::mem::size_of;
 use std::time::{Duration, UNIX_EPOCH};
 
-use tether_core::sse::{parse_retry_after, ResponseHead, SseConfig, SseSession};
+use tether_core::sse::{parse_retry_after, Request, ResponseHead, Resume, SseConfig, SseSession};
 use tether_core::Epoch;
 
 use crate::encode::{encode_sse_attempt, encode_sse_event, encode_sse_transmit};
@@ -170,6 +170,99 @@ pub unsafe extern "C" fn tether_sse_new(
     };
     // SAFETY: the contract is the caller's.
     unsafe { ptr::construct(out, make) }
+}
+
+/// Create an SSE session for the request `request` describes (`request_len` bytes of JSON,
+/// every field optional):
+///
+/// ```json
+/// {"method": "POST", "headers": [["content-type", "application/json"]], "body": "{...}",
+///  "resume": "never", "end_data": "[DONE]", "end_event": "done", "fail_event": "error",
+///  "end_on_jsonrpc_response": false}
+/// ```
+///
+/// `method` defaults to `GET`, `body` (UTF-8) to none, `resume` to the method's default
+/// (`same` for a GET, `never` for a POST; else `same`, `last-event-id[:METHOD]`,
+/// `reissue[:N]`). The core decides what may be sent again, as for every driver; each `open`
+/// transmit carries the `method`, `headers` and `body` of that attempt.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_UTF8`, `TETHER_ERR_INVALID_ARGUMENT` (a config or a request
+/// that does not parse: an unknown field, a bad `resume`).
+///
+/// # Safety
+/// As [`tether_sse_new`]; `request` valid for `request_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_new_request(
+    config: *const TetherSseConfig,
+    request: *const u8,
+    request_len: usize,
+    out: *mut *mut TetherSse,
+) -> i32 {
+    let make = || {
+        // SAFETY: the contract is the caller's.
+        let (core, seed) = unsafe { TetherSseConfig::read(config) }.map_err(|f| f.code)?;
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(request, request_len) }?;
+        let request = HostRequest::parse(text).ok_or(TETHER_ERR_INVALID_ARGUMENT)?;
+        Ok(TetherSse::from_session(SseSession::with_request(
+            core, request, seed,
+        )))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::construct(out, make) }
+}
+
+/// The request of [`tether_sse_new_request`], as the host writes it.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HostRequest {
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    resume: Option<String>,
+    #[serde(default)]
+    end_data: Option<String>,
+    #[serde(default)]
+    end_event: Option<String>,
+    #[serde(default)]
+    fail_event: Option<String>,
+    #[serde(default)]
+    end_on_jsonrpc_response: bool,
+}
+
+impl HostRequest {
+    /// The core's request, or `None` when the JSON or the resume policy does not parse.
+    fn parse(text: &str) -> Option<Request> {
+        let host: HostRequest = serde_json::from_str(text).ok()?;
+        let mut request = Request::new(host.method.as_deref().unwrap_or("GET"));
+        for (name, value) in &host.headers {
+            request = request.header(name, value);
+        }
+        if let Some(body) = host.body {
+            request = request.body(body);
+        }
+        if let Some(resume) = host.resume {
+            request = request.resume(resume.parse::<Resume>().ok()?);
+        }
+        if let Some(data) = &host.end_data {
+            request = request.end_on_data(data);
+        }
+        if let Some(event) = &host.end_event {
+            request = request.end_on_event(event);
+        }
+        if let Some(event) = &host.fail_event {
+            request = request.fail_on_event(event);
+        }
+        if host.end_on_jsonrpc_response {
+            request = request.end_on_jsonrpc_response();
+        }
+        Some(request)
+    }
 }
 
 /// Free a session; null is a no-op.

@@ -20,7 +20,9 @@ pub mod status;
 pub use checkpoint::SseCheckpoint;
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use redirect::{RedirectPolicy, RedirectRefusal};
-pub use request::{Attempt, EndRules, Progress, Request, Resume};
+pub use request::{
+    Attempt, EndRules, ParseResumeError, Progress, Request, Resume, DEFAULT_REISSUE_FAILURES,
+};
 pub use resume::{check_sendable, Unsendable};
 pub use session::{
     is_event_stream, parse_retry_after, AttemptInfo, CloseReason, DropReason, EndReason, Event,

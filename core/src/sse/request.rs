@@ -78,6 +78,68 @@ pub enum Resume {
     },
 }
 
+/// Consecutive failed re-issues `reissue` without a number allows.
+pub const DEFAULT_REISSUE_FAILURES: u32 = 5;
+
+/// A [`Resume`] policy as text that [`Resume::from_str`](std::str::FromStr) refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseResumeError(String);
+
+impl std::fmt::Display for ParseResumeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?}: expected never, same, last-event-id, last-event-id:METHOD, reissue or \
+             reissue:N",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for ParseResumeError {}
+
+/// The policy as the CLIs and the C ABI write it: `never`, `same`, `last-event-id` (a GET),
+/// `last-event-id:METHOD` (an RFC 9110 token), `reissue` (at most
+/// [`DEFAULT_REISSUE_FAILURES`] failures in a row) or `reissue:N`.
+impl std::str::FromStr for Resume {
+    type Err = ParseResumeError;
+
+    fn from_str(text: &str) -> Result<Resume, ParseResumeError> {
+        let refused = || ParseResumeError(text.to_owned());
+        Ok(match text {
+            "never" => Resume::Never,
+            "same" => Resume::SameRequest,
+            "last-event-id" => Resume::LastEventId {
+                method: "GET".to_owned(),
+            },
+            "reissue" => Resume::Reissue {
+                max_failures: DEFAULT_REISSUE_FAILURES,
+            },
+            _ => {
+                if let Some(n) = text.strip_prefix("reissue:") {
+                    let max_failures = n.parse().map_err(|_| refused())?;
+                    return Ok(Resume::Reissue { max_failures });
+                }
+                let method = text.strip_prefix("last-event-id:").ok_or_else(refused)?;
+                if !is_token(method) {
+                    return Err(refused());
+                }
+                Resume::LastEventId {
+                    method: method.to_owned(),
+                }
+            }
+        })
+    }
+}
+
+/// Whether `text` is an RFC 9110 token (what an HTTP method is).
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 /// Messages the application's protocol gives a meaning beyond "an event".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -366,6 +428,28 @@ mod tests {
         assert!(resumed.body.is_empty() && resumed.repeatable);
         let both = Requests::new(post);
         assert_eq!(both.resume.as_deref(), Some(&resumed));
+    }
+
+    #[test]
+    fn resume_policies_parse_as_the_clis_write_them() {
+        let parse = |text: &str| text.parse::<Resume>();
+        assert_eq!(parse("never"), Ok(Resume::Never));
+        assert_eq!(parse("same"), Ok(Resume::SameRequest));
+        let get = Resume::LastEventId {
+            method: "GET".into(),
+        };
+        assert_eq!(parse("last-event-id"), Ok(get));
+        assert_eq!(
+            parse("last-event-id:POST"),
+            Ok(Resume::LastEventId {
+                method: "POST".into()
+            })
+        );
+        assert_eq!(parse("reissue"), Ok(Resume::Reissue { max_failures: 5 }));
+        assert_eq!(parse("reissue:2"), Ok(Resume::Reissue { max_failures: 2 }));
+        for bad in ["sometimes", "", "reissue:x", "last-event-id:", "last-event-id:G ET"] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

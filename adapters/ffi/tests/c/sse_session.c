@@ -81,7 +81,7 @@ int main(void) {
 
     CODE(tether_sse_connect(sse, 0), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":1,\"last_event_id\":null,"
-                  "\"redirect\":null,\"withhold\":[],\"attempt\":\"original\",\"number\":1,\"after\":null}");
+                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":1,\"after\":null}");
     DRAINED(sse);
     size_t consumed = 0;
     CODE(tether_sse_handle_bytes(sse, 5, 1, text("data: x\n\n"), 9, &consumed),
@@ -123,7 +123,7 @@ int main(void) {
     DRAINED(sse);
     CODE(tether_sse_handle_timeout(sse, 3116), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":2,\"last_event_id\":\"1\","
-                  "\"redirect\":null,\"withhold\":[],\"attempt\":\"original\",\"number\":2,\"after\":\"eof\"}");
+                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":2,\"after\":\"eof\"}");
     DRAINED(sse);
 
     /* 503 with Retry-After: 60 s: no sooner than that. */
@@ -134,7 +134,7 @@ int main(void) {
     DRAINED(sse);
     CODE(tether_sse_handle_timeout(sse, 63140), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":3,\"last_event_id\":\"1\","
-                  "\"redirect\":null,\"withhold\":[],\"attempt\":\"original\",\"number\":3,\"after\":\"status\"}");
+                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":3,\"after\":\"status\"}");
     DRAINED(sse);
     /* 429 with an HTTP-date 119 s after the wall clock's now (63 s after it was set). */
     CODE(response(sse, 63140, 3, 429, NULL, "Wed, 21 Oct 2015 07:31:02 GMT"), TETHER_OK);
@@ -146,7 +146,7 @@ int main(void) {
     /* A 307 is the core's to follow: the same attempt and epoch, to the resolved Location. */
     CODE(tether_sse_handle_timeout(sse, 182140), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":4,\"last_event_id\":\"1\","
-                  "\"redirect\":null,\"withhold\":[],\"attempt\":\"original\",\"number\":4,\"after\":\"status\"}");
+                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":4,\"after\":\"status\"}");
     DRAINED(sse);
     const char *url = "https://a.example/v1/stream";
     const char *location = "/v2/stream";
@@ -155,7 +155,7 @@ int main(void) {
                                 (const uint8_t *)url, strlen(url)),
          TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":4,\"last_event_id\":\"1\","
-                  "\"redirect\":\"https://a.example/v2/stream\",\"withhold\":[],\"attempt\":\"original\","
+                  "\"redirect\":\"https://a.example/v2/stream\",\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\","
                   "\"number\":5,\"after\":\"status\"}");
     DRAINED(sse);
 

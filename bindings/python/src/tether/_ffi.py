@@ -179,6 +179,10 @@ _SIGNATURES = {
     "tether_relay_poll_timeout": (_I32, [_P, _U64P]),
     "tether_sse_config_default": (_I32, [ctypes.POINTER(SseConfig)]),
     "tether_sse_new": (_I32, [ctypes.POINTER(SseConfig), ctypes.POINTER(_P)]),
+    "tether_sse_new_request": (
+        _I32,
+        [ctypes.POINTER(SseConfig), ctypes.c_char_p, _SIZE, ctypes.POINTER(_P)],
+    ),
     "tether_sse_free": (None, [_P]),
     "tether_sse_last_error": (_I32, [_P, _U8P, _SIZEP]),
     "tether_sse_last_event_id": (_I32, [_P, _U8P, _SIZEP]),
@@ -555,13 +559,31 @@ class Sse(_Handle):
     _prefix = "sse"
 
     def __init__(
-        self, seed: int = 0, idle_timeout_ms: int | None = None, connect_timeout_ms: int = 0
+        self,
+        seed: int = 0,
+        idle_timeout_ms: int | None = None,
+        connect_timeout_ms: int = 0,
+        request: dict | None = None,
     ) -> None:
+        """A session for a GET, or for ``request`` (``tether_sse_new_request``'s JSON as a
+        dict: ``method``, ``headers`` as ``[name, value]`` pairs, ``body``, ``resume``,
+        ``end_data``, ``end_event``, ``fail_event``, ``end_on_jsonrpc_response``). The core
+        decides what may be sent again; each ``open`` transmit says what that attempt sends.
+        :class:`TetherError` ``ERR_INVALID_ARGUMENT`` for a request the core refuses (an
+        unknown field, a bad ``resume``)."""
         config = _sse_config(seed, idle_timeout_ms, connect_timeout_ms)
         pointer = ctypes.c_void_p()
-        code = lib().tether_sse_new(ctypes.byref(config), ctypes.byref(pointer))
+        if request is None:
+            code = lib().tether_sse_new(ctypes.byref(config), ctypes.byref(pointer))
+            name = "tether_sse_new"
+        else:
+            text = json.dumps(request).encode("utf-8")
+            code = lib().tether_sse_new_request(
+                ctypes.byref(config), text, len(text), ctypes.byref(pointer)
+            )
+            name = "tether_sse_new_request"
         if code != OK:
-            raise TetherError(code, "tether_sse_new")
+            raise TetherError(code, name)
         super().__init__(pointer)
 
     @classmethod

@@ -17,6 +17,7 @@ import re
 import signal
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from ._ffi import Relay, Sse, TetherError
@@ -80,6 +81,16 @@ def _parser() -> _Parser:
     sse = commands.add_parser("sse", help="stream a Server-Sent Events endpoint")
     sse.add_argument("url")
     sse.add_argument("-H", "--header", action="append", default=[], dest="headers")
+    sse.add_argument("-X", "--request", dest="method", metavar="METHOD")
+    sse.add_argument("-d", "--data", metavar="BODY|@FILE")
+    sse.add_argument(
+        "--resume",
+        metavar="POLICY",
+        help="never, same, last-event-id[:METHOD] or reissue[:N] (the core decides)",
+    )
+    sse.add_argument("--end-data", metavar="DATA")
+    sse.add_argument("--end-event", metavar="EVENT")
+    sse.add_argument("--fail-event", metavar="EVENT")
     sse.add_argument("--idle-timeout", type=_secs)
     sse.add_argument("--seed", type=_u64)
     sse.add_argument("--duration", type=_secs)
@@ -570,6 +581,36 @@ def _header_cmd(cmd: str):
     return build
 
 
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An RFC 9110 token: what an HTTP method is."""
+
+
+def _sse_request(args: argparse.Namespace, headers: list) -> dict:
+    """The request ``tether_sse_new_request`` takes, from ``-X``, ``-d``, ``-H``,
+    ``--resume`` and the end rules (a POST when ``-d`` is given without ``-X``)."""
+    method = args.method or ("POST" if args.data is not None else "GET")
+    if not _TOKEN.fullmatch(method):
+        raise Usage(f"-X {method!r}: not an HTTP method")
+    request: dict = {"method": method, "headers": [list(h) for h in headers]}
+    if args.data is not None:
+        if args.data.startswith("@"):
+            try:
+                request["body"] = Path(args.data[1:]).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as error:
+                raise Usage(f"-d {args.data}: {error}") from None
+        else:
+            request["body"] = args.data
+    for key, value in (
+        ("resume", args.resume),
+        ("end_data", args.end_data),
+        ("end_event", args.end_event),
+        ("fail_event", args.fail_event),
+    ):
+        if value is not None:
+            request[key] = value
+    return request
+
+
 async def _run_sse(args: argparse.Namespace) -> None:
     headers = _headers(args.headers)
     url = _sse_url(args.url)
@@ -584,10 +625,15 @@ async def _run_sse(args: argparse.Namespace) -> None:
         except TetherError as error:
             raise Usage(str(state.refuse(error.message))) from None
     else:
-        sse = Sse(seed=_seed(args.seed), idle_timeout_ms=idle)
+        request = _sse_request(args, headers)
+        try:
+            sse = Sse(seed=_seed(args.seed), idle_timeout_ms=idle, request=request)
+        except TetherError as error:
+            raise Usage(f"the request was refused ({error.message}): check --resume") from None
     run = _SseRun(sse)
     per_attempt = None if args.header_cmd is None else _header_cmd(args.header_cmd)
-    driver = SseDriver(url, sse, run.on_event, headers, per_attempt)
+    # The headers are the request's now (the core keeps them for a resume); none on top.
+    driver = SseDriver(url, sse, run.on_event, [], per_attempt)
     run.driver = driver
     loop = asyncio.get_running_loop()
     _install_stop(loop, driver.stop)

@@ -488,7 +488,11 @@ class SseDriver(_Loop):
                 previous.cancel()
             hop = self._hop.get(epoch, 0) + 1
             self._hop = {epoch: hop}
-            self._tasks[epoch] = asyncio.ensure_future(self._request(epoch, hop, url, request))
+            method = transmit.get("method", "GET")
+            body = transmit.get("body", "").encode("utf-8") or None
+            self._tasks[epoch] = asyncio.ensure_future(
+                self._request(epoch, hop, url, method, body, request)
+            )
         elif transmit["type"] == "close":
             task = self._tasks.pop(epoch, None)
             if task is not None:
@@ -497,7 +501,8 @@ class SseDriver(_Loop):
     def _build(self, epoch: int, transmit: dict) -> list | None:
         """The headers of the attempt ``transmit`` opens, without ``Last-Event-ID``; ``None``
         when ``per_attempt`` failed (the session was told)."""
-        own = list(self.headers)
+        # The request's own headers (the core's, for this attempt), then the driver's.
+        own = [(n, v) for n, v in transmit.get("headers", ())] + list(self.headers)
         if self.per_attempt is not None:
             info = AttemptInfo(
                 number=transmit["number"], attempt=transmit["attempt"], after=transmit["after"]
@@ -518,19 +523,31 @@ class SseDriver(_Loop):
                 ("Accept", "text/event-stream"),
                 ("Cache-Control", "no-cache"),
                 ("Accept-Encoding", "identity"),
+                # Servers answer 411 to a POST, PUT or PATCH that does not say its length.
+                *(
+                    [("Content-Length", "0")]
+                    if not transmit.get("body")
+                    and transmit.get("method", "GET") in ("POST", "PUT", "PATCH")
+                    else []
+                ),
             )
             if name.lower() not in names
         ]
         return defaults + [(n, v) for n, v in own if n.lower() != "last-event-id"]
 
-    async def _request(self, epoch: int, hop: int, url: str, headers: list) -> None:
+    async def _request(
+        self, epoch: int, hop: int, url: str, method: str, body: bytes | None, headers: list
+    ) -> None:
         import aiohttp
 
         async def put(item: tuple) -> None:
             await self.put((item[0], epoch, hop, *item[2:]))
 
         try:
-            async with self._http.get(url, headers=headers, allow_redirects=False) as response:
+            send = self._http.request(
+                method, url, headers=headers, data=body, allow_redirects=False
+            )
+            async with send as response:
                 # Every header the core judges; it decides what a redirect or an encoding means.
                 head = {
                     "content_type": response.headers.get("Content-Type"),
