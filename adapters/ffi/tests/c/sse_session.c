@@ -169,6 +169,24 @@ int main(void) {
     CODE(tether_sse_poll_timeout(sse, &at), TETHER_DONE);
     tether_sse_free(sse);
 
+    /* A POST: each open says what it sends; a cut after it opened is the end (never). */
+    const char *post = "{\"method\":\"POST\",\"headers\":[[\"content-type\",\"application/json\"]],"
+                       "\"body\":\"{}\",\"end_data\":\"[DONE]\"}";
+    TetherSse *poster = NULL;
+    CODE(tether_sse_new_request(&config, text(post), strlen(post), &poster), TETHER_OK);
+    CODE(tether_sse_connect(poster, 0), TETHER_OK);
+    TRANSMIT(poster, "{\"type\":\"open\",\"epoch\":1,\"last_event_id\":null,\"redirect\":null,"
+                     "\"method\":\"POST\",\"headers\":[[\"content-type\",\"application/json\"]],"
+                     "\"body\":\"{}\",\"withhold\":[],\"attempt\":\"original\",\"number\":1,"
+                     "\"after\":null}");
+    DRAINED(poster);
+    const char *bad = "{\"resume\":\"sometimes\"}";
+    TetherSse *refused = NULL;
+    CODE(tether_sse_new_request(&config, text(bad), strlen(bad), &refused),
+         TETHER_ERR_INVALID_ARGUMENT);
+    tether_sse_free(refused);
+    tether_sse_free(poster);
+
     if (failures != 0) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;
