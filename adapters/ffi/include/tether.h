@@ -469,6 +469,31 @@ int32_t tether_sse_config_default(struct TetherSseConfig *config);
 // `config` is null or valid for `config->struct_size` bytes; `out` is null or writable.
 int32_t tether_sse_new(const struct TetherSseConfig *config, struct TetherSse **out);
 
+// Create an SSE session for the request `request` describes (`request_len` bytes of JSON,
+// every field optional):
+//
+// ```json
+// {"method": "POST", "headers": [["content-type", "application/json"]], "body": "{...}",
+//  "resume": "never", "end_data": "[DONE]", "end_event": "done", "fail_event": "error",
+//  "end_on_jsonrpc_response": false}
+// ```
+//
+// `method` defaults to `GET`, `body` (UTF-8) to none, `resume` to the method's default
+// (`same` for a GET, `never` for a POST; else `same`, `last-event-id[:METHOD]`,
+// `reissue[:N]`). The core decides what may be sent again, as for every driver; each `open`
+// transmit carries the `method`, `headers` and `body` of that attempt.
+//
+// # Errors
+// `TETHER_ERR_NULL`, `TETHER_ERR_UTF8`, `TETHER_ERR_INVALID_ARGUMENT` (a config or a request
+// that does not parse: an unknown field, a bad `resume`).
+//
+// # Safety
+// As [`tether_sse_new`]; `request` valid for `request_len` bytes.
+int32_t tether_sse_new_request(const struct TetherSseConfig *config,
+                               const uint8_t *request,
+                               size_t request_len,
+                               struct TetherSse **out);
+
 // Free a session; null is a no-op.
 //
 // # Safety
