@@ -93,10 +93,15 @@ def test_sse_session_parses_and_reports_the_resume_id():
     assert 500 <= event["at_ms"] - 7 <= 1500
 
 
-def test_the_library_is_found_by_env_then_target_dir(monkeypatch, tmp_path):
+def test_the_library_is_found_by_env_then_wheel_then_target_dir(monkeypatch, tmp_path):
     monkeypatch.setenv("TETHER_LIBRARY", "/somewhere/libtether_ffi.so")
     assert str(tether.library_path()) == "/somewhere/libtether_ffi.so"
     monkeypatch.delenv("TETHER_LIBRARY")
+    bundled = tmp_path / "_native.so"
+    bundled.write_bytes(b"")
+    monkeypatch.setattr(_ffi, "_bundled", lambda: bundled)
+    assert tether.library_path() == bundled
+    monkeypatch.setattr(_ffi, "_bundled", lambda: None)
     release = tmp_path / "release"
     release.mkdir()
     (release / _ffi._library_name()).write_bytes(b"")

@@ -453,6 +453,18 @@ def _failure(event: dict) -> tuple[int | None, str]:
         return status, f"gave up reconnecting; last: {_drop_reason(event)}"
     if why == "invalid_request":
         return None, f"the request could not be built: {event['detail']}"
+    if why == "rejected":
+        return event["status"], f"HTTP status {event['status']}; the request is not repeatable"
+    if why == "interrupted":
+        return None, (f"stream lost ({_drop_reason(event)}) and the request may not be sent again")
+    if why == "resume_exhausted":
+        return None, f"gave up resuming from the same event id; last: {_drop_reason(event)}"
+    if why == "reissue_exhausted":
+        return None, f"gave up re-issuing the request; last: {_drop_reason(event)}"
+    if why == "session_gone":
+        return 404, "the server no longer knows the session (404 on resume)"
+    if why == "error_event":
+        return None, "the server sent an error event"
     return None, why
 
 
@@ -512,6 +524,18 @@ class _SseRun:
             self.out.write(line)
         elif kind == "reconnected":
             self.out.write({"type": "reconnected", "gap_ms": event["gap_ms"]})
+        elif kind == "reissued":
+            self.out.write(
+                {"type": "reissued", "gap_ms": event["gap_ms"], "attempts": event["attempts"]}
+            )
+        elif kind == "ended":
+            line = {"type": "ended", "why": event["why"]}
+            if event.get("event") is not None:
+                line["event"] = event["event"]
+            line["events"] = event["events"]
+            line["last_event_id"] = event["last_event_id"]
+            self.out.write(line)
+            self.driver.stop()
         elif kind in ("parse_error", "unsendable_id"):
             print(f"tether: the server sent something wrong: {event}", file=sys.stderr)
             suppressed = self.peer_errors.admit(time.monotonic())
@@ -526,9 +550,15 @@ class _SseRun:
                 self.out.write(line)
         elif kind == "failed":
             status, reason = _failure(event)
-            self.out.write(
-                {"type": "failed", "status": status, "reason": reason, "kind": event["why"]}
-            )
+            line = {"type": "failed", "status": status, "reason": reason, "kind": event["why"]}
+            # How far the stream got, and the server's own words, where the failure has them.
+            for key in ("events", "last_event_id"):
+                if key in event:
+                    line[key] = event[key]
+            body = event.get("body", event.get("data") if event["why"] == "error_event" else None)
+            if body is not None:
+                line["body"] = body
+            self.out.write(line)
             self.failed = reason
             self.driver.stop()
         elif kind == "closed":
