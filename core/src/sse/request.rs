@@ -447,7 +447,13 @@ mod tests {
         );
         assert_eq!(parse("reissue"), Ok(Resume::Reissue { max_failures: 5 }));
         assert_eq!(parse("reissue:2"), Ok(Resume::Reissue { max_failures: 2 }));
-        for bad in ["sometimes", "", "reissue:x", "last-event-id:", "last-event-id:G ET"] {
+        for bad in [
+            "sometimes",
+            "",
+            "reissue:x",
+            "last-event-id:",
+            "last-event-id:G ET",
+        ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
