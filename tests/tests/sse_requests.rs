@@ -1,13 +1,15 @@
-//! SSE beyond GET (issue 18): a POST that must not be sent twice, resumed streams, clean ends.
-//! Transcripts against the simulator (simulated time only) and the retry-safety property.
+//! SSE beyond GET (issue 18): a POST that must not be sent twice, resumed streams, clean ends,
+//! re-issues, and redirects and content codings (issue 30). Transcripts against the simulator
+//! (simulated time only) and the retry-safety property.
 
 use std::time::Duration;
 
 use proptest::prelude::*;
 use tether_core::link::{Epoch, SocketLoss};
+use tether_core::sse::redirect::CREDENTIALS;
 use tether_core::sse::{
-    Attempt, DropReason, EndReason, Event, FailReason, Progress, Request, Resume, SseConfig,
-    Transmit,
+    Attempt, DropReason, EndReason, Event, FailReason, Progress, RedirectRefusal, Request, Resume,
+    SseConfig, Transmit,
 };
 use tether_testkit::sse_sim::{Reply, ServerConfig, SseSim};
 
@@ -630,4 +632,234 @@ fn a_post_answered_500_is_not_sent_again_and_a_gateways_502_is() {
     s.connect();
     s.run_for(secs(60));
     assert_eq!(methods(&s), ["POST", "POST"], "{}", s.transcript());
+}
+
+// ----- Redirects and content codings, decided by the core (issue 30): the HTTP clients
+// follow nothing, so every 3xx reaches the session.
+
+/// `request` against a server answering `replies` first, run for a minute.
+fn redirected(request: Request, config: SseConfig, replies: Vec<Reply>) -> SseSim {
+    let server = ServerConfig {
+        publish_at: vec![secs(1)],
+        ..ServerConfig::default()
+    };
+    let mut s = SseSim::with_request(config, request, SEED, server);
+    s.keep_transcript(true);
+    s.script(replies);
+    s.connect();
+    s.run_for(secs(60));
+    s
+}
+
+/// `(method, body length, redirect target)` of every request the server saw.
+fn hops(s: &SseSim) -> Vec<(String, usize, Option<String>)> {
+    s.seen()
+        .iter()
+        .map(|r| (r.method.clone(), r.body_len, r.redirect.clone()))
+        .collect()
+}
+
+fn failed(s: &SseSim) -> FailReason {
+    match last(s) {
+        Some(Event::Failed { why }) => why,
+        other => panic!("{other:?}\n{}", s.transcript()),
+    }
+}
+
+#[test]
+fn a_307_on_a_post_is_followed_once_with_its_body() {
+    let redirect = Reply::Redirect {
+        status: 307,
+        location: "/v2/stream",
+    };
+    let s = redirected(generation(), SseConfig::default(), vec![redirect]);
+    let body = generation().body.len();
+    assert_eq!(
+        hops(&s),
+        [
+            ("POST".to_owned(), body, None),
+            (
+                "POST".to_owned(),
+                body,
+                Some("https://sim.example/v2/stream".to_owned())
+            ),
+        ],
+        "{}",
+        s.transcript()
+    );
+    assert!(matches!(s.heard(|e| Some(e.clone()))[0], Event::Open));
+    assert_eq!((s.stats().requests, s.stats().redirects), (2, 1));
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn a_302_on_a_post_is_a_typed_failure_and_nothing_is_sent_again() {
+    let redirect = Reply::Redirect {
+        status: 302,
+        location: "https://other.example/x",
+    };
+    let s = redirected(generation(), SseConfig::default(), vec![redirect]);
+    assert_eq!(
+        failed(&s),
+        FailReason::Redirect {
+            status: 302,
+            location: "https://other.example/x".to_owned(),
+            why: RedirectRefusal::MethodChange,
+        }
+    );
+    assert_eq!(s.seen().len(), 1);
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn a_303_after_a_post_allowed_is_a_get_and_the_post_never_goes_again() {
+    let mut config = SseConfig::default();
+    config.redirects.allow_method_change = true;
+    // The GET the 303 points to fails with a 503: the POST, which the server took, is not
+    // repeated.
+    let replies = vec![
+        Reply::Redirect {
+            status: 303,
+            location: "/result/1",
+        },
+        Reply::Status {
+            status: 503,
+            content_type: None,
+            retry_after: None,
+        },
+    ];
+    let s = redirected(generation(), config, replies);
+    assert_eq!(
+        hops(&s),
+        [
+            ("POST".to_owned(), generation().body.len(), None),
+            (
+                "GET".to_owned(),
+                0,
+                Some("https://sim.example/result/1".to_owned())
+            ),
+        ],
+        "{}",
+        s.transcript()
+    );
+    assert!(
+        matches!(failed(&s), FailReason::Interrupted { .. }),
+        "{}",
+        s.transcript()
+    );
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn a_redirect_loop_stops_at_the_limit() {
+    let hop = Reply::Redirect {
+        status: 307,
+        location: "/loop",
+    };
+    let s = redirected(generation(), SseConfig::default(), vec![hop; 10]);
+    assert_eq!(
+        failed(&s),
+        FailReason::Redirect {
+            status: 307,
+            location: "/loop".to_owned(),
+            why: RedirectRefusal::TooMany,
+        }
+    );
+    // The request and five hops, then the sixth redirect is refused.
+    assert_eq!(s.seen().len(), 6, "{}", s.transcript());
+    assert_eq!(s.stats().redirects, 5);
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn a_get_follows_a_302_and_the_next_attempt_starts_at_the_stream_url() {
+    let replies = vec![
+        Reply::Redirect {
+            status: 302,
+            location: "https://mirror.example/stream",
+        },
+        Reply::AcceptThenDrop,
+    ];
+    let s = redirected(Request::get(), SseConfig::default(), replies);
+    let targets: Vec<Option<String>> = s.seen().iter().map(|r| r.redirect.clone()).collect();
+    assert_eq!(
+        targets,
+        [None, Some("https://mirror.example/stream".to_owned()), None],
+        "{}",
+        s.transcript()
+    );
+}
+
+#[test]
+fn https_to_http_is_refused() {
+    let redirect = Reply::Redirect {
+        status: 307,
+        location: "http://sim.example/stream",
+    };
+    let s = redirected(Request::get(), SseConfig::default(), vec![redirect]);
+    assert!(matches!(
+        failed(&s),
+        FailReason::Redirect {
+            why: RedirectRefusal::Downgrade,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_compressed_stream_the_client_did_not_ask_for_is_a_typed_failure() {
+    let s = redirected(
+        Request::get(),
+        SseConfig::default(),
+        vec![Reply::Encoded("gzip")],
+    );
+    assert_eq!(failed(&s), FailReason::ContentEncoding("gzip".to_owned()));
+    assert_eq!(
+        s.seen().len(),
+        1,
+        "not retried: the server would compress again"
+    );
+    // `identity` is what was asked for.
+    let s = redirected(
+        Request::get(),
+        SseConfig::default(),
+        vec![Reply::Encoded("identity")],
+    );
+    assert!(matches!(s.heard(|e| Some(e.clone()))[0], Event::Open));
+}
+
+#[test]
+fn a_hop_to_another_origin_withholds_the_credentials_for_the_rest_of_the_attempt() {
+    let replies = vec![
+        Reply::Redirect {
+            status: 307,
+            location: "/same-origin",
+        },
+        Reply::Redirect {
+            status: 307,
+            location: "https://other.example/s",
+        },
+        Reply::Redirect {
+            status: 308,
+            location: "https://sim.example/back",
+        },
+    ];
+    let request = Request::get().header("authorization", "Bearer secret");
+    let mut s = redirected(request, SseConfig::default(), replies);
+    let withheld: Vec<&[&str]> = s
+        .take()
+        .0
+        .iter()
+        .filter_map(|t| match t {
+            Transmit::Open { withhold, .. } => Some(*withhold),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        withheld,
+        [&[][..], &[], CREDENTIALS, CREDENTIALS],
+        "{}",
+        s.transcript()
+    );
+    insta::assert_snapshot!(s.transcript());
 }

@@ -409,20 +409,25 @@ pub unsafe extern "C" fn tether_sse_handle_response(
     retry_after: *const u8,
     retry_after_len: usize,
 ) -> i32 {
-    guarded!(sse, |s: &mut TetherSse| {
-        // SAFETY: the contract is the caller's.
-        let content_type = unsafe { ptr::opt_text(content_type, content_type_len) }
-            .map_err(|c| Failure::arg(c, "content_type"))?;
-        // SAFETY: the contract is the caller's.
-        let retry_after = unsafe { ptr::opt_text(retry_after, retry_after_len) }
-            .map_err(|c| Failure::arg(c, "retry_after"))?;
-        let now = s.at(now_ms);
-        let retry_after = retry_after.and_then(|v| s.retry_after(v));
-        socket(
-            s.session
-                .handle_response(now, Epoch(epoch), status, content_type, retry_after),
+    // SAFETY: the contract is the caller's, and the headers it leaves out are null.
+    unsafe {
+        tether_sse_handle_head(
+            sse,
+            now_ms,
+            epoch,
+            status,
+            content_type,
+            content_type_len,
+            retry_after,
+            retry_after_len,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            0,
+            std::ptr::null(),
+            0,
         )
-    })
+    }
 }
 
 /// The response head of `epoch` arrived, with every header the core judges: HTTP `status`,
