@@ -105,6 +105,21 @@
 // The URL fails the URL rule; [`tether_check_url`] wrote why.
 #define TETHER_ERR_INVALID_URL -10
 
+// Not an event object with the NIP-01 fields and types.
+#define TETHER_VERIFY_MALFORMED 2
+
+// The id is not the sha256 of the event's serialization.
+#define TETHER_VERIFY_BAD_ID 3
+
+// The pubkey is not 32 bytes of hex naming a point on the curve.
+#define TETHER_VERIFY_MALFORMED_PUBKEY 4
+
+// The signature is not 64 bytes of hex.
+#define TETHER_VERIFY_MALFORMED_SIGNATURE 5
+
+// The signature does not verify for this id and pubkey.
+#define TETHER_VERIFY_BAD_SIGNATURE 6
+
 // An opaque relay session; create with [`tether_relay_new`], free with
 // [`tether_relay_free`].
 typedef struct TetherRelay TetherRelay;
@@ -709,6 +724,25 @@ int32_t tether_check_url(const uint8_t *url,
                          uint32_t kind,
                          uint8_t *why,
                          size_t *why_len);
+
+// Check one event (its JSON object, `event_len` bytes of UTF-8, as a relay sends it inside
+// `["EVENT", sub, ...]`): the id is the sha256 of its NIP-01 serialization and the signature
+// a BIP-340 Schnorr signature of it by the pubkey (libsecp256k1, as `tether-verify`).
+//
+// Returns [`TETHER_OK`] for a genuine event, else why not, cheapest check first:
+// [`TETHER_VERIFY_MALFORMED`], [`TETHER_VERIFY_BAD_ID`], [`TETHER_VERIFY_MALFORMED_PUBKEY`],
+// [`TETHER_VERIFY_MALFORMED_SIGNATURE`], [`TETHER_VERIFY_BAD_SIGNATURE`] (positive codes: a
+// verdict, not a failure of the call).
+//
+// No handle and no shared state: callable from any number of threads at once (each keeps
+// its own verification context).
+//
+// # Errors
+// `TETHER_ERR_NULL` (`event` null with a length), `TETHER_ERR_UTF8`, `TETHER_ERR_PANIC`.
+//
+// # Safety
+// `event` is null or valid for `event_len` bytes.
+int32_t tether_verify_event(const uint8_t *event, size_t event_len);
 
 #ifdef __cplusplus
 }  // extern "C"

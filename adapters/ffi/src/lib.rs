@@ -56,6 +56,8 @@ pub mod relay;
 pub mod sse;
 #[allow(unsafe_code)]
 pub mod url;
+#[allow(unsafe_code)]
+pub mod verify;
 
 pub use encode::{
     encode_relay_event, encode_relay_transmit, encode_sse_attempt, encode_sse_event,

@@ -187,6 +187,13 @@ int main(void) {
     tether_sse_free(refused);
     tether_sse_free(poster);
 
+    /* Verification needs no handle: a verdict, not an error, for a bad event. */
+    const char *forged = "{\"id\":\"00\",\"pubkey\":\"00\",\"created_at\":1,\"kind\":1,"
+                         "\"tags\":[],\"content\":\"\",\"sig\":\"00\"}";
+    CODE(tether_verify_event(text(forged), strlen(forged)), TETHER_VERIFY_BAD_ID);
+    CODE(tether_verify_event(text("{}"), 2), TETHER_VERIFY_MALFORMED);
+    CODE(tether_verify_event(NULL, 3), TETHER_ERR_NULL);
+
     if (failures != 0) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

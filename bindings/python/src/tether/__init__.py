@@ -16,6 +16,7 @@ from ._ffi import (
     Sse,
     TetherError,
     library_path,
+    verify_event,
 )
 
 __version__ = "0.1.0"
@@ -34,4 +35,5 @@ __all__ = [
     "Sse",
     "TetherError",
     "library_path",
+    "verify_event",
 ]

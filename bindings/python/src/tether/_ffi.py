@@ -118,6 +118,29 @@ def _bundled() -> Path | None:
     return None
 
 
+_VERDICTS = {
+    0: None,
+    2: "malformed",
+    3: "bad_id",
+    4: "malformed_pubkey",
+    5: "malformed_signature",
+    6: "bad_signature",
+}
+"""``tether_verify_event``'s codes: ``None`` for a genuine event, else why not."""
+
+
+def verify_event(event: str | bytes) -> str | None:
+    """Check one event's JSON object (id and BIP-340 signature, libsecp256k1): ``None`` when
+    it is genuine, else ``malformed``, ``bad_id``, ``malformed_pubkey``,
+    ``malformed_signature`` or ``bad_signature``. No handle: call it from any thread; ctypes
+    releases the GIL around the check, so threads verify in parallel."""
+    raw = event.encode("utf-8") if isinstance(event, str) else event
+    code = lib().tether_verify_event(raw, len(raw))
+    if code in _VERDICTS:
+        return _VERDICTS[code]
+    raise TetherError(code, "tether_verify_event")
+
+
 class RelayConfig(ctypes.Structure):
     """``TetherRelayConfig``, version 1."""
 
@@ -179,6 +202,7 @@ _SIGNATURES = {
     "tether_relay_poll_timeout": (_I32, [_P, _U64P]),
     "tether_sse_config_default": (_I32, [ctypes.POINTER(SseConfig)]),
     "tether_sse_new": (_I32, [ctypes.POINTER(SseConfig), ctypes.POINTER(_P)]),
+    "tether_verify_event": (_I32, [ctypes.c_char_p, _SIZE]),
     "tether_sse_new_request": (
         _I32,
         [ctypes.POINTER(SseConfig), ctypes.c_char_p, _SIZE, ctypes.POINTER(_P)],
