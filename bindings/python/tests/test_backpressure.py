@@ -81,5 +81,7 @@ def run_against(peer: str, args: list, rate: int | None) -> tuple[float, float, 
 )
 def test_a_flood_keeps_memory_flat(peer: str, args: list, rate: int | None) -> None:
     early, late, lines = run_against(peer, args, rate)
+    reader_rate = rate or "fast"
+    print(f"\n{peer} reader {reader_rate}: RSS {early:.1f} MB at 3 s, {late:.1f} MB at 9 s")
     assert lines > 3 * READ_RATE, f"the reader got {lines} lines: the stream did not flow"
     assert late - early < GROWTH_LIMIT_MB, f"RSS {early:.1f} MB at 3 s, {late:.1f} MB at 9 s"

@@ -107,6 +107,9 @@ pub struct Request {
     pub method: String,
     /// Its path (and query).
     pub path: String,
+    /// The request target as it came: absolute (`http://host:port/path`) when a client sent
+    /// it as to a forward proxy, else the path.
+    pub target: String,
     /// Its body.
     pub body: Vec<u8>,
 }
@@ -196,6 +199,7 @@ async fn handler(
         path: uri
             .path_and_query()
             .map_or_else(|| uri.path().to_owned(), |p| p.as_str().to_owned()),
+        target: uri.to_string(),
         body: body.to_vec(),
         at: tokio::time::Instant::now().into_std(),
         headers: headers
