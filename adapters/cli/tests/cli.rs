@@ -1414,7 +1414,11 @@ async fn sse_goes_through_the_environments_proxy_unless_told_otherwise() {
         assert_eq!(after, expected, "{flags:?} {env:?}");
     }
     // What reached the stand-in was addressed to the target, in absolute form.
-    let targets: Vec<String> = stand_in.requests().iter().map(|r| r.target.clone()).collect();
+    let targets: Vec<String> = stand_in
+        .requests()
+        .iter()
+        .map(|r| r.target.clone())
+        .collect();
     assert_eq!(targets, [url.clone(), url.clone()]);
     let bad = run(&["sse", &url, "--proxy", "socks5://127.0.0.1:1"]).await;
     assert_eq!(bad.status.code(), Some(2), "{}", explain(&bad));
