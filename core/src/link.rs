@@ -326,7 +326,8 @@ impl Link {
     /// # Errors
     /// [`SocketError::UnknownEpoch`] for an epoch never handed out.
     pub fn check_epoch(&self, epoch: Epoch) -> Result<bool, SocketError> {
-        if epoch > self.epoch {
+        // The first socket is epoch 1: 0 is the "none yet" a fresh link starts from.
+        if epoch == Epoch(0) || epoch > self.epoch {
             return Err(SocketError::UnknownEpoch(epoch));
         }
         Ok(match self.state {

@@ -147,9 +147,11 @@ async fn subscriptions_survive_seeded_transport_weather_without_loss_or_duplicat
             n.iter().all(|n| log.events.contains(n))
         })
     };
-    eventually(Duration::from_secs(15), "every subscription has every event", || {
-        has_all(&all)
-    })
+    eventually(
+        Duration::from_secs(15),
+        "every subscription has every event",
+        || has_all(&all),
+    )
     .await;
     // A second sentinel, live on a settled socket: a duplicate still on its way from the
     // last catch-up reaches the subscription before it does.

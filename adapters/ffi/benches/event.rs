@@ -50,6 +50,7 @@ fn abi_session() -> *mut TetherRelay {
         max_frame: 0,
         eose_timeout_ms: 0,
         publish_timeout_ms: 0,
+        info_refresh_ms: 0,
     };
     let mut relay = std::ptr::null_mut();
     let filters = br#"[{"kinds":[1]}]"#;

@@ -1,5 +1,6 @@
 //! One EVENT frame in and its event out, `N` times, through the Rust API (`rust`), through
-//! the C ABI (`abi`), or not at all (`none`, which only makes the frames): run each under
+//! the C ABI (`abi`), the same for a pool of one relay (`pool-rust`, `pool-abi`: dedup on
+//! top), or not at all (`none`, which only makes the frames): run each under
 //! `valgrind --tool=callgrind` and subtract `none` for the instructions per frame, a number
 //! a busy machine cannot blur the way it blurs the criterion bench's times.
 //!
@@ -10,7 +11,13 @@
 use std::hint::black_box;
 
 use tether_core::nostr::{Event, Filter, Priority, RelayConfig, RelaySession};
+use tether_core::pool::{PoolConfig, PoolEvent, RelayId, RelayPool};
 use tether_core::{Epoch, Instant};
+use tether_ffi::pool::{
+    tether_pool_add_relay, tether_pool_config_default, tether_pool_free, tether_pool_handle_frame,
+    tether_pool_handle_open, tether_pool_new, tether_pool_poll_event, tether_pool_poll_transmit,
+    tether_pool_subscribe, TetherPool, TetherPoolConfig,
+};
 use tether_ffi::relay::{
     tether_relay_config_default, tether_relay_connect, tether_relay_free,
     tether_relay_handle_frame, tether_relay_handle_open, tether_relay_new, tether_relay_poll_event,
@@ -50,6 +57,7 @@ fn main() {
         max_frame: 0,
         eose_timeout_ms: 0,
         publish_timeout_ms: 0,
+        info_refresh_ms: 0,
     };
     let mut relay: *mut TetherRelay = std::ptr::null_mut();
     let mut buf = vec![0u8; 4096];
@@ -74,6 +82,16 @@ fn main() {
         }
     }
 
+    let mut pool = RelayPool::new(PoolConfig::default(), 7);
+    let relay_id = pool.add_relay(Instant::ZERO).expect("a relay");
+    let filter = Filter::new(r#"{"kinds":[1]}"#).expect("a filter");
+    pool.subscribe(Instant::ZERO, vec![filter])
+        .expect("subscribed");
+    pool.handle_open(Instant::ZERO, relay_id, Epoch(1))
+        .expect("open");
+    while pool.poll_transmit().is_some() || pool.poll_event().is_some() {}
+    let abi_pool = abi_pool(&mut buf);
+
     for i in 1..=n {
         let text = frame(i);
         match mode.as_str() {
@@ -97,11 +115,62 @@ fn main() {
                 assert_eq!(codes, (TETHER_OK, TETHER_OK));
                 black_box(&buf[..len]);
             }
+            "pool-rust" => {
+                pool.handle_frame(Instant::ZERO, RelayId(0), Epoch(1), &text)
+                    .expect("open socket");
+                let event = pool.poll_event();
+                assert!(matches!(event, Some(PoolEvent::Received { .. })));
+                black_box(event);
+            }
+            "pool-abi" => {
+                let mut len = buf.len();
+                // SAFETY: a live handle; the frame and buffer are valid for their lengths.
+                let codes = unsafe {
+                    (
+                        tether_pool_handle_frame(abi_pool, 0, 0, 1, text.as_ptr(), text.len()),
+                        tether_pool_poll_event(abi_pool, buf.as_mut_ptr(), &mut len),
+                    )
+                };
+                assert_eq!(codes, (TETHER_OK, TETHER_OK));
+                black_box(&buf[..len]);
+            }
             _ => {
                 black_box(&text);
             }
         }
     }
-    // SAFETY: the handle from `tether_relay_new`, freed once.
-    unsafe { tether_relay_free(relay) };
+    // SAFETY: the handles from their `*_new`, freed once.
+    unsafe {
+        tether_relay_free(relay);
+        tether_pool_free(abi_pool);
+    }
+}
+
+/// A pool of one open relay with one subscription, through the C ABI, drained.
+fn abi_pool(buf: &mut [u8]) -> *mut TetherPool {
+    // SAFETY: a zeroed config is valid (integers only); the defaults fill it.
+    let mut config: TetherPoolConfig = unsafe { std::mem::zeroed() };
+    config.struct_size = std::mem::size_of::<TetherPoolConfig>() as u32;
+    let mut pool: *mut TetherPool = std::ptr::null_mut();
+    let filters = br#"[{"kinds":[1]}]"#;
+    let (mut relay, mut sub) = (0u32, 0u64);
+    // SAFETY: pointers to locals, valid for their lengths; the caller frees the handle.
+    unsafe {
+        assert_eq!(tether_pool_config_default(&mut config), TETHER_OK);
+        assert_eq!(tether_pool_new(&config, &mut pool), TETHER_OK);
+        assert_eq!(tether_pool_add_relay(pool, 0, &mut relay), TETHER_OK);
+        let code = tether_pool_subscribe(pool, 0, filters.as_ptr(), filters.len(), &mut sub);
+        assert_eq!(code, TETHER_OK);
+        assert_eq!(tether_pool_handle_open(pool, 0, relay, 1), TETHER_OK);
+        loop {
+            let mut len = buf.len();
+            let t = tether_pool_poll_transmit(pool, buf.as_mut_ptr(), &mut len);
+            let mut len = buf.len();
+            let e = tether_pool_poll_event(pool, buf.as_mut_ptr(), &mut len);
+            if t == TETHER_DONE && e == TETHER_DONE {
+                break;
+            }
+        }
+    }
+    pool
 }

@@ -96,6 +96,14 @@
 // `signal` code: the device lost the network; nothing is attempted until `ONLINE`.
 #define TETHER_LIFECYCLE_OFFLINE 6
 
+// A `*_apply_relay_info` result: the relay's document was not read (larger than 64 KiB,
+// not JSON, not an object). The session is unchanged and `buf` holds
+// `{"error":"..."}`. A verdict on the peer's document, not a failure of the call.
+#define TETHER_INFO_UNREADABLE 2
+
+// The least buffer capacity `*_apply_relay_info` takes: the longest answer it writes.
+#define TETHER_APPLIED_MAX 512
+
 // `kind` of [`tether_check_url`]: a relay URL, ws:// or wss:// (lower case).
 #define TETHER_URL_RELAY 1
 
@@ -119,6 +127,10 @@
 
 // The signature does not verify for this id and pubkey.
 #define TETHER_VERIFY_BAD_SIGNATURE 6
+
+// An opaque pool; create with [`tether_pool_new`] (or restore with
+// [`tether_pool_restore`]), free with [`tether_pool_free`].
+typedef struct TetherPool TetherPool;
 
 // An opaque relay session; create with [`tether_relay_new`], free with
 // [`tether_relay_free`].
@@ -149,6 +161,10 @@ typedef struct TetherRelayConfig {
   // A published event with no OK after this long is re-sent (default 10 000 ms; at
   // least 1).
   uint64_t publish_timeout_ms;
+  // Ask for the relay's NIP-11 document (a `fetch_info` transmit) when a socket opens
+  // and it was last asked for this long ago or never; 0 (default): never asked. Pass
+  // what the host fetched to [`tether_relay_apply_relay_info`].
+  uint64_t info_refresh_ms;
 } TetherRelayConfig;
 
 // Configuration of an SSE session; size-versioned like
@@ -168,6 +184,51 @@ typedef struct TetherSseConfig {
   // 30 000 ms; at least 1).
   uint64_t connect_timeout_ms;
 } TetherSseConfig;
+
+// Configuration of a pool. Size-versioned like [`TetherRelayConfig`]: set `struct_size` to
+// `sizeof(TetherPoolConfig)`, call [`tether_pool_config_default`], change what you need.
+// The first seven fields configure every relay's session, as in [`TetherRelayConfig`].
+typedef struct TetherPoolConfig {
+  // `sizeof(TetherPoolConfig)` as the caller was compiled.
+  uint32_t struct_size;
+  // 1: a relay's rate-limit window survives its reconnects; 0 (default): per connection.
+  uint32_t gate_per_session;
+  // Seed for every relay's jittered delays: same seed and inputs, same outputs.
+  uint64_t seed;
+  // Most REQs open at once per relay; 0 (default): none until learned.
+  uint64_t max_subscriptions;
+  // Largest inbound frame decoded, in bytes (default 4 MiB; at least 1).
+  uint64_t max_frame;
+  // A relay's REQ with no answer after this long is retried (default 30 000 ms).
+  uint64_t eose_timeout_ms;
+  // A published event with no OK after this long is re-sent (default 10 000 ms).
+  uint64_t publish_timeout_ms;
+  // Ask for each relay's NIP-11 document (`fetch_info`) at most this often; 0
+  // (default): never asked. Pass it to [`tether_pool_apply_relay_info`].
+  uint64_t info_refresh_ms;
+  // 1: deliver an event only after the host verified it ([`tether_pool_poll_verify`]);
+  // 0 (default): deliver as received.
+  uint32_t verify;
+  // Most event copies under verification at once, pool-wide (default 4 096, at least 1);
+  // a new event past it is dropped and counted (`unverified_dropped`).
+  uint32_t max_unverified;
+  // A subscription's `complete` is reported at the latest this long after it was made
+  // (default 10 000 ms); relays without EOSE by then are `missing`.
+  uint64_t eose_deadline_ms;
+  // After the first relay's EOSE, give the others this long before `complete`; 0
+  // (default): wait for the full deadline.
+  uint64_t after_first_eose_ms;
+  // A publish's `publish_done` comes at the latest this long after it (default 30 000 ms).
+  uint64_t publish_deadline_ms;
+  // Most relays (default 10 000).
+  uint32_t max_relays;
+  // Most logical subscriptions (default 10 000).
+  uint32_t max_pool_subscriptions;
+  // Event ids remembered per subscription for dedup (default 10 000, at least 1).
+  uint32_t dedup_capacity;
+  // Relays remembered per event id (default 8).
+  uint32_t seen_on_max;
+} TetherPoolConfig;
 
 #ifdef __cplusplus
 extern "C" {
@@ -242,6 +303,348 @@ int32_t tether_sse_restore(const struct TetherSseConfig *config,
                            struct TetherSse **out,
                            uint8_t *why,
                            size_t *why_len);
+
+// Fill `config` with the defaults for its `struct_size` (set that first).
+//
+// # Errors
+// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for a `struct_size` smaller than the
+// first version.
+//
+// # Safety
+// `config` is null or valid for `config->struct_size` bytes.
+int32_t tether_pool_config_default(struct TetherPoolConfig *config);
+
+// Create an empty pool and store its handle at `out`.
+//
+// # Errors
+// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for a bad size or field value.
+//
+// # Safety
+// `config` is null or valid for `config->struct_size` bytes; `out` is null or writable.
+int32_t tether_pool_new(const struct TetherPoolConfig *config, struct TetherPool **out);
+
+// Free a pool; null is a no-op. Poisoned handles are freed too.
+//
+// # Safety
+// `pool` is null or a live handle, not used again.
+void tether_pool_free(struct TetherPool *pool);
+
+// Copy the message of the last failed call on `pool` into `buf` (capacity `*len`).
+//
+// # Safety
+// `pool` is null or live; `len` is null or valid; `buf` valid for `*len` bytes.
+int32_t tether_pool_last_error(const struct TetherPool *pool, uint8_t *buf, size_t *len);
+
+// The wall clock read `unix_secs` at `now_ms`; passed to every relay (catch-up windows).
+//
+// # Safety
+// `pool` is null or a live handle used by no other thread during the call.
+int32_t tether_pool_set_wall_clock(struct TetherPool *pool, uint64_t now_ms, uint64_t unix_secs);
+
+// The application's lifecycle (a `TETHER_LIFECYCLE_*` `signal`), applied to every relay.
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` for an unknown `signal`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_lifecycle(struct TetherPool *pool, uint64_t now_ms, uint32_t signal);
+
+// Add a relay (the host keeps its URL by the id stored at `out_relay`). It connects at
+// once: an `open` transmit for it follows, and every subscription made for all relays is
+// opened on it.
+//
+// # Errors
+// `TETHER_ERR_LIMIT` past `max_relays`; `TETHER_ERR_NULL`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `out_relay` writable.
+int32_t tether_pool_add_relay(struct TetherPool *pool, uint64_t now_ms, uint32_t *out_relay);
+
+// Remove a relay: its socket is closed (a `close` transmit) and every subscription it
+// served reports it `removed` if its outcome is still open.
+//
+// # Errors
+// `TETHER_ERR_UNKNOWN_ID`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_remove_relay(struct TetherPool *pool, uint64_t now_ms, uint32_t relay);
+
+// Subscribe on every relay, present and future, with `filters` (a JSON array of NIP-01
+// filter objects, `len` bytes); the subscription's id goes to `out_sub`.
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` (not an array of filter objects, or empty),
+// `TETHER_ERR_LIMIT`, and the pointer errors.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `filters` valid for `len` bytes; `out_sub` writable.
+int32_t tether_pool_subscribe(struct TetherPool *pool,
+                              uint64_t now_ms,
+                              const uint8_t *filters,
+                              size_t len,
+                              uint64_t *out_sub);
+
+// Subscribe on the named relays, each with its own filters (an outbox / NIP-65 router
+// decides): `routing` is a JSON array of `{"relay":R,"filters":[...]}` (`len` bytes).
+// Relays added later are not targeted; a relay named twice gets one subscription with all
+// of its filters.
+//
+// # Errors
+// `TETHER_ERR_UNKNOWN_ID` (a relay not in the pool), `TETHER_ERR_INVALID_ARGUMENT`,
+// `TETHER_ERR_LIMIT`, and the pointer errors.
+//
+// # Safety
+// As [`tether_pool_subscribe`], for `routing`.
+int32_t tether_pool_subscribe_routed(struct TetherPool *pool,
+                                     uint64_t now_ms,
+                                     const uint8_t *routing,
+                                     size_t len,
+                                     uint64_t *out_sub);
+
+// Drop a subscription on every relay (CLOSE where its REQ is open); nothing more is heard
+// of it.
+//
+// # Errors
+// `TETHER_ERR_UNKNOWN_ID`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_unsubscribe(struct TetherPool *pool, uint64_t now_ms, uint64_t sub);
+
+// Publish a signed event (a JSON object, `len` bytes) to `relays` (`relay_count` ids), or
+// to every relay when `relays` is null; its id goes to `out_id` unless null. Each relay's
+// answer is a `published` or `rejected` event, and `publish_done` sums them up.
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` (not an event), `TETHER_ERR_UNKNOWN_ID` (a relay not in
+// the pool), `TETHER_ERR_LIMIT` (already publishing it, or an outbox full).
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `event` valid for `len` bytes; `relays` null or valid
+// for `relay_count` ids; `out_id` null or writable for 32 bytes.
+int32_t tether_pool_publish(struct TetherPool *pool,
+                            uint64_t now_ms,
+                            const uint8_t *event,
+                            size_t len,
+                            const uint32_t *relays,
+                            size_t relay_count,
+                            uint8_t *out_id);
+
+// Answer `relay`'s NIP-42 challenge `challenge` (the `id` of its `auth_challenge`, inside
+// a `relay` event) with a signed kind 22242 event.
+//
+// # Errors
+// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_INVALID_ARGUMENT`, `TETHER_ERR_WRONG_STATE`.
+//
+// # Safety
+// As [`tether_pool_publish`].
+int32_t tether_pool_authenticate(struct TetherPool *pool,
+                                 uint64_t now_ms,
+                                 uint32_t relay,
+                                 uint64_t challenge,
+                                 const uint8_t *event,
+                                 size_t len,
+                                 uint8_t *out_id);
+
+// Apply `relay`'s NIP-11 document: as [`tether_relay_apply_relay_info`](crate::relay::tether_relay_apply_relay_info),
+// for one relay of the pool.
+//
+// # Errors
+// As `tether_relay_apply_relay_info`, and `TETHER_ERR_UNKNOWN_ID`.
+//
+// # Safety
+// As `tether_relay_apply_relay_info`.
+int32_t tether_pool_apply_relay_info(struct TetherPool *pool,
+                                     uint64_t now_ms,
+                                     uint32_t relay,
+                                     const uint8_t *document,
+                                     size_t document_len,
+                                     uint8_t *buf,
+                                     size_t *len);
+
+// `relay`'s socket of `epoch` opened.
+//
+// # Errors
+// `TETHER_ERR_UNKNOWN_ID` (no such relay, or an epoch never handed out),
+// `TETHER_ERR_WRONG_STATE` (a second open).
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_handle_open(struct TetherPool *pool,
+                                uint64_t now_ms,
+                                uint32_t relay,
+                                uint64_t epoch);
+
+// `relay`'s socket of `epoch` closed or failed: `loss` is a `TETHER_LOSS_*` code,
+// `close_code` the peer's close code or -1.
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` (unknown `loss`), `TETHER_ERR_UNKNOWN_ID`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_handle_close(struct TetherPool *pool,
+                                 uint64_t now_ms,
+                                 uint32_t relay,
+                                 uint64_t epoch,
+                                 uint32_t loss,
+                                 int32_t close_code);
+
+// A text frame (`len` bytes of UTF-8) from `relay` on `epoch`. Malformed frames are peer
+// errors (`peer_error` inside a `relay` event), not error codes.
+//
+// # Errors
+// `TETHER_ERR_UTF8`, `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_WRONG_STATE` (before the open),
+// `TETHER_ERR_NULL`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `text` valid for `len` bytes.
+int32_t tether_pool_handle_frame(struct TetherPool *pool,
+                                 uint64_t now_ms,
+                                 uint32_t relay,
+                                 uint64_t epoch,
+                                 const uint8_t *text,
+                                 size_t len);
+
+// A binary frame of `len` bytes from `relay` on `epoch` (counted and ignored).
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_handle_binary(struct TetherPool *pool,
+                                  uint64_t now_ms,
+                                  uint32_t relay,
+                                  uint64_t epoch,
+                                  size_t len);
+
+// A pong (or ping) from `relay` on `epoch`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_handle_pong(struct TetherPool *pool,
+                                uint64_t now_ms,
+                                uint32_t relay,
+                                uint64_t epoch);
+
+// The host stopped (`paused` non-zero) or resumed reading `relay`'s socket.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_handle_read_paused(struct TetherPool *pool,
+                                       uint64_t now_ms,
+                                       uint32_t relay,
+                                       uint32_t paused);
+
+// Time passed: fire what is due at `now_ms`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`].
+int32_t tether_pool_handle_timeout(struct TetherPool *pool, uint64_t now_ms);
+
+// Take the next transmit (a relay transmit with `"relay":R`) into `buf` of capacity
+// `*len`.
+//
+// # Errors
+// `TETHER_DONE` when none is queued; `TETHER_ERR_BUFFER_TOO_SMALL` with the length needed
+// in `*len` (the transmit stays queued); `TETHER_ERR_NULL`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `len` valid; `buf` valid for `*len` bytes.
+int32_t tether_pool_poll_transmit(struct TetherPool *pool, uint8_t *buf, size_t *len);
+
+// Take the next event (see the header for the types) into `buf` of capacity `*len`.
+//
+// # Errors
+// As [`tether_pool_poll_transmit`].
+//
+// # Safety
+// As [`tether_pool_poll_transmit`].
+int32_t tether_pool_poll_event(struct TetherPool *pool, uint8_t *buf, size_t *len);
+
+// Take the next event copy to verify (`verify` set):
+// `{"ticket":N,"relay":R,"id":"hex","event":{...}}`. Check `event` (for instance with
+// [`tether_verify_event`](crate::verify::tether_verify_event), on any thread) and answer
+// with [`tether_pool_handle_verified`]. Until then, that subscription's later events wait.
+//
+// # Errors
+// As [`tether_pool_poll_transmit`].
+//
+// # Safety
+// As [`tether_pool_poll_transmit`].
+int32_t tether_pool_poll_verify(struct TetherPool *pool, uint8_t *buf, size_t *len);
+
+// The verdict on verification `ticket`: `verdict` is `TETHER_OK` (genuine: delivered in its
+// subscription's order) or a `TETHER_VERIFY_*` code, what [`tether_verify_event`](crate::verify::tether_verify_event)
+// returned (dropped, counted against the relay, reported as `invalid`). `reason`
+// (`reason_len` bytes) is the `invalid` event's text; null takes the code's own wording.
+//
+// # Errors
+// `TETHER_ERR_UNKNOWN_ID` (a ticket not awaited: never handed out, answered already, or its
+// subscription is gone), `TETHER_ERR_INVALID_ARGUMENT` (a `verdict` that is neither),
+// `TETHER_ERR_UTF8`.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `reason` null or valid for `reason_len` bytes.
+int32_t tether_pool_handle_verified(struct TetherPool *pool,
+                                    uint64_t now_ms,
+                                    uint64_t ticket,
+                                    int32_t verdict,
+                                    const uint8_t *reason,
+                                    size_t reason_len);
+
+// When to call [`tether_pool_handle_timeout`] next, stored at `out_ms`: the latest
+// `now_ms` while output is queued.
+//
+// # Errors
+// `TETHER_DONE` when nothing will happen without an input.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `out_ms` writable.
+int32_t tether_pool_poll_timeout(struct TetherPool *pool, uint64_t *out_ms);
+
+// What the pool counted for `relay`, into `buf` (capacity `*len`):
+// `{"duplicates":N,"conflicts":N,"invalid":N,"unverified_dropped":N}`.
+//
+// # Errors
+// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_BUFFER_TOO_SMALL`, `TETHER_ERR_NULL`.
+//
+// # Safety
+// As [`tether_pool_poll_transmit`].
+int32_t tether_pool_relay_stats(struct TetherPool *pool, uint32_t relay, uint8_t *buf, size_t *len);
+
+// The pool's durable state (JSON bytes: every relay's session, every subscription with its
+// dedup memory, publishes in flight, events awaiting a verdict) into `buf` (capacity
+// `*len`). Taking one changes nothing. Restore it with [`tether_pool_restore`]; the host
+// keeps its own map from relay ids to URLs beside it.
+//
+// # Errors
+// `TETHER_ERR_BUFFER_TOO_SMALL` (with the length needed), `TETHER_ERR_NULL`.
+//
+// # Safety
+// As [`tether_pool_poll_transmit`].
+int32_t tether_pool_checkpoint(struct TetherPool *pool, uint8_t *buf, size_t *len);
+
+// A pool from a checkpoint taken `now_ms`/`unix_secs` ago or earlier: the same relay and
+// subscription ids, each relay connecting again and catching its subscriptions up from
+// where the checkpoint left them. On failure `why` (capacity `*why_len`, may be null) gets
+// the reason.
+//
+// # Errors
+// `TETHER_ERR_CHECKPOINT`, `TETHER_ERR_CHECKPOINT_NEWER`, and the config errors of
+// [`tether_pool_new`].
+//
+// # Safety
+// `config` as in [`tether_pool_new`]; `checkpoint` valid for `checkpoint_len` bytes; `out`
+// writable; `why` null or valid for `*why_len` bytes.
+int32_t tether_pool_restore(const struct TetherPoolConfig *config,
+                            const uint8_t *checkpoint,
+                            size_t checkpoint_len,
+                            uint64_t now_ms,
+                            uint64_t unix_secs,
+                            struct TetherPool **out,
+                            uint8_t *why,
+                            size_t *why_len);
 
 // Fill `config` with the defaults for its `struct_size` (set that first).
 //
@@ -351,6 +754,29 @@ int32_t tether_relay_publish(struct TetherRelay *relay,
                              const uint8_t *event,
                              size_t len,
                              uint8_t *out_id);
+
+// Apply the relay's NIP-11 information document (`len` bytes, as fetched): the limits it
+// declares (`max_subscriptions`, `max_message_length`, `max_subid_length`, `max_limit`,
+// `auth_required`, NIP-77 in `supported_nips`) take effect, and `buf` (capacity `*len`, at
+// least [`TETHER_APPLIED_MAX`](crate::info::TETHER_APPLIED_MAX)) gets what is in force:
+// `{"subscription_limit":N|null,"limit_is_declared":B,"max_message_length":N|null,
+// "max_subid_length":N|null,"auth_first":B,"max_limit":N|null}`.
+//
+// # Errors
+// [`TETHER_INFO_UNREADABLE`](crate::info::TETHER_INFO_UNREADABLE) (positive: the peer's
+// document is not one; nothing changed; `buf` holds `{"error":"..."}`),
+// `TETHER_ERR_BUFFER_TOO_SMALL` (nothing applied; `*len` says the capacity needed),
+// `TETHER_ERR_NULL`.
+//
+// # Safety
+// As [`tether_relay_set_wall_clock`]; `document` valid for `document_len` bytes; `len`
+// valid; `buf` valid for `*len` bytes.
+int32_t tether_relay_apply_relay_info(struct TetherRelay *relay,
+                                      uint64_t now_ms,
+                                      const uint8_t *document,
+                                      size_t document_len,
+                                      uint8_t *buf,
+                                      size_t *len);
 
 // Answer the NIP-42 challenge `challenge` (the `id` of an `auth_challenge` event) with a
 // signed kind 22242 event (`len` bytes of JSON); its id goes to `out_id` unless null.

@@ -145,7 +145,7 @@ pub unsafe extern "C" fn tether_sse_restore(
 }
 
 /// The ABI's code and message for a refused checkpoint.
-fn refused(error: CheckpointError) -> Failure {
+pub(crate) fn refused(error: CheckpointError) -> Failure {
     let code = match error {
         CheckpointError::Newer { .. } => TETHER_ERR_CHECKPOINT_NEWER,
         _ => TETHER_ERR_CHECKPOINT,
@@ -159,7 +159,7 @@ fn refused(error: CheckpointError) -> Failure {
 /// # Safety
 /// `out` is null or writable; `why_len` is null or valid; `why` is null or valid for
 /// `*why_len` bytes.
-unsafe fn restore_into<H>(
+pub(crate) unsafe fn restore_into<H>(
     out: *mut *mut H,
     why: *mut u8,
     why_len: *mut usize,

@@ -51,6 +51,10 @@ mod ptr;
 #[allow(unsafe_code)]
 pub mod checkpoint;
 #[allow(unsafe_code)]
+pub mod info;
+#[allow(unsafe_code)]
+pub mod pool;
+#[allow(unsafe_code)]
 pub mod relay;
 #[allow(unsafe_code)]
 pub mod sse;
@@ -60,8 +64,9 @@ pub mod url;
 pub mod verify;
 
 pub use encode::{
-    encode_relay_event, encode_relay_transmit, encode_sse_attempt, encode_sse_event,
-    encode_sse_transmit,
+    encode_applied, encode_pool_event, encode_pool_stats, encode_pool_transmit, encode_relay_event,
+    encode_relay_transmit, encode_sse_attempt, encode_sse_event, encode_sse_transmit,
+    encode_verify_request,
 };
 
 /// The version of this ABI, returned by [`tether_abi_version`]: bumped on any incompatible

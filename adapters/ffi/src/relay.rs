@@ -5,7 +5,6 @@
 //! let go is ignored (and counted), input for one never handed out is
 //! [`TETHER_ERR_UNKNOWN_ID`].
 
-use std::mem::size_of;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -45,13 +44,18 @@ pub struct TetherRelayConfig {
     /// A published event with no OK after this long is re-sent (default 10 000 ms; at
     /// least 1).
     pub publish_timeout_ms: u64,
+    /// Ask for the relay's NIP-11 document (a `fetch_info` transmit) when a socket opens
+    /// and it was last asked for this long ago or never; 0 (default): never asked. Pass
+    /// what the host fetched to [`tether_relay_apply_relay_info`].
+    pub info_refresh_ms: u64,
 }
 
-/// Size of the first version of [`TetherRelayConfig`].
-const CONFIG_V1: usize = size_of::<TetherRelayConfig>();
+/// Size of the first version of [`TetherRelayConfig`], which ended at
+/// `publish_timeout_ms`.
+const CONFIG_V1: usize = std::mem::offset_of!(TetherRelayConfig, info_refresh_ms);
 
 impl TetherRelayConfig {
-    fn defaults() -> Self {
+    pub(crate) fn defaults() -> Self {
         let core = RelayConfig::default();
         TetherRelayConfig {
             struct_size: CONFIG_V1 as u32,
@@ -61,6 +65,7 @@ impl TetherRelayConfig {
             max_frame: core.max_frame as u64,
             eose_timeout_ms: core.eose_timeout.as_millis() as u64,
             publish_timeout_ms: core.publish_timeout.as_millis() as u64,
+            info_refresh_ms: 0,
         }
     }
 
@@ -75,7 +80,7 @@ impl TetherRelayConfig {
         Ok((host.to_core()?, host.seed))
     }
 
-    fn to_core(self) -> Result<RelayConfig, Failure> {
+    pub(crate) fn to_core(self) -> Result<RelayConfig, Failure> {
         let bad = |what: &str| Failure::new(TETHER_ERR_INVALID_ARGUMENT, what.to_owned());
         let mut config = RelayConfig::default();
         config.gate_scope = match self.gate_per_session {
@@ -93,6 +98,8 @@ impl TetherRelayConfig {
         config.max_frame = usize::try_from(self.max_frame).unwrap_or(usize::MAX);
         config.eose_timeout = Duration::from_millis(self.eose_timeout_ms);
         config.publish_timeout = Duration::from_millis(self.publish_timeout_ms);
+        config.info_refresh =
+            (self.info_refresh_ms > 0).then(|| Duration::from_millis(self.info_refresh_ms));
         Ok(config)
     }
 }
@@ -378,6 +385,42 @@ pub unsafe extern "C" fn tether_relay_publish(
     })
 }
 
+/// Apply the relay's NIP-11 information document (`len` bytes, as fetched): the limits it
+/// declares (`max_subscriptions`, `max_message_length`, `max_subid_length`, `max_limit`,
+/// `auth_required`, NIP-77 in `supported_nips`) take effect, and `buf` (capacity `*len`, at
+/// least [`TETHER_APPLIED_MAX`](crate::info::TETHER_APPLIED_MAX)) gets what is in force:
+/// `{"subscription_limit":N|null,"limit_is_declared":B,"max_message_length":N|null,
+/// "max_subid_length":N|null,"auth_first":B,"max_limit":N|null}`.
+///
+/// # Errors
+/// [`TETHER_INFO_UNREADABLE`](crate::info::TETHER_INFO_UNREADABLE) (positive: the peer's
+/// document is not one; nothing changed; `buf` holds `{"error":"..."}`),
+/// `TETHER_ERR_BUFFER_TOO_SMALL` (nothing applied; `*len` says the capacity needed),
+/// `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// As [`tether_relay_set_wall_clock`]; `document` valid for `document_len` bytes; `len`
+/// valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_relay_apply_relay_info(
+    relay: *mut TetherRelay,
+    now_ms: u64,
+    document: *const u8,
+    document_len: usize,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    guarded!(relay, |r: &mut TetherRelay| {
+        let now = r.at(now_ms);
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            crate::info::apply_document(document, document_len, buf, len, |info| {
+                Ok(r.session.apply_relay_info(now, info))
+            })
+        }
+    })
+}
+
 /// Answer the NIP-42 challenge `challenge` (the `id` of an `auth_challenge` event) with a
 /// signed kind 22242 event (`len` bytes of JSON); its id goes to `out_id` unless null.
 ///
@@ -625,7 +668,7 @@ pub unsafe extern "C" fn tether_relay_poll_timeout(
 }
 
 /// The code for the application's mistake `e`.
-fn failure(e: &Error) -> Failure {
+pub(crate) fn failure(e: &Error) -> Failure {
     let code = match e {
         Error::UnknownSubscription(_) => TETHER_ERR_UNKNOWN_ID,
         Error::TooManySubscriptions { .. }

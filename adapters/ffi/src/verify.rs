@@ -73,3 +73,16 @@ fn code(why: &Invalid) -> i32 {
         _ => TETHER_VERIFY_BAD_SIGNATURE,
     }
 }
+
+/// The wording of a `TETHER_VERIFY_*` code, as tether-verify words the failure (without a
+/// malformed event's detail); `None` for any other code.
+pub(crate) fn verdict_reason(code: i32) -> Option<&'static str> {
+    Some(match code {
+        TETHER_VERIFY_MALFORMED => "malformed event",
+        TETHER_VERIFY_BAD_ID => "id is not the hash of the event",
+        TETHER_VERIFY_MALFORMED_PUBKEY => "malformed pubkey",
+        TETHER_VERIFY_MALFORMED_SIGNATURE => "malformed signature",
+        TETHER_VERIFY_BAD_SIGNATURE => "bad signature",
+        _ => return None,
+    })
+}

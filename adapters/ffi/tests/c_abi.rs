@@ -89,7 +89,7 @@ fn run(mut command: Command, what: &str) {
 }
 
 /// The C programs in `tests/c/`.
-const PROGRAMS: [&str; 2] = ["relay_session", "sse_session"];
+const PROGRAMS: [&str; 3] = ["relay_session", "sse_session", "pool_session"];
 
 #[test]
 fn c_programs_pass_every_check() {
@@ -152,13 +152,15 @@ fn c_programs_are_clean_under_asan_and_ubsan() {
         eprintln!("no sanitizer runtime: skipped");
         return;
     }
-    let exe = compile("relay_session", "-asan", &flags);
-    let mut command = Command::new(&exe);
-    command
-        .env(
-            "ASAN_OPTIONS",
-            "detect_leaks=1:abort_on_error=0:exitcode=99",
-        )
-        .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1");
-    run(command, "relay_session with ASan/UBSan");
+    for name in PROGRAMS {
+        let exe = compile(name, "-asan", &flags);
+        let mut command = Command::new(&exe);
+        command
+            .env(
+                "ASAN_OPTIONS",
+                "detect_leaks=1:abort_on_error=0:exitcode=99",
+            )
+            .env("UBSAN_OPTIONS", "halt_on_error=1:print_stacktrace=1");
+        run(command, &format!("{name} with ASan/UBSan"));
+    }
 }

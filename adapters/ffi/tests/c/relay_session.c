@@ -190,6 +190,9 @@ static void session(void) {
     CODE(tether_relay_subscribe(relay, 0, bad_utf8, sizeof bad_utf8, 0, &sub), TETHER_ERR_UTF8);
     CODE(tether_relay_unsubscribe(relay, 0, 99), TETHER_ERR_UNKNOWN_ID);
     CODE(tether_relay_poll_timeout(relay, NULL), TETHER_ERR_NULL);
+    /* Epoch 0 is never handed out (the first socket is 1). */
+    CODE(tether_relay_handle_open(relay, 0, 0), TETHER_ERR_UNKNOWN_ID);
+    CODE(tether_relay_handle_frame(relay, 0, 0, (const uint8_t *)"[]", 2), TETHER_ERR_UNKNOWN_ID);
     CODE(tether_relay_handle_open(relay, 0, 1), TETHER_ERR_UNKNOWN_ID);
     /* The last error says what was wrong; a too-small buffer gets the length needed. */
     size_t len = 4;

@@ -15,6 +15,12 @@ use tether_core::SocketLoss;
 
 use crate::{duration_ms_ceil, millis_ceil};
 
+mod pool;
+pub use pool::{
+    encode_applied, encode_pool_event, encode_pool_stats, encode_pool_transmit,
+    encode_verify_request,
+};
+
 /// Append the JSON object for a relay transmit:
 ///
 /// - `{"type":"open","epoch":N}`: open a WebSocket; tag its inputs with `epoch`.
@@ -428,6 +434,13 @@ impl<'a> Obj<'a> {
             Some(value) => self.num(key, value),
             None => self.null(key),
         }
+    }
+
+    fn bool(&mut self, key: &str, value: bool) -> &mut Self {
+        self.key(key);
+        self.out
+            .extend_from_slice(if value { b"true" } else { b"false" });
+        self
     }
 
     fn null(&mut self, key: &str) -> &mut Self {

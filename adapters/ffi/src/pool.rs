@@ -1,0 +1,979 @@
+//! The relay pool (many relays, one logical subscription across them, dedup, outcomes,
+//! verification): `tether_pool_*`.
+//!
+//! The host owns one WebSocket per relay. Every transmit names the `relay` it is for, and
+//! every socket input takes the relay and the `epoch` of the `open` transmit it belongs to,
+//! with the relay session's rule: input for an epoch that relay let go is ignored, input for
+//! one never handed out is [`TETHER_ERR_UNKNOWN_ID`]. Relay ids are the pool's (`add_relay`
+//! hands them out; a removed relay's id is reused by a later one); subscription ids are
+//! never reused.
+//!
+//! With `verify` set, an event is delivered only after the host checked it: poll checks
+//! with [`tether_pool_poll_verify`], run them anywhere ([`tether_verify_event`](crate::verify::tether_verify_event)
+//! is thread-safe), and answer each with [`tether_pool_handle_verified`], in any order.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tether_core::nostr::{ChallengeId, Error, Filter};
+use tether_core::pool::{
+    PoolCheckpoint, PoolConfig, PoolError, RelayId, RelayPool, SubId, VerifyTicket,
+};
+use tether_core::Epoch;
+
+use crate::encode::{
+    encode_pool_event, encode_pool_stats, encode_pool_transmit, encode_verify_request,
+};
+use crate::outbuf::Pending;
+use crate::relay::TetherRelayConfig;
+use crate::verify::verdict_reason;
+use crate::{
+    deliver, instant, ptr, socket_failure, socket_loss, Failure, Guarded, Health,
+    TETHER_ERR_INVALID_ARGUMENT, TETHER_ERR_LIMIT, TETHER_ERR_NULL, TETHER_ERR_UNKNOWN_ID,
+    TETHER_OK,
+};
+
+/// Configuration of a pool. Size-versioned like [`TetherRelayConfig`]: set `struct_size` to
+/// `sizeof(TetherPoolConfig)`, call [`tether_pool_config_default`], change what you need.
+/// The first seven fields configure every relay's session, as in [`TetherRelayConfig`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TetherPoolConfig {
+    /// `sizeof(TetherPoolConfig)` as the caller was compiled.
+    pub struct_size: u32,
+    /// 1: a relay's rate-limit window survives its reconnects; 0 (default): per connection.
+    pub gate_per_session: u32,
+    /// Seed for every relay's jittered delays: same seed and inputs, same outputs.
+    pub seed: u64,
+    /// Most REQs open at once per relay; 0 (default): none until learned.
+    pub max_subscriptions: u64,
+    /// Largest inbound frame decoded, in bytes (default 4 MiB; at least 1).
+    pub max_frame: u64,
+    /// A relay's REQ with no answer after this long is retried (default 30 000 ms).
+    pub eose_timeout_ms: u64,
+    /// A published event with no OK after this long is re-sent (default 10 000 ms).
+    pub publish_timeout_ms: u64,
+    /// Ask for each relay's NIP-11 document (`fetch_info`) at most this often; 0
+    /// (default): never asked. Pass it to [`tether_pool_apply_relay_info`].
+    pub info_refresh_ms: u64,
+    /// 1: deliver an event only after the host verified it ([`tether_pool_poll_verify`]);
+    /// 0 (default): deliver as received.
+    pub verify: u32,
+    /// Most event copies under verification at once, pool-wide (default 4 096, at least 1);
+    /// a new event past it is dropped and counted (`unverified_dropped`).
+    pub max_unverified: u32,
+    /// A subscription's `complete` is reported at the latest this long after it was made
+    /// (default 10 000 ms); relays without EOSE by then are `missing`.
+    pub eose_deadline_ms: u64,
+    /// After the first relay's EOSE, give the others this long before `complete`; 0
+    /// (default): wait for the full deadline.
+    pub after_first_eose_ms: u64,
+    /// A publish's `publish_done` comes at the latest this long after it (default 30 000 ms).
+    pub publish_deadline_ms: u64,
+    /// Most relays (default 10 000).
+    pub max_relays: u32,
+    /// Most logical subscriptions (default 10 000).
+    pub max_pool_subscriptions: u32,
+    /// Event ids remembered per subscription for dedup (default 10 000, at least 1).
+    pub dedup_capacity: u32,
+    /// Relays remembered per event id (default 8).
+    pub seen_on_max: u32,
+}
+
+/// Size of the first version of [`TetherPoolConfig`].
+const CONFIG_V1: usize = std::mem::size_of::<TetherPoolConfig>();
+
+impl TetherPoolConfig {
+    fn defaults() -> Self {
+        let core = PoolConfig::default();
+        let relay = TetherRelayConfig::defaults();
+        let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let small = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        TetherPoolConfig {
+            struct_size: CONFIG_V1 as u32,
+            gate_per_session: relay.gate_per_session,
+            seed: 0,
+            max_subscriptions: relay.max_subscriptions,
+            max_frame: relay.max_frame,
+            eose_timeout_ms: relay.eose_timeout_ms,
+            publish_timeout_ms: relay.publish_timeout_ms,
+            info_refresh_ms: 0,
+            verify: u32::from(core.verify),
+            max_unverified: small(core.max_unverified),
+            eose_deadline_ms: ms(core.eose_deadline),
+            after_first_eose_ms: core.after_first_eose.map_or(0, ms),
+            publish_deadline_ms: ms(core.publish_deadline),
+            max_relays: small(core.max_relays),
+            max_pool_subscriptions: small(core.max_subscriptions),
+            dedup_capacity: small(core.dedup_capacity),
+            seen_on_max: small(core.seen_on_max),
+        }
+    }
+
+    /// The host's config as the core's, and the seed.
+    ///
+    /// # Safety
+    /// `config` is null or valid for `config->struct_size` bytes.
+    unsafe fn read(config: *const Self) -> Result<(PoolConfig, u64), Failure> {
+        // SAFETY: the contract is the caller's.
+        let host = unsafe { ptr::versioned(config, Self::defaults(), CONFIG_V1) }
+            .map_err(|code| Failure::arg(code, "config"))?;
+        Ok((host.to_core()?, host.seed))
+    }
+
+    fn to_core(self) -> Result<PoolConfig, Failure> {
+        let bad = |what: &str| Failure::new(TETHER_ERR_INVALID_ARGUMENT, what.to_owned());
+        let relay = TetherRelayConfig {
+            struct_size: 0,
+            gate_per_session: self.gate_per_session,
+            seed: self.seed,
+            max_subscriptions: self.max_subscriptions,
+            max_frame: self.max_frame,
+            eose_timeout_ms: self.eose_timeout_ms,
+            publish_timeout_ms: self.publish_timeout_ms,
+            info_refresh_ms: self.info_refresh_ms,
+        };
+        if self.verify > 1 {
+            return Err(bad("verify must be 0 or 1"));
+        }
+        if self.eose_deadline_ms == 0 || self.publish_deadline_ms == 0 {
+            return Err(bad("the deadlines must be at least 1"));
+        }
+        if self.max_unverified == 0 || self.dedup_capacity == 0 {
+            return Err(bad("max_unverified and dedup_capacity must be at least 1"));
+        }
+        let mut config = PoolConfig::default();
+        config.relay = relay.to_core()?;
+        config.verify = self.verify == 1;
+        config.max_unverified = self.max_unverified as usize;
+        config.eose_deadline = Duration::from_millis(self.eose_deadline_ms);
+        config.after_first_eose =
+            (self.after_first_eose_ms > 0).then(|| Duration::from_millis(self.after_first_eose_ms));
+        config.publish_deadline = Duration::from_millis(self.publish_deadline_ms);
+        config.max_relays = self.max_relays as usize;
+        config.max_subscriptions = self.max_pool_subscriptions as usize;
+        config.dedup_capacity = self.dedup_capacity as usize;
+        config.seen_on_max = self.seen_on_max as usize;
+        Ok(config)
+    }
+}
+
+/// An opaque pool; create with [`tether_pool_new`] (or restore with
+/// [`tether_pool_restore`]), free with [`tether_pool_free`].
+#[derive(Debug)]
+pub struct TetherPool {
+    pool: RelayPool,
+    transmit: Pending,
+    event: Pending,
+    verify: Pending,
+    /// The latest `now_ms` seen: what `poll_timeout` says while output is held.
+    now: u64,
+    health: Health,
+}
+
+impl Guarded for TetherPool {
+    fn health(&mut self) -> &mut Health {
+        &mut self.health
+    }
+    fn health_ref(&self) -> &Health {
+        &self.health
+    }
+}
+
+impl TetherPool {
+    fn from_pool(pool: RelayPool, now_ms: u64) -> Self {
+        TetherPool {
+            pool,
+            transmit: Pending::default(),
+            event: Pending::default(),
+            verify: Pending::default(),
+            now: now_ms,
+            health: Health::default(),
+        }
+    }
+
+    fn at(&mut self, now_ms: u64) -> tether_core::Instant {
+        self.now = self.now.max(now_ms);
+        instant(now_ms)
+    }
+}
+
+/// Fill `config` with the defaults for its `struct_size` (set that first).
+///
+/// # Errors
+/// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for a `struct_size` smaller than the
+/// first version.
+///
+/// # Safety
+/// `config` is null or valid for `config->struct_size` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_config_default(config: *mut TetherPoolConfig) -> i32 {
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::write_versioned(config, TetherPoolConfig::defaults(), CONFIG_V1) }
+}
+
+/// Create an empty pool and store its handle at `out`.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for a bad size or field value.
+///
+/// # Safety
+/// `config` is null or valid for `config->struct_size` bytes; `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_new(
+    config: *const TetherPoolConfig,
+    out: *mut *mut TetherPool,
+) -> i32 {
+    let make = || {
+        // SAFETY: the contract is the caller's.
+        let (core, seed) = unsafe { TetherPoolConfig::read(config) }.map_err(|f| f.code)?;
+        Ok(TetherPool::from_pool(RelayPool::new(core, seed), 0))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::construct(out, make) }
+}
+
+/// Free a pool; null is a no-op. Poisoned handles are freed too.
+///
+/// # Safety
+/// `pool` is null or a live handle, not used again.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_free(pool: *mut TetherPool) {
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::free(pool) }
+}
+
+/// Copy the message of the last failed call on `pool` into `buf` (capacity `*len`).
+///
+/// # Safety
+/// `pool` is null or live; `len` is null or valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_last_error(
+    pool: *const TetherPool,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::last_error(pool, buf, len) }
+}
+
+/// The wall clock read `unix_secs` at `now_ms`; passed to every relay (catch-up windows).
+///
+/// # Safety
+/// `pool` is null or a live handle used by no other thread during the call.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_set_wall_clock(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    unix_secs: u64,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        p.pool.set_wall_clock(now, unix_secs);
+        Ok(TETHER_OK)
+    })
+}
+
+/// The application's lifecycle (a `TETHER_LIFECYCLE_*` `signal`), applied to every relay.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` for an unknown `signal`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_lifecycle(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    signal: u32,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let Some(signal) = crate::lifecycle(signal) else {
+            return Err(Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("{signal} is not a TETHER_LIFECYCLE_* code"),
+            ));
+        };
+        let now = p.at(now_ms);
+        p.pool.handle_lifecycle(now, signal);
+        Ok(TETHER_OK)
+    })
+}
+
+/// Add a relay (the host keeps its URL by the id stored at `out_relay`). It connects at
+/// once: an `open` transmit for it follows, and every subscription made for all relays is
+/// opened on it.
+///
+/// # Errors
+/// `TETHER_ERR_LIMIT` past `max_relays`; `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `out_relay` writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_add_relay(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    out_relay: *mut u32,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        if out_relay.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_relay"));
+        }
+        let now = p.at(now_ms);
+        let relay = p.pool.add_relay(now).map_err(|e| pool_failure(&e))?;
+        // SAFETY: non-null (checked above) and writable by the contract.
+        let _ = unsafe { ptr::write(out_relay, relay.0) };
+        Ok(TETHER_OK)
+    })
+}
+
+/// Remove a relay: its socket is closed (a `close` transmit) and every subscription it
+/// served reports it `removed` if its outcome is still open.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_remove_relay(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        p.pool
+            .remove_relay(now, RelayId(relay))
+            .map_err(|e| pool_failure(&e))?;
+        Ok(TETHER_OK)
+    })
+}
+
+/// Subscribe on every relay, present and future, with `filters` (a JSON array of NIP-01
+/// filter objects, `len` bytes); the subscription's id goes to `out_sub`.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` (not an array of filter objects, or empty),
+/// `TETHER_ERR_LIMIT`, and the pointer errors.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `filters` valid for `len` bytes; `out_sub` writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_subscribe(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    filters: *const u8,
+    len: usize,
+    out_sub: *mut u64,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        if out_sub.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_sub"));
+        }
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(filters, len) }.map_err(|c| Failure::arg(c, "filters"))?;
+        let list: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
+            Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("filters are not a JSON array: {e}"),
+            )
+        })?;
+        let filters = parse_filters(&list)?;
+        let now = p.at(now_ms);
+        let sub = p
+            .pool
+            .subscribe(now, filters)
+            .map_err(|e| pool_failure(&e))?;
+        // SAFETY: non-null (checked above) and writable by the contract.
+        let _ = unsafe { ptr::write(out_sub, sub.0) };
+        Ok(TETHER_OK)
+    })
+}
+
+/// One entry of a routed subscription.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Route<'a> {
+    relay: u32,
+    #[serde(borrow)]
+    filters: Vec<&'a RawValue>,
+}
+
+/// Subscribe on the named relays, each with its own filters (an outbox / NIP-65 router
+/// decides): `routing` is a JSON array of `{"relay":R,"filters":[...]}` (`len` bytes).
+/// Relays added later are not targeted; a relay named twice gets one subscription with all
+/// of its filters.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID` (a relay not in the pool), `TETHER_ERR_INVALID_ARGUMENT`,
+/// `TETHER_ERR_LIMIT`, and the pointer errors.
+///
+/// # Safety
+/// As [`tether_pool_subscribe`], for `routing`.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_subscribe_routed(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    routing: *const u8,
+    len: usize,
+    out_sub: *mut u64,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        if out_sub.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_sub"));
+        }
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(routing, len) }.map_err(|c| Failure::arg(c, "routing"))?;
+        let routes: Vec<Route<'_>> = serde_json::from_str(text).map_err(|e| {
+            Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("routing is not a JSON array of {{\"relay\",\"filters\"}}: {e}"),
+            )
+        })?;
+        let routing = routes
+            .into_iter()
+            .map(|r| Ok((RelayId(r.relay), parse_filters(&r.filters)?)))
+            .collect::<Result<Vec<_>, Failure>>()?;
+        let now = p.at(now_ms);
+        let sub = p
+            .pool
+            .subscribe_routed(now, routing)
+            .map_err(|e| pool_failure(&e))?;
+        // SAFETY: non-null (checked above) and writable by the contract.
+        let _ = unsafe { ptr::write(out_sub, sub.0) };
+        Ok(TETHER_OK)
+    })
+}
+
+/// Drop a subscription on every relay (CLOSE where its REQ is open); nothing more is heard
+/// of it.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_unsubscribe(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    sub: u64,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        p.pool
+            .unsubscribe(now, SubId(sub))
+            .map_err(|e| pool_failure(&e))?;
+        Ok(TETHER_OK)
+    })
+}
+
+/// Publish a signed event (a JSON object, `len` bytes) to `relays` (`relay_count` ids), or
+/// to every relay when `relays` is null; its id goes to `out_id` unless null. Each relay's
+/// answer is a `published` or `rejected` event, and `publish_done` sums them up.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` (not an event), `TETHER_ERR_UNKNOWN_ID` (a relay not in
+/// the pool), `TETHER_ERR_LIMIT` (already publishing it, or an outbox full).
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `event` valid for `len` bytes; `relays` null or valid
+/// for `relay_count` ids; `out_id` null or writable for 32 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_publish(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    event: *const u8,
+    len: usize,
+    relays: *const u32,
+    relay_count: usize,
+    out_id: *mut u8,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
+        let targets: Option<Vec<RelayId>> = if relays.is_null() {
+            None
+        } else {
+            // SAFETY: valid for `relay_count` ids by the contract.
+            let ids = unsafe { std::slice::from_raw_parts(relays, relay_count) };
+            Some(ids.iter().map(|&r| RelayId(r)).collect())
+        };
+        let now = p.at(now_ms);
+        let id = p
+            .pool
+            .publish(now, text, targets.as_deref())
+            .map_err(|e| pool_failure(&e))?;
+        // SAFETY: null or writable by the contract.
+        unsafe { ptr::write_opt(out_id.cast::<[u8; 32]>(), id.0) };
+        Ok(TETHER_OK)
+    })
+}
+
+/// Answer `relay`'s NIP-42 challenge `challenge` (the `id` of its `auth_challenge`, inside
+/// a `relay` event) with a signed kind 22242 event.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_INVALID_ARGUMENT`, `TETHER_ERR_WRONG_STATE`.
+///
+/// # Safety
+/// As [`tether_pool_publish`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_authenticate(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+    challenge: u64,
+    event: *const u8,
+    len: usize,
+    out_id: *mut u8,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
+        let now = p.at(now_ms);
+        let id = p
+            .pool
+            .authenticate(now, RelayId(relay), ChallengeId(challenge), text)
+            .map_err(|e| pool_failure(&e))?;
+        // SAFETY: null or writable by the contract.
+        unsafe { ptr::write_opt(out_id.cast::<[u8; 32]>(), id.0) };
+        Ok(TETHER_OK)
+    })
+}
+
+/// Apply `relay`'s NIP-11 document: as [`tether_relay_apply_relay_info`](crate::relay::tether_relay_apply_relay_info),
+/// for one relay of the pool.
+///
+/// # Errors
+/// As `tether_relay_apply_relay_info`, and `TETHER_ERR_UNKNOWN_ID`.
+///
+/// # Safety
+/// As `tether_relay_apply_relay_info`.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_apply_relay_info(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+    document: *const u8,
+    document_len: usize,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            crate::info::apply_document(document, document_len, buf, len, |info| {
+                p.pool
+                    .apply_relay_info(now, RelayId(relay), info)
+                    .map_err(|e| pool_failure(&e))
+            })
+        }
+    })
+}
+
+/// `relay`'s socket of `epoch` opened.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID` (no such relay, or an epoch never handed out),
+/// `TETHER_ERR_WRONG_STATE` (a second open).
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_open(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+    epoch: u64,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        socket(p.pool.handle_open(now, RelayId(relay), Epoch(epoch)))
+    })
+}
+
+/// `relay`'s socket of `epoch` closed or failed: `loss` is a `TETHER_LOSS_*` code,
+/// `close_code` the peer's close code or -1.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` (unknown `loss`), `TETHER_ERR_UNKNOWN_ID`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_close(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+    epoch: u64,
+    loss: u32,
+    close_code: i32,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let Some(loss) = socket_loss(loss, close_code) else {
+            return Err(Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                format!("{loss} is not a TETHER_LOSS_* code"),
+            ));
+        };
+        let now = p.at(now_ms);
+        socket(p.pool.handle_close(now, RelayId(relay), Epoch(epoch), loss))
+    })
+}
+
+/// A text frame (`len` bytes of UTF-8) from `relay` on `epoch`. Malformed frames are peer
+/// errors (`peer_error` inside a `relay` event), not error codes.
+///
+/// # Errors
+/// `TETHER_ERR_UTF8`, `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_WRONG_STATE` (before the open),
+/// `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `text` valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_frame(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+    epoch: u64,
+    text: *const u8,
+    len: usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(text, len) }.map_err(|c| Failure::arg(c, "frame"))?;
+        let now = p.at(now_ms);
+        socket(p.pool.handle_frame(now, RelayId(relay), Epoch(epoch), text))
+    })
+}
+
+/// A binary frame of `len` bytes from `relay` on `epoch` (counted and ignored).
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_binary(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+    epoch: u64,
+    len: usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        socket(p.pool.handle_binary(now, RelayId(relay), Epoch(epoch), len))
+    })
+}
+
+/// A pong (or ping) from `relay` on `epoch`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_pong(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+    epoch: u64,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        socket(p.pool.handle_pong(now, RelayId(relay), Epoch(epoch)))
+    })
+}
+
+/// The host stopped (`paused` non-zero) or resumed reading `relay`'s socket.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_read_paused(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    relay: u32,
+    paused: u32,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        p.pool
+            .handle_read_paused(now, RelayId(relay), paused != 0)
+            .map_err(|e| pool_failure(&e))?;
+        Ok(TETHER_OK)
+    })
+}
+
+/// Time passed: fire what is due at `now_ms`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_timeout(pool: *mut TetherPool, now_ms: u64) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let now = p.at(now_ms);
+        p.pool.handle_timeout(now);
+        Ok(TETHER_OK)
+    })
+}
+
+/// Take the next transmit (a relay transmit with `"relay":R`) into `buf` of capacity
+/// `*len`.
+///
+/// # Errors
+/// `TETHER_DONE` when none is queued; `TETHER_ERR_BUFFER_TOO_SMALL` with the length needed
+/// in `*len` (the transmit stays queued); `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `len` valid; `buf` valid for `*len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_poll_transmit(
+    pool: *mut TetherPool,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let TetherPool { pool, transmit, .. } = p;
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            deliver(transmit, buf, len, |out| {
+                pool.poll_transmit()
+                    .map(|(relay, t)| encode_pool_transmit(relay, &t, out))
+                    .is_some()
+            })
+        }
+    })
+}
+
+/// Take the next event (see the header for the types) into `buf` of capacity `*len`.
+///
+/// # Errors
+/// As [`tether_pool_poll_transmit`].
+///
+/// # Safety
+/// As [`tether_pool_poll_transmit`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_poll_event(
+    pool: *mut TetherPool,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let TetherPool { pool, event, .. } = p;
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            deliver(event, buf, len, |out| {
+                pool.poll_event()
+                    .map(|e| encode_pool_event(&e, out))
+                    .is_some()
+            })
+        }
+    })
+}
+
+/// Take the next event copy to verify (`verify` set):
+/// `{"ticket":N,"relay":R,"id":"hex","event":{...}}`. Check `event` (for instance with
+/// [`tether_verify_event`](crate::verify::tether_verify_event), on any thread) and answer
+/// with [`tether_pool_handle_verified`]. Until then, that subscription's later events wait.
+///
+/// # Errors
+/// As [`tether_pool_poll_transmit`].
+///
+/// # Safety
+/// As [`tether_pool_poll_transmit`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_poll_verify(
+    pool: *mut TetherPool,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let TetherPool { pool, verify, .. } = p;
+        // SAFETY: the contract is the caller's.
+        unsafe {
+            deliver(verify, buf, len, |out| {
+                pool.poll_verify()
+                    .map(|r| encode_verify_request(&r, out))
+                    .is_some()
+            })
+        }
+    })
+}
+
+/// The verdict on verification `ticket`: `verdict` is `TETHER_OK` (genuine: delivered in its
+/// subscription's order) or a `TETHER_VERIFY_*` code, what [`tether_verify_event`](crate::verify::tether_verify_event)
+/// returned (dropped, counted against the relay, reported as `invalid`). `reason`
+/// (`reason_len` bytes) is the `invalid` event's text; null takes the code's own wording.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID` (a ticket not awaited: never handed out, answered already, or its
+/// subscription is gone), `TETHER_ERR_INVALID_ARGUMENT` (a `verdict` that is neither),
+/// `TETHER_ERR_UTF8`.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `reason` null or valid for `reason_len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_verified(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    ticket: u64,
+    verdict: i32,
+    reason: *const u8,
+    reason_len: usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let text =
+            unsafe { ptr::opt_text(reason, reason_len) }.map_err(|c| Failure::arg(c, "reason"))?;
+        let verdict = match verdict {
+            TETHER_OK => Ok(()),
+            code => {
+                let Some(wording) = verdict_reason(code) else {
+                    return Err(Failure::new(
+                        TETHER_ERR_INVALID_ARGUMENT,
+                        format!("{code} is neither TETHER_OK nor a TETHER_VERIFY_* code"),
+                    ));
+                };
+                Err(text.map_or_else(|| wording.to_owned(), str::to_owned))
+            }
+        };
+        let now = p.at(now_ms);
+        p.pool
+            .handle_verified(now, VerifyTicket(ticket), verdict)
+            .map_err(|e| pool_failure(&e))?;
+        Ok(TETHER_OK)
+    })
+}
+
+/// When to call [`tether_pool_handle_timeout`] next, stored at `out_ms`: the latest
+/// `now_ms` while output is queued.
+///
+/// # Errors
+/// `TETHER_DONE` when nothing will happen without an input.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `out_ms` writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_poll_timeout(pool: *mut TetherPool, out_ms: *mut u64) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let held = p.transmit.is_ready() || p.event.is_ready() || p.verify.is_ready();
+        // SAFETY: the contract is the caller's.
+        unsafe { crate::poll_timeout(out_ms, held, p.now, p.pool.poll_timeout()) }
+    })
+}
+
+/// What the pool counted for `relay`, into `buf` (capacity `*len`):
+/// `{"duplicates":N,"conflicts":N,"invalid":N,"unverified_dropped":N}`.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_BUFFER_TOO_SMALL`, `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// As [`tether_pool_poll_transmit`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_relay_stats(
+    pool: *mut TetherPool,
+    relay: u32,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let Some(stats) = p.pool.relay_stats(RelayId(relay)) else {
+            return Err(pool_failure(&PoolError::UnknownRelay(RelayId(relay))));
+        };
+        let mut out = Vec::with_capacity(96);
+        encode_pool_stats(&stats, &mut out);
+        // SAFETY: the contract is the caller's.
+        Ok(unsafe { ptr::copy_out(&out, buf, len) })
+    })
+}
+
+/// The pool's durable state (JSON bytes: every relay's session, every subscription with its
+/// dedup memory, publishes in flight, events awaiting a verdict) into `buf` (capacity
+/// `*len`). Taking one changes nothing. Restore it with [`tether_pool_restore`]; the host
+/// keeps its own map from relay ids to URLs beside it.
+///
+/// # Errors
+/// `TETHER_ERR_BUFFER_TOO_SMALL` (with the length needed), `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// As [`tether_pool_poll_transmit`].
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_checkpoint(
+    pool: *mut TetherPool,
+    buf: *mut u8,
+    len: *mut usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        let bytes = p.pool.checkpoint().to_json();
+        // SAFETY: the contract is the caller's.
+        Ok(unsafe { ptr::copy_out(&bytes, buf, len) })
+    })
+}
+
+/// A pool from a checkpoint taken `now_ms`/`unix_secs` ago or earlier: the same relay and
+/// subscription ids, each relay connecting again and catching its subscriptions up from
+/// where the checkpoint left them. On failure `why` (capacity `*why_len`, may be null) gets
+/// the reason.
+///
+/// # Errors
+/// `TETHER_ERR_CHECKPOINT`, `TETHER_ERR_CHECKPOINT_NEWER`, and the config errors of
+/// [`tether_pool_new`].
+///
+/// # Safety
+/// `config` as in [`tether_pool_new`]; `checkpoint` valid for `checkpoint_len` bytes; `out`
+/// writable; `why` null or valid for `*why_len` bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn tether_pool_restore(
+    config: *const TetherPoolConfig,
+    checkpoint: *const u8,
+    checkpoint_len: usize,
+    now_ms: u64,
+    unix_secs: u64,
+    out: *mut *mut TetherPool,
+    why: *mut u8,
+    why_len: *mut usize,
+) -> i32 {
+    let make = || -> Result<TetherPool, Failure> {
+        // SAFETY: the contract is the caller's.
+        let (core, seed) = unsafe { TetherPoolConfig::read(config) }?;
+        // SAFETY: the contract is the caller's.
+        let bytes = unsafe { ptr::bytes(checkpoint, checkpoint_len) }
+            .map_err(|code| Failure::arg(code, "checkpoint"))?;
+        let saved = PoolCheckpoint::from_json(bytes).map_err(crate::checkpoint::refused)?;
+        let pool = RelayPool::restore(core, seed, &saved, instant(now_ms), unix_secs)
+            .map_err(crate::checkpoint::refused)?;
+        Ok(TetherPool::from_pool(pool, now_ms))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { crate::checkpoint::restore_into(out, why, why_len, make) }
+}
+
+fn parse_filters(list: &[&RawValue]) -> Result<Vec<Filter>, Failure> {
+    list.iter()
+        .map(|raw| Filter::new(raw.get()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| crate::relay::failure(&Error::InvalidFilter(e)))
+}
+
+fn socket(result: Result<(), PoolError>) -> Result<i32, Failure> {
+    result.map(|()| TETHER_OK).map_err(|e| pool_failure(&e))
+}
+
+/// The code for the application's mistake `e`.
+fn pool_failure(e: &PoolError) -> Failure {
+    match e {
+        PoolError::Session(e) => crate::relay::failure(e),
+        PoolError::Socket(e) => socket_failure(*e),
+        PoolError::UnknownRelay(_)
+        | PoolError::UnknownSubscription(_)
+        | PoolError::UnknownTicket(_) => Failure::new(TETHER_ERR_UNKNOWN_ID, e.to_string()),
+        PoolError::TooManyRelays { .. }
+        | PoolError::TooManySubscriptions { .. }
+        | PoolError::AlreadyPublishing(_) => Failure::new(TETHER_ERR_LIMIT, e.to_string()),
+        _ => Failure::new(TETHER_ERR_INVALID_ARGUMENT, e.to_string()),
+    }
+}
