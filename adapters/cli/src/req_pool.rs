@@ -53,6 +53,8 @@ enum Line<'a> {
         relay: &'a str,
         id: String,
         reason: &'a str,
+        #[serde(skip_serializing_if = "is_zero")]
+        suppressed: u64,
     },
     Event {
         sub: &'a str,
@@ -226,6 +228,7 @@ pub(crate) async fn run(args: PoolArgs) -> Result<(), Failure> {
         urls,
         ended: vec![false; streams.len()],
         peer_errors: RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1)),
+        invalid: RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1)),
     };
     let mut items = select_all(streams);
     let mut stop = pin!(stop);
@@ -343,6 +346,8 @@ struct Run {
     /// Ended: no relay serves it any more.
     ended: Vec<bool>,
     peer_errors: RateLimit,
+    /// `invalid` lines: a relay flooding forgeries must not flood stdout.
+    invalid: RateLimit,
 }
 
 /// The URL `relay` was added with, as given on the command line.
@@ -480,12 +485,18 @@ impl Run {
                 self.complete[index] = true;
                 self.out.write(&Line::Ended { sub })?;
             }
-            PoolItem::Invalid { relay, id, reason } => self.out.write(&Line::Invalid {
-                sub,
-                relay: url(&self.urls, *relay),
-                id: id.to_string(),
-                reason,
-            })?,
+            PoolItem::Invalid { relay, id, reason } => {
+                let Some(suppressed) = self.invalid.admit(std::time::Instant::now()) else {
+                    return Ok(());
+                };
+                self.out.write(&Line::Invalid {
+                    sub,
+                    relay: url(&self.urls, *relay),
+                    id: id.to_string(),
+                    reason,
+                    suppressed,
+                })?;
+            }
             PoolItem::Relay { relay, event } => {
                 let relay = url(&self.urls, *relay);
                 match event {

@@ -391,6 +391,57 @@ async fn req_verify_drops_forgeries_and_still_delivers_the_genuine_copy_once() {
 }
 
 #[tokio::test]
+async fn req_verify_rate_limits_invalid_lines_and_says_what_it_left_out() {
+    // 25 forgeries at once (the content changed under a genuine signature): 10 `invalid`
+    // lines this second, 15 left out, and said so by the next one, a second later.
+    let forged = |n: u64| {
+        let mut event = signed_note(n);
+        event.json = event
+            .json
+            .replace(&format!("note {n}"), &format!("forged {n}"));
+        event
+    };
+    let mut model = RelayModel::default();
+    model.events = (1..=25).map(forged).collect();
+    let relay = std::sync::Arc::new(TestRelay::start(model).await.unwrap());
+    let url = relay.url();
+    let child = tokio::task::spawn_blocking({
+        let mut command = tether(&[
+            "req",
+            &url,
+            r#"{"kinds":[1]}"#,
+            "--verify",
+            "--duration",
+            "3",
+        ]);
+        move || wait_output(command.spawn().expect("the tether binary starts"))
+    });
+    let connected = Instant::now();
+    while relay.open_connections() == 0 {
+        assert!(
+            connected.elapsed() < Duration::from_secs(5),
+            "no connection"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    relay.store(forged(26));
+    let output = child.await.unwrap();
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    let invalid = of_type(&lines, "invalid");
+    assert_eq!(invalid.len(), 11, "{}", explain(&output));
+    assert!(invalid[..10].iter().all(|l| l.get("suppressed").is_none()));
+    assert_eq!(invalid[10]["suppressed"], 15, "{}", explain(&output));
+    assert_eq!(invalid[10]["reason"], "id is not the hash of the event");
+    assert!(
+        output.stderr.len() < 2_000,
+        "no log line per forgery: {}",
+        explain(&output)
+    );
+}
+
+#[tokio::test]
 async fn req_with_several_relays_writes_each_event_once_and_one_honest_outcome() {
     if other_binary() {
         // several relays (the pool) are beyond tether-py's one-relay contract.

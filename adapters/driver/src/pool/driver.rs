@@ -16,7 +16,7 @@ use tether_core::pool::{
 };
 use tether_core::CheckpointError;
 use tether_core::Instant;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::handle::{PoolCommand, PoolEvents, PoolHandle, PoolItem, PoolSubscription};
 use crate::config::{seed_or_random, Config};
@@ -350,7 +350,9 @@ impl App for PoolApp {
                 reason,
             } => {
                 let url = parts.relays.url(relay);
-                warn!(?url, %id, %reason, "event failed verification");
+                // The application hears it (`PoolItem::Invalid`); a log line per forgery
+                // would let a hostile relay flood the log.
+                debug!(?url, %id, %reason, "event failed verification");
                 Route::Sub(sub, PoolItem::Invalid { relay, id, reason })
             }
             PoolEvent::PublishDone { id, outcome } => Route::Publish(id, Ok(outcome)),

@@ -77,7 +77,8 @@ pub fn encode_relay_transmit(transmit: &Transmit, out: &mut Vec<u8>) {
 /// - `{"type":"rejected","id":"hex","why":"refused"|"timed_out"|"too_large","message":"..."|null}`
 ///   (`message` is the relay's, for `refused`); `too_large` adds `"len":N,"max":N`: the
 ///   EVENT frame's bytes and the relay's declared maximum
-/// - `{"type":"peer_error","error":"..."}`
+/// - `{"type":"peer_error","kind":K,"error":"..."}`, `K` what was wrong with the frame
+///   (`json`, `arity`, `unknown_verb`, `too_large`, ...: `FrameError::kind`)
 pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
     let mut o = Obj::new(out);
     match event {
@@ -147,7 +148,10 @@ pub fn encode_relay_event(event: &Event, out: &mut Vec<u8>) {
                 _ => o.null("message"),
             }
         }
-        Event::PeerError { error } => o.kind("peer_error").display("error", error),
+        Event::PeerError { error } => o
+            .kind("peer_error")
+            .str("kind", error.kind())
+            .display("error", error),
         _ => o.kind("unknown"),
     };
     o.end();

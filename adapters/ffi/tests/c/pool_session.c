@@ -243,7 +243,7 @@ static void two_relays(void) {
         free(big);
     }
     EVENT(pool, "{\"type\":\"relay\",\"relay\":0,\"sub\":null,\"event\":{\"type\":\"peer_error\","
-                "\"error\":\"frame of 104857600 bytes exceeds the 4194304-byte limit\"}}");
+                "\"kind\":\"too_large\",\"error\":\"frame of 104857600 bytes exceeds the 4194304-byte limit\"}}");
     DRAINED(pool);
 
     /* Publish to relay b only: its OK is the outcome. */

@@ -265,7 +265,7 @@ static void session(void) {
     CODE(frame(relay, 4300, 1, "[\"EOSE\",\"1:1\"]"), TETHER_OK);
     /* Garbage from the peer is an event, not an error code. */
     CODE(frame(relay, 4300, 1, "[\"NOPE\"]"), TETHER_OK);
-    EVENT(relay, "{\"type\":\"peer_error\",\"error\":\"unknown verb \\\"NOPE\\\"\"}");
+    EVENT(relay, "{\"type\":\"peer_error\",\"kind\":\"unknown_verb\",\"error\":\"unknown verb \\\"NOPE\\\"\"}");
     DRAINED(relay);
 
     /* NIP-42: a challenge, the host's signed answer, the relay's OK. */
