@@ -255,10 +255,6 @@ async fn req_answers_auth_with_the_secret_key() {
 
 #[tokio::test]
 async fn req_peer_errors_are_typed_lines_and_a_flood_is_rate_limited() {
-    if other_binary() {
-        // tether-py does not write peer_error lines yet.
-        return;
-    }
     let relay = TestRelay::start(RelayModel::with_events(1)).await.unwrap();
     let url = relay.url();
     let child = tokio::task::spawn_blocking({
@@ -318,10 +314,6 @@ fn json_field(event: &StoredEvent, name: &str) -> String {
 
 #[tokio::test]
 async fn req_verify_drops_forgeries_and_still_delivers_the_genuine_copy_once() {
-    if other_binary() {
-        // --verify is beyond tether-py's one-relay contract.
-        return;
-    }
     let genuine: Vec<StoredEvent> = (1..=4).map(signed_note).collect();
     // Relay a: notes 1 and 2, and note 3 with its content changed (the id no longer fits).
     let mut forged3 = genuine[2].clone();
@@ -443,10 +435,6 @@ async fn req_verify_rate_limits_invalid_lines_and_says_what_it_left_out() {
 
 #[tokio::test]
 async fn req_with_several_relays_writes_each_event_once_and_one_honest_outcome() {
-    if other_binary() {
-        // several relays (the pool) are beyond tether-py's one-relay contract.
-        return;
-    }
     let a = TestRelay::start(RelayModel::with_events(3)).await.unwrap();
     let mut model = RelayModel::with_events(3);
     model.events.push(StoredEvent::new(4, 1_000_004, 1));
@@ -660,18 +648,18 @@ async fn bad_ports_are_a_usage_error_naming_the_port() {
     for port in ["99999", "65536", "abc"] {
         let relay = format!("ws://127.0.0.1:{port}/");
         let endpoint = format!("http://127.0.0.1:{port}/events");
+        // The pool path checks a further relay as it checks the first.
         let mut runs = vec![
             vec!["req".to_owned(), relay.clone()],
             vec!["sse".to_owned(), endpoint],
-        ];
-        if !other_binary() {
-            // The pool path (a further relay is checked as the first is) and `tether info`
-            // are this binary's.
-            runs.push(vec![
+            vec![
                 "req".to_owned(),
                 "ws://127.0.0.1:1".to_owned(),
                 relay.clone(),
-            ]);
+            ],
+        ];
+        if !other_binary() {
+            // `tether info` is this binary's.
             runs.push(vec!["info".to_owned(), relay.clone()]);
         }
         for args in runs {
@@ -1145,10 +1133,6 @@ async fn req_state_that_is_not_ours_is_exit_2_and_left_alone() {
 
 #[tokio::test]
 async fn req_state_with_several_relays_resumes_each_event_once() {
-    if other_binary() {
-        // several relays (the pool) are beyond tether-py's one-relay contract.
-        return;
-    }
     let now = unix_now();
     let model = |n: &[u64]| {
         let mut m = RelayModel::with_events(0);

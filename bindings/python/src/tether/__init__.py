@@ -1,7 +1,7 @@
 """tether over its C ABI: sans-IO Nostr relay and SSE sessions, and an asyncio driver.
 
-The sessions (:class:`Relay`, :class:`Sse`) make every protocol decision inside the Rust
-core; this package only moves bytes and time in and out of them.
+The sessions (:class:`Relay`, :class:`Pool`, :class:`Sse`) make every protocol decision
+inside the Rust core; this package only moves bytes and time in and out of them.
 """
 
 from ._ffi import (
@@ -12,6 +12,7 @@ from ._ffi import (
     LOSS_HANDSHAKE_FAILED,
     LOSS_NETWORK_ERROR,
     LOSS_TLS_REJECTED,
+    Pool,
     Relay,
     Sse,
     TetherError,
@@ -31,6 +32,7 @@ __all__ = [
     "LOSS_HANDSHAKE_FAILED",
     "LOSS_NETWORK_ERROR",
     "LOSS_TLS_REJECTED",
+    "Pool",
     "Relay",
     "Sse",
     "TetherError",

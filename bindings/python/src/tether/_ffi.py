@@ -155,6 +155,30 @@ class RelayConfig(ctypes.Structure):
     ]
 
 
+class PoolConfig(ctypes.Structure):
+    """``TetherPoolConfig``, version 1."""
+
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32),
+        ("gate_per_session", ctypes.c_uint32),
+        ("seed", ctypes.c_uint64),
+        ("max_subscriptions", ctypes.c_uint64),
+        ("max_frame", ctypes.c_uint64),
+        ("eose_timeout_ms", ctypes.c_uint64),
+        ("publish_timeout_ms", ctypes.c_uint64),
+        ("info_refresh_ms", ctypes.c_uint64),
+        ("verify", ctypes.c_uint32),
+        ("max_unverified", ctypes.c_uint32),
+        ("eose_deadline_ms", ctypes.c_uint64),
+        ("after_first_eose_ms", ctypes.c_uint64),
+        ("publish_deadline_ms", ctypes.c_uint64),
+        ("max_relays", ctypes.c_uint32),
+        ("max_pool_subscriptions", ctypes.c_uint32),
+        ("dedup_capacity", ctypes.c_uint32),
+        ("seen_on_max", ctypes.c_uint32),
+    ]
+
+
 class SseConfig(ctypes.Structure):
     """``TetherSseConfig``, version 1."""
 
@@ -237,6 +261,54 @@ _SIGNATURES = {
         _I32,
         [
             ctypes.POINTER(RelayConfig),
+            ctypes.c_char_p,
+            _SIZE,
+            _U64,
+            _U64,
+            ctypes.POINTER(_P),
+            _U8P,
+            _SIZEP,
+        ],
+    ),
+    "tether_relay_apply_relay_info": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U8P, _SIZEP]),
+    "tether_pool_config_default": (_I32, [ctypes.POINTER(PoolConfig)]),
+    "tether_pool_new": (_I32, [ctypes.POINTER(PoolConfig), ctypes.POINTER(_P)]),
+    "tether_pool_free": (None, [_P]),
+    "tether_pool_last_error": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_pool_set_wall_clock": (_I32, [_P, _U64, _U64]),
+    "tether_pool_lifecycle": (_I32, [_P, _U64, _U32]),
+    "tether_pool_add_relay": (_I32, [_P, _U64, ctypes.POINTER(_U32)]),
+    "tether_pool_remove_relay": (_I32, [_P, _U64, _U32]),
+    "tether_pool_subscribe": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
+    "tether_pool_subscribe_routed": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
+    "tether_pool_unsubscribe": (_I32, [_P, _U64, _U64]),
+    "tether_pool_publish": (
+        _I32,
+        [_P, _U64, ctypes.c_char_p, _SIZE, ctypes.POINTER(_U32), _SIZE, _U8P],
+    ),
+    "tether_pool_authenticate": (_I32, [_P, _U64, _U32, _U64, ctypes.c_char_p, _SIZE, _U8P]),
+    "tether_pool_apply_relay_info": (
+        _I32,
+        [_P, _U64, _U32, ctypes.c_char_p, _SIZE, _U8P, _SIZEP],
+    ),
+    "tether_pool_handle_open": (_I32, [_P, _U64, _U32, _U64]),
+    "tether_pool_handle_close": (_I32, [_P, _U64, _U32, _U64, _U32, ctypes.c_int32]),
+    "tether_pool_handle_frame": (_I32, [_P, _U64, _U32, _U64, ctypes.c_char_p, _SIZE]),
+    "tether_pool_handle_binary": (_I32, [_P, _U64, _U32, _U64, _SIZE]),
+    "tether_pool_handle_pong": (_I32, [_P, _U64, _U32, _U64]),
+    "tether_pool_handle_read_paused": (_I32, [_P, _U64, _U32, _U32]),
+    "tether_pool_handle_timeout": (_I32, [_P, _U64]),
+    "tether_pool_poll_transmit": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_pool_poll_event": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_pool_poll_verify": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_pool_handle_verified": (_I32, [_P, _U64, _U64, _I32, ctypes.c_char_p, _SIZE]),
+    "tether_pool_poll_timeout": (_I32, [_P, _U64P]),
+    "tether_pool_relay_stats": (_I32, [_P, _U32, _U8P, _SIZEP]),
+    "tether_pool_checkpoint": (_I32, [_P, _U8P, _SIZEP]),
+    "tether_pool_restore": (
+        _I32,
+        [
+            ctypes.POINTER(PoolConfig),
             ctypes.c_char_p,
             _SIZE,
             _U64,
@@ -542,6 +614,12 @@ class Relay(_Handle):
         self._call("authenticate", now_ms, challenge, data, len(data), out)
         return bytes(out).hex()
 
+    def apply_relay_info(self, now_ms: int, document: bytes) -> dict:
+        """Apply the relay's NIP-11 document (its bytes, as fetched): what is in force now
+        (``subscription_limit``, ``max_message_length``, ``auth_first``, ...), or
+        ``{"error": ...}`` when the document could not be read (nothing changed)."""
+        return _applied(self, document, lambda *out: self._call("apply_relay_info", now_ms, *out))
+
     def handle_open(self, now_ms: int, epoch: int) -> None:
         """The socket of ``epoch`` opened."""
         self._call("handle_open", now_ms, epoch)
@@ -562,6 +640,192 @@ class Relay(_Handle):
     def handle_pong(self, now_ms: int, epoch: int) -> None:
         """A pong arrived on ``epoch``."""
         self._call("handle_pong", now_ms, epoch)
+
+
+INFO_UNREADABLE = 2
+"""``tether_*_apply_relay_info``: the relay's document was not read (a verdict, not an error)."""
+
+APPLIED_MAX = 512
+"""The buffer ``tether_*_apply_relay_info`` needs (``TETHER_APPLIED_MAX``)."""
+
+
+def _applied(handle: _Handle, document: bytes, call) -> dict:
+    out = (ctypes.c_uint8 * APPLIED_MAX)()
+    length = ctypes.c_size_t(APPLIED_MAX)
+    call(document, len(document), out, ctypes.byref(length))
+    return json.loads(bytes(memoryview(out)[: length.value]))
+
+
+_VERIFY_CODES = {name: code for code, name in _VERDICTS.items()}
+
+
+class Pool(_Handle):
+    """A relay pool (``TetherPool``): one subscription across many relays, each event once,
+    one outcome per subscription, and verification handed to the caller when ``verify``."""
+
+    _prefix = "pool"
+
+    def __init__(self, **config: int) -> None:
+        built = _pool_config(config)
+        pointer = ctypes.c_void_p()
+        code = lib().tether_pool_new(ctypes.byref(built), ctypes.byref(pointer))
+        if code != OK:
+            raise TetherError(code, "tether_pool_new")
+        super().__init__(pointer)
+        self.max_frame: int = built.max_frame
+
+    @classmethod
+    def restore(cls, checkpoint: bytes, now_ms: int, unix_secs: int, **config: int) -> Pool:
+        """A pool from :meth:`checkpoint`'s bytes: the same relay and subscription ids, each
+        relay connecting again and catching up. :class:`TetherError` when it does not
+        restore."""
+        built = _pool_config(config)
+        pointer = _restored(
+            lambda out, why, why_len: lib().tether_pool_restore(
+                ctypes.byref(built),
+                checkpoint,
+                len(checkpoint),
+                now_ms,
+                unix_secs,
+                out,
+                why,
+                why_len,
+            )
+        )
+        pool = cls.__new__(cls)
+        _Handle.__init__(pool, pointer)
+        pool.max_frame = built.max_frame
+        return pool
+
+    def checkpoint(self) -> bytes:
+        """The pool's checkpoint (JSON bytes); taking one changes nothing."""
+        return self._copy("checkpoint")
+
+    def add_relay(self, now_ms: int) -> int:
+        """Add a relay (keep its URL by the id returned); it connects at once."""
+        relay = ctypes.c_uint32(0)
+        self._call("add_relay", now_ms, ctypes.byref(relay))
+        return relay.value
+
+    def remove_relay(self, now_ms: int, relay: int) -> None:
+        """Remove a relay; its socket is closed."""
+        self._call("remove_relay", now_ms, relay)
+
+    def subscribe(self, now_ms: int, filters: str | bytes) -> int:
+        """Subscribe on every relay, present and future."""
+        data = _text(filters)
+        sub = ctypes.c_uint64(0)
+        self._call("subscribe", now_ms, data, len(data), ctypes.byref(sub))
+        return sub.value
+
+    def subscribe_routed(self, now_ms: int, routing: list[tuple[int, list[dict]]]) -> int:
+        """Subscribe on the named relays, each with its own filters."""
+        data = json.dumps([{"relay": r, "filters": f} for r, f in routing]).encode()
+        sub = ctypes.c_uint64(0)
+        self._call("subscribe_routed", now_ms, data, len(data), ctypes.byref(sub))
+        return sub.value
+
+    def unsubscribe(self, now_ms: int, sub: int) -> None:
+        """Drop a subscription on every relay."""
+        self._call("unsubscribe", now_ms, sub)
+
+    def publish(self, now_ms: int, event: str | bytes, relays: list[int] | None = None) -> str:
+        """Publish a signed event to ``relays`` (every relay when ``None``); its id in hex."""
+        data = _text(event)
+        out = (ctypes.c_uint8 * 32)()
+        ids = None if relays is None else (ctypes.c_uint32 * max(1, len(relays)))(*relays)
+        count = 0 if relays is None else len(relays)
+        self._call("publish", now_ms, data, len(data), ids, count, out)
+        return bytes(out).hex()
+
+    def authenticate(self, now_ms: int, relay: int, challenge: int, event: str | bytes) -> str:
+        """Answer ``relay``'s challenge ``challenge``; the AUTH event's id in hex."""
+        data = _text(event)
+        out = (ctypes.c_uint8 * 32)()
+        self._call("authenticate", now_ms, relay, challenge, data, len(data), out)
+        return bytes(out).hex()
+
+    def apply_relay_info(self, now_ms: int, relay: int, document: bytes) -> dict:
+        """As :meth:`Relay.apply_relay_info`, for one relay of the pool."""
+        return _applied(
+            self, document, lambda *out: self._call("apply_relay_info", now_ms, relay, *out)
+        )
+
+    def handle_open(self, now_ms: int, relay: int, epoch: int) -> None:
+        """``relay``'s socket of ``epoch`` opened."""
+        self._call("handle_open", now_ms, relay, epoch)
+
+    def handle_close(
+        self, now_ms: int, relay: int, epoch: int, loss: int, close_code: int = -1
+    ) -> None:
+        """``relay``'s socket of ``epoch`` was lost (``LOSS_*``)."""
+        self._call("handle_close", now_ms, relay, epoch, loss, close_code)
+
+    def handle_frame(self, now_ms: int, relay: int, epoch: int, text: str | bytes) -> None:
+        """A text frame from ``relay`` on ``epoch``."""
+        data = _text(text)
+        self._call("handle_frame", now_ms, relay, epoch, data, len(data))
+
+    def handle_binary(self, now_ms: int, relay: int, epoch: int, length: int) -> None:
+        """A binary frame from ``relay`` on ``epoch``."""
+        self._call("handle_binary", now_ms, relay, epoch, length)
+
+    def handle_pong(self, now_ms: int, relay: int, epoch: int) -> None:
+        """A pong from ``relay`` on ``epoch``."""
+        self._call("handle_pong", now_ms, relay, epoch)
+
+    def handle_relay_read_paused(self, now_ms: int, relay: int, paused: bool) -> None:
+        """The driver stopped or resumed reading ``relay``'s socket."""
+        self._call("handle_read_paused", now_ms, relay, 1 if paused else 0)
+
+    def poll_verify(self) -> dict | None:
+        """The next event copy to verify (``ticket``, ``relay``, ``id``, ``raw``), or ``None``."""
+        raw = self._poll("poll_verify")
+        if raw is None:
+            return None
+        request = json.loads(raw)
+        request["raw"] = received_raw(raw)
+        return request
+
+    def handle_verified(self, now_ms: int, ticket: int, verdict: str | None) -> None:
+        """The verdict on ``ticket``: ``None`` (genuine) or what :func:`verify_event` said."""
+        code = OK if verdict is None else _VERIFY_CODES[verdict]
+        self._call("handle_verified", now_ms, ticket, code, None, 0)
+
+    def relay_stats(self, relay: int) -> dict:
+        """What the pool counted for ``relay``: duplicates, conflicts, invalid,
+        unverified_dropped."""
+        while True:
+            self._len.value = len(self._buf)
+            code = self._fn("relay_stats")(self._ptr, relay, self._buf, ctypes.byref(self._len))
+            if code == ERR_BUFFER_TOO_SMALL:
+                self._buf = (ctypes.c_uint8 * self._len.value)()
+                continue
+            self._check(code)
+            return json.loads(bytes(memoryview(self._buf)[: self._len.value]))
+
+    def poll_event(self) -> dict | None:
+        """The next event, decoded; a ``received`` one carries ``"raw"`` (the relay's bytes),
+        and a ``relay`` one its session's event under ``"event"``."""
+        raw = self.poll_event_raw()
+        if raw is None:
+            return None
+        event = json.loads(raw)
+        if event.get("type") == "received":
+            event["raw"] = received_raw(raw)
+        return event
+
+
+def _pool_config(fields: dict) -> PoolConfig:
+    config = PoolConfig()
+    config.struct_size = ctypes.sizeof(PoolConfig)
+    if lib().tether_pool_config_default(ctypes.byref(config)) != OK:
+        raise TetherError(ERR_INVALID_ARGUMENT, "config")
+    for name, value in fields.items():
+        if name not in dict(PoolConfig._fields_) or name == "struct_size":
+            raise TypeError(f"no pool config field {name!r}")
+        setattr(config, name, int(value))
+    return config
 
 
 def _sse_config(seed: int, idle_timeout_ms: int | None, connect_timeout_ms: int) -> SseConfig:

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ._ffi import Relay, Sse, TetherError
+from ._ffi import Pool, Relay, Sse, TetherError
 from .driver import AttemptInfo, RelayDriver, SseDriver, check_url
+from .pool_driver import PoolDriver
 from .state import StateError, StateFile, canonical_filter
 
 SAVE_EVERY = 1.0
@@ -76,6 +77,8 @@ def _parser() -> _Parser:
     req.add_argument("--seed", type=_u64)
     req.add_argument("--secret-key", metavar="HEX")
     req.add_argument("--max-subscriptions", type=_u64)
+    req.add_argument("--verify", action="store_true")
+    req.add_argument("--eose-timeout", type=_secs)
     req.add_argument("--duration", type=_secs)
     req.add_argument("--state", metavar="FILE", help="resume from FILE and keep it current")
     sse = commands.add_parser("sse", help="stream a Server-Sent Events endpoint")
@@ -190,6 +193,7 @@ class _Req:
         self.catching_up: dict = {}
         self.dirty = False
         self.driver: RelayDriver | None = None
+        self.peer_errors = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
 
     def on_event(self, event: dict, now: int) -> None:
         kind = event["type"]
@@ -261,10 +265,7 @@ class _Req:
         elif kind == "subscription_limit":
             line = {"type": "subscription_limit", "max": event["max"]}
         elif kind == "peer_error":
-            print(
-                f"tether: the relay sent a malformed frame; dropped: {event['error']}",
-                file=sys.stderr,
-            )
+            line = _peer_error_line(self.peer_errors, event)
         if line is not None:
             self.out.write(line)
         if self.out.closed and self.driver is not None:
@@ -279,7 +280,8 @@ class _Req:
 
 
 async def _run_req(args: argparse.Namespace) -> None:
-    filters = args.filters or [DEFAULT_FILTER]
+    given = [f for f in args.filters if not f.startswith(("ws://", "wss://"))]
+    filters = given or [DEFAULT_FILTER]
     for index, text in enumerate(filters):
         try:
             value = json.loads(text)
@@ -296,6 +298,17 @@ async def _run_req(args: argparse.Namespace) -> None:
         except ValueError as error:
             raise Usage(str(error)) from None
         sign = key.sign_auth
+    extra = 0
+    for text in args.filters:
+        if not text.startswith(("ws://", "wss://")):
+            break
+        extra += 1
+    relays = [args.url, *args.filters[:extra]]
+    for url in relays:
+        _relay_url(url)
+    if relays != [args.url] or args.verify:
+        await _run_req_pool(args, relays, args.filters[extra:] or [DEFAULT_FILTER], sign)
+        return
     url = _relay_url(args.url)
     state = StateFile(args.state, "req", [args.url]) if args.state else None
     loaded = _load(state)
@@ -357,6 +370,288 @@ async def _run_req(args: argparse.Namespace) -> None:
         _every(loop, SAVE_EVERY, lambda: run.dirty, lambda: (setattr(run, "dirty", False), save()))
     await driver.run()
     # Before the shutdown unsubscribes: the state keeps the subscriptions.
+    save()
+    driver.stopping = False
+    await driver.shut_down([s for s in subs if not run.ended[s]])
+
+
+def _peer_error_line(limit: _RateLimit, event: dict, relay: str | None = None) -> dict | None:
+    """A ``peer_error`` line (at most ``PEER_ERRORS_PER_SECOND``, the next one saying how
+    many were left out), or ``None`` when this one is left out."""
+    suppressed = limit.admit(time.monotonic())
+    if suppressed is None:
+        return None
+    line: dict = {"type": "peer_error"}
+    if relay is not None:
+        line["relay"] = relay
+    line["kind"] = event["kind"]
+    line["excerpt"] = event["error"][:EXCERPT_CHARS]
+    if suppressed:
+        line["suppressed"] = suppressed
+    return line
+
+
+def _distinct(relays: list[str]) -> list[str]:
+    """Each relay once, in the order given (as the pool was given them: its relay ids)."""
+    seen: set = set()
+    out = []
+    for url in relays:
+        key = url.lower().rstrip("/")
+        if key not in seen:
+            seen.add(key)
+            out.append(url)
+    return out
+
+
+class _PoolReq:
+    """``tether-py req`` over several relays (or with ``--verify``): the lines of
+    ``tether req``'s pool run, each about one relay naming it."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out = _Lines()
+        self.urls: dict[int, str] = {}
+        self.labels: dict[int, str] = {}
+        self.complete: dict[int, bool] = {}
+        self.ended: dict[int, bool] = {}
+        # A restored subscription: the relays that caught it up or gave up.
+        self.answered: dict[int, set] = {}
+        self.peer_errors = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
+        self.invalid = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
+        self.dirty = False
+        self.driver: PoolDriver | None = None
+
+    def _answered_by(self, sub: int, relay: int) -> None:
+        answered = self.answered.get(sub)
+        if answered is None:
+            return
+        answered.add(relay)
+        if len(answered) >= len(self.urls):
+            self.complete[sub] = True
+
+    def restored_deadline(self) -> None:
+        for sub in self.answered:
+            self.complete[sub] = True
+        self._maybe_stop()
+
+    def _maybe_stop(self) -> None:
+        if self.driver is None:
+            return
+        every_ended = bool(self.ended) and all(self.ended.values())
+        done = self.args.until_eose and all(self.complete.values())
+        if self.out.closed or every_ended or done:
+            self.driver.stop()
+
+    def on_event(self, event: dict, now: int) -> None:
+        self.dirty = True
+        line = self._line(event, now)
+        if line is not None:
+            self.out.write(line)
+        self._maybe_stop()
+
+    def _line(self, event: dict, now: int) -> dict | None:
+        kind = event["type"]
+        url = self.urls.get(event.get("relay"), "")
+        if kind == "relay":
+            return self._relay_line(event, url, now)
+        if kind == "publish_done" or kind in ("published", "rejected"):
+            return None
+        sub = event["sub"]
+        label = self.labels.get(sub)
+        if label is None:
+            return None
+        if kind == "received":
+            self.out.write_raw(
+                '{"type":"event","sub":'
+                + json.dumps(label)
+                + ',"relay":'
+                + json.dumps(url)
+                + ',"event":'
+                + _embedded(event["raw"])
+                + "}"
+            )
+            return None
+        if kind == "eose":
+            return {"type": "eose", "sub": label, "relay": url}
+        if kind == "caught_up":
+            self._answered_by(sub, event["relay"])
+            return {
+                "type": "caught_up",
+                "sub": label,
+                "relay": url,
+                "method": event["method"],
+                "exact_since": event["exact_since"],
+                "recovered": event["recovered"],
+            }
+        if kind == "relay_closed":
+            self._answered_by(sub, event["relay"])
+            return {
+                "type": "closed",
+                "sub": label,
+                "relay": url,
+                "reason": event["reason"],
+                "attempts": event["attempts"],
+            }
+        if kind == "complete":
+            self.complete[sub] = True
+            missing = [self.urls.get(m["relay"], "") for m in event["missing"]]
+            return {
+                "type": "complete",
+                "sub": label,
+                "outcome": event["outcome"],
+                "missing": missing,
+            }
+        if kind == "ended":
+            self.ended[sub] = True
+            self.complete[sub] = True
+            return {"type": "ended", "sub": label}
+        if kind == "invalid":
+            suppressed = self.invalid.admit(time.monotonic())
+            if suppressed is None:
+                return None
+            line = {
+                "type": "invalid",
+                "sub": label,
+                "relay": url,
+                "id": event["id"],
+                "reason": event["reason"],
+            }
+            if suppressed:
+                line["suppressed"] = suppressed
+            return line
+        return None
+
+    def _relay_line(self, wrapped: dict, url: str, now: int) -> dict | None:
+        event, kind = wrapped["event"], wrapped["event"]["type"]
+        label = self.labels.get(wrapped.get("sub"))
+        if kind == "connected":
+            return {"type": "connected", "relay": url}
+        if kind == "disconnected":
+            at = event["reconnect_at_ms"]
+            line = {
+                "type": "disconnected",
+                "relay": url,
+                "reconnect_in_ms": None if at is None else max(0, at - now),
+                "why": event["why"],
+            }
+            if event["close_code"] is not None:
+                line["close_code"] = event["close_code"]
+            return line
+        if kind == "notice":
+            return {"type": "notice", "relay": url, "message": event["message"]}
+        if kind == "auth_challenge":
+            return {"type": "auth", "relay": url, "challenge": event["challenge"]}
+        if kind == "authenticated":
+            return {"type": "authenticated", "relay": url}
+        if kind == "auth_failed":
+            return {"type": "auth_failed", "relay": url, "reason": event["reason"]}
+        if kind == "signer_failed":
+            return {"type": "signer_failed", "relay": url, "error": event["error"]}
+        if kind == "rate_limited":
+            return {
+                "type": "rate_limited",
+                "relay": url,
+                "window_ms": max(0, event["until_ms"] - now),
+            }
+        if kind == "subscription_limit":
+            return {"type": "subscription_limit", "relay": url, "max": event["max"]}
+        if kind == "peer_error":
+            return _peer_error_line(self.peer_errors, event, url)
+        if label is None:
+            return None
+        if kind == "retrying":
+            return {
+                "type": "retrying",
+                "sub": label,
+                "relay": url,
+                "in_ms": max(0, event["at_ms"] - now),
+                "attempt": event["attempt"],
+            }
+        if kind in ("queued", "eose_timeout"):
+            return {"type": kind, "sub": label, "relay": url}
+        return None
+
+
+async def _run_req_pool(
+    args: argparse.Namespace, relays: list[str], filters: list[str], sign
+) -> None:
+    for index, text in enumerate(filters):
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            raise Usage(f"filter {index} is not a JSON object ({error}): {text}") from None
+        if not isinstance(value, dict):
+            raise Usage(f"filter {index} is not a JSON object (not an object): {text}")
+    config: dict = {
+        "seed": _seed(args.seed),
+        "max_subscriptions": args.max_subscriptions or 0,
+        "verify": 1 if args.verify else 0,
+    }
+    if args.eose_timeout is not None:
+        config["eose_deadline_ms"] = max(1, int(args.eose_timeout * 1000))
+    state = StateFile(args.state, "req", relays) if args.state else None
+    loaded = _load(state)
+    distinct = _distinct(relays)
+    remembered: list[tuple[str, int]] = []
+    if state is not None and loaded is not None:
+        remembered, checkpoint = loaded
+        try:
+            pool = Pool.restore(checkpoint, 0, int(time.time()), **config)
+        except TetherError as error:
+            raise Usage(str(state.refuse(error.message))) from None
+        saved = json.loads(checkpoint)
+        restored = {s["id"] for s in saved["subscriptions"]}
+        remembered = [(f, i) for f, i in remembered if i in restored]
+    else:
+        pool = Pool(**config)
+    run = _PoolReq(args)
+    driver = PoolDriver(pool, run.on_event, sign)
+    run.driver = driver
+    pool.set_wall_clock(driver.now(), int(time.time()))
+    if loaded is not None:
+        for relay, url in enumerate(distinct):
+            driver.adopt(relay, url)
+    else:
+        for url in distinct:
+            driver.add_relay(url)
+    run.urls = driver.urls
+    subs, keys = [], []
+    for index, text in enumerate(filters):
+        key = canonical_filter(text)
+        match = next((i for i, (f, _) in enumerate(remembered) if f == key), None)
+        if match is not None:
+            sub = remembered.pop(match)[1]
+            run.answered[sub] = set()
+        else:
+            sub = pool.subscribe(driver.now(), "[" + text + "]")
+        subs.append(sub)
+        keys.append(key)
+        run.labels[sub] = str(index)
+        run.complete[sub] = False
+        run.ended[sub] = False
+    for _, sub in remembered:
+        pool.unsubscribe(driver.now(), sub)
+
+    def save() -> None:
+        if state is None:
+            return
+        live = [(k, s) for k, s in zip(keys, subs) if not run.ended[s]]
+        try:
+            state.store(live, pool.checkpoint())
+        except OSError as error:
+            print(f"tether: --state not written: {error}", file=sys.stderr)
+
+    loop = asyncio.get_running_loop()
+    _install_stop(loop, driver.stop)
+    _install_lifecycle(loop, driver)
+    if args.duration is not None:
+        loop.call_later(args.duration, driver.stop)
+    if run.answered:
+        deadline = args.eose_timeout if args.eose_timeout is not None else 10.0
+        loop.call_later(deadline, run.restored_deadline)
+    if state is not None:
+        _every(loop, SAVE_EVERY, lambda: run.dirty, lambda: (setattr(run, "dirty", False), save()))
+    await driver.run()
     save()
     driver.stopping = False
     await driver.shut_down([s for s in subs if not run.ended[s]])

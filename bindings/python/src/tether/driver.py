@@ -36,8 +36,9 @@ frame up to the session's ``max_frame``)."""
 _BODY_CHUNK = 16 * 1024
 """Bytes of an SSE body per inbox item, so the inbox holds at most ``INBOX_BOUND`` of them."""
 
-_CONTROL = frozenset(("stop", "wake", "pong"))
-"""Inputs that take no room: the loop's own signals, a handful at any time."""
+_CONTROL = frozenset(("stop", "wake", "pong", "verified", "stalled"))
+"""Inputs that take no room: the loop's own signals, a handful at any time, and the pool's
+verdicts and stalled sockets, which the pool's own bounds keep few."""
 
 
 def _payload(item: tuple) -> int:
@@ -261,56 +262,69 @@ class RelayDriver(_Loop):
             self._open = None
 
     async def _socket(self, epoch: int) -> None:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import ConnectionClosed, InvalidHandshake
-
-        put = self.put
-        try:
-            ws = await connect(
-                self.url,
-                ping_interval=None,
-                # The core refuses a larger frame anyway; websockets must not buffer one.
-                max_size=self.relay.max_frame,
-                # Frames websockets holds before it stops reading the socket itself.
-                max_queue=4,
-                open_timeout=None,
-                close_timeout=2,
-            )
-        except asyncio.CancelledError:
-            raise
-        except ssl.SSLError:
-            await put(("lost", epoch, _ffi.LOSS_TLS_REJECTED, -1))
-            return
-        except InvalidHandshake:
-            await put(("lost", epoch, _ffi.LOSS_HANDSHAKE_FAILED, -1))
-            return
-        except OSError:
-            await put(("lost", epoch, _ffi.LOSS_CONNECTION_REFUSED, -1))
-            return
-        except Exception:  # anything else on the way up
-            await put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
+        ws = await open_websocket(self.url, self.relay.max_frame, self.put, (epoch,))
+        if ws is None:
             return
         self._sockets[epoch] = ws
-        await put(("open", epoch))
-        try:
-            async for message in ws:
-                if isinstance(message, str):
-                    await put(("frame", epoch, message))
-                else:
-                    await put(("binary", epoch, len(message)))
-            code = ws.close_code
-            await put(("lost", epoch, _ffi.LOSS_CLOSED_BY_PEER, -1 if code is None else code))
-        except ConnectionClosed as closed:
-            if closed.sent is not None and closed.sent.code == _MESSAGE_TOO_BIG:
-                await put(("lost", epoch, _ffi.LOSS_FRAME_TOO_LARGE, -1))
-            elif closed.rcvd is not None:
-                await put(("lost", epoch, _ffi.LOSS_CLOSED_BY_PEER, closed.rcvd.code))
+        await self.put(("open", epoch))
+        await read_websocket(ws, self.put, (epoch,))
+
+
+async def open_websocket(url: str, max_frame: int, put, tag: tuple) -> Any | None:
+    """Open a WebSocket to ``url``, or put its failure (``("lost", *tag, loss, -1)``) and
+    return ``None``. No timeout of its own: the session's connect timeout closes it."""
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidHandshake
+
+    try:
+        return await connect(
+            url,
+            ping_interval=None,
+            # The core refuses a larger frame anyway; websockets must not buffer one.
+            max_size=max_frame,
+            # Frames websockets holds before it stops reading the socket itself.
+            max_queue=4,
+            open_timeout=None,
+            close_timeout=2,
+        )
+    except asyncio.CancelledError:
+        raise
+    except ssl.SSLError:
+        loss = _ffi.LOSS_TLS_REJECTED
+    except InvalidHandshake:
+        loss = _ffi.LOSS_HANDSHAKE_FAILED
+    except OSError:
+        loss = _ffi.LOSS_CONNECTION_REFUSED
+    except Exception:  # anything else on the way up
+        loss = _ffi.LOSS_NETWORK_ERROR
+    await put(("lost", *tag, loss, -1))
+    return None
+
+
+async def read_websocket(ws: Any, put, tag: tuple) -> None:
+    """Put each frame of ``ws`` (``("frame", *tag, text)``, ``("binary", *tag, n)``), then
+    how it ended (``("lost", *tag, loss, close_code)``)."""
+    from websockets.exceptions import ConnectionClosed
+
+    try:
+        async for message in ws:
+            if isinstance(message, str):
+                await put(("frame", *tag, message))
             else:
-                await put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # a reset or broken pipe
-            await put(("lost", epoch, _ffi.LOSS_NETWORK_ERROR, -1))
+                await put(("binary", *tag, len(message)))
+        code = ws.close_code
+        await put(("lost", *tag, _ffi.LOSS_CLOSED_BY_PEER, -1 if code is None else code))
+    except ConnectionClosed as closed:
+        if closed.sent is not None and closed.sent.code == _MESSAGE_TOO_BIG:
+            await put(("lost", *tag, _ffi.LOSS_FRAME_TOO_LARGE, -1))
+        elif closed.rcvd is not None:
+            await put(("lost", *tag, _ffi.LOSS_CLOSED_BY_PEER, closed.rcvd.code))
+        else:
+            await put(("lost", *tag, _ffi.LOSS_NETWORK_ERROR, -1))
+    except asyncio.CancelledError:
+        raise
+    except Exception:  # a reset or broken pipe
+        await put(("lost", *tag, _ffi.LOSS_NETWORK_ERROR, -1))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,263 @@
+"""The asyncio driver of a :class:`Pool`: one WebSocket per relay, sends that never wait on
+a socket, and verification on a thread pool. Every protocol decision is the pool's.
+
+One relay never stalls the others:
+
+- each socket has its own writer task and queue, so the loop never awaits a send; a socket
+  whose queue stays full (a peer that stopped reading) is given up as lost, and the pool
+  reconnects it and replays what it must;
+- readers share the loop's bounded inbox, which a reader waits on in turn, so a flooding
+  relay is held back by TCP without shutting the others out;
+- a relay that never answers holds nothing but its own socket: its connect and liveness
+  timeouts are the pool's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable
+
+from . import _ffi
+from ._ffi import Pool, TetherError
+from .driver import EventSink, _Loop, _warn, check_url, open_websocket, read_websocket
+
+WRITE_QUEUE = 1024
+"""Frames queued for one socket at most. A socket that cannot take them is dead for every
+purpose the pool has; it is reported lost rather than allowed to hold the loop."""
+
+
+class PoolDriver(_Loop):
+    """Drives a :class:`Pool` over WebSockets. :meth:`add_relay` each URL (ws:// or wss://,
+    checked by :func:`check_url`), subscribe through :attr:`pool`, then :meth:`run`.
+
+    ``sign(url, challenge)`` answers NIP-42 challenges (a signed kind 22242 event as JSON).
+    With the pool's ``verify`` on, each event copy is checked by :func:`tether.verify_event`
+    on ``verifiers`` threads (default: one per CPU) before the pool delivers it.
+    """
+
+    def __init__(
+        self,
+        pool: Pool,
+        on_event: EventSink,
+        sign: Callable[[str, str], str] | None = None,
+        verifiers: int | None = None,
+    ) -> None:
+        super().__init__(pool)
+        self.pool = pool
+        self.on_event = on_event
+        self.sign = sign
+        self.urls: dict[int, str] = {}
+        self._open: dict[int, int] = {}
+        self._writers: dict[tuple[int, int], asyncio.Queue] = {}
+        self._tasks: dict[tuple[int, int], list[asyncio.Task]] = {}
+        self._verifiers = verifiers or os.cpu_count() or 1
+        self._executor: ThreadPoolExecutor | None = None
+
+    def add_relay(self, url: str) -> int:
+        """Add ``url`` to the pool; its relay id."""
+        checked = check_url(url, ("ws", "wss"))
+        relay = self.pool.add_relay(self.now())
+        self.urls[relay] = checked
+        return relay
+
+    def adopt(self, relay: int, url: str) -> None:
+        """Name the URL of a relay a restored pool already holds."""
+        self.urls[relay] = check_url(url, ("ws", "wss"))
+
+    async def run(self) -> None:
+        """Drive until :meth:`stop`; then return, sockets left as they are."""
+        while True:
+            await self.drain()
+            if self.stopping:
+                return
+            item = await self.next_input()
+            if item is None:
+                self.pool.handle_timeout(self.now())
+            else:
+                self._feed(item)
+
+    async def shut_down(self, subs: list, wait: float = 2.0) -> None:
+        """Unsubscribe ``subs``, close every socket (bounded), stop the verifiers."""
+        now = self.now()
+        for sub in subs:
+            with contextlib.suppress(TetherError):
+                self.pool.unsubscribe(now, sub)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.drain(), wait)
+        for relay in list(self.urls):
+            with contextlib.suppress(TetherError):
+                self.pool.remove_relay(self.now(), relay)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.drain(), wait)
+        for tasks in self._tasks.values():
+            for task in tasks:
+                task.cancel()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+
+    async def drain(self) -> None:
+        """Transmits, events and verifications until all are drained. Never waits on a
+        socket: sends go to each socket's writer."""
+        while True:
+            transmit = self.pool.poll_transmit()
+            if transmit is not None:
+                self._transmit(transmit)
+                continue
+            request = self.pool.poll_verify()
+            if request is not None:
+                self._verify(request)
+                continue
+            event = self.pool.poll_event()
+            if event is None:
+                return
+            self.on_event(event, self.now())
+            inner = event.get("event") if event["type"] == "relay" else None
+            if inner is not None and inner["type"] == "auth_challenge" and self.sign:
+                self._answer(event["relay"], inner)
+        await asyncio.sleep(0)
+
+    def _feed(self, item: tuple) -> None:
+        kind, now = item[0], self.now()
+        try:
+            if kind == "verified":
+                self.pool.handle_verified(now, item[1], item[2])
+            elif kind == "open":
+                self._open[item[1]] = item[2]
+                self.pool.handle_open(now, item[1], item[2])
+            elif kind == "frame":
+                self.pool.handle_frame(now, item[1], item[2], item[3])
+            elif kind == "binary":
+                self.pool.handle_binary(now, item[1], item[2], item[3])
+            elif kind == "pong":
+                self.pool.handle_pong(now, item[1], item[2])
+            elif kind in ("lost", "stalled"):
+                self._forget((item[1], item[2]))
+                self.pool.handle_close(now, item[1], item[2], item[3], item[4])
+        except TetherError as error:
+            # A removed relay's or a stale socket's report; nothing to do.
+            _warn(f"socket input {kind}: {error}")
+
+    def _answer(self, relay: int, challenge: dict) -> None:
+        url = self.urls.get(relay, "")
+        try:
+            signed = self.sign(url, challenge["challenge"])  # type: ignore[misc]
+        except Exception as error:  # the signer's failure is reported
+            self.on_event(
+                {
+                    "type": "relay",
+                    "relay": relay,
+                    "sub": None,
+                    "event": {"type": "signer_failed", "error": str(error)},
+                },
+                self.now(),
+            )
+            return
+        try:
+            self.pool.authenticate(self.now(), relay, challenge["id"], signed)
+        except TetherError as error:
+            _warn(f"authenticate: {error}")
+
+    def _verify(self, request: dict) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(self._verifiers, thread_name_prefix="verify")
+        loop = asyncio.get_running_loop()
+        ticket, raw = request["ticket"], request["raw"]
+        future = loop.run_in_executor(self._executor, _ffi.verify_event, raw)
+
+        def done(f: asyncio.Future) -> None:
+            if f.cancelled():
+                return
+            error = f.exception()
+            verdict = "malformed" if error is not None else f.result()
+            # A verdict takes no inbox room: the pool bounds the checks in flight.
+            self.inbox.put_nowait(("verified", ticket, verdict))
+
+        future.add_done_callback(done)
+
+    def _transmit(self, transmit: dict) -> None:
+        relay, kind = transmit["relay"], transmit["type"]
+        if kind == "open":
+            key = (relay, transmit["epoch"])
+            url = self.urls.get(relay)
+            if url is None:
+                return
+            self._tasks[key] = [asyncio.ensure_future(self._socket(key, url))]
+        elif kind == "send":
+            epoch = self._open.get(relay)
+            queue = self._writers.get((relay, epoch)) if epoch is not None else None
+            if queue is None:
+                return
+            try:
+                queue.put_nowait(transmit["text"])
+            except asyncio.QueueFull:
+                self._stalled((relay, epoch))
+        elif kind == "ping":
+            epoch = self._open.get(relay)
+            queue = self._writers.get((relay, epoch)) if epoch is not None else None
+            if queue is not None:
+                with contextlib.suppress(asyncio.QueueFull):
+                    queue.put_nowait(None)
+        elif kind == "close":
+            self._close((relay, transmit["epoch"]))
+        elif kind == "fetch_info":
+            pass  # NIP-11 is asked for only when `info_refresh_ms` is set, which this does not.
+
+    def _stalled(self, key: tuple[int, int]) -> None:
+        """A socket that stopped taking frames: lost, reported once."""
+        if key not in self._writers:
+            return
+        self._close(key)
+        self.inbox.put_nowait(("stalled", key[0], key[1], _ffi.LOSS_NETWORK_ERROR, -1))
+
+    def _close(self, key: tuple[int, int]) -> None:
+        self._writers.pop(key, None)
+        for task in self._tasks.pop(key, []):
+            task.cancel()
+        if self._open.get(key[0]) == key[1]:
+            del self._open[key[0]]
+
+    def _forget(self, key: tuple[int, int]) -> None:
+        self._writers.pop(key, None)
+        self._tasks.pop(key, None)
+        if self._open.get(key[0]) == key[1]:
+            del self._open[key[0]]
+
+    async def _socket(self, key: tuple[int, int], url: str) -> None:
+        relay, epoch = key
+        ws = await open_websocket(url, self.pool.max_frame, self.put, key)
+        if ws is None:
+            return
+        queue: asyncio.Queue = asyncio.Queue(WRITE_QUEUE)
+        self._writers[key] = queue
+        writer = asyncio.ensure_future(self._write(ws, queue, key))
+        self._tasks.setdefault(key, []).append(writer)
+        try:
+            await self.put(("open", relay, epoch))
+            await read_websocket(ws, self.put, key)
+        finally:
+            writer.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(ws.close(), 2.0)
+
+    async def _write(self, ws: Any, queue: asyncio.Queue, key: tuple[int, int]) -> None:
+        while True:
+            text = await queue.get()
+            try:
+                if text is None:
+                    asyncio.ensure_future(self._ping(ws, key))
+                else:
+                    await ws.send(text)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the reader reports the loss
+                return
+
+    async def _ping(self, ws: Any, key: tuple[int, int]) -> None:
+        try:
+            await (await ws.ping())
+            self.inbox.put_nowait(("pong", key[0], key[1]))
+        except Exception:  # no pong: the pool's timeout decides
+            pass

@@ -1,0 +1,158 @@
+"""The pool through the C ABI and its asyncio driver, against testpeer relays."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+
+from tether import Pool, TetherError
+from tether.pool_driver import PoolDriver
+
+
+def event(n: int) -> str:
+    return (
+        f'{{"id":"{n:064x}","pubkey":"{"a" * 64}","created_at":1700000000,"kind":1,'
+        f'"tags":[],"content":"hi","sig":"{"b" * 128}"}}'
+    )
+
+
+def test_two_relays_deliver_each_event_once_and_one_outcome():
+    pool = Pool(seed=7)
+    a, b = pool.add_relay(0), pool.add_relay(0)
+    sub = pool.subscribe(0, '[{"kinds":[1]}]')
+    opens = [pool.poll_transmit(), pool.poll_transmit()]
+    assert opens == [
+        {"relay": a, "type": "open", "epoch": 1},
+        {"relay": b, "type": "open", "epoch": 1},
+    ]
+    for relay in (a, b):
+        pool.handle_open(5, relay, 1)
+    while pool.poll_transmit() or pool.poll_event():
+        pass
+    for relay in (b, a):
+        pool.handle_frame(6, relay, 1, '["EVENT","0:1",' + event(1) + "]")
+        pool.handle_frame(7, relay, 1, '["EOSE","0:1"]')
+    events = []
+    while (e := pool.poll_event()) is not None:
+        events.append(e)
+    assert [e["type"] for e in events] == ["received", "eose", "eose", "complete"]
+    assert events[0]["relay"] == b and events[0]["raw"] == event(1)
+    assert events[3] == {"type": "complete", "sub": sub, "outcome": "complete", "missing": []}
+    assert pool.relay_stats(a)["duplicates"] == 1
+    with pytest.raises(TetherError):
+        pool.relay_stats(9)
+
+
+def test_verdicts_come_back_in_any_order_and_delivery_keeps_its_order():
+    pool = Pool(seed=7, verify=1)
+    relay = pool.add_relay(0)
+    pool.subscribe(0, '[{"kinds":[1]}]')
+    pool.handle_open(0, relay, 1)
+    while pool.poll_transmit() or pool.poll_event():
+        pass
+    for n in (1, 2):
+        pool.handle_frame(1, relay, 1, '["EVENT","0:1",' + event(n) + "]")
+    first, second = pool.poll_verify(), pool.poll_verify()
+    assert (first["raw"], second["raw"]) == (event(1), event(2))
+    pool.handle_verified(2, second["ticket"], None)
+    assert pool.poll_event() is None  # the first is still awaited
+    pool.handle_verified(3, first["ticket"], "bad_id")
+    invalid, received = pool.poll_event(), pool.poll_event()
+    assert invalid["type"] == "invalid" and invalid["reason"] == "id is not the hash of the event"
+    assert received["type"] == "received" and received["raw"] == event(2)
+    with pytest.raises(TetherError):
+        pool.handle_verified(4, first["ticket"], None)
+
+
+def test_nip11_documents_apply_to_a_pool_relay_and_unreadable_ones_change_nothing():
+    pool = Pool()
+    relay = pool.add_relay(0)
+    doc = b'{"limitation":{"max_subscriptions":3,"max_message_length":65536}}'
+    applied = pool.apply_relay_info(0, relay, doc)
+    assert applied["subscription_limit"] == 3 and applied["max_message_length"] == 65536
+    assert "error" in pool.apply_relay_info(0, relay, b"<html>")
+
+
+def test_a_checkpoint_restores_the_same_relays_and_subscription():
+    pool = Pool(seed=1)
+    relay = pool.add_relay(0)
+    sub = pool.subscribe(0, '[{"kinds":[1]}]')
+    restored = Pool.restore(pool.checkpoint(), 0, int(time.time()))
+    assert restored.poll_transmit() == {"relay": relay, "type": "open", "epoch": 1}
+    restored.unsubscribe(0, sub)
+    with pytest.raises(TetherError):
+        Pool.restore(b"{}", 0, 0)
+
+
+async def _silent_server() -> tuple[asyncio.AbstractServer, str]:
+    """A TCP server that accepts and never answers: a WebSocket handshake to it hangs."""
+
+    async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(3600)
+
+    server = await asyncio.start_server(hold, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    return server, f"ws://127.0.0.1:{port}"
+
+
+def test_a_hung_relay_never_stalls_the_others(peer):
+    live = peer("--events", "5")
+
+    async def run() -> tuple[list, float]:
+        server, hung = await _silent_server()
+        got: list = []
+        pool = Pool(seed=3, verify=0)
+        driver = PoolDriver(pool, lambda e, now: got.append(e))
+        driver.add_relay(hung)
+        driver.add_relay(live.url)
+        pool.subscribe(driver.now(), '[{"kinds":[1]}]')
+        started = time.monotonic()
+
+        def five_and_eose() -> None:
+            received = [e for e in got if e["type"] == "received"]
+            if len(received) == 5 and any(e["type"] == "eose" for e in got):
+                driver.stop()
+
+        driver.on_event = lambda e, now: (got.append(e), five_and_eose())
+        await asyncio.wait_for(driver.run(), 10)
+        took = time.monotonic() - started
+        await driver.shut_down([])
+        server.close()
+        return got, took
+
+    got, took = asyncio.run(run())
+    received = [e for e in got if e["type"] == "received"]
+    assert len(received) == 5 and all(e["relay"] == 1 for e in received)
+    # The hung relay's connect timeout is 10 s: the live relay did not wait for it.
+    assert took < 5, took
+    live.frames()
+
+
+def test_verification_runs_on_threads_and_drops_forgeries(peer):
+    live = peer("--events", "3")
+
+    async def run() -> list:
+        got: list = []
+        pool = Pool(seed=3, verify=1)
+        driver = PoolDriver(pool, lambda e, now: None, verifiers=2)
+
+        def sink(e: dict, now: int) -> None:
+            got.append(e)
+            if e["type"] == "complete":
+                driver.stop()
+
+        driver.on_event = sink
+        driver.add_relay(live.url)
+        pool.subscribe(driver.now(), '[{"kinds":[1]}]')
+        await asyncio.wait_for(driver.run(), 10)
+        await driver.shut_down([])
+        return got
+
+    got = asyncio.run(run())
+    kinds = [e["type"] for e in got if e["type"] != "relay"]
+    # The testpeer's events are not signed: every one is invalid, none delivered.
+    assert kinds.count("invalid") == 3 and "received" not in kinds, json.dumps(got)
+    live.frames()
