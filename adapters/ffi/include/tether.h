@@ -1170,6 +1170,22 @@ int32_t tether_check_url(const uint8_t *url,
 // `event` is null or valid for `event_len` bytes.
 int32_t tether_verify_event(const uint8_t *event, size_t event_len);
 
+// Check `count` events at once: `events[i]` (`lens[i]` bytes) gets its verdict in
+// `out[i]`, as [`tether_verify_event`] would return it. One call for a batch, so a host whose
+// foreign calls are costly (an interpreter that takes a lock back after each) pays once.
+//
+// # Errors
+// `TETHER_ERR_NULL` (`lens` or `out` null with a count, or `events` null), then nothing is
+// written; a null or non-UTF-8 event gets its error code in its own slot.
+//
+// # Safety
+// `events`, `lens` and `out` are null or valid for `count` elements; each `events[i]` is
+// null or valid for `lens[i]` bytes.
+int32_t tether_verify_events(const uint8_t *const *events,
+                             const size_t *lens,
+                             size_t count,
+                             int32_t *out);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -62,6 +62,39 @@ pub unsafe extern "C" fn tether_verify_event(event: *const u8, event_len: usize)
     }
 }
 
+/// Check `count` events at once: `events[i]` (`lens[i]` bytes) gets its verdict in
+/// `out[i]`, as [`tether_verify_event`] would return it. One call for a batch, so a host whose
+/// foreign calls are costly (an interpreter that takes a lock back after each) pays once.
+///
+/// # Errors
+/// `TETHER_ERR_NULL` (`lens` or `out` null with a count, or `events` null), then nothing is
+/// written; a null or non-UTF-8 event gets its error code in its own slot.
+///
+/// # Safety
+/// `events`, `lens` and `out` are null or valid for `count` elements; each `events[i]` is
+/// null or valid for `lens[i]` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_verify_events(
+    events: *const *const u8,
+    lens: *const usize,
+    count: usize,
+    out: *mut i32,
+) -> i32 {
+    if count == 0 {
+        return TETHER_OK;
+    }
+    if events.is_null() || lens.is_null() || out.is_null() {
+        return crate::TETHER_ERR_NULL;
+    }
+    for i in 0..count {
+        // SAFETY: each array is valid for `count` elements by the contract.
+        let (event, len) = unsafe { (events.add(i).read(), lens.add(i).read()) };
+        // SAFETY: as above; the event pointer's contract is the caller's.
+        unsafe { out.add(i).write(tether_verify_event(event, len)) };
+    }
+    TETHER_OK
+}
+
 fn code(why: &Invalid) -> i32 {
     match why {
         Invalid::Malformed(_) => TETHER_VERIFY_MALFORMED,

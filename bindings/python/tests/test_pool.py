@@ -156,3 +156,42 @@ def test_verification_runs_on_threads_and_drops_forgeries(peer):
     # The testpeer's events are not signed: every one is invalid, none delivered.
     assert kinds.count("invalid") == 3 and "received" not in kinds, json.dumps(got)
     live.frames()
+
+
+def test_lagging_verifiers_hold_the_sockets_back_instead_of_dropping_events(peer, monkeypatch):
+    # More events than the pool holds under verification (max_unverified 4 096), and
+    # verifiers slowed down: the driver stops taking socket input while checks are in
+    # flight, so none is dropped.
+    import tether.pool_driver as pool_driver
+
+    check_all = pool_driver._check_all
+
+    def slow(batch):
+        time.sleep(0.02)
+        return check_all(batch)
+
+    monkeypatch.setattr(pool_driver, "_check_all", slow)
+    live = peer("--events", "6000")
+
+    async def run() -> tuple[list, dict]:
+        got: list = []
+        pool = Pool(seed=3, verify=1)
+        driver = PoolDriver(pool, lambda e, now: None, verifiers=1)
+
+        def sink(e: dict, now: int) -> None:
+            got.append(e)
+            if e["type"] == "complete":
+                driver.stop()
+
+        driver.on_event = sink
+        relay = driver.add_relay(live.url)
+        pool.subscribe(driver.now(), '[{"kinds":[1]}]')
+        await asyncio.wait_for(driver.run(), 60)
+        stats = pool.relay_stats(relay)
+        await driver.shut_down([])
+        return got, stats
+
+    got, stats = asyncio.run(run())
+    assert sum(1 for e in got if e["type"] == "invalid") == 6000
+    assert stats["unverified_dropped"] == 0 and stats["invalid"] == 6000, stats
+    live.frames()

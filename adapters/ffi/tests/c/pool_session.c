@@ -347,6 +347,14 @@ static void verification(void) {
     const char *ev1 = EV(ID1);
     int32_t verdict = tether_verify_event(text(ev1), strlen(ev1));
     CODE(verdict, TETHER_VERIFY_BAD_ID);
+    /* The same check for a batch, in one call; each slot gets its own verdict. */
+    const uint8_t *batch[3] = {text(ev1), text("{}"), NULL};
+    size_t lens[3] = {strlen(ev1), 2, 4};
+    int32_t verdicts[3] = {0, 0, 0};
+    CODE(tether_verify_events(batch, lens, 3, verdicts), TETHER_OK);
+    CHECK(verdicts[0] == TETHER_VERIFY_BAD_ID && verdicts[1] == TETHER_VERIFY_MALFORMED &&
+          verdicts[2] == TETHER_ERR_NULL);
+    CODE(tether_verify_events(batch, NULL, 3, verdicts), TETHER_ERR_NULL);
     CODE(tether_pool_handle_verified(pool, 20, 2, TETHER_OK, NULL, 0), TETHER_OK);
     DRAINED(pool); /* ticket 2 is genuine, but ticket 1 comes first */
     CODE(tether_pool_handle_verified(pool, 21, 1, verdict, NULL, 0), TETHER_OK);

@@ -135,10 +135,32 @@ def verify_event(event: str | bytes) -> str | None:
     ``malformed_signature`` or ``bad_signature``. No handle: call it from any thread; ctypes
     releases the GIL around the check, so threads verify in parallel."""
     raw = event.encode("utf-8") if isinstance(event, str) else event
-    code = lib().tether_verify_event(raw, len(raw))
+    code = releasing().tether_verify_event(raw, len(raw))
     if code in _VERDICTS:
         return _VERDICTS[code]
     raise TetherError(code, "tether_verify_event")
+
+
+def verify_events(events: list[str]) -> list[str | None]:
+    """:func:`verify_event` for a batch in one foreign call: the GIL is released once for
+    all of them, not taken back after each (which, with other threads busy, costs more than
+    the check)."""
+    raws = [e.encode("utf-8") if isinstance(e, str) else e for e in events]
+    n = len(raws)
+    if n == 0:
+        return []
+    pointers = (ctypes.c_char_p * n)(*raws)
+    lengths = (ctypes.c_size_t * n)(*(len(r) for r in raws))
+    out = (ctypes.c_int32 * n)()
+    code = releasing().tether_verify_events(pointers, lengths, n, out)
+    if code != OK:
+        raise TetherError(code, "tether_verify_events")
+    verdicts = []
+    for code in out:
+        if code not in _VERDICTS:
+            raise TetherError(code, "tether_verify_events")
+        verdicts.append(_VERDICTS[code])
+    return verdicts
 
 
 class RelayConfig(ctypes.Structure):
@@ -227,6 +249,10 @@ _SIGNATURES = {
     "tether_sse_config_default": (_I32, [ctypes.POINTER(SseConfig)]),
     "tether_sse_new": (_I32, [ctypes.POINTER(SseConfig), ctypes.POINTER(_P)]),
     "tether_verify_event": (_I32, [ctypes.c_char_p, _SIZE]),
+    "tether_verify_events": (
+        _I32,
+        [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_SIZE), _SIZE, ctypes.POINTER(_I32)],
+    ),
     "tether_sse_new_request": (
         _I32,
         [ctypes.POINTER(SseConfig), ctypes.c_char_p, _SIZE, ctypes.POINTER(_P)],
@@ -326,22 +352,40 @@ _SIGNATURES = {
 }
 
 _lib: ctypes.CDLL | None = None
+_released: ctypes.CDLL | None = None
+
+_RELEASING = ("tether_verify_event", "tether_verify_events")
+"""The calls that let go of the GIL: signature checks, long enough to run in parallel on
+threads. Every other call is microseconds and never blocks, and holding the GIL through it
+spares a hand-off between threads on each call (with a verifier thread busy, taking the GIL
+back cost more than the call itself)."""
 
 
 def lib() -> ctypes.CDLL:
-    """The loaded library, its prototypes declared and its ABI version checked."""
-    global _lib
+    """The loaded library, its prototypes declared and its ABI version checked. Its calls
+    keep the GIL (see :func:`releasing`)."""
+    global _lib, _released
     if _lib is None:
-        loaded = ctypes.CDLL(str(library_path()))
+        path = str(library_path())
+        loaded = ctypes.PyDLL(path)
+        released = ctypes.CDLL(path)
         for name, (restype, argtypes) in _SIGNATURES.items():
-            function = getattr(loaded, name)
-            function.restype = restype
-            function.argtypes = argtypes
+            for handle in (loaded, released) if name in _RELEASING else (loaded,):
+                function = getattr(handle, name)
+                function.restype = restype
+                function.argtypes = argtypes
         version = loaded.tether_abi_version()
         if version != ABI_VERSION:
             raise OSError(f"the library speaks ABI {version}, this package {ABI_VERSION}")
-        _lib = loaded
+        _lib, _released = loaded, released
     return _lib
+
+
+def releasing() -> ctypes.CDLL:
+    """The library for the calls that release the GIL while they run (:data:`_RELEASING`)."""
+    lib()
+    assert _released is not None
+    return _released
 
 
 def check_url(url: str, kind: int) -> str | None:

@@ -36,9 +36,9 @@ frame up to the session's ``max_frame``)."""
 _BODY_CHUNK = 16 * 1024
 """Bytes of an SSE body per inbox item, so the inbox holds at most ``INBOX_BOUND`` of them."""
 
-_CONTROL = frozenset(("stop", "wake", "pong", "verified", "stalled"))
-"""Inputs that take no room: the loop's own signals, a handful at any time, and the pool's
-verdicts and stalled sockets, which the pool's own bounds keep few."""
+_CONTROL = frozenset(("stop", "wake", "pong", "stalled"))
+"""Inputs that take no room: the loop's own signals and the pool's stalled sockets, a
+handful at any time."""
 
 
 def _payload(item: tuple) -> int:

@@ -24,6 +24,15 @@ from . import _ffi
 from ._ffi import Pool, TetherError
 from .driver import EventSink, _Loop, _warn, check_url, open_websocket, read_websocket
 
+VERIFY_BATCH = 256
+"""Checks gathered before they go to the verifier threads while socket input keeps coming
+(they go at once when it stops): a thread hand-off per event costs more than the check."""
+
+VERIFY_BACKLOG = 1024
+"""Checks handed to the verifier threads and not yet answered, at most, before the loop
+stops taking socket input: readers then wait, and TCP holds the relays back. Past the pool's
+own bound (``max_unverified``, 4 096) new events would be dropped; this keeps well below it."""
+
 WRITE_QUEUE = 1024
 """Frames queued for one socket at most. A socket that cannot take them is dead for every
 purpose the pool has; it is reported lost rather than allowed to hold the loop."""
@@ -55,6 +64,9 @@ class PoolDriver(_Loop):
         self._tasks: dict[tuple[int, int], list[asyncio.Task]] = {}
         self._verifiers = verifiers or os.cpu_count() or 1
         self._executor: ThreadPoolExecutor | None = None
+        self._checking = 0
+        self._gathered: list[tuple[int, str]] = []
+        self._verdicts: asyncio.Queue = asyncio.Queue()
 
     def add_relay(self, url: str) -> int:
         """Add ``url`` to the pool; its relay id."""
@@ -73,11 +85,40 @@ class PoolDriver(_Loop):
             await self.drain()
             if self.stopping:
                 return
-            item = await self.next_input()
-            if item is None:
-                self.pool.handle_timeout(self.now())
+            if self._gathered and (len(self._gathered) >= VERIFY_BATCH or self.inbox.empty()):
+                self._verify(self._gathered)
+                self._gathered = []
+            if not self._verdicts.empty():
+                self._handle_verdicts(self._verdicts.get_nowait())
+            elif self._checking + len(self._gathered) >= VERIFY_BACKLOG:
+                await self._await_verdicts()
             else:
-                self._feed(item)
+                item = await self.next_input()
+                if item is None:
+                    self.pool.handle_timeout(self.now())
+                else:
+                    self._feed(item)
+
+    async def _await_verdicts(self) -> None:
+        """The verifiers lag: take no socket input until a verdict comes (or a deadline)."""
+        deadline = self.pool.poll_timeout()
+        timeout = None if deadline is None else max(0, deadline - self.now()) / 1000
+        try:
+            verdicts = await asyncio.wait_for(self._verdicts.get(), timeout)
+        except asyncio.TimeoutError:
+            self.pool.handle_timeout(self.now())
+            return
+        self._handle_verdicts(verdicts)
+
+    def _handle_verdicts(self, verdicts: list) -> None:
+        self._checking -= len(verdicts)
+        now = self.now()
+        for ticket, verdict in verdicts:
+            try:
+                self.pool.handle_verified(now, ticket, verdict)
+            except TetherError as error:
+                # Its subscription was dropped meanwhile: nothing awaits it.
+                _warn(f"verdict: {error}")
 
     async def shut_down(self, subs: list, wait: float = 2.0) -> None:
         """Unsubscribe ``subs``, close every socket (bounded), stop the verifiers."""
@@ -108,23 +149,20 @@ class PoolDriver(_Loop):
                 continue
             request = self.pool.poll_verify()
             if request is not None:
-                self._verify(request)
+                self._gathered.append((request["ticket"], request["raw"]))
                 continue
             event = self.pool.poll_event()
             if event is None:
-                return
+                break
             self.on_event(event, self.now())
             inner = event.get("event") if event["type"] == "relay" else None
             if inner is not None and inner["type"] == "auth_challenge" and self.sign:
                 self._answer(event["relay"], inner)
-        await asyncio.sleep(0)
 
     def _feed(self, item: tuple) -> None:
         kind, now = item[0], self.now()
         try:
-            if kind == "verified":
-                self.pool.handle_verified(now, item[1], item[2])
-            elif kind == "open":
+            if kind == "open":
                 self._open[item[1]] = item[2]
                 self.pool.handle_open(now, item[1], item[2])
             elif kind == "frame":
@@ -160,22 +198,30 @@ class PoolDriver(_Loop):
         except TetherError as error:
             _warn(f"authenticate: {error}")
 
-    def _verify(self, request: dict) -> None:
+    def _verify(self, checks: list[tuple[int, str]]) -> None:
+        """Check ``checks`` on the verifier threads, one batch and one foreign call per
+        thread: a thread that takes the GIL back after every check waits for the busy loop
+        thread each time (the switch interval), which costs more than the check."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(self._verifiers, thread_name_prefix="verify")
         loop = asyncio.get_running_loop()
-        ticket, raw = request["ticket"], request["raw"]
-        future = loop.run_in_executor(self._executor, _ffi.verify_event, raw)
+        self._checking += len(checks)
+        share = -(-len(checks) // self._verifiers)
+        for at in range(0, len(checks), share):
+            batch = checks[at : at + share]
+            future = loop.run_in_executor(self._executor, _check_all, batch)
+            future.add_done_callback(lambda f, batch=batch: self._verified(f, batch))
 
-        def done(f: asyncio.Future) -> None:
-            if f.cancelled():
-                return
-            error = f.exception()
-            verdict = "malformed" if error is not None else f.result()
-            # A verdict takes no inbox room: the pool bounds the checks in flight.
-            self.inbox.put_nowait(("verified", ticket, verdict))
-
-        future.add_done_callback(done)
+    def _verified(self, future: asyncio.Future, batch: list[tuple[int, str]]) -> None:
+        if future.cancelled():
+            return
+        if future.exception() is not None:
+            verdicts = [(ticket, "malformed") for ticket, _ in batch]
+        else:
+            verdicts = future.result()
+        self._verdicts.put_nowait(verdicts)
+        # Wake a loop waiting on socket input (a control item: it takes no room).
+        self.inbox.put_nowait(("wake",))
 
     def _transmit(self, transmit: dict) -> None:
         relay, kind = transmit["relay"], transmit["type"]
@@ -261,3 +307,9 @@ class PoolDriver(_Loop):
             self.inbox.put_nowait(("pong", key[0], key[1]))
         except Exception:  # no pong: the pool's timeout decides
             pass
+
+
+def _check_all(batch: list[tuple[int, str]]) -> list[tuple[int, str | None]]:
+    """Each check's verdict, in one foreign call (runs on a verifier thread)."""
+    verdicts = _ffi.verify_events([raw for _, raw in batch])
+    return [(ticket, verdict) for (ticket, _), verdict in zip(batch, verdicts)]
