@@ -1408,10 +1408,6 @@ async fn sse_mcp_revision_that_is_not_known_is_a_usage_error() {
 
 #[tokio::test]
 async fn sse_goes_through_the_environments_proxy_unless_told_otherwise() {
-    if other_binary() {
-        // tether-py leaves proxies to aiohttp, which ignores the environment by default.
-        return;
-    }
     // Which proxy is chosen is what this checks: a second ScriptedSse stands where the proxy
     // would be and records the absolute-form request a client sends to a forward proxy (a
     // real one, tinyproxy, carries streams in the scenarios `peer_suite!` runs).

@@ -95,6 +95,7 @@ def _parser() -> _Parser:
     sse.add_argument("--end-event", metavar="EVENT")
     sse.add_argument("--fail-event", metavar="EVENT")
     sse.add_argument("--idle-timeout", type=_secs)
+    sse.add_argument("--proxy", metavar="URL|none")
     sse.add_argument("--seed", type=_u64)
     sse.add_argument("--duration", type=_secs)
     sse.add_argument("--state", metavar="FILE", help="resume from FILE and keep it current")
@@ -697,6 +698,15 @@ def _headers(args: list[str]) -> list[tuple[str, str]]:
     return headers
 
 
+def _proxy(proxy: str | None) -> str | None:
+    """``--proxy``: ``none``, or an http:// proxy URL (what aiohttp can speak to)."""
+    if proxy is None or proxy == "none":
+        return proxy
+    if not proxy.startswith("http://"):
+        raise Usage(f"--proxy {proxy}: expected none or an http:// proxy URL")
+    return proxy
+
+
 def _sse_url(url: str) -> str:
     try:
         return check_url(url, ("http", "https"))
@@ -958,7 +968,7 @@ async def _run_sse(args: argparse.Namespace) -> None:
     run = _SseRun(sse)
     per_attempt = None if args.header_cmd is None else _header_cmd(args.header_cmd)
     # The headers are the request's now (the core keeps them for a resume); none on top.
-    driver = SseDriver(url, sse, run.on_event, [], per_attempt)
+    driver = SseDriver(url, sse, run.on_event, [], per_attempt, _proxy(args.proxy))
     run.driver = driver
     loop = asyncio.get_running_loop()
     _install_stop(loop, driver.stop)

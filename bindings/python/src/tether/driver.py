@@ -392,9 +392,13 @@ class SseDriver(_Loop):
         on_event: EventSink,
         headers: list,
         per_attempt: PerAttempt | None = None,
+        proxy: str | None = None,
     ) -> None:
         super().__init__(sse)
         self.url = check_url(url, ("http", "https"))
+        # None: the environment's proxy (http_proxy, https_proxy, no_proxy, read by aiohttp);
+        # "none": no proxy; else the proxy's URL.
+        self.proxy = proxy
         self.sse = sse
         self.on_event = on_event
         self.headers = headers
@@ -412,7 +416,9 @@ class SseDriver(_Loop):
         import aiohttp
 
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=None, sock_read=None)
-        async with aiohttp.ClientSession(timeout=timeout, auto_decompress=False) as http:
+        async with aiohttp.ClientSession(
+            timeout=timeout, auto_decompress=False, trust_env=self.proxy is None
+        ) as http:
             self._http = http
             self.sse.set_wall_clock(self.now(), int(time.time()))
             self.sse.connect(self.now())
@@ -558,8 +564,9 @@ class SseDriver(_Loop):
             await self.put((item[0], epoch, hop, *item[2:]))
 
         try:
+            proxy = None if self.proxy in (None, "none") else self.proxy
             send = self._http.request(
-                method, url, headers=headers, data=body, allow_redirects=False
+                method, url, headers=headers, data=body, allow_redirects=False, proxy=proxy
             )
             async with send as response:
                 # Every header the core judges; it decides what a redirect or an encoding means.
