@@ -17,6 +17,7 @@ use tether_testserver::server::TestRelay;
 use tether_testserver::{RelayModel, StoredEvent};
 
 fn main() {
+    scale::raise_open_files_limit();
     let relays = env_usize("TETHER_SCALE_RELAYS", 1_000);
     let subs = env_usize("TETHER_SCALE_SUBS", 10);
     let idle = Duration::from_secs(env_usize("TETHER_SCALE_IDLE_SECS", 20) as u64);

@@ -54,6 +54,21 @@ pub trait Phases {
     fn idle_done(&mut self);
 }
 
+/// Raise the soft limit on open files to the hard one: a process holds one socket per
+/// relay (and the relay process one per client connection). Returns the soft limit now.
+pub fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let raised = Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    if setrlimit(Resource::Nofile, raised).is_ok() {
+        return limit.maximum;
+    }
+    limit.current
+}
+
 /// Run one client against `relays` URLs under `base`, `subs` subscriptions each, idle for
 /// `idle`, then wait for the trickle (one event per subscription, sent on
 /// [`Phases::idle_done`]), on a current-thread runtime on this thread.

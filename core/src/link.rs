@@ -80,6 +80,10 @@ pub enum SocketLoss {
     ResumeProbe,
     /// The application said the network path the socket used is gone.
     NetworkChanged,
+    /// This process (or the system) has no file descriptor left for a socket (`EMFILE`,
+    /// `ENFILE`): a local failure, not the relay's. Retried with backoff like any loss, never
+    /// at once, so a process at its limit does not spin.
+    OutOfFiles,
 }
 
 impl SocketLoss {
@@ -97,6 +101,7 @@ impl SocketLoss {
             SocketLoss::NetworkError => "network_error",
             SocketLoss::ResumeProbe => "resume_probe",
             SocketLoss::NetworkChanged => "network_changed",
+            SocketLoss::OutOfFiles => "out_of_files",
         }
     }
 }

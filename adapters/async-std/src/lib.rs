@@ -64,6 +64,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod burst;
 mod event_source;
 mod http;
 mod net;

@@ -6,9 +6,11 @@ use std::io;
 use async_tungstenite::tungstenite::client::IntoClientRequest;
 use async_tungstenite::tungstenite::error::UrlError;
 use async_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tether_driver::burst::CODEC_READ_BUFFER;
 use tether_driver::url::parse_ws_url;
 use tether_driver::{BoxFuture, BoxSocket, WsConnect, WsError};
 
+use crate::burst::BurstStream;
 use crate::net;
 
 /// Opens ws:// and wss:// sockets on async-io.
@@ -20,9 +22,12 @@ impl WsConnect for AsyncIoWs {
         let url = url.to_owned();
         // Frames past the core's limit are refused by tungstenite before they are buffered
         // whole, not just dropped by the core after.
+        // The codec's own read buffer stays small; the connection below it is read through a
+        // burst buffer, large only while data keeps coming (`tether_driver::burst`).
         let config = WebSocketConfig::default()
             .max_message_size(Some(max_message))
-            .max_frame_size(Some(max_message));
+            .max_frame_size(Some(max_message))
+            .read_buffer_size(CODEC_READ_BUFFER);
         Box::pin(async move {
             // The entry points checked the URL already; the rule's port is the one to dial.
             let target = parse_ws_url(&url)
@@ -31,8 +36,12 @@ impl WsConnect for AsyncIoWs {
             let conn = net::connect(target.host(), target.port(), target.secure())
                 .await
                 .map_err(io_error)?;
-            let (socket, _response) =
-                async_tungstenite::client_async_with_config(request, conn, Some(config)).await?;
+            let (socket, _response) = async_tungstenite::client_async_with_config(
+                request,
+                BurstStream::new(conn),
+                Some(config),
+            )
+            .await?;
             Ok(Box::pin(socket) as BoxSocket)
         })
     }

@@ -73,6 +73,26 @@ impl From<std::io::Error> for Failure {
     }
 }
 
+/// One socket per relay: raise the soft limit on open files to the hard one, so that a `req`
+/// over thousands of relays is not stopped at the default 1 024. What is still out of reach
+/// is each relay's `out_of_files` disconnect, retried with backoff.
+fn raise_open_files_limit() {
+    #[cfg(unix)]
+    {
+        use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+        let limit = getrlimit(Resource::Nofile);
+        if limit.current != limit.maximum {
+            let raised = Rlimit {
+                current: limit.maximum,
+                maximum: limit.maximum,
+            };
+            if let Err(error) = setrlimit(Resource::Nofile, raised) {
+                tracing::debug!(%error, "the open files limit stays where it is");
+            }
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // The demo draws its own picture of what the session does; the driver's own logs
@@ -82,6 +102,9 @@ fn main() -> ExitCode {
         Command::Req(_) | Command::Sse(_) | Command::Info(_) => "warn",
     };
     init_tracing(cli.verbose, default_level);
+    if matches!(cli.command, Command::Req(_)) {
+        raise_open_files_limit();
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

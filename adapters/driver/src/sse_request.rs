@@ -98,8 +98,15 @@ impl Error for RequestError {}
 /// failure (rustls reports every handshake failure, a rejected certificate included, as
 /// [`io::ErrorKind::InvalidData`]) is [`SocketLoss::TlsRejected`]; anything else before a
 /// connection existed — refused, unreachable, unresolved, timed out — is
-/// [`SocketLoss::ConnectionRefused`].
+/// [`SocketLoss::ConnectionRefused`]; no file descriptor left is [`SocketLoss::OutOfFiles`].
 pub fn connect_loss(error: &(dyn Error + 'static)) -> SocketLoss {
+    let out_of_files = causes(error).any(|e| {
+        e.downcast_ref::<io::Error>()
+            .is_some_and(crate::wire::out_of_files)
+    });
+    if out_of_files {
+        return SocketLoss::OutOfFiles;
+    }
     let tls = causes(error).any(|e| {
         e.downcast_ref::<io::Error>()
             .is_some_and(|io| io.kind() == io::ErrorKind::InvalidData)
@@ -196,6 +203,8 @@ mod tests {
         assert_eq!(connect_loss(&tls), SocketLoss::TlsRejected);
         let refused = Wrap("connect", io::Error::from(io::ErrorKind::ConnectionRefused));
         assert_eq!(connect_loss(&refused), SocketLoss::ConnectionRefused);
+        let emfile = io::Error::from_raw_os_error(24);
+        assert_eq!(connect_loss(&emfile), SocketLoss::OutOfFiles);
         assert_eq!(
             describe(&tls),
             "connect: invalid peer certificate",

@@ -224,11 +224,20 @@ impl Wire {
     }
 }
 
+/// Whether `error` is the process (`EMFILE`) or the system (`ENFILE`) out of file
+/// descriptors. Both numbers are the same on Linux, the BSDs and macOS.
+pub(crate) fn out_of_files(error: &std::io::Error) -> bool {
+    const ENFILE: i32 = 23;
+    const EMFILE: i32 = 24;
+    cfg!(unix) && matches!(error.raw_os_error(), Some(ENFILE | EMFILE))
+}
+
 /// What a WebSocket error says about why the socket is gone: for the application's report
 /// only (the core reconnects the same way whatever the cause).
 pub(crate) fn socket_loss(error: &WsError) -> SocketLoss {
     use std::io::ErrorKind;
     match error {
+        WsError::Io(io) if out_of_files(io) => SocketLoss::OutOfFiles,
         WsError::Io(io) => match io.kind() {
             ErrorKind::ConnectionRefused | ErrorKind::AddrNotAvailable | ErrorKind::NotFound => {
                 SocketLoss::ConnectionRefused
@@ -250,5 +259,20 @@ pub(crate) fn socket_loss(error: &WsError) -> SocketLoss {
             SocketLoss::ClosedByPeer { code: None }
         }
         _ => SocketLoss::NetworkError,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn running_out_of_file_descriptors_is_its_own_loss() {
+        for errno in [23, 24] {
+            let error = WsError::Io(std::io::Error::from_raw_os_error(errno));
+            assert_eq!(socket_loss(&error), SocketLoss::OutOfFiles, "errno {errno}");
+        }
+        let reset = WsError::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert_eq!(socket_loss(&reset), SocketLoss::NetworkError);
     }
 }

@@ -77,6 +77,9 @@
 // `loss` code: a reset, broken pipe or other network error.
 #define TETHER_LOSS_NETWORK_ERROR 6
 
+// `loss` code: the process or the system has no file descriptor left (`EMFILE`, `ENFILE`).
+#define TETHER_LOSS_OUT_OF_FILES 7
+
 // `signal` code: the application went to the background or the machine to sleep.
 #define TETHER_LIFECYCLE_SUSPENDED 1
 

@@ -115,6 +115,8 @@ pub const TETHER_LOSS_CLOSED_BY_PEER: u32 = 4;
 pub const TETHER_LOSS_FRAME_TOO_LARGE: u32 = 5;
 /// `loss` code: a reset, broken pipe or other network error.
 pub const TETHER_LOSS_NETWORK_ERROR: u32 = 6;
+/// `loss` code: the process or the system has no file descriptor left (`EMFILE`, `ENFILE`).
+pub const TETHER_LOSS_OUT_OF_FILES: u32 = 7;
 
 /// `signal` code: the application went to the background or the machine to sleep.
 pub const TETHER_LIFECYCLE_SUSPENDED: u32 = 1;
@@ -286,6 +288,7 @@ fn socket_loss(loss: u32, close_code: i32) -> Option<tether_core::SocketLoss> {
         },
         TETHER_LOSS_FRAME_TOO_LARGE => SocketLoss::FrameTooLarge,
         TETHER_LOSS_NETWORK_ERROR => SocketLoss::NetworkError,
+        TETHER_LOSS_OUT_OF_FILES => SocketLoss::OutOfFiles,
         _ => return None,
     })
 }
@@ -331,6 +334,7 @@ mod tests {
             Some(SocketLoss::ClosedByPeer { code: None })
         );
         assert_eq!(socket_loss(0, 0), None);
-        assert_eq!(socket_loss(7, 0), None);
+        assert_eq!(socket_loss(7, 0), Some(SocketLoss::OutOfFiles));
+        assert_eq!(socket_loss(8, 0), None);
     }
 }

@@ -139,7 +139,7 @@ impl RelayPool {
             relays: self
                 .relays
                 .iter()
-                .map(|m| m.as_ref().map(save_member))
+                .map(|m| m.as_deref().map(save_member))
                 .collect(),
             subscriptions: self
                 .subs
@@ -202,7 +202,7 @@ impl RelayPool {
         let now = pool.clock.now();
         for (index, saved) in checkpoint.relays.iter().enumerate() {
             let member = match saved {
-                Some(saved) => Some(pool.restore_member(saved, now, unix_secs)?),
+                Some(saved) => Some(Box::new(pool.restore_member(saved, now, unix_secs)?)),
                 None => None,
             };
             pool.relays.push(member);

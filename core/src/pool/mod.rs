@@ -132,7 +132,9 @@ pub struct RelayPool {
     clock: Clock,
     rng: Rng,
     wall: Option<WallClock>,
-    relays: Vec<Option<Member>>,
+    /// Boxed: a slot is a pointer, so the vector's growth slack (up to half its length) costs
+    /// 8 bytes a slot, not a whole session's.
+    relays: Vec<Option<Box<Member>>>,
     free: Vec<u32>,
     subs: BTreeMap<SubId, Logical>,
     next_sub: u64,
@@ -272,11 +274,11 @@ impl RelayPool {
         };
         let relay = match self.free.pop() {
             Some(slot) => {
-                self.relays[slot as usize] = Some(member);
+                self.relays[slot as usize] = Some(Box::new(member));
                 RelayId(slot)
             }
             None => {
-                self.relays.push(Some(member));
+                self.relays.push(Some(Box::new(member)));
                 RelayId(u32::try_from(self.relays.len() - 1).unwrap_or(u32::MAX))
             }
         };
@@ -763,13 +765,13 @@ impl RelayPool {
 
 impl RelayPool {
     fn member(&self, relay: RelayId) -> Option<&Member> {
-        self.relays.get(relay.0 as usize).and_then(Option::as_ref)
+        self.relays.get(relay.0 as usize).and_then(Option::as_deref)
     }
 
     fn member_mut(&mut self, relay: RelayId) -> Option<&mut Member> {
         self.relays
             .get_mut(relay.0 as usize)
-            .and_then(Option::as_mut)
+            .and_then(Option::as_deref_mut)
     }
 
     fn socket(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import ssl
 import sys
 import time
@@ -293,8 +294,9 @@ async def open_websocket(url: str, max_frame: int, put, tag: tuple) -> Any | Non
         loss = _ffi.LOSS_TLS_REJECTED
     except InvalidHandshake:
         loss = _ffi.LOSS_HANDSHAKE_FAILED
-    except OSError:
-        loss = _ffi.LOSS_CONNECTION_REFUSED
+    except OSError as error:
+        out_of_files = error.errno in (errno.EMFILE, errno.ENFILE)
+        loss = _ffi.LOSS_OUT_OF_FILES if out_of_files else _ffi.LOSS_CONNECTION_REFUSED
     except Exception:  # anything else on the way up
         loss = _ffi.LOSS_NETWORK_ERROR
     await put(("lost", *tag, loss, -1))

@@ -1,0 +1,108 @@
+//! The scale bench, small enough for `cargo test`: 200 relay connections from one pool, 10
+//! subscriptions on each, and the heap each idle connection holds after EOSE, counted
+//! exactly by the counting allocator (the relay runs in a child process, this test binary
+//! re-executed, so its allocations are not counted).
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tether_bench::{live_bytes, Counting};
+
+#[global_allocator]
+static HEAP: Counting = Counting;
+
+const RELAYS: usize = 200;
+const SUBS: usize = 10;
+
+/// Heap bytes an idle connection may hold: its relay session and its share of the pool, the
+/// WebSocket codec (2 KiB of read buffer; the burst buffer is freed once idle), the socket's
+/// registration with the runtime.
+const BOUND_PER_CONNECTION: usize = 16 * 1024;
+
+/// Run as the relay when re-executed with `TETHER_IDLE_HEAP_RELAY` set: print the URL, serve
+/// until stdin closes.
+#[test]
+fn relay_for_the_idle_heap_test() {
+    if std::env::var_os("TETHER_IDLE_HEAP_RELAY").is_none() {
+        return;
+    }
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let relay =
+            tether_testserver::server::TestRelay::start(tether_testserver::RelayModel::default())
+                .await
+                .unwrap();
+        println!("RELAY {}", relay.url());
+        std::io::stdout().flush().unwrap();
+        let _ = tokio::task::spawn_blocking(|| {
+            let mut sink = String::new();
+            let _ = std::io::stdin().read_line(&mut sink);
+        })
+        .await;
+    });
+}
+
+#[test]
+fn an_idle_connection_holds_at_most_its_bound_of_heap() {
+    let mut relay = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "relay_for_the_idle_heap_test", "--nocapture"])
+        .env("TETHER_IDLE_HEAP_RELAY", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("the relay child starts");
+    let mut lines = BufReader::new(relay.stdout.take().unwrap()).lines();
+    let url = loop {
+        let line = lines.next().expect("the relay's URL").unwrap();
+        if let Some(url) = line.strip_prefix("RELAY ") {
+            break url.to_owned();
+        }
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let per_connection = runtime.block_on(async {
+        use tether_tokio::{Config, Filter, Outcome, PoolConfig, PoolItem};
+        let mut pool_config = PoolConfig::default();
+        pool_config.eose_deadline = Duration::from_secs(120);
+        // Warm-up: the runtime, the pool driver and their first allocations are not a
+        // connection's.
+        let pool = tether_tokio::pool(pool_config, Config::default());
+        let before = live_bytes();
+        for i in 0..RELAYS {
+            pool.add_relay(&format!("{url}/r{i}")).await.unwrap();
+        }
+        let mut items = futures_util::stream::SelectAll::new();
+        for k in 0..SUBS {
+            let filter = Filter::new(&format!(r#"{{"kinds":[{}]}}"#, 10_000 + k)).unwrap();
+            items.push(pool.subscribe(vec![filter]).await.unwrap());
+        }
+        let mut complete = 0;
+        while complete < SUBS {
+            match items.next().await.expect("subscriptions live") {
+                PoolItem::Complete(Outcome::Complete) => complete += 1,
+                PoolItem::Complete(partial) => panic!("{partial:?}"),
+                _ => {}
+            }
+        }
+        // Quiet: every burst is over, every queue drained.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let held = live_bytes().saturating_sub(before);
+        drop(items);
+        drop(pool);
+        held / RELAYS
+    });
+    drop(relay.stdin.take());
+    let _ = relay.wait();
+    eprintln!(
+        "heap per idle connection: {per_connection} bytes ({RELAYS} relays x {SUBS} subscriptions)"
+    );
+    assert!(
+        per_connection <= BOUND_PER_CONNECTION,
+        "{per_connection} bytes per idle connection, bound {BOUND_PER_CONNECTION}"
+    );
+}
