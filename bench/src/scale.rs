@@ -20,7 +20,7 @@ use crate::e2e::Contender;
 pub struct ScaleMeasurement {
     /// From creating the client to every subscription's EOSE on every relay.
     pub connect_and_eose: Duration,
-    /// Resident set growth from before the client to after every EOSE, per connection.
+    /// Resident set growth from the client with no relay to after every EOSE, per connection.
     pub rss_per_connection_bytes: f64,
     /// Process CPU over the idle span, scaled to a minute.
     pub idle_cpu_per_minute: Duration,
@@ -85,11 +85,11 @@ pub fn run_client(
         .enable_all()
         .build()
         .expect("client runtime");
-    let rss0 = rss_bytes();
     let started = Instant::now();
     runtime.block_on(async {
         let mut m = ScaleMeasurement::default();
-        let mut client = Client::connect(contender, &urls, subs).await;
+        let mut rss0 = 0.0;
+        let mut client = Client::connect(contender, &urls, subs, &mut || rss0 = rss_bytes()).await;
         m.connect_and_eose = started.elapsed();
         m.rss_per_connection_bytes = (rss_bytes() - rss0) / relays as f64;
         phases.ready();
@@ -117,14 +117,22 @@ enum Client {
 }
 
 impl Client {
-    async fn connect(contender: Contender, urls: &[String], subs: usize) -> Client {
+    /// Connect and subscribe; `baseline` runs once the client exists and before its first
+    /// relay, so that what it costs with no connection (runtime, threads, verifier) is not
+    /// counted per connection.
+    async fn connect(
+        contender: Contender,
+        urls: &[String],
+        subs: usize,
+        baseline: &mut dyn FnMut(),
+    ) -> Client {
         match contender {
-            Contender::NostrSdk => Client::nostr_sdk(urls, subs).await,
-            _ => Client::tether(urls, subs).await,
+            Contender::NostrSdk => Client::nostr_sdk(urls, subs, baseline).await,
+            _ => Client::tether(urls, subs, baseline).await,
         }
     }
 
-    async fn tether(urls: &[String], subs: usize) -> Client {
+    async fn tether(urls: &[String], subs: usize, baseline: &mut dyn FnMut()) -> Client {
         use tether_tokio::tether_driver::verify::Verifier;
         use tether_tokio::{Config, Filter, PoolConfig, PoolItem};
         let mut config = Config::default();
@@ -132,6 +140,9 @@ impl Client {
         let mut pool_config = PoolConfig::default();
         pool_config.eose_deadline = Duration::from_secs(300);
         let pool = tether_tokio::pool(pool_config, config);
+        // The driver task has run once: what it holds with no relay is the client's own.
+        tokio::task::yield_now().await;
+        baseline();
         for url in urls {
             pool.add_relay(url).await.expect("tether adds relay");
         }
@@ -151,9 +162,10 @@ impl Client {
         Client::Tether { _pool: pool, items }
     }
 
-    async fn nostr_sdk(urls: &[String], subs: usize) -> Client {
+    async fn nostr_sdk(urls: &[String], subs: usize, baseline: &mut dyn FnMut()) -> Client {
         use nostr_sdk::{RelayMessage, RelayPoolNotification};
         let client = nostr_sdk::Client::default();
+        baseline();
         for url in urls {
             client.add_relay(url).await.expect("nostr-sdk adds relay");
         }

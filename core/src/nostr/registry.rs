@@ -31,6 +31,11 @@ impl Registry {
         let index = match self.free.pop() {
             Some(i) => i,
             None => {
+                // Grown by a quarter, not doubled: a slot is a whole subscription, and
+                // thousands of sessions each holding half their slots empty add up.
+                if self.slots.len() == self.slots.capacity() {
+                    self.slots.reserve_exact((self.slots.len() / 4).max(4));
+                }
                 self.slots.push(Slot {
                     generation: 0,
                     sub: None,

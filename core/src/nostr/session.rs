@@ -20,6 +20,7 @@
 //! | publish | the outbox module |
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::value::RawValue;
@@ -81,7 +82,8 @@ pub struct SubscriptionView {
 /// input, as the contract requires; nothing the peer sends can make one input produce more.
 #[derive(Debug)]
 pub struct RelaySession {
-    config: RelayConfig,
+    /// Shared by every session of a pool (536 bytes each would add up over thousands).
+    config: Arc<RelayConfig>,
     clock: Clock,
     rng: Rng,
     link: Link,
@@ -126,6 +128,12 @@ impl RelaySession {
     /// A disconnected session; `seed` determines every jittered delay.
     #[must_use]
     pub fn new(config: RelayConfig, seed: u64) -> Self {
+        RelaySession::with_shared_config(Arc::new(config), seed)
+    }
+
+    /// [`RelaySession::new`] with a configuration shared with other sessions (a pool's).
+    #[must_use]
+    pub fn with_shared_config(config: Arc<RelayConfig>, seed: u64) -> Self {
         RelaySession {
             link: Link::new(config.link),
             gate: RateLimitGate::new(config.gate_default_window, config.gate_max_window),
@@ -659,7 +667,23 @@ impl RelaySession {
     /// knows it can fetch (see [`RelayConfig::info_refresh`]). Turned on while a socket is
     /// opening or open, the document is asked for at once when due, as at a new socket.
     pub fn set_info_refresh(&mut self, refresh: Option<Duration>) {
-        self.config.info_refresh = refresh;
+        self.apply_info_refresh(refresh, None);
+    }
+
+    /// [`RelaySession::set_info_refresh`], adopting `shared` (a pool's configuration, which
+    /// says `refresh` already) instead of a copy of its own.
+    pub(crate) fn apply_info_refresh(
+        &mut self,
+        refresh: Option<Duration>,
+        shared: Option<&Arc<RelayConfig>>,
+    ) {
+        match shared {
+            Some(shared) => self.config = Arc::clone(shared),
+            None if self.config.info_refresh != refresh => {
+                Arc::make_mut(&mut self.config).info_refresh = refresh;
+            }
+            None => {}
+        }
         if self.link.wants_connection() && !matches!(self.link.state(), LinkState::Waiting { .. }) {
             self.ask_for_info_if_due();
         }

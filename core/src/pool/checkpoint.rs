@@ -6,6 +6,7 @@
 //! the publishes still waiting for relays' answers, and events held for verification.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -240,8 +241,8 @@ impl RelayPool {
         now: Instant,
         unix_secs: u64,
     ) -> Result<Member, CheckpointError> {
-        let session = RelaySession::restore(
-            self.config.relay.clone(),
+        let session = RelaySession::restore_shared(
+            Arc::clone(&self.relay_config),
             self.rng.next_u64(),
             &saved.session,
             now,

@@ -47,6 +47,7 @@ mod publish;
 mod verify;
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::link::{Epoch, SocketError, SocketLoss};
@@ -129,6 +130,8 @@ impl Default for PoolConfig {
 #[derive(Debug)]
 pub struct RelayPool {
     config: PoolConfig,
+    /// `config.relay`, shared by every relay's session.
+    relay_config: Arc<RelayConfig>,
     clock: Clock,
     rng: Rng,
     wall: Option<WallClock>,
@@ -169,6 +172,7 @@ impl RelayPool {
     #[must_use]
     pub fn new(config: PoolConfig, seed: u64) -> Self {
         RelayPool {
+            relay_config: Arc::new(config.relay.clone()),
             config,
             clock: Clock::default(),
             rng: Rng::new(seed),
@@ -262,7 +266,8 @@ impl RelayPool {
                 max: self.config.max_relays,
             });
         }
-        let mut session = RelaySession::new(self.config.relay.clone(), self.rng.next_u64());
+        let mut session =
+            RelaySession::with_shared_config(Arc::clone(&self.relay_config), self.rng.next_u64());
         if let Some(wall) = self.wall {
             session.set_wall_clock(now, wall.unix_secs(now));
         }
@@ -673,8 +678,11 @@ impl RelayPool {
     /// [`RelayConfig::info_refresh`](crate::nostr::RelayConfig::info_refresh)).
     pub fn set_info_refresh(&mut self, refresh: Option<Duration>) {
         self.config.relay.info_refresh = refresh;
+        Arc::make_mut(&mut self.relay_config).info_refresh = refresh;
         for member in self.relays.iter_mut().flatten() {
-            member.session.set_info_refresh(refresh);
+            member
+                .session
+                .apply_info_refresh(refresh, Some(&self.relay_config));
         }
     }
 

@@ -5,6 +5,8 @@
 //! catch-up (NIP-77 where the relay has it, else the `since` window) asks for exactly what
 //! reached the relay meanwhile, and its memory drops what it had already delivered.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -203,8 +205,19 @@ impl RelaySession {
         now: Instant,
         unix_secs: u64,
     ) -> Result<RelaySession, CheckpointError> {
+        RelaySession::restore_shared(Arc::new(config), seed, checkpoint, now, unix_secs)
+    }
+
+    /// [`RelaySession::restore`] with a configuration shared with other sessions (a pool's).
+    pub(crate) fn restore_shared(
+        config: Arc<RelayConfig>,
+        seed: u64,
+        checkpoint: &RelayCheckpoint,
+        now: Instant,
+        unix_secs: u64,
+    ) -> Result<RelaySession, CheckpointError> {
         checkpoint::check_header(&checkpoint.tether, checkpoint.version, KIND)?;
-        let mut session = RelaySession::new(config, seed);
+        let mut session = RelaySession::with_shared_config(config, seed);
         session.set_wall_clock(now, unix_secs);
         let now = session.clock.now();
         session.restore_learned(&checkpoint.relay, now, unix_secs);
