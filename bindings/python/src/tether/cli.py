@@ -283,13 +283,7 @@ class _Req:
 async def _run_req(args: argparse.Namespace) -> None:
     given = [f for f in args.filters if not f.startswith(("ws://", "wss://"))]
     filters = given or [DEFAULT_FILTER]
-    for index, text in enumerate(filters):
-        try:
-            value = json.loads(text)
-        except ValueError as error:
-            raise Usage(f"filter {index} is not a JSON object ({error}): {text}") from None
-        if not isinstance(value, dict):
-            raise Usage(f"filter {index} is not a JSON object (not an object): {text}")
+    _check_filters(filters)
     sign = None
     if args.secret_key is not None:
         from .keys import SecretKey
@@ -353,27 +347,7 @@ async def _run_req(args: argparse.Namespace) -> None:
     for _, sub in remembered:
         relay.unsubscribe(driver.now(), sub)
 
-    def save() -> None:
-        if state is None:
-            return
-        live = [(k, s) for k, s in zip(keys, subs) if not run.ended[s]]
-        try:
-            state.store(live, relay.checkpoint())
-        except OSError as error:
-            print(f"tether: --state not written: {error}", file=sys.stderr)
-
-    loop = asyncio.get_running_loop()
-    _install_stop(loop, driver.stop)
-    _install_lifecycle(loop, driver)
-    if args.duration is not None:
-        loop.call_later(args.duration, driver.stop)
-    if state is not None:
-        _every(loop, SAVE_EVERY, lambda: run.dirty, lambda: (setattr(run, "dirty", False), save()))
-    await driver.run()
-    # Before the shutdown unsubscribes: the state keeps the subscriptions.
-    save()
-    driver.stopping = False
-    await driver.shut_down([s for s in subs if not run.ended[s]])
+    await _drive(args, driver, run, state, list(zip(keys, subs)), relay.checkpoint)
 
 
 def _peer_error_line(limit: _RateLimit, event: dict, relay: str | None = None) -> dict | None:
@@ -576,13 +550,7 @@ class _PoolReq:
 async def _run_req_pool(
     args: argparse.Namespace, relays: list[str], filters: list[str], sign
 ) -> None:
-    for index, text in enumerate(filters):
-        try:
-            value = json.loads(text)
-        except ValueError as error:
-            raise Usage(f"filter {index} is not a JSON object ({error}): {text}") from None
-        if not isinstance(value, dict):
-            raise Usage(f"filter {index} is not a JSON object (not an object): {text}")
+    _check_filters(filters)
     config: dict = {
         "seed": _seed(args.seed),
         "max_subscriptions": args.max_subscriptions or 0,
@@ -633,12 +601,24 @@ async def _run_req_pool(
     for _, sub in remembered:
         pool.unsubscribe(driver.now(), sub)
 
+    if run.answered:
+        deadline = args.eose_timeout if args.eose_timeout is not None else 10.0
+        asyncio.get_running_loop().call_later(deadline, run.restored_deadline)
+    await _drive(args, driver, run, state, list(zip(keys, subs)), pool.checkpoint)
+
+
+async def _drive(args, driver, run, state: StateFile | None, subs: list, checkpoint) -> None:
+    """Drive ``driver`` until it stops (the run's end, ``--duration``, a signal), keeping
+    ``--state`` current every second while anything changed; then save, unsubscribe what
+    did not end and shut down. ``subs`` are ``(filter key, id)``; ``checkpoint()`` gives the
+    session's bytes."""
+
     def save() -> None:
         if state is None:
             return
-        live = [(k, s) for k, s in zip(keys, subs) if not run.ended[s]]
+        live = [(k, s) for k, s in subs if not run.ended[s]]
         try:
-            state.store(live, pool.checkpoint())
+            state.store(live, checkpoint())
         except OSError as error:
             print(f"tether: --state not written: {error}", file=sys.stderr)
 
@@ -647,15 +627,24 @@ async def _run_req_pool(
     _install_lifecycle(loop, driver)
     if args.duration is not None:
         loop.call_later(args.duration, driver.stop)
-    if run.answered:
-        deadline = args.eose_timeout if args.eose_timeout is not None else 10.0
-        loop.call_later(deadline, run.restored_deadline)
     if state is not None:
         _every(loop, SAVE_EVERY, lambda: run.dirty, lambda: (setattr(run, "dirty", False), save()))
     await driver.run()
+    # Before the shutdown unsubscribes: the state keeps the subscriptions.
     save()
     driver.stopping = False
-    await driver.shut_down([s for s in subs if not run.ended[s]])
+    await driver.shut_down([s for _, s in subs if not run.ended[s]])
+
+
+def _check_filters(filters: list[str]) -> None:
+    """Each filter is a JSON object, or a usage error naming it."""
+    for index, text in enumerate(filters):
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            raise Usage(f"filter {index} is not a JSON object ({error}): {text}") from None
+        if not isinstance(value, dict):
+            raise Usage(f"filter {index} is not a JSON object (not an object): {text}")
 
 
 def _load(state: StateFile | None):
