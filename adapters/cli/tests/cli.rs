@@ -1351,10 +1351,6 @@ async fn sse_resume_reissue_sends_the_post_again_as_a_new_request() {
 
 #[tokio::test]
 async fn sse_mcp_2026_07_28_re_issues_a_listen_stream_with_a_new_id_and_mirror_headers() {
-    if other_binary() {
-        // POST requests are beyond tether-py's GET contract.
-        return;
-    }
     let (url, server) = sse_server(vec![
         Reply::events(&[("1", "a")], true),
         Reply::events(&[("2", "b")], false),
@@ -1391,9 +1387,6 @@ async fn sse_mcp_2026_07_28_re_issues_a_listen_stream_with_a_new_id_and_mirror_h
 
 #[tokio::test]
 async fn sse_mcp_revision_that_is_not_known_is_a_usage_error() {
-    if other_binary() {
-        return;
-    }
     let output = run(&[
         "sse",
         "http://127.0.0.1:9/",

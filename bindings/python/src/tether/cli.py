@@ -91,6 +91,7 @@ def _parser() -> _Parser:
         metavar="POLICY",
         help="never, same, last-event-id[:METHOD] or reissue[:N] (the core decides)",
     )
+    sse.add_argument("--mcp", metavar="REVISION", help="2025-11-25 or 2026-07-28")
     sse.add_argument("--end-data", metavar="DATA")
     sse.add_argument("--end-event", metavar="EVENT")
     sse.add_argument("--fail-event", metavar="EVENT")
@@ -932,7 +933,25 @@ def _sse_request(args: argparse.Namespace, headers: list) -> dict:
     ):
         if value is not None:
             request[key] = value
+    if args.mcp is not None:
+        request = _mcp(args).apply(request)
     return request
+
+
+def _mcp(args: argparse.Namespace):
+    """``--mcp``'s view of the request, or a usage error."""
+    from .mcp import Mcp
+
+    body = args.data or ""
+    if body.startswith("@"):
+        try:
+            body = Path(body[1:]).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise Usage(f"-d {args.data}: {error}") from None
+    try:
+        return Mcp(args.mcp, body)
+    except ValueError as error:
+        raise Usage(f"--mcp {error}") from None
 
 
 async def _run_sse(args: argparse.Namespace) -> None:
@@ -957,7 +976,10 @@ async def _run_sse(args: argparse.Namespace) -> None:
     run = _SseRun(sse)
     per_attempt = None if args.header_cmd is None else _header_cmd(args.header_cmd)
     # The headers are the request's now (the core keeps them for a resume); none on top.
-    driver = SseDriver(url, sse, run.on_event, [], per_attempt, _proxy(args.proxy))
+    body_for = None if args.mcp is None else _mcp(args).body_for
+    driver = SseDriver(
+        url, sse, run.on_event, [], per_attempt, _proxy(args.proxy), body_for=body_for
+    )
     run.driver = driver
     loop = asyncio.get_running_loop()
     _install_stop(loop, driver.stop)

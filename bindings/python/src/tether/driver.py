@@ -395,12 +395,17 @@ class SseDriver(_Loop):
         headers: list,
         per_attempt: PerAttempt | None = None,
         proxy: str | None = None,
+        body_for: Callable[[AttemptInfo], bytes | None] | None = None,
     ) -> None:
         super().__init__(sse)
         self.url = check_url(url, ("http", "https"))
         # None: the environment's proxy (http_proxy, https_proxy, no_proxy, read by aiohttp);
         # "none": no proxy; else the proxy's URL.
         self.proxy = proxy
+        # The body of each attempt, where the application builds it (a new JSON-RPC id);
+        # `None` from it keeps the core's.
+        self.body_for = body_for
+        self._bodies: dict[int, bytes | None] = {}
         self.sse = sse
         self.on_event = on_event
         self.headers = headers
@@ -512,6 +517,11 @@ class SseDriver(_Loop):
             self._hop = {epoch: hop}
             method = transmit.get("method", "GET")
             body = transmit.get("body", "").encode("utf-8") or None
+            if redirect is None:
+                self._bodies = {epoch: self._attempt_body(transmit)}
+            # A hop re-sends what its attempt sent (after a 303 the core sends no body).
+            if body is not None and self._bodies.get(epoch) is not None:
+                body = self._bodies[epoch]
             self._tasks[epoch] = asyncio.ensure_future(
                 self._request(epoch, hop, url, method, body, request)
             )
@@ -519,6 +529,14 @@ class SseDriver(_Loop):
             task = self._tasks.pop(epoch, None)
             if task is not None:
                 task.cancel()
+
+    def _attempt_body(self, transmit: dict) -> bytes | None:
+        if self.body_for is None:
+            return None
+        info = AttemptInfo(
+            number=transmit["number"], attempt=transmit["attempt"], after=transmit["after"]
+        )
+        return self.body_for(info)
 
     def _build(self, epoch: int, transmit: dict) -> list | None:
         """The headers of the attempt ``transmit`` opens, without ``Last-Event-ID``; ``None``
