@@ -1197,6 +1197,58 @@ async fn sse_state_resumes_from_the_last_event_id() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[tokio::test]
+async fn sse_state_resumes_a_post_stream_with_a_get_and_its_last_event_id() {
+    // The POST's policy resumes with a GET; the second run restores the POST (rebuilt from
+    // its arguments) and resumes it, without sending the body again.
+    let (url, server) = sse_server(vec![
+        Reply::events(&[("1", "a"), ("2", "b")], false),
+        Reply::events(&[("3", "c")], false),
+    ])
+    .await;
+    let dir = state_dir("sse-post");
+    let file = dir.join("state.json");
+    let state = file.to_str().unwrap();
+    let args = [
+        "sse",
+        &url,
+        "-d",
+        r#"{"ask":1}"#,
+        "--resume",
+        "last-event-id:GET",
+        "--duration",
+        "1",
+        "--state",
+        state,
+    ];
+    let first = run(&args).await;
+    assert!(first.status.success(), "{}", explain(&first));
+    let second = run(&args).await;
+    assert!(second.status.success(), "{}", explain(&second));
+    let lines = json_lines(&second, SSE_TYPES);
+    let data: Vec<&str> = of_type(&lines, "message")
+        .iter()
+        .map(|l| l["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(data, ["c"], "{}", explain(&second));
+    let seen: Vec<(String, usize, Option<String>)> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            let id = r.header("last-event-id").map(str::to_owned);
+            (r.method.clone(), r.body.len(), id)
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("POST".to_owned(), 9, None),
+            ("GET".to_owned(), 0, Some("2".to_owned()))
+        ]
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Send `signal` (a `kill -NAME` name) to `pid`.
 fn signal(pid: u32, name: &str) {
     let status = Command::new("kill")

@@ -296,7 +296,7 @@ int32_t tether_sse_checkpoint(struct TetherSse *sse, uint32_t with_body, uint8_t
 //
 // # Errors
 // As [`tether_relay_restore`]; a checkpoint of a request other than a GET is
-// `TETHER_ERR_CHECKPOINT`.
+// `TETHER_ERR_CHECKPOINT` (restore it with [`tether_sse_restore_request`]).
 //
 // # Safety
 // As [`tether_relay_restore`], with `config` a `TetherSseConfig`.
@@ -306,6 +306,29 @@ int32_t tether_sse_restore(const struct TetherSseConfig *config,
                            struct TetherSse **out,
                            uint8_t *why,
                            size_t *why_len);
+
+// Create an SSE session for `request` (the JSON of
+// [`tether_sse_new_request`](crate::sse::tether_sse_new_request), rebuilt by the host as it
+// first built it: a checkpoint keeps no credentials, and no body unless asked to) from
+// `checkpoint`, and store its handle at `out`. On `tether_sse_connect` the stream goes on as
+// its resume policy says: a POST resumed with a GET and `Last-Event-ID`, re-issued, or not
+// sent again if the server may have had it.
+//
+// # Errors
+// As [`tether_sse_restore`]; a request that does not parse is
+// `TETHER_ERR_INVALID_ARGUMENT`, one of another method than the checkpoint's
+// `TETHER_ERR_CHECKPOINT`.
+//
+// # Safety
+// As [`tether_sse_restore`]; `request` valid for `request_len` bytes.
+int32_t tether_sse_restore_request(const struct TetherSseConfig *config,
+                                   const uint8_t *request,
+                                   size_t request_len,
+                                   const uint8_t *checkpoint,
+                                   size_t checkpoint_len,
+                                   struct TetherSse **out,
+                                   uint8_t *why,
+                                   size_t *why_len);
 
 // Fill `config` with the defaults for its `struct_size` (set that first).
 //

@@ -117,7 +117,7 @@ pub unsafe extern "C" fn tether_sse_checkpoint(
 ///
 /// # Errors
 /// As [`tether_relay_restore`]; a checkpoint of a request other than a GET is
-/// `TETHER_ERR_CHECKPOINT`.
+/// `TETHER_ERR_CHECKPOINT` (restore it with [`tether_sse_restore_request`]).
 ///
 /// # Safety
 /// As [`tether_relay_restore`], with `config` a `TetherSseConfig`.
@@ -132,16 +132,73 @@ pub unsafe extern "C" fn tether_sse_restore(
 ) -> i32 {
     let make = || -> Result<TetherSse, Failure> {
         // SAFETY: the contract is the caller's.
-        let (core, seed) = unsafe { TetherSseConfig::read(config) }?;
-        // SAFETY: the contract is the caller's.
-        let bytes = unsafe { ptr::bytes(checkpoint, checkpoint_len) }
-            .map_err(|code| Failure::arg(code, "checkpoint"))?;
-        let saved = SseCheckpoint::from_json(bytes).map_err(refused)?;
-        let session = SseSession::restore(core, Request::get(), &saved, seed).map_err(refused)?;
-        Ok(TetherSse::from_session(session))
+        unsafe { restore_sse(config, Request::get(), checkpoint, checkpoint_len) }
     };
     // SAFETY: the contract is the caller's.
     unsafe { restore_into(out, why, why_len, make) }
+}
+
+/// Create an SSE session for `request` (the JSON of
+/// [`tether_sse_new_request`](crate::sse::tether_sse_new_request), rebuilt by the host as it
+/// first built it: a checkpoint keeps no credentials, and no body unless asked to) from
+/// `checkpoint`, and store its handle at `out`. On `tether_sse_connect` the stream goes on as
+/// its resume policy says: a POST resumed with a GET and `Last-Event-ID`, re-issued, or not
+/// sent again if the server may have had it.
+///
+/// # Errors
+/// As [`tether_sse_restore`]; a request that does not parse is
+/// `TETHER_ERR_INVALID_ARGUMENT`, one of another method than the checkpoint's
+/// `TETHER_ERR_CHECKPOINT`.
+///
+/// # Safety
+/// As [`tether_sse_restore`]; `request` valid for `request_len` bytes.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn tether_sse_restore_request(
+    config: *const TetherSseConfig,
+    request: *const u8,
+    request_len: usize,
+    checkpoint: *const u8,
+    checkpoint_len: usize,
+    out: *mut *mut TetherSse,
+    why: *mut u8,
+    why_len: *mut usize,
+) -> i32 {
+    let make = || -> Result<TetherSse, Failure> {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(request, request_len) }
+            .map_err(|code| Failure::arg(code, "request"))?;
+        let request = crate::sse::parse_request(text).ok_or_else(|| {
+            Failure::new(
+                crate::TETHER_ERR_INVALID_ARGUMENT,
+                "the request does not parse",
+            )
+        })?;
+        // SAFETY: the contract is the caller's.
+        unsafe { restore_sse(config, request, checkpoint, checkpoint_len) }
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { restore_into(out, why, why_len, make) }
+}
+
+/// An SSE handle for `request` from the checkpoint bytes.
+///
+/// # Safety
+/// `config` as in `tether_sse_new`; `checkpoint` null or valid for `checkpoint_len` bytes.
+unsafe fn restore_sse(
+    config: *const TetherSseConfig,
+    request: Request,
+    checkpoint: *const u8,
+    checkpoint_len: usize,
+) -> Result<TetherSse, Failure> {
+    // SAFETY: the contract is the caller's.
+    let (core, seed) = unsafe { TetherSseConfig::read(config) }?;
+    // SAFETY: the contract is the caller's.
+    let bytes = unsafe { ptr::bytes(checkpoint, checkpoint_len) }
+        .map_err(|code| Failure::arg(code, "checkpoint"))?;
+    let saved = SseCheckpoint::from_json(bytes).map_err(refused)?;
+    let session = SseSession::restore(core, request, &saved, seed).map_err(refused)?;
+    Ok(TetherSse::from_session(session))
 }
 
 /// The ABI's code and message for a refused checkpoint.

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tether_core::nostr::{ChallengeId, Error, Filter};
+use tether_core::nostr::ChallengeId;
 use tether_core::pool::{
     PoolCheckpoint, PoolConfig, PoolError, RelayId, RelayPool, SubId, VerifyTicket,
 };
@@ -374,13 +374,7 @@ pub unsafe extern "C" fn tether_pool_subscribe(
         }
         // SAFETY: the contract is the caller's.
         let text = unsafe { ptr::text(filters, len) }.map_err(|c| Failure::arg(c, "filters"))?;
-        let list: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
-            Failure::new(
-                TETHER_ERR_INVALID_ARGUMENT,
-                format!("filters are not a JSON array: {e}"),
-            )
-        })?;
-        let filters = parse_filters(&list)?;
+        let filters = crate::relay::filter_array(text)?;
         let now = p.at(now_ms);
         let sub = p
             .pool
@@ -434,7 +428,7 @@ pub unsafe extern "C" fn tether_pool_subscribe_routed(
         })?;
         let routing = routes
             .into_iter()
-            .map(|r| Ok((RelayId(r.relay), parse_filters(&r.filters)?)))
+            .map(|r| Ok((RelayId(r.relay), crate::relay::filters(&r.filters)?)))
             .collect::<Result<Vec<_>, Failure>>()?;
         let now = p.at(now_ms);
         let sub = p
@@ -836,7 +830,7 @@ pub unsafe extern "C" fn tether_pool_handle_verified(
                         format!("{code} is neither TETHER_OK nor a TETHER_VERIFY_* code"),
                     ));
                 };
-                Err(text.map_or_else(|| wording.to_owned(), str::to_owned))
+                Err(text.map_or(wording, str::to_owned))
             }
         };
         let now = p.at(now_ms);
@@ -950,13 +944,6 @@ pub unsafe extern "C" fn tether_pool_restore(
     };
     // SAFETY: the contract is the caller's.
     unsafe { crate::checkpoint::restore_into(out, why, why_len, make) }
-}
-
-fn parse_filters(list: &[&RawValue]) -> Result<Vec<Filter>, Failure> {
-    list.iter()
-        .map(|raw| Filter::new(raw.get()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| crate::relay::failure(&Error::InvalidFilter(e)))
 }
 
 fn socket(result: Result<(), PoolError>) -> Result<i32, Failure> {

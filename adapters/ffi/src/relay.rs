@@ -312,17 +312,7 @@ pub unsafe extern "C" fn tether_relay_subscribe(
         }
         // SAFETY: the contract is the caller's.
         let text = unsafe { ptr::text(filters, len) }.map_err(|c| Failure::arg(c, "filters"))?;
-        let list: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
-            Failure::new(
-                TETHER_ERR_INVALID_ARGUMENT,
-                format!("filters are not a JSON array: {e}"),
-            )
-        })?;
-        let filters = list
-            .iter()
-            .map(|raw| Filter::new(raw.get()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| failure(&Error::InvalidFilter(e)))?;
+        let filters = filter_array(text)?;
         let now = r.at(now_ms);
         let id = r
             .session
@@ -665,6 +655,25 @@ pub unsafe extern "C" fn tether_relay_poll_timeout(
         // SAFETY: the contract is the caller's.
         unsafe { crate::poll_timeout(out_ms, held, r.now, r.session.poll_timeout()) }
     })
+}
+
+/// A JSON array of NIP-01 filter objects, as `*_subscribe` takes it.
+pub(crate) fn filter_array(text: &str) -> Result<Vec<Filter>, Failure> {
+    let list: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
+        Failure::new(
+            TETHER_ERR_INVALID_ARGUMENT,
+            format!("filters are not a JSON array: {e}"),
+        )
+    })?;
+    filters(&list)
+}
+
+/// Each raw filter object as a [`Filter`].
+pub(crate) fn filters(list: &[&RawValue]) -> Result<Vec<Filter>, Failure> {
+    list.iter()
+        .map(|raw| Filter::new(raw.get()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failure(&Error::InvalidFilter(e)))
 }
 
 /// The code for the application's mistake `e`.

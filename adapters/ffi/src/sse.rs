@@ -213,6 +213,12 @@ pub unsafe extern "C" fn tether_sse_new_request(
     unsafe { ptr::construct(out, make) }
 }
 
+/// The core's request for the JSON of [`tether_sse_new_request`], or `None` when it does not
+/// parse.
+pub(crate) fn parse_request(text: &str) -> Option<Request> {
+    HostRequest::parse(text)
+}
+
 /// The request of [`tether_sse_new_request`], as the host writes it.
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]

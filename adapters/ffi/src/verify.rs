@@ -107,15 +107,17 @@ fn code(why: &Invalid) -> i32 {
     }
 }
 
-/// The wording of a `TETHER_VERIFY_*` code, as tether-verify words the failure (without a
-/// malformed event's detail); `None` for any other code.
-pub(crate) fn verdict_reason(code: i32) -> Option<&'static str> {
-    Some(match code {
-        TETHER_VERIFY_MALFORMED => "malformed event",
-        TETHER_VERIFY_BAD_ID => "id is not the hash of the event",
-        TETHER_VERIFY_MALFORMED_PUBKEY => "malformed pubkey",
-        TETHER_VERIFY_MALFORMED_SIGNATURE => "malformed signature",
-        TETHER_VERIFY_BAD_SIGNATURE => "bad signature",
+/// The wording of a `TETHER_VERIFY_*` code: tether-verify's own (a malformed event without
+/// its detail, which the code does not carry); `None` for any other code.
+pub(crate) fn verdict_reason(code: i32) -> Option<String> {
+    let why = match code {
+        TETHER_VERIFY_MALFORMED => return Some("malformed event".to_owned()),
+        TETHER_VERIFY_BAD_ID => Invalid::BadId,
+        TETHER_VERIFY_MALFORMED_PUBKEY => Invalid::MalformedPubkey,
+        TETHER_VERIFY_MALFORMED_SIGNATURE => Invalid::MalformedSignature,
+        TETHER_VERIFY_BAD_SIGNATURE => Invalid::BadSignature,
         _ => return None,
-    })
+    };
+    debug_assert_eq!(self::code(&why), code);
+    Some(why.to_string())
 }

@@ -161,7 +161,7 @@ def test_verification_runs_on_threads_and_drops_forgeries(peer):
 def test_lagging_verifiers_hold_the_sockets_back_instead_of_dropping_events(peer, monkeypatch):
     # More events than the pool holds under verification (max_unverified 4 096), and
     # verifiers slowed down: the driver stops taking socket input while checks are in
-    # flight, so none is dropped (without that rule, 1 648 of the 6 000 were).
+    # flight, so none is dropped (without that rule the pool drops those past its bound).
     import tether.pool_driver as pool_driver
 
     check_all = pool_driver._check_all

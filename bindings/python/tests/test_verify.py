@@ -52,3 +52,18 @@ def test_threads_verify_in_parallel() -> None:
     assert alone == [None] * len(events)
     assert pooled == [None] * len(events)
     print(f"\n{len(events)} checks: 1 thread {one * 1000:.0f} ms, 2 threads {two * 1000:.0f} ms")
+
+
+def test_a_batch_gets_each_event_its_own_verdict_in_one_call() -> None:
+    """``verify_events`` answers as ``verify_event`` would, slot by slot; the time per check
+    is printed (``pytest -s``), not asserted."""
+    genuine = signed(0)
+    forged = json.dumps(dict(json.loads(genuine), content="changed"))
+    batch = [genuine, forged, "not json", genuine.encode()]
+    assert tether.verify_events(batch) == [None, "bad_id", "malformed", None]
+    assert tether.verify_events([]) == []
+    events = [signed(n) for n in range(2_000)]
+    started = time.perf_counter()
+    assert tether.verify_events(events) == [None] * len(events)
+    took = time.perf_counter() - started
+    print(f"\n{len(events)} checks in one call: {took / len(events) * 1e6:.0f} us per check")

@@ -188,6 +188,26 @@ int main(void) {
     CODE(tether_sse_new_request(&config, text(bad), strlen(bad), &refused),
          TETHER_ERR_INVALID_ARGUMENT);
     tether_sse_free(refused);
+
+    /* A POST's checkpoint restores for the request the host rebuilds, not as a GET. */
+    uint8_t saved[4096];
+    size_t saved_len = sizeof saved;
+    CODE(tether_sse_checkpoint(poster, 0, saved, &saved_len), TETHER_OK);
+    TetherSse *again = NULL;
+    CODE(tether_sse_restore(&config, saved, saved_len, &again, NULL, NULL), TETHER_ERR_CHECKPOINT);
+    CODE(tether_sse_restore_request(&config, text(bad), strlen(bad), saved, saved_len, &again,
+                                    NULL, NULL),
+         TETHER_ERR_INVALID_ARGUMENT);
+    CODE(tether_sse_restore_request(&config, text(post), strlen(post), saved, saved_len, &again,
+                                    NULL, NULL),
+         TETHER_OK);
+    CODE(tether_sse_connect(again, 0), TETHER_OK);
+    /* It was out when the checkpoint was taken and `never` may not send it again. */
+    EVENT(again, "{\"type\":\"failed\",\"why\":\"interrupted\",\"drop\":\"restarted\","
+                 "\"status\":null,\"loss\":null,\"events\":0,\"last_event_id\":\"\"}");
+    TRANSMIT(again, "{\"type\":\"end\"}");
+    DRAINED(again);
+    tether_sse_free(again);
     tether_sse_free(poster);
 
     /* Verification needs no handle: a verdict, not an error, for a bad event. */

@@ -18,6 +18,7 @@ from ._ffi import (
     TetherError,
     library_path,
     verify_event,
+    verify_events,
 )
 
 __version__ = "0.1.0"
@@ -38,4 +39,5 @@ __all__ = [
     "TetherError",
     "library_path",
     "verify_event",
+    "verify_events",
 ]

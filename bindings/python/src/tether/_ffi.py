@@ -350,6 +350,11 @@ _SIGNATURES = {
         _I32,
         [ctypes.POINTER(SseConfig), ctypes.c_char_p, _SIZE, ctypes.POINTER(_P), _U8P, _SIZEP],
     ),
+    "tether_sse_restore_request": (
+        _I32,
+        [ctypes.POINTER(SseConfig), ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE]
+        + [ctypes.POINTER(_P), _U8P, _SIZEP],
+    ),
 }
 
 _lib: ctypes.CDLL | None = None
@@ -452,18 +457,19 @@ class _Handle:
         """The message of the last failed call."""
         return self._copy("last_error").decode("utf-8", "replace")
 
-    def _copy(self, name: str) -> bytes:
-        """Call a function that copies bytes out, growing the buffer when asked to."""
+    def _copy(self, name: str, *args: Any) -> bytes:
+        """Call a function that copies bytes out (``args`` before the buffer), growing the
+        buffer when asked to."""
         while True:
             self._len.value = len(self._buf)
-            code = self._fn(name)(self._ptr, self._buf, ctypes.byref(self._len))
+            code = self._fn(name)(self._ptr, *args, self._buf, ctypes.byref(self._len))
             if code == ERR_BUFFER_TOO_SMALL:
                 self._buf = (ctypes.c_uint8 * self._len.value)()
                 continue
             if code == DONE:
                 return b""
             if code < 0:
-                raise TetherError(code, "")
+                raise TetherError(code, "" if name == "last_error" else self.last_error())
             return bytes(memoryview(self._buf)[: self._len.value])
 
     def _poll(self, name: str) -> bytes | None:
@@ -663,7 +669,7 @@ class Relay(_Handle):
         """Apply the relay's NIP-11 document (its bytes, as fetched): what is in force now
         (``subscription_limit``, ``max_message_length``, ``auth_first``, ...), or
         ``{"error": ...}`` when the document could not be read (nothing changed)."""
-        return _applied(self, document, lambda *out: self._call("apply_relay_info", now_ms, *out))
+        return _applied(document, lambda *out: self._call("apply_relay_info", now_ms, *out))
 
     def handle_open(self, now_ms: int, epoch: int) -> None:
         """The socket of ``epoch`` opened."""
@@ -694,7 +700,7 @@ APPLIED_MAX = 512
 """The buffer ``tether_*_apply_relay_info`` needs (``TETHER_APPLIED_MAX``)."""
 
 
-def _applied(handle: _Handle, document: bytes, call) -> dict:
+def _applied(document: bytes, call) -> dict:
     out = (ctypes.c_uint8 * APPLIED_MAX)()
     length = ctypes.c_size_t(APPLIED_MAX)
     call(document, len(document), out, ctypes.byref(length))
@@ -792,9 +798,7 @@ class Pool(_Handle):
 
     def apply_relay_info(self, now_ms: int, relay: int, document: bytes) -> dict:
         """As :meth:`Relay.apply_relay_info`, for one relay of the pool."""
-        return _applied(
-            self, document, lambda *out: self._call("apply_relay_info", now_ms, relay, *out)
-        )
+        return _applied(document, lambda *out: self._call("apply_relay_info", now_ms, relay, *out))
 
     def handle_open(self, now_ms: int, relay: int, epoch: int) -> None:
         """``relay``'s socket of ``epoch`` opened."""
@@ -840,25 +844,7 @@ class Pool(_Handle):
     def relay_stats(self, relay: int) -> dict:
         """What the pool counted for ``relay``: duplicates, conflicts, invalid,
         unverified_dropped."""
-        while True:
-            self._len.value = len(self._buf)
-            code = self._fn("relay_stats")(self._ptr, relay, self._buf, ctypes.byref(self._len))
-            if code == ERR_BUFFER_TOO_SMALL:
-                self._buf = (ctypes.c_uint8 * self._len.value)()
-                continue
-            self._check(code)
-            return json.loads(bytes(memoryview(self._buf)[: self._len.value]))
-
-    def poll_event(self) -> dict | None:
-        """The next event, decoded; a ``received`` one carries ``"raw"`` (the relay's bytes),
-        and a ``relay`` one its session's event under ``"event"``."""
-        raw = self.poll_event_raw()
-        if raw is None:
-            return None
-        event = json.loads(raw)
-        if event.get("type") == "received":
-            event["raw"] = received_raw(raw)
-        return event
+        return json.loads(self._copy("relay_stats", relay))
 
 
 def _pool_config(fields: dict) -> PoolConfig:
@@ -926,15 +912,32 @@ class Sse(_Handle):
         seed: int = 0,
         idle_timeout_ms: int | None = None,
         connect_timeout_ms: int = 0,
+        request: dict | None = None,
     ) -> Sse:
-        """An idle GET session from ``checkpoint``; on :meth:`connect` a stream that was open
-        when it was taken resumes with its ``Last-Event-ID``."""
+        """An idle session from ``checkpoint``, for a GET or for ``request`` (as
+        :class:`Sse` takes it, rebuilt as it was first built: a checkpoint keeps no
+        credentials). On :meth:`connect` it goes on as its resume policy says."""
         config = _sse_config(seed, idle_timeout_ms, connect_timeout_ms)
-        pointer = _restored(
-            lambda out, why, why_len: lib().tether_sse_restore(
-                ctypes.byref(config), checkpoint, len(checkpoint), out, why, why_len
+        if request is None:
+            pointer = _restored(
+                lambda out, why, why_len: lib().tether_sse_restore(
+                    ctypes.byref(config), checkpoint, len(checkpoint), out, why, why_len
+                )
             )
-        )
+        else:
+            text = json.dumps(request).encode("utf-8")
+            pointer = _restored(
+                lambda out, why, why_len: lib().tether_sse_restore_request(
+                    ctypes.byref(config),
+                    text,
+                    len(text),
+                    checkpoint,
+                    len(checkpoint),
+                    out,
+                    why,
+                    why_len,
+                )
+            )
         sse = cls.__new__(cls)
         _Handle.__init__(sse, pointer)
         return sse

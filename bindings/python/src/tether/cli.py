@@ -430,8 +430,8 @@ class _PoolReq:
         url = self.urls.get(event.get("relay"), "")
         if kind == "relay":
             return self._relay_line(event, url, now)
-        if kind == "publish_done" or kind in ("published", "rejected"):
-            return None
+        if kind in ("published", "rejected", "publish_done"):
+            return None  # `req` publishes nothing
         sub = event["sub"]
         label = self.labels.get(sub)
         if label is None:
@@ -962,13 +962,15 @@ async def _run_sse(args: argparse.Namespace) -> None:
         idle = int(args.idle_timeout * 1000)
     state = StateFile(args.state, "sse", [args.url]) if args.state else None
     loaded = _load(state)
+    request = _sse_request(args, headers)
     if state is not None and loaded is not None:
         try:
-            sse = Sse.restore(loaded[1], seed=_seed(args.seed), idle_timeout_ms=idle)
+            sse = Sse.restore(
+                loaded[1], seed=_seed(args.seed), idle_timeout_ms=idle, request=request
+            )
         except TetherError as error:
             raise Usage(str(state.refuse(error.message))) from None
     else:
-        request = _sse_request(args, headers)
         try:
             sse = Sse(seed=_seed(args.seed), idle_timeout_ms=idle, request=request)
         except TetherError as error:

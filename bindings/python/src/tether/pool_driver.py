@@ -231,21 +231,16 @@ class PoolDriver(_Loop):
             if url is None:
                 return
             self._tasks[key] = [asyncio.ensure_future(self._socket(key, url))]
-        elif kind == "send":
-            epoch = self._open.get(relay)
-            queue = self._writers.get((relay, epoch)) if epoch is not None else None
+        elif kind in ("send", "ping"):
+            key = (relay, self._open.get(relay, 0))
+            queue = self._writers.get(key)
             if queue is None:
                 return
             try:
-                queue.put_nowait(transmit["text"])
+                # None asks the writer for a ping.
+                queue.put_nowait(transmit["text"] if kind == "send" else None)
             except asyncio.QueueFull:
-                self._stalled((relay, epoch))
-        elif kind == "ping":
-            epoch = self._open.get(relay)
-            queue = self._writers.get((relay, epoch)) if epoch is not None else None
-            if queue is not None:
-                with contextlib.suppress(asyncio.QueueFull):
-                    queue.put_nowait(None)
+                self._stalled(key)
         elif kind == "close":
             self._close((relay, transmit["epoch"]))
         elif kind == "fetch_info":
@@ -259,11 +254,10 @@ class PoolDriver(_Loop):
         self.inbox.put_nowait(("stalled", key[0], key[1], _ffi.LOSS_NETWORK_ERROR, -1))
 
     def _close(self, key: tuple[int, int]) -> None:
-        self._writers.pop(key, None)
-        for task in self._tasks.pop(key, []):
+        """The pool closes the socket of ``key``: its tasks end without reporting a loss."""
+        for task in self._tasks.get(key, []):
             task.cancel()
-        if self._open.get(key[0]) == key[1]:
-            del self._open[key[0]]
+        self._forget(key)
 
     def _forget(self, key: tuple[int, int]) -> None:
         self._writers.pop(key, None)
