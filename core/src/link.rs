@@ -204,6 +204,13 @@ impl Default for LinkConfig {
 pub enum LinkState {
     /// Not connected and not trying to be (never connected, disconnected, or gave up).
     Idle,
+    /// An attempt is due and waits for a connect permit: a pool paces how many handshakes
+    /// run at once ([`Link::set_paced`]). Reported as connecting; no socket exists yet, so
+    /// no connect timeout runs and no attempt is charged while it waits.
+    Queued {
+        /// Since when it waits.
+        since: Instant,
+    },
     /// A socket was requested and has not opened yet.
     Connecting {
         /// The socket's epoch.
@@ -264,6 +271,8 @@ pub struct Link {
     /// A probe is out (after a resume or a network change): the socket must show life by
     /// then.
     probe_deadline: Option<Instant>,
+    /// Every attempt waits in [`LinkState::Queued`] for [`Link::admit`].
+    paced: bool,
 }
 
 impl Link {
@@ -282,7 +291,38 @@ impl Link {
             suspended: None,
             offline: false,
             probe_deadline: None,
+            paced: false,
         }
+    }
+
+    /// Make every attempt wait for a permit ([`Link::admit`]) in [`LinkState::Queued`]
+    /// instead of opening a socket at once: the owner (a pool) paces its handshakes.
+    pub fn set_paced(&mut self, paced: bool) {
+        self.paced = paced;
+    }
+
+    /// Whether an attempt waits for [`Link::admit`].
+    pub fn is_queued(&self) -> bool {
+        matches!(self.state, LinkState::Queued { .. })
+    }
+
+    /// Whether a socket was requested and has not opened yet (a handshake in flight).
+    pub fn is_connecting(&self) -> bool {
+        matches!(self.state, LinkState::Connecting { .. })
+    }
+
+    /// The permit for a queued attempt: returns the epoch to open now, whose connect timeout
+    /// starts now, or `None` if no attempt waits (or the device went offline meanwhile: then
+    /// it waits for the network, as [`Link::connect`] does).
+    pub fn admit(&mut self, now: Instant) -> Option<Epoch> {
+        let LinkState::Queued { .. } = self.state else {
+            return None;
+        };
+        if self.offline {
+            self.state = LinkState::Waiting { until: now };
+            return None;
+        }
+        Some(self.start_attempt(now))
     }
 
     /// The configuration.
@@ -339,7 +379,7 @@ impl Link {
             LinkState::Connecting { epoch: live, .. } | LinkState::Open { epoch: live, .. } => {
                 live == epoch
             }
-            LinkState::Idle | LinkState::Waiting { .. } => false,
+            LinkState::Idle | LinkState::Waiting { .. } | LinkState::Queued { .. } => false,
         })
     }
 
@@ -359,7 +399,8 @@ impl Link {
     }
 
     /// The application wants a connection. Returns the epoch to open now, or `None` if the
-    /// link is already connecting, open or waiting to reconnect.
+    /// link is already connecting, open or waiting to reconnect, or (paced) waits for its
+    /// permit.
     pub fn connect(&mut self, now: Instant) -> Option<Epoch> {
         if self.state != LinkState::Idle {
             return None;
@@ -369,7 +410,7 @@ impl Link {
             self.state = LinkState::Waiting { until: now };
             return None;
         }
-        Some(self.start_attempt(now))
+        self.attempt(now)
     }
 
     /// The application (or a final peer answer) wants no connection. Cancels any pending
@@ -415,7 +456,7 @@ impl Link {
                     .reset_if_stable(now, opened_at, self.config.stable_after);
             }
             LinkState::Connecting { .. } => {}
-            LinkState::Idle | LinkState::Waiting { .. } => return None,
+            LinkState::Idle | LinkState::Waiting { .. } | LinkState::Queued { .. } => return None,
         }
         self.ping_sent_at = None;
         self.probe_deadline = None;
@@ -496,7 +537,7 @@ impl Link {
         match &mut self.state {
             LinkState::Connecting { since, .. } => *since = now,
             LinkState::Open { .. } => self.last_inbound = self.last_inbound.max(now),
-            LinkState::Idle | LinkState::Waiting { .. } => {}
+            LinkState::Idle | LinkState::Waiting { .. } | LinkState::Queued { .. } => {}
         }
         (away, self.probe(now))
     }
@@ -515,7 +556,8 @@ impl Link {
     ) -> Option<LinkAction> {
         self.backoff.reset();
         match self.state {
-            LinkState::Idle => None,
+            // A queued attempt keeps its place: it has no socket on the old path.
+            LinkState::Idle | LinkState::Queued { .. } => None,
             LinkState::Waiting { .. } => {
                 self.state = LinkState::Waiting {
                     until: self.jittered(now, rng),
@@ -597,7 +639,8 @@ impl Link {
             return None;
         }
         match self.state {
-            LinkState::Idle => None,
+            // A queued attempt has no deadline of its own: its permit comes from the owner.
+            LinkState::Idle | LinkState::Queued { .. } => None,
             LinkState::Waiting { .. } if self.offline => None,
             LinkState::Waiting { until } => Some((until, Wake::Reconnect)),
             LinkState::Connecting { since, .. } => Some((
@@ -615,8 +658,8 @@ impl Link {
             return None;
         }
         match self.state {
-            LinkState::Idle => None,
-            LinkState::Waiting { .. } => Some(LinkAction::Open(self.start_attempt(now))),
+            LinkState::Idle | LinkState::Queued { .. } => None,
+            LinkState::Waiting { .. } => self.attempt(now).map(LinkAction::Open),
             LinkState::Connecting { .. } => Some(self.die(now, rng, SocketLoss::ConnectTimeout)),
             LinkState::Open { .. } if self.probe_deadline.is_some_and(|d| now >= d) => {
                 Some(self.die(now, rng, SocketLoss::ResumeProbe))
@@ -631,6 +674,15 @@ impl Link {
                 Liveness::Idle { .. } => Some(self.die(now, rng, SocketLoss::IdleTimeout)),
             },
         }
+    }
+
+    /// Start an attempt now, or (paced) queue it for a permit.
+    fn attempt(&mut self, now: Instant) -> Option<Epoch> {
+        if self.paced {
+            self.state = LinkState::Queued { since: now };
+            return None;
+        }
+        Some(self.start_attempt(now))
     }
 
     fn start_attempt(&mut self, now: Instant) -> Epoch {

@@ -992,6 +992,9 @@ fn pool_world(u: &mut Unstructured<'_>) -> Result<PoolWorld> {
     let relays = (0..u.int_in_range(1..=5)?)
         .map(|_| pool_relay(u))
         .collect::<Result<_>>()?;
+    // At most 4 handshakes against up to 5 relays (and more added): mostly a limit the
+    // relays contend for.
+    config.max_connecting = u.int_in_range(1..=4)?;
     Ok((config, seed, latency, relays))
 }
 
@@ -1139,6 +1142,7 @@ fn pool_op(u: &mut Unstructured<'_>, s: &PoolSim) -> Result<PoolAction> {
                 per_ms: u.int_in_range(1..=200)?,
             }
         }
+        16 if u.ratio(1, 3)? => PoolAction::Hang(pool_relay_id(u)?, u.arbitrary()?),
         16 => PoolAction::Mute(pool_relay_id(u)?, u.arbitrary()?),
         _ => PoolAction::Relay(pool_relay_id(u)?, *u.choose(RELAY_CHANGES)?),
     })

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use tether_core::link::{Epoch, SocketLoss};
+use tether_core::link::{Epoch, LinkState, SocketLoss};
 use tether_core::nostr::message::EventId;
 use tether_core::nostr::{Carries, Event, Filter, Transmit};
 use tether_core::pool::{
@@ -55,6 +55,10 @@ pub enum PoolAction {
     RelayFrame(RelayId, String),
     /// The relay accepts connections but never answers anything (`true`), or answers again.
     Mute(RelayId, bool),
+    /// The relay's handshakes never complete (`true`): a connection it is asked for neither
+    /// opens nor fails (a black-holed address, a TLS peer that stalls), until the client
+    /// gives it up. `false` answers again.
+    Hang(RelayId, bool),
     /// Change a relay's behaviour.
     Relay(RelayId, fn(&mut RelayModel)),
     /// A hostile relay sends `count` EVENTs for its subscription `wire` on its current
@@ -135,6 +139,8 @@ pub struct Peer {
     pub model: RelayModel,
     /// Accepts connections but never answers.
     pub mute: bool,
+    /// Its handshakes never complete.
+    pub hangs: bool,
     conn: Option<u64>,
     accepted: Option<u64>,
 }
@@ -178,6 +184,13 @@ pub struct PoolSim {
     seed: u64,
     /// The checkpoint of a killed pool, until it is restored.
     saved: Option<Vec<u8>>,
+    /// Relays asked to open a socket that has neither opened nor failed nor been given up
+    /// yet: the handshakes in flight, as the network sees them.
+    connecting: BTreeSet<RelayId>,
+    /// The most of them at once.
+    peak_connecting: usize,
+    /// Relays waiting for a handshake slot when the transcript last said so.
+    waiting_shown: usize,
 }
 
 #[derive(Debug, Default)]
@@ -223,6 +236,9 @@ impl PoolSim {
             config,
             seed,
             saved: None,
+            connecting: BTreeSet::new(),
+            peak_connecting: 0,
+            waiting_shown: 0,
         }
     }
 
@@ -349,6 +365,7 @@ impl PoolSim {
             }
             peer.accepted = None;
         }
+        self.connecting.clear();
         // A new process numbers every relay's sockets from the start again.
         self.net.retain(|item| matches!(item, Item::Script(_)));
         self.touched = false;
@@ -395,6 +412,10 @@ impl PoolSim {
                 let Some(peer) = self.peers.get_mut(&relay) else {
                     return;
                 };
+                if peer.hangs && peer.conn == Some(conn) {
+                    self.line(relay, "io", "handshake hangs");
+                    return;
+                }
                 if peer.model.down || peer.conn != Some(conn) {
                     self.line(relay, "io", "refused");
                     self.net.send(Item::ToPool(
@@ -503,10 +524,12 @@ impl PoolSim {
         let now = self.net.now();
         let result = match input {
             Input::Open => {
+                self.connecting.remove(&relay);
                 self.line(relay, "io", "open");
                 self.pool.handle_open(now, relay, epoch)
             }
             Input::Close(why) => {
+                self.connecting.remove(&relay);
                 self.line(relay, "io", "closed");
                 if let Some(peer) = self.peers.get_mut(&relay) {
                     peer.conn = None;
@@ -550,6 +573,7 @@ impl PoolSim {
             PoolAction::AddMutedRelay(model) => self.add_relay(*model, true),
             PoolAction::RemoveRelay(relay) => {
                 if self.pool.remove_relay(now, relay).is_ok() {
+                    self.connecting.remove(&relay);
                     if let Some(mut peer) = self.peers.remove(&relay) {
                         if let Some(conn) = peer.conn.take() {
                             peer.model.drop_conn(conn);
@@ -631,6 +655,11 @@ impl PoolSim {
                     peer.mute = mute;
                 }
             }
+            PoolAction::Hang(relay, hangs) => {
+                if let Some(peer) = self.peers.get_mut(&relay) {
+                    peer.hangs = hangs;
+                }
+            }
             PoolAction::Relay(relay, change) => {
                 if let Some(peer) = self.peers.get_mut(&relay) {
                     change(&mut peer.model);
@@ -669,6 +698,7 @@ impl PoolSim {
                     Peer {
                         model,
                         mute,
+                        hangs: false,
                         conn: None,
                         accepted: None,
                     },
@@ -694,6 +724,7 @@ impl PoolSim {
             return;
         };
         peer.model.drop_conn(conn);
+        self.connecting.remove(&relay);
         self.line(relay, "io", "dropped");
         let result =
             self.pool
@@ -754,6 +785,57 @@ impl PoolSim {
                 self.fail(&format!("{relay} session bookkeeping: {e}"));
             }
         }
+        self.check_pacing();
+    }
+
+    /// The most handshakes in flight at once so far, as the network saw them.
+    pub fn peak_connecting(&self) -> usize {
+        self.peak_connecting
+    }
+
+    /// Paced connects: no more handshakes in flight than `max_connecting`, and no relay
+    /// waits for a slot longer than one connect timeout per `max_connecting` relays of the
+    /// pool (first come, first served, each slot held one connect timeout at most).
+    fn check_pacing(&mut self) {
+        let handshakes = self.pool.handshakes();
+        // Said only when relays wait or stop waiting: a pool under its limit, every
+        // transcript before pacing, shows no such line.
+        if handshakes.waiting != self.waiting_shown && !self.quiet {
+            self.waiting_shown = handshakes.waiting;
+            self.line_raw(
+                "pac",
+                &format!(
+                    "{} in flight, {} waiting",
+                    handshakes.in_flight, handshakes.waiting
+                ),
+            );
+        }
+        let limit = self.config.max_connecting.max(1);
+        if self.connecting.len() > limit {
+            self.fail(&format!(
+                "{} handshakes in flight ({:?}), limit {limit}",
+                self.connecting.len(),
+                self.connecting
+            ));
+        }
+        let rounds = self.pool.relay_count().div_ceil(limit);
+        let bound =
+            self.config.relay.link.connect_timeout * u32::try_from(rounds).unwrap_or(u32::MAX);
+        let now = self.net.now();
+        for relay in self.pool.relay_ids().collect::<Vec<_>>() {
+            let Some(session) = self.pool.session(relay) else {
+                continue;
+            };
+            let LinkState::Queued { since } = session.link().state() else {
+                continue;
+            };
+            let waited = now.saturating_duration_since(since);
+            if waited > bound {
+                self.fail(&format!(
+                    "{relay} waited {waited:?} for a handshake slot, more than {bound:?}"
+                ));
+            }
+        }
     }
 
     /// The pool's events so far; whether there were any.
@@ -771,6 +853,8 @@ impl PoolSim {
         match t {
             Transmit::Open { epoch } => {
                 self.line(relay, "tx", "Open");
+                self.connecting.insert(relay);
+                self.peak_connecting = self.peak_connecting.max(self.connecting.len());
                 let Some(peer) = self.peers.get_mut(&relay) else {
                     return;
                 };
@@ -782,6 +866,7 @@ impl PoolSim {
             }
             Transmit::Close { .. } => {
                 self.line(relay, "tx", "Close");
+                self.connecting.remove(&relay);
                 let Some(peer) = self.peers.get_mut(&relay) else {
                     return;
                 };
@@ -1027,6 +1112,7 @@ fn is_relay_side(action: &PoolAction) -> bool {
             | PoolAction::Down(_)
             | PoolAction::Up(_)
             | PoolAction::Mute(..)
+            | PoolAction::Hang(..)
             | PoolAction::Relay(..)
             | PoolAction::Restore
     )

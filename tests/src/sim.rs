@@ -697,7 +697,9 @@ pub(crate) fn session_settled(
                     .iter()
                     .all(|v| v.timer.is_none() && !(slot && v.state == SubState::Queued))
         }
-        LinkState::Connecting { .. } | LinkState::Waiting { .. } => false,
+        LinkState::Connecting { .. } | LinkState::Waiting { .. } | LinkState::Queued { .. } => {
+            false
+        }
     }
 }
 

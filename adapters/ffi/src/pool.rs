@@ -79,10 +79,13 @@ pub struct TetherPoolConfig {
     pub dedup_capacity: u32,
     /// Relays remembered per event id (default 8).
     pub seen_on_max: u32,
+    /// Most handshakes in flight at once (default 64, at least 1); further relays wait their
+    /// turn in arrival order (version 2: a caller compiled before it gets the default).
+    pub max_connecting: u32,
 }
 
-/// Size of the first version of [`TetherPoolConfig`].
-const CONFIG_V1: usize = std::mem::size_of::<TetherPoolConfig>();
+/// Size of the first version of [`TetherPoolConfig`], which ended before `max_connecting`.
+const CONFIG_V1: usize = std::mem::offset_of!(TetherPoolConfig, max_connecting);
 
 impl TetherPoolConfig {
     fn defaults() -> Self {
@@ -108,6 +111,7 @@ impl TetherPoolConfig {
             max_pool_subscriptions: small(core.max_subscriptions),
             dedup_capacity: small(core.dedup_capacity),
             seen_on_max: small(core.seen_on_max),
+            max_connecting: small(core.max_connecting),
         }
     }
 
@@ -140,8 +144,10 @@ impl TetherPoolConfig {
         if self.eose_deadline_ms == 0 || self.publish_deadline_ms == 0 {
             return Err(bad("the deadlines must be at least 1"));
         }
-        if self.max_unverified == 0 || self.dedup_capacity == 0 {
-            return Err(bad("max_unverified and dedup_capacity must be at least 1"));
+        if self.max_unverified == 0 || self.dedup_capacity == 0 || self.max_connecting == 0 {
+            return Err(bad(
+                "max_unverified, dedup_capacity and max_connecting must be at least 1",
+            ));
         }
         let mut config = PoolConfig::default();
         config.relay = relay.to_core()?;
@@ -155,6 +161,7 @@ impl TetherPoolConfig {
         config.max_subscriptions = self.max_pool_subscriptions as usize;
         config.dedup_capacity = self.dedup_capacity as usize;
         config.seen_on_max = self.seen_on_max as usize;
+        config.max_connecting = self.max_connecting as usize;
         Ok(config)
     }
 }

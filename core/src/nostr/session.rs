@@ -26,7 +26,7 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 
 use crate::gate::{GateScope, RateLimitGate};
-use crate::link::{Epoch, Link, LinkAction, LinkState, SocketError, SocketLoss};
+use crate::link::{Epoch, Link, LinkAction, SocketError, SocketLoss};
 use crate::nostr::catch_up::{self as catch_up_plan, Support};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::error::Error;
@@ -176,6 +176,21 @@ impl RelaySession {
     pub fn connect(&mut self, now: Instant) {
         self.clock.observe(now);
         if let Some(epoch) = self.link.connect(self.clock.now()) {
+            self.open_socket_transmit(epoch);
+        }
+    }
+
+    /// Make every connection attempt wait for [`RelaySession::admit`] (a pool pacing its
+    /// handshakes); see [`Link::set_paced`].
+    pub(crate) fn set_paced(&mut self, paced: bool) {
+        self.link.set_paced(paced);
+    }
+
+    /// The permit for an attempt that waits in [`LinkState::Queued`](crate::link::LinkState::Queued): its socket is asked
+    /// for now, and its connect timeout starts now.
+    pub(crate) fn admit(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        if let Some(epoch) = self.link.admit(now) {
             self.open_socket_transmit(epoch);
         }
     }
@@ -684,7 +699,7 @@ impl RelaySession {
             }
             None => {}
         }
-        if self.link.wants_connection() && !matches!(self.link.state(), LinkState::Waiting { .. }) {
+        if self.link.is_connecting() || self.link.is_open() {
             self.ask_for_info_if_due();
         }
     }

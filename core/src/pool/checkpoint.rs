@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use super::dedup::Seen;
 use super::logical::{Logical, Targets};
 use super::publish::Fanout;
-use super::{Deadline, Member, PoolConfig, PoolStats, PublishOutcome, RelayId, RelayPool, SubId};
+use super::{Deadline, Member, PoolConfig, PublishOutcome, RelayId, RelayPool, SubId};
 use crate::checkpoint::{self, hex_id, CheckpointError};
 use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::{Filter, RelayCheckpoint, RelaySession, SubscriptionId};
@@ -259,12 +259,7 @@ impl RelayPool {
                 )));
             }
         }
-        Ok(Member {
-            session,
-            deadline: None,
-            routes,
-            stats: PoolStats::default(),
-        })
+        Ok(Member::new(session, routes))
     }
 
     fn restore_logical(

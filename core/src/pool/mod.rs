@@ -43,6 +43,7 @@ mod checkpoint;
 mod dedup;
 mod logical;
 mod output;
+mod pacing;
 mod publish;
 mod verify;
 
@@ -68,6 +69,8 @@ use logical::{Logical, Targets};
 pub use output::{
     Missing, Outcome, PoolError, PoolEvent, PoolStats, PublishOutcome, RelayId, SubId,
 };
+pub use pacing::Handshakes;
+use pacing::{Pace, Pacing};
 use publish::Fanout;
 use verify::{Held, OtherCopy};
 pub use verify::{VerifyRequest, VerifyTicket};
@@ -107,6 +110,14 @@ pub struct PoolConfig {
     /// copy delivers it. A driver that stops reading sockets while verification lags never
     /// reaches it.
     pub max_unverified: usize,
+    /// Most handshakes (TCP, TLS and WebSocket) in flight at once (64). Further relays wait
+    /// their turn in arrival order, reported as connecting (`LinkState::Queued`) with no
+    /// connect timeout running; an admitted relay holds its slot until its socket opens or
+    /// fails, at most one `connect_timeout`. `add_relay` over thousands of URLs is then not a
+    /// connection storm (SYN bursts, DNS and TLS CPU at once): at 64, a loopback pool of
+    /// 10 000 relays connects as fast as without a limit, and over the internet (a few
+    /// hundred ms a handshake) about 200 relays a second.
+    pub max_connecting: usize,
 }
 
 impl Default for PoolConfig {
@@ -122,6 +133,7 @@ impl Default for PoolConfig {
             publish_deadline: Duration::from_secs(30),
             verify: false,
             max_unverified: 4096,
+            max_connecting: 64,
         }
     }
 }
@@ -146,6 +158,7 @@ pub struct RelayPool {
     transmits: VecDeque<(RelayId, Transmit)>,
     events: VecDeque<PoolEvent>,
     held: Held,
+    pacing: Pacing,
 }
 
 /// One relay of the pool.
@@ -157,6 +170,22 @@ struct Member {
     /// Which logical subscription each of its session's subscriptions serves.
     routes: BTreeMap<SubscriptionId, SubId>,
     stats: PoolStats,
+    /// Its place in the connect pacing.
+    pace: Pace,
+}
+
+impl Member {
+    /// A member around `session`, whose connection attempts the pool paces.
+    fn new(mut session: RelaySession, routes: BTreeMap<SubscriptionId, SubId>) -> Self {
+        session.set_paced(true);
+        Member {
+            session,
+            deadline: None,
+            routes,
+            stats: PoolStats::default(),
+            pace: Pace::Free,
+        }
+    }
 }
 
 /// What a deadline in the pool's index is for.
@@ -173,6 +202,7 @@ impl RelayPool {
     pub fn new(config: PoolConfig, seed: u64) -> Self {
         RelayPool {
             relay_config: Arc::new(config.relay.clone()),
+            pacing: Pacing::new(config.max_connecting),
             config,
             clock: Clock::default(),
             rng: Rng::new(seed),
@@ -271,12 +301,7 @@ impl RelayPool {
         if let Some(wall) = self.wall {
             session.set_wall_clock(now, wall.unix_secs(now));
         }
-        let member = Member {
-            session,
-            deadline: None,
-            routes: BTreeMap::new(),
-            stats: PoolStats::default(),
-        };
+        let member = Member::new(session, BTreeMap::new());
         let relay = match self.free.pop() {
             Some(slot) => {
                 self.relays[slot as usize] = Some(Box::new(member));
@@ -322,6 +347,7 @@ impl RelayPool {
         while let Some(t) = member.session.poll_transmit() {
             self.transmits.push_back((relay, t));
         }
+        self.pacing.forget(relay, member.pace);
         if let Some(at) = member.deadline {
             let mut slot = Some(at);
             self.timers.set(Deadline::Relay(relay), &mut slot, None);
@@ -332,6 +358,7 @@ impl RelayPool {
             self.relay_gone(now, sub, relay, Missing::Removed);
         }
         self.publish_gone(relay, "relay removed");
+        self.admit_waiting(now);
         Ok(())
     }
 
@@ -669,6 +696,13 @@ impl RelayPool {
         Some((at, why))
     }
 
+    /// Handshakes in flight and relays waiting for a slot (see
+    /// [`PoolConfig::max_connecting`]).
+    #[must_use]
+    pub fn handshakes(&self) -> Handshakes {
+        self.pacing.handshakes()
+    }
+
     /// Transmits, events or checks are waiting to be drained.
     fn output_queued(&self) -> bool {
         !self.transmits.is_empty() || !self.events.is_empty() || self.held.has_requests()
@@ -765,7 +799,12 @@ impl RelayPool {
                 .check_consistency()
                 .map_err(|e| format!("{sub}: {e}"))?;
         }
-        Ok(())
+        let paces = self
+            .relay_ids()
+            .filter_map(|r| Some((r, self.member(r)?.pace)));
+        self.pacing
+            .check(paces)
+            .map_err(|e| format!("connect pacing: {e}"))
     }
 }
 
@@ -848,8 +887,35 @@ impl RelayPool {
         }
     }
 
-    /// Drain `relay`'s session and re-register its deadline in the pool's index.
+    /// Drain `relay`'s session and re-register its deadline, then admit waiting relays
+    /// while handshake slots are free.
     fn settle(&mut self, now: Instant, relay: RelayId) {
+        self.drain_relay(now, relay);
+        self.admit_waiting(now);
+    }
+
+    /// Give free handshake slots to waiting relays, first come, first served.
+    fn admit_waiting(&mut self, now: Instant) {
+        while let Some(relay) = self.pacing.next() {
+            let Some(member) = self
+                .relays
+                .get_mut(relay.0 as usize)
+                .and_then(Option::as_deref_mut)
+            else {
+                continue;
+            };
+            member.pace = Pace::Free;
+            member.session.admit(now);
+            if member.session.link().is_connecting() {
+                self.pacing.admitted(&mut member.pace);
+            }
+            self.drain_relay(now, relay);
+        }
+    }
+
+    /// Drain `relay`'s session, account for its handshake and re-register its deadline in
+    /// the pool's index.
+    fn drain_relay(&mut self, now: Instant, relay: RelayId) {
         loop {
             let Some(member) = self.member_mut(relay) else {
                 return;
@@ -863,9 +929,15 @@ impl RelayPool {
             };
             self.on_session_event(now, relay, event);
         }
-        let Some(member) = self.member_mut(relay) else {
+        let Some(member) = self
+            .relays
+            .get_mut(relay.0 as usize)
+            .and_then(Option::as_deref_mut)
+        else {
             return;
         };
+        self.pacing
+            .observe(relay, &mut member.pace, member.session.link());
         let next = member.session.poll_timeout();
         let mut slot = member.deadline.take();
         self.timers.set(Deadline::Relay(relay), &mut slot, next);

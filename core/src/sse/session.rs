@@ -714,7 +714,7 @@ impl SseSession {
         let state = self.link.state();
         let expected = match state {
             LinkState::Connecting { epoch, .. } | LinkState::Open { epoch, .. } => Some(epoch),
-            LinkState::Idle | LinkState::Waiting { .. } => None,
+            LinkState::Idle | LinkState::Waiting { .. } | LinkState::Queued { .. } => None,
         };
         if self.live != expected {
             return Err(format!("live request {:?} but link {state:?}", self.live));

@@ -179,7 +179,7 @@ class RelayConfig(ctypes.Structure):
 
 
 class PoolConfig(ctypes.Structure):
-    """``TetherPoolConfig``, version 1."""
+    """``TetherPoolConfig``, version 2 (``max_connecting``)."""
 
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -199,6 +199,7 @@ class PoolConfig(ctypes.Structure):
         ("max_pool_subscriptions", ctypes.c_uint32),
         ("dedup_capacity", ctypes.c_uint32),
         ("seen_on_max", ctypes.c_uint32),
+        ("max_connecting", ctypes.c_uint32),
     ]
 
 
