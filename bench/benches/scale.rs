@@ -5,7 +5,8 @@
 //! tether-testserver relay in this process, serving every URL.
 //!
 //! `TETHER_SCALE_RELAYS` (1 000), `TETHER_SCALE_SUBS` (10) and `TETHER_SCALE_IDLE_SECS` (20)
-//! change the shape.
+//! change the shape; `TETHER_SCALE_MAX_CONNECTING` sets tether's handshake limit (the pool's
+//! default otherwise). The relay counts the peak of handshakes in flight for each client.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -35,7 +36,9 @@ fn main() {
     let mut rows = Vec::new();
     for contender in [Contender::TetherPoolVerifying, Contender::NostrSdk] {
         let events = scale::trickle(subs);
-        let m = parent(contender, &relay, &runtime, relays, subs, idle, &events);
+        relay.take_peak_handshakes();
+        let mut m = parent(contender, &relay, &runtime, relays, subs, idle, &events);
+        m.peak_handshakes = relay.take_peak_handshakes();
         assert_eq!(
             m.trickle_received,
             subs,
@@ -47,17 +50,18 @@ fn main() {
     }
     println!(
         "{relays} relays x {subs} subscriptions, idle {} s\n\n\
-         | client | connect + EOSE all | RSS per connection | idle CPU per minute |\n\
-         | --- | ---: | ---: | ---: |",
+         | client | connect + EOSE all | RSS per connection | idle CPU per minute | peak handshakes in flight |\n\
+         | --- | ---: | ---: | ---: | ---: |",
         idle.as_secs()
     );
     for (contender, m) in &rows {
         println!(
-            "| {} | {:.2} s | {:.1} KiB | {:.0} ms |",
+            "| {} | {:.2} s | {:.1} KiB | {:.0} ms | {} |",
             contender.name(),
             m.connect_and_eose.as_secs_f64(),
             m.rss_per_connection_bytes / 1024.0,
-            m.idle_cpu_per_minute.as_secs_f64() * 1e3
+            m.idle_cpu_per_minute.as_secs_f64() * 1e3,
+            m.peak_handshakes
         );
     }
     if let [(_, t), (_, n)] = rows.as_slice() {
@@ -158,6 +162,7 @@ fn parse(line: &str) -> Option<ScaleMeasurement> {
         rss_per_connection_bytes: next()?,
         idle_cpu_per_minute: Duration::from_nanos(next()? as u64),
         trickle_received: next()? as usize,
+        peak_handshakes: 0,
     })
 }
 

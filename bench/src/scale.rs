@@ -26,6 +26,9 @@ pub struct ScaleMeasurement {
     pub idle_cpu_per_minute: Duration,
     /// Unique trickle events received (one per subscription expected).
     pub trickle_received: usize,
+    /// The most connections the relay had accepted and not finished upgrading at once (the
+    /// relay's count: see `TestRelay::take_peak_handshakes`).
+    pub peak_handshakes: usize,
 }
 
 /// The kinds the `subs` subscriptions ask for: one each, so each trickle event matches one.
@@ -137,8 +140,18 @@ impl Client {
         use tether_tokio::{Config, Filter, PoolConfig, PoolItem};
         let mut config = Config::default();
         config.verifier = Some(Arc::new(Verifier::new()));
+        // nostr-sdk asks for no NIP-11 document: neither does tether here, so both clients
+        // open the same sockets and the relay's handshake count is WebSocket upgrades only.
+        config.relay_info.fetch = false;
         let mut pool_config = PoolConfig::default();
         pool_config.eose_deadline = Duration::from_secs(300);
+        // `TETHER_SCALE_MAX_CONNECTING` compares other limits (the default is the pool's).
+        if let Some(limit) = std::env::var("TETHER_SCALE_MAX_CONNECTING")
+            .ok()
+            .and_then(|v| v.parse().ok())
+        {
+            pool_config.max_connecting = limit;
+        }
         let pool = tether_tokio::pool(pool_config, config);
         // The driver task has run once: what it holds with no relay is the client's own.
         tokio::task::yield_now().await;

@@ -43,6 +43,10 @@ pub struct State {
     next_conn: u64,
     /// Whether connections are silent; one accepted after `set_silent` starts silent too.
     silent: bool,
+    /// Connections accepted and not upgraded yet (NIP-11 GETs leave once identified).
+    handshaking: usize,
+    /// The most of them at once since the last [`TestRelay::take_peak_handshakes`].
+    peak_handshaking: usize,
 }
 
 /// Transport faults.
@@ -171,6 +175,17 @@ impl TestRelay {
         self.shared.lock().conns.len()
     }
 
+    /// The most WebSocket handshakes in flight at once since the last call (connections
+    /// accepted and not upgraded yet; a NIP-11 GET leaves the count once its head is read):
+    /// the client's connection storm as this server saw it (connections still in the
+    /// kernel's accept queue are not counted). Starts the count again.
+    pub fn take_peak_handshakes(&self) -> usize {
+        let mut state = self.shared.lock();
+        let peak = state.peak_handshaking;
+        state.peak_handshaking = state.handshaking;
+        peak
+    }
+
     /// Store an event and push it to every live subscription it matches.
     pub fn store(&self, event: StoredEvent) {
         let mut state = self.shared.lock();
@@ -266,13 +281,18 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             drop(stream);
             continue;
         }
-        tokio::spawn(serve(stream, Arc::clone(&shared)));
+        let handshake = Handshake::start(&shared);
+        tokio::spawn(serve(stream, Arc::clone(&shared), handshake));
     }
 }
 
 /// A plain GET (no WebSocket upgrade) asks for the NIP-11 document: the model's
 /// `info_document`, or 404. Returns whether the connection was that.
-async fn serve_info(stream: &mut TcpStream, shared: &Shared) -> bool {
+async fn serve_info(
+    stream: &mut TcpStream,
+    shared: &Shared,
+    handshake: &mut Option<Handshake>,
+) -> bool {
     use tokio::io::AsyncWriteExt;
     let mut head = [0u8; 4096];
     let mut len = 0;
@@ -288,6 +308,8 @@ async fn serve_info(stream: &mut TcpStream, shared: &Shared) -> bool {
     if len == 0 || text.contains("upgrade: websocket") {
         return false;
     }
+    // Not a WebSocket handshake: the peak counts those only.
+    handshake.take();
     let (document, faults) = {
         let mut state = shared.lock();
         state.log.info_requests.push(shared.now());
@@ -334,12 +356,33 @@ async fn serve_info(stream: &mut TcpStream, shared: &Shared) -> bool {
     true
 }
 
-async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+/// A connection's handshake in progress, counted until dropped.
+struct Handshake(Arc<Shared>);
+
+impl Handshake {
+    fn start(shared: &Arc<Shared>) -> Self {
+        let mut state = shared.lock();
+        state.handshaking += 1;
+        state.peak_handshaking = state.peak_handshaking.max(state.handshaking);
+        Handshake(Arc::clone(shared))
+    }
+}
+
+impl Drop for Handshake {
+    fn drop(&mut self) {
+        self.0.lock().handshaking -= 1;
+    }
+}
+
+async fn serve(mut stream: TcpStream, shared: Arc<Shared>, handshake: Handshake) {
     let _ = stream.set_nodelay(true);
-    if serve_info(&mut stream, &shared).await {
+    let mut handshake = Some(handshake);
+    if serve_info(&mut stream, &shared, &mut handshake).await {
         return;
     }
-    let Ok(mut ws) = tokio_tungstenite::accept_async(stream).await else {
+    let upgraded = tokio_tungstenite::accept_async(stream).await;
+    drop(handshake);
+    let Ok(mut ws) = upgraded else {
         return;
     };
     let (tx, mut control) = mpsc::unbounded_channel();
