@@ -173,8 +173,13 @@ proptest! {
         behaviours in proptest::collection::vec(behaviour(), 1..4),
         stores in proptest::collection::vec(proptest::collection::vec(1u64..10, 0..6), 3),
         ops in proptest::collection::vec((0u64..3_000, op()), 1..30),
+        max_connecting in prop_oneof![1 => 1usize..3, 1 => Just(64usize)],
     ) {
-        let s = run(seed, &behaviours, &stores, &ops);
+        // Relays contend for handshake slots in half the runs (PoolSim checks the limit and
+        // that nobody waits past its bound).
+        let mut config = PoolConfig::default();
+        config.max_connecting = max_connecting;
+        let s = run_with(config, seed, &behaviours, &stores, &ops);
         let outcomes = one_outcome_each(&s)?;
         // `Ended` only for a subscription no relay serves: gone from the pool.
         let ended = s.heard(|e| match e {
