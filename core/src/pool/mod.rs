@@ -816,9 +816,7 @@ impl RelayPool {
     }
 
     fn member_mut(&mut self, relay: RelayId) -> Option<&mut Member> {
-        self.relays
-            .get_mut(relay.0 as usize)
-            .and_then(Option::as_deref_mut)
+        member_in(&mut self.relays, relay)
     }
 
     fn socket(
@@ -897,11 +895,7 @@ impl RelayPool {
     /// Give free handshake slots to waiting relays, first come, first served.
     fn admit_waiting(&mut self, now: Instant) {
         while let Some(relay) = self.pacing.next() {
-            let Some(member) = self
-                .relays
-                .get_mut(relay.0 as usize)
-                .and_then(Option::as_deref_mut)
-            else {
+            let Some(member) = member_in(&mut self.relays, relay) else {
                 continue;
             };
             member.pace = Pace::Free;
@@ -929,11 +923,7 @@ impl RelayPool {
             };
             self.on_session_event(now, relay, event);
         }
-        let Some(member) = self
-            .relays
-            .get_mut(relay.0 as usize)
-            .and_then(Option::as_deref_mut)
-        else {
+        let Some(member) = member_in(&mut self.relays, relay) else {
             return;
         };
         self.pacing
@@ -1177,6 +1167,13 @@ impl RelayPool {
 }
 
 /// The session subscription a per-relay event is about, if any.
+/// `relay`'s member, borrowing only the relays (so the pacing can be updated beside it).
+fn member_in(relays: &mut [Option<Box<Member>>], relay: RelayId) -> Option<&mut Member> {
+    relays
+        .get_mut(relay.0 as usize)
+        .and_then(Option::as_deref_mut)
+}
+
 fn local_sub(event: &Event) -> Option<SubscriptionId> {
     match event {
         Event::Retrying { sub, .. } | Event::Queued { sub } | Event::EoseTimeout { sub } => {
