@@ -7,6 +7,9 @@
 //! `TETHER_SCALE_RELAYS` (1 000), `TETHER_SCALE_SUBS` (10) and `TETHER_SCALE_IDLE_SECS` (20)
 //! change the shape; `TETHER_SCALE_MAX_CONNECTING` sets tether's handshake limit (the pool's
 //! default otherwise). The relay counts the peak of handshakes in flight for each client.
+//! `TETHER_SCALE_TLS=1` serves wss:// with a certificate from a CA made with openssl, which
+//! tether trusts through `Config::roots`; nostr-sdk takes no private root, so it sits that
+//! run out.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -30,14 +33,33 @@ fn main() {
         .enable_all()
         .build()
         .expect("relay runtime");
+    let tls = std::env::var("TETHER_SCALE_TLS").is_ok_and(|v| v == "1");
+    let ca = tls.then(|| {
+        tether_testkit::peers::TestCa::new(std::path::Path::new("openssl")).expect("test CA")
+    });
     let relay = runtime
-        .block_on(TestRelay::start(RelayModel::default()))
+        .block_on(async {
+            match &ca {
+                Some(ca) => {
+                    let cert = std::fs::read(ca.leaf_cert())?;
+                    let key = std::fs::read(ca.leaf_key())?;
+                    TestRelay::start_tls(RelayModel::default(), &cert, &key).await
+                }
+                None => TestRelay::start(RelayModel::default()).await,
+            }
+        })
         .expect("relay starts");
+    let root = ca.as_ref().map(tether_testkit::peers::TestCa::root_cert);
+    let contenders: &[Contender] = if tls {
+        &[Contender::TetherPoolVerifying]
+    } else {
+        &[Contender::TetherPoolVerifying, Contender::NostrSdk]
+    };
     let mut rows = Vec::new();
-    for contender in [Contender::TetherPoolVerifying, Contender::NostrSdk] {
+    for &contender in contenders {
         let events = scale::trickle(subs);
         relay.take_peak_handshakes();
-        let mut m = parent(contender, &relay, &runtime, relays, subs, idle, &events);
+        let mut m = parent(contender, &relay, &runtime, root.as_deref(), idle, &events);
         m.peak_handshakes = relay.take_peak_handshakes();
         assert_eq!(
             m.trickle_received,
@@ -49,9 +71,10 @@ fn main() {
         rows.push((contender, m));
     }
     println!(
-        "{relays} relays x {subs} subscriptions, idle {} s\n\n\
+        "{relays} relays x {subs} subscriptions ({}), idle {} s\n\n\
          | client | connect + EOSE all | RSS per connection | idle CPU per minute | peak handshakes in flight |\n\
          | --- | ---: | ---: | ---: | ---: |",
+        if tls { "wss://" } else { "ws://" },
         idle.as_secs()
     );
     for (contender, m) in &rows {
@@ -79,8 +102,7 @@ fn parent(
     contender: Contender,
     relay: &TestRelay,
     runtime: &tokio::runtime::Runtime,
-    relays: usize,
-    subs: usize,
+    root: Option<&std::path::Path>,
     idle: Duration,
     events: &[nostr::Event],
 ) -> ScaleMeasurement {
@@ -88,9 +110,14 @@ fn parent(
         Contender::NostrSdk => "nostr-sdk",
         _ => "tether",
     };
-    let mut child = Command::new(std::env::current_exe().expect("this binary"))
+    let mut command = Command::new(std::env::current_exe().expect("this binary"));
+    command
         .env("TETHER_SCALE_CHILD", who)
-        .env("TETHER_SCALE_URL", relay.url())
+        .env("TETHER_SCALE_URL", relay.url());
+    if let Some(root) = root {
+        command.env("TETHER_SCALE_ROOT", root);
+    }
+    let mut child = command
         .stdout(Stdio::piped())
         .spawn()
         .expect("child starts");
@@ -115,7 +142,7 @@ fn parent(
         }
     }
     assert!(child.wait().expect("child exits").success(), "{who} failed");
-    let _ = (relays, subs, idle);
+    let _ = idle;
     result.expect("the child reports")
 }
 
@@ -126,7 +153,9 @@ fn child(who: &str, relays: usize, subs: usize, idle: Duration) {
     } else {
         Contender::TetherPoolVerifying
     };
-    let m = scale::run_client(contender, &base, relays, subs, idle, &mut Stdout);
+    let root = std::env::var_os("TETHER_SCALE_ROOT")
+        .map(|path| std::fs::read(path).expect("the CA's certificate"));
+    let m = scale::run_client(contender, &base, relays, subs, idle, root, &mut Stdout);
     println!(
         "result {} {} {} {}",
         m.connect_and_eose.as_nanos(),

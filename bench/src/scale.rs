@@ -74,13 +74,16 @@ pub fn raise_open_files_limit() -> Option<u64> {
 
 /// Run one client against `relays` URLs under `base`, `subs` subscriptions each, idle for
 /// `idle`, then wait for the trickle (one event per subscription, sent on
-/// [`Phases::idle_done`]), on a current-thread runtime on this thread.
+/// [`Phases::idle_done`]), on a current-thread runtime on this thread. `root_pem`: a private
+/// CA tether trusts besides the webpki roots (a wss:// relay with a certificate the test
+/// made; nostr-sdk takes no such root).
 pub fn run_client(
     contender: Contender,
     base: &str,
     relays: usize,
     subs: usize,
     idle: Duration,
+    root_pem: Option<Vec<u8>>,
     phases: &mut dyn Phases,
 ) -> ScaleMeasurement {
     let urls: Vec<String> = (0..relays).map(|i| format!("{base}/r{i}")).collect();
@@ -92,7 +95,8 @@ pub fn run_client(
     runtime.block_on(async {
         let mut m = ScaleMeasurement::default();
         let mut rss0 = 0.0;
-        let mut client = Client::connect(contender, &urls, subs, &mut || rss0 = rss_bytes()).await;
+        let mut client =
+            Client::connect(contender, &urls, subs, root_pem, &mut || rss0 = rss_bytes()).await;
         m.connect_and_eose = started.elapsed();
         m.rss_per_connection_bytes = (rss_bytes() - rss0) / relays as f64;
         phases.ready();
@@ -127,15 +131,21 @@ impl Client {
         contender: Contender,
         urls: &[String],
         subs: usize,
+        root_pem: Option<Vec<u8>>,
         baseline: &mut dyn FnMut(),
     ) -> Client {
         match contender {
             Contender::NostrSdk => Client::nostr_sdk(urls, subs, baseline).await,
-            _ => Client::tether(urls, subs, baseline).await,
+            _ => Client::tether(urls, subs, root_pem, baseline).await,
         }
     }
 
-    async fn tether(urls: &[String], subs: usize, baseline: &mut dyn FnMut()) -> Client {
+    async fn tether(
+        urls: &[String],
+        subs: usize,
+        root_pem: Option<Vec<u8>>,
+        baseline: &mut dyn FnMut(),
+    ) -> Client {
         use tether_tokio::tether_driver::verify::Verifier;
         use tether_tokio::{Config, Filter, PoolConfig, PoolItem};
         let mut config = Config::default();
@@ -143,6 +153,7 @@ impl Client {
         // nostr-sdk asks for no NIP-11 document: neither does tether here, so both clients
         // open the same sockets and the relay's handshake count is WebSocket upgrades only.
         config.relay_info.fetch = false;
+        config.roots.extra_pem.extend(root_pem);
         let mut pool_config = PoolConfig::default();
         pool_config.eose_deadline = Duration::from_secs(300);
         // `TETHER_SCALE_MAX_CONNECTING` compares other limits (the default is the pool's).

@@ -1,7 +1,8 @@
 //! The scale bench, small enough for `cargo test`: 200 relay connections from one pool, 10
 //! subscriptions on each, and the heap each idle connection holds after EOSE, counted
 //! exactly by the counting allocator (the relay runs in a child process, this test binary
-//! re-executed, so its allocations are not counted).
+//! re-executed, so its allocations are not counted); over ws:// and over wss:// (a CA the
+//! test makes with openssl, trusted through `Config::roots`).
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -21,6 +22,10 @@ const SUBS: usize = 10;
 /// registration with the runtime.
 const BOUND_PER_CONNECTION: usize = 16 * 1024;
 
+/// The same over TLS: rustls's connection state besides (the TLS configuration and its roots
+/// are shared by every socket).
+const BOUND_PER_TLS_CONNECTION: usize = 48 * 1024;
+
 /// Run as the relay when re-executed with `TETHER_IDLE_HEAP_RELAY` set: print the URL, serve
 /// until stdin closes.
 #[test]
@@ -30,10 +35,17 @@ fn relay_for_the_idle_heap_test() {
     }
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let relay =
-            tether_testserver::server::TestRelay::start(tether_testserver::RelayModel::default())
-                .await
-                .unwrap();
+        use tether_testserver::server::TestRelay;
+        let model = tether_testserver::RelayModel::default();
+        let relay = match std::env::var_os("TETHER_IDLE_HEAP_CERT") {
+            Some(cert) => {
+                let cert = std::fs::read(cert).unwrap();
+                let key = std::fs::read(std::env::var_os("TETHER_IDLE_HEAP_KEY").unwrap()).unwrap();
+                TestRelay::start_tls(model, &cert, &key).await
+            }
+            None => TestRelay::start(model).await,
+        }
+        .unwrap();
         println!("RELAY {}", relay.url());
         std::io::stdout().flush().unwrap();
         let _ = tokio::task::spawn_blocking(|| {
@@ -44,11 +56,36 @@ fn relay_for_the_idle_heap_test() {
     });
 }
 
+/// One test for both: the counting allocator counts the whole process, so the two
+/// measurements must not overlap.
 #[test]
-fn an_idle_connection_holds_at_most_its_bound_of_heap() {
-    let mut relay = Command::new(std::env::current_exe().unwrap())
+fn an_idle_connection_holds_at_most_its_bound_of_heap_over_ws_and_wss() {
+    let per_connection = heap_per_idle_connection(None);
+    assert!(
+        per_connection <= BOUND_PER_CONNECTION,
+        "{per_connection} bytes per idle connection, bound {BOUND_PER_CONNECTION}"
+    );
+    let ca = tether_testkit::peers::TestCa::new(std::path::Path::new("openssl"))
+        .expect("openssl makes the test CA");
+    let per_connection = heap_per_idle_connection(Some(&ca));
+    assert!(
+        per_connection <= BOUND_PER_TLS_CONNECTION,
+        "{per_connection} bytes per idle wss:// connection, bound {BOUND_PER_TLS_CONNECTION}"
+    );
+}
+
+/// The heap each of `RELAYS` idle connections holds, over TLS with a certificate from `ca`.
+fn heap_per_idle_connection(ca: Option<&tether_testkit::peers::TestCa>) -> usize {
+    let mut command = Command::new(std::env::current_exe().unwrap());
+    command
         .args(["--exact", "relay_for_the_idle_heap_test", "--nocapture"])
-        .env("TETHER_IDLE_HEAP_RELAY", "1")
+        .env("TETHER_IDLE_HEAP_RELAY", "1");
+    if let Some(ca) = ca {
+        command
+            .env("TETHER_IDLE_HEAP_CERT", ca.leaf_cert())
+            .env("TETHER_IDLE_HEAP_KEY", ca.leaf_key());
+    }
+    let mut relay = command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
@@ -69,9 +106,14 @@ fn an_idle_connection_holds_at_most_its_bound_of_heap() {
         use tether_tokio::{Config, Filter, Outcome, PoolConfig, PoolItem};
         let mut pool_config = PoolConfig::default();
         pool_config.eose_deadline = Duration::from_secs(120);
+        let mut config = Config::default();
+        config
+            .roots
+            .extra_pem
+            .extend(ca.map(|ca| ca.root_pem().unwrap()));
         // Warm-up: the runtime, the pool driver and their first allocations are not a
-        // connection's.
-        let pool = tether_tokio::pool(pool_config, Config::default());
+        // connection's (nor the TLS configuration every socket shares).
+        let pool = tether_tokio::pool(pool_config, config);
         let before = live_bytes();
         for i in 0..RELAYS {
             pool.add_relay(&format!("{url}/r{i}")).await.unwrap();
@@ -101,11 +143,10 @@ fn an_idle_connection_holds_at_most_its_bound_of_heap() {
     });
     drop(relay.stdin.take());
     let _ = relay.wait();
+    let scheme = if ca.is_some() { "wss" } else { "ws" };
     eprintln!(
-        "heap per idle connection: {per_connection} bytes ({RELAYS} relays x {SUBS} subscriptions)"
+        "heap per idle {scheme}:// connection: {per_connection} bytes ({RELAYS} relays x {SUBS} \
+         subscriptions)"
     );
-    assert!(
-        per_connection <= BOUND_PER_CONNECTION,
-        "{per_connection} bytes per idle connection, bound {BOUND_PER_CONNECTION}"
-    );
+    per_connection
 }

@@ -56,10 +56,52 @@ fn every_client_reaches_eose_everywhere_and_gets_each_trickle_event_once() {
             20,
             3,
             Duration::from_millis(500),
+            None,
             &mut phases,
         );
         assert!(phases.ready, "{}", contender.name());
         assert_eq!(m.trickle_received, 3, "{}", contender.name());
         assert!(m.connect_and_eose > Duration::ZERO);
     }
+}
+
+/// The same over wss://, the relay's certificate issued by a CA the test made and tether
+/// trusts through `Config::roots` (one TLS configuration shared by every socket).
+#[test]
+fn tether_reaches_every_wss_relay_through_a_private_root() {
+    let openssl = std::path::Path::new("openssl");
+    let ca = tether_testkit::peers::TestCa::new(openssl).expect("openssl makes the test CA");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let cert = std::fs::read(ca.leaf_cert()).unwrap();
+    let key = std::fs::read(ca.leaf_key()).unwrap();
+    let relay = runtime
+        .block_on(TestRelay::start_tls(RelayModel::default(), &cert, &key))
+        .unwrap();
+    assert!(relay.url().starts_with("wss://localhost:"));
+    let mut phases = Trickle {
+        relay: &relay,
+        runtime: &runtime,
+        events: scale::trickle(3),
+        ready: false,
+    };
+    let m = scale::run_client(
+        Contender::TetherPoolVerifying,
+        &relay.url(),
+        20,
+        3,
+        Duration::from_millis(200),
+        Some(ca.root_pem().unwrap()),
+        &mut phases,
+    );
+    assert!(phases.ready);
+    assert_eq!(m.trickle_received, 3);
+    assert_eq!(
+        relay.take_peak_handshakes().min(1),
+        1,
+        "the relay saw the handshakes"
+    );
 }

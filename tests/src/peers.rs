@@ -541,7 +541,12 @@ impl TestCa {
     /// # Errors
     /// When it cannot be read.
     pub fn root_pem(&self) -> io::Result<Vec<u8>> {
-        fs::read(self.dir.path().join("ca.pem"))
+        fs::read(self.root_cert())
+    }
+
+    /// The CA certificate's PEM file.
+    pub fn root_cert(&self) -> PathBuf {
+        self.dir.path().join("ca.pem")
     }
 
     /// The leaf certificate's PEM file.

@@ -22,7 +22,7 @@ use hyper::Request;
 use smol_hyper::rt::FuturesIo;
 use tether_core::link::SocketLoss;
 use tether_core::sse::Request as SseRequest;
-use tether_driver::http_options::{Proxies, ProxyConfig, Roots};
+use tether_driver::http_options::{Proxies, ProxyConfig};
 use tether_driver::url::parse_http_url;
 use tether_driver::{
     request_headers, BoxFuture, ConnectError, DefaultHttp, HttpConnect, HttpError, HttpOptions,
@@ -53,7 +53,7 @@ impl Default for HyperHttp {
         });
         HyperHttp {
             proxies: Arc::new(proxies),
-            tls: net::default_config(),
+            tls: tether_driver::tls::default_config(),
         }
     }
 }
@@ -67,11 +67,8 @@ impl HyperHttp {
     pub fn with_options(options: &HttpOptions) -> Result<Self, ConnectError> {
         let proxies =
             Proxies::resolve(&options.proxy).map_err(|e| ConnectError::Http(e.to_string()))?;
-        let tls = if options.roots == Roots::default() {
-            net::default_config()
-        } else {
-            net::client_config(&options.roots).map_err(|e| ConnectError::Http(e.to_string()))?
-        };
+        let tls = tether_driver::tls::client_config(&options.roots)
+            .map_err(|e| ConnectError::Http(e.to_string()))?;
         Ok(HyperHttp {
             proxies: Arc::new(proxies),
             tls,

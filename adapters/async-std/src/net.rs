@@ -1,21 +1,20 @@
-//! TCP (async-net, DNS on its blocking pool), TLS (futures-rustls with ring; the webpki
-//! roots by default, or the roots an [`HttpOptions`] asks for) and HTTP `CONNECT` tunnels
-//! through a proxy, shared by WebSockets and HTTP.
+//! TCP (async-net, DNS on its blocking pool), TLS (futures-rustls, with the configuration
+//! `tether_driver::tls` built from the roots asked for) and HTTP `CONNECT` tunnels through a
+//! proxy, shared by WebSockets and HTTP.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use async_net::TcpStream;
 use futures_io::{AsyncRead, AsyncWrite};
 use futures_rustls::client::TlsStream;
-use futures_rustls::pki_types::pem::PemObject;
-use futures_rustls::pki_types::{CertificateDer, ServerName};
-use futures_rustls::rustls::{ClientConfig, RootCertStore};
+use futures_rustls::pki_types::ServerName;
+use futures_rustls::rustls::ClientConfig;
 use futures_rustls::TlsConnector;
 use futures_util::{AsyncReadExt, AsyncWriteExt};
-use tether_driver::http_options::{ProxyUrl, Roots};
+use tether_driver::http_options::ProxyUrl;
 
 /// A plain or TLS connection.
 pub(crate) enum Conn {
@@ -23,11 +22,13 @@ pub(crate) enum Conn {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
-/// Open a TCP connection to `host:port`, wrapped in TLS (with the webpki roots) when `tls`
-/// is set.
-pub(crate) async fn connect(host: &str, port: u16, tls: bool) -> io::Result<Conn> {
-    let config = tls.then(default_config);
-    connect_via(host, port, config.as_ref(), None).await
+/// Open a TCP connection to `host:port`, wrapped in TLS with `tls` when given.
+pub(crate) async fn connect(
+    host: &str,
+    port: u16,
+    tls: Option<&Arc<ClientConfig>>,
+) -> io::Result<Conn> {
+    connect_via(host, port, tls, None).await
 }
 
 /// Open a connection to `host:port`: directly, or through `proxy`. With `tls` (an https://
@@ -100,59 +101,6 @@ async fn tunnel(tcp: &mut TcpStream, host: &str, port: u16, proxy: &ProxyUrl) ->
         io::ErrorKind::ConnectionRefused,
         format!("the proxy refused the tunnel: {status_line}"),
     ))
-}
-
-/// The rustls configuration `roots` asks for: ring, safe defaults, those roots.
-///
-/// # Errors
-/// A PEM root that does not parse, or none at all to trust.
-pub(crate) fn client_config(roots: &Roots) -> io::Result<Arc<ClientConfig>> {
-    let mut store = RootCertStore::empty();
-    if roots.webpki {
-        store.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
-    }
-    if roots.native {
-        // Unreadable entries of the platform's store are skipped, as browsers do.
-        let native = rustls_native_certs::load_native_certs();
-        store.add_parsable_certificates(native.certs);
-    }
-    for pem in &roots.extra_pem {
-        for certificate in CertificateDer::pem_slice_iter(pem) {
-            let certificate = certificate
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("a root: {e}")))?;
-            store
-                .add(certificate)
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, format!("a root: {e}")))?;
-        }
-    }
-    if store.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "no root certificate to trust",
-        ));
-    }
-    Ok(Arc::new(config_with(store)))
-}
-
-fn config_with(roots: RootCertStore) -> ClientConfig {
-    let provider = Arc::new(futures_rustls::rustls::crypto::ring::default_provider());
-    ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .expect("ring supports rustls' default protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth()
-}
-
-/// One rustls configuration for the process's default connections: the webpki roots.
-pub(crate) fn default_config() -> Arc<ClientConfig> {
-    static CONFIG: OnceLock<Arc<ClientConfig>> = OnceLock::new();
-    let config = CONFIG.get_or_init(|| {
-        let roots = RootCertStore {
-            roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
-        };
-        Arc::new(config_with(roots))
-    });
-    Arc::clone(config)
 }
 
 impl AsyncRead for Conn {

@@ -12,6 +12,7 @@ use tether_driver::{
 use crate::runtime::AsyncIoRuntime;
 use crate::spawn::Spawn;
 use crate::ws::AsyncIoWs;
+use tether_driver::tls::SocketTls;
 
 /// Start an empty relay pool, its driver spawned with [`DefaultSpawn`](crate::DefaultSpawn)
 /// (async-std's, or smol's without the `async-std` feature): the same entry as
@@ -28,12 +29,8 @@ pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
 /// [`RelayClient::connect_with`](crate::RelayClient::connect_with) does for one relay.
 #[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool_with(pool_config: PoolConfig, config: Config, spawner: &dyn Spawn) -> PoolHandle {
-    let (handle, driver) = pool_driver(
-        pool_config,
-        config,
-        AsyncIoRuntime::new(),
-        Arc::new(AsyncIoWs),
-    );
+    let ws = AsyncIoWs::new(SocketTls::or_failing(&config.roots));
+    let (handle, driver) = pool_driver(pool_config, config, AsyncIoRuntime::new(), ws);
     // Each relay's NIP-11 document over hyper, bounded by `config.relay_info`.
     let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp::default()));
     spawner.spawn(Box::pin(driver));
@@ -47,6 +44,7 @@ pub fn pool_with(pool_config: PoolConfig, config: Config, spawner: &dyn Spawn) -
 ///
 /// # Errors
 /// [`ConnectError::InvalidUrl`] for a URL that breaks the URL rule;
+/// [`ConnectError::Tls`] when `config.roots` cannot be used;
 /// [`ConnectError::Checkpoint`] when the checkpoint does not restore.
 pub fn pool_restored_with(
     pool_config: PoolConfig,
@@ -58,11 +56,12 @@ pub fn pool_restored_with(
     for (_, url) in urls {
         check_ws_url(url)?;
     }
+    let ws = AsyncIoWs::new(SocketTls::new(&config.roots)?);
     let (handle, driver, subscriptions) = pool_driver_restored(
         pool_config,
         config,
         AsyncIoRuntime::new(),
-        Arc::new(AsyncIoWs),
+        ws,
         checkpoint,
         urls,
     )

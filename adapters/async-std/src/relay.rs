@@ -13,6 +13,7 @@ use crate::http::HyperHttp;
 use crate::runtime::AsyncIoRuntime;
 use crate::spawn::Spawn;
 use crate::ws::AsyncIoWs;
+use tether_driver::tls::SocketTls;
 
 /// A connection to one Nostr relay, kept alive by a spawned driver task.
 ///
@@ -82,14 +83,14 @@ impl RelayClient {
     /// # Errors
     /// [`ConnectError::InvalidUrl`] when `url` breaks the URL rule
     /// ([`check_ws_url`](tether_driver::check_ws_url): ws:// or wss://, a host, a port of
-    /// 1-65535 if one is written).
+    /// 1-65535 if one is written); [`ConnectError::Tls`] when `config.roots` cannot be used.
     pub fn connect_with(
         url: &str,
         config: Config,
         spawner: &dyn Spawn,
     ) -> Result<RelayClient, ConnectError> {
-        let (handle, driver) =
-            connect_relay(url, config, AsyncIoRuntime::new(), Arc::new(AsyncIoWs))?;
+        let ws = AsyncIoWs::new(SocketTls::new(&config.roots)?);
+        let (handle, driver) = connect_relay(url, config, AsyncIoRuntime::new(), ws)?;
         // The relay's NIP-11 document over hyper, bounded by `config.relay_info`.
         let driver = driver.with_relay_info(Arc::new(HyperHttp::default()));
         spawner.spawn(Box::pin(driver));
@@ -102,8 +103,8 @@ impl RelayClient {
     /// from the checkpoint's time; unacknowledged publishes are sent again.
     ///
     /// # Errors
-    /// [`ConnectError::InvalidUrl`] as for [`RelayClient::connect`];
-    /// [`ConnectError::Checkpoint`] when the checkpoint does not restore.
+    /// [`ConnectError::InvalidUrl`] and [`ConnectError::Tls`] as for
+    /// [`RelayClient::connect`]; [`ConnectError::Checkpoint`] when the checkpoint does not restore.
     pub fn restore_with(
         url: &str,
         config: Config,
@@ -111,14 +112,10 @@ impl RelayClient {
         spawner: &dyn Spawn,
     ) -> Result<(RelayClient, Vec<Subscription>), ConnectError> {
         check_ws_url(url)?;
-        let (handle, driver, subscriptions) = relay_driver_restored(
-            url,
-            config,
-            AsyncIoRuntime::new(),
-            Arc::new(AsyncIoWs),
-            checkpoint,
-        )
-        .map_err(ConnectError::Checkpoint)?;
+        let ws = AsyncIoWs::new(SocketTls::new(&config.roots)?);
+        let (handle, driver, subscriptions) =
+            relay_driver_restored(url, config, AsyncIoRuntime::new(), ws, checkpoint)
+                .map_err(ConnectError::Checkpoint)?;
         let driver = driver.with_relay_info(Arc::new(HyperHttp::default()));
         spawner.spawn(Box::pin(driver));
         Ok((RelayClient { handle }, subscriptions))

@@ -1,25 +1,38 @@
-//! WebSockets through async-tungstenite over async-net (rustls with the webpki roots for
-//! wss://).
+//! WebSockets through async-tungstenite over async-net (rustls for wss://, with the roots
+//! `Config::roots` names: the webpki roots by default).
 
 use std::io;
+use std::sync::Arc;
 
 use async_tungstenite::tungstenite::client::IntoClientRequest;
-use async_tungstenite::tungstenite::error::UrlError;
+use async_tungstenite::tungstenite::error::{TlsError, UrlError};
 use async_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tether_driver::burst::CODEC_READ_BUFFER;
+use tether_driver::tls::SocketTls;
 use tether_driver::url::parse_ws_url;
 use tether_driver::{BoxFuture, BoxSocket, WsConnect, WsError};
 
 use crate::burst::BurstStream;
 use crate::net;
 
-/// Opens ws:// and wss:// sockets on async-io.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct AsyncIoWs;
+/// Opens ws:// and wss:// sockets on async-io, every wss:// socket with the same rustls
+/// configuration.
+#[derive(Clone, Debug)]
+pub(crate) struct AsyncIoWs {
+    tls: SocketTls,
+}
+
+impl AsyncIoWs {
+    /// A connector whose wss:// sockets use `tls`.
+    pub(crate) fn new(tls: SocketTls) -> Arc<Self> {
+        Arc::new(AsyncIoWs { tls })
+    }
+}
 
 impl WsConnect for AsyncIoWs {
     fn connect(&self, url: &str, max_message: usize) -> BoxFuture<Result<BoxSocket, WsError>> {
         let url = url.to_owned();
+        let tls = self.tls.clone();
         // Frames past the core's limit are refused by tungstenite before they are buffered
         // whole, not just dropped by the core after.
         // The codec's own read buffer stays small; the connection below it is read through a
@@ -33,7 +46,15 @@ impl WsConnect for AsyncIoWs {
             let target = parse_ws_url(&url)
                 .map_err(|e| WsError::Url(UrlError::UnableToConnect(e.to_string())))?;
             let request = url.into_client_request()?;
-            let conn = net::connect(target.host(), target.port(), target.secure())
+            let tls = if target.secure() {
+                Some(
+                    tls.config()
+                        .map_err(|e| WsError::Tls(TlsError::Rustls(e)))?,
+                )
+            } else {
+                None
+            };
+            let conn = net::connect(target.host(), target.port(), tls.as_ref())
                 .await
                 .map_err(io_error)?;
             let (socket, _response) = async_tungstenite::client_async_with_config(

@@ -105,6 +105,13 @@ pub(crate) struct Args {
     /// tether: exit 2, FILE untouched.
     #[arg(long, value_name = "FILE")]
     state: Option<std::path::PathBuf>,
+    /// Also trust the CA certificates in this PEM file for wss:// relays (repeatable).
+    #[arg(long, value_name = "FILE")]
+    cacert: Vec<std::path::PathBuf>,
+    /// Also trust the platform's root certificates (the system store) for wss:// relays,
+    /// beside the built-in webpki roots.
+    #[arg(long)]
+    native_roots: bool,
 }
 
 /// One line of `tether req` output.
@@ -200,6 +207,10 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         None => None,
     };
     let mut config = Config::default();
+    config.roots = crate::sse::roots(&args.cacert, args.native_roots)?;
+    // Roots that cannot be used are the caller's to fix, before any relay is tried.
+    tether_tokio::tether_driver::tls::client_config(&config.roots)
+        .map_err(|e| Failure::Usage(format!("--cacert: {e}")))?;
     config.relay.max_subscriptions = args.max_subscriptions;
     config.seed = args.seed;
     config.signer = signer;

@@ -12,7 +12,7 @@ use tether_tokio::sse::{
 };
 use tether_tokio::tether_driver::http_options::Proxies;
 use tether_tokio::tether_driver::{AttemptParts, PerAttempt};
-use tether_tokio::{ConnectError, EventSource, EventSourceConfig, HttpOptions, ProxyConfig};
+use tether_tokio::{ConnectError, EventSource, EventSourceConfig, HttpOptions, ProxyConfig, Roots};
 
 use crate::mcp::Mcp;
 use crate::output::{is_zero, millis, JsonLines};
@@ -544,13 +544,23 @@ fn http_options(args: &Args) -> Result<HttpOptions, Failure> {
     };
     // A proxy setting that cannot be used is the caller's to fix, whether flag or variable.
     Proxies::resolve(&options.proxy).map_err(|e| Failure::Usage(e.to_string()))?;
-    options.roots.native = args.native_roots;
-    for path in &args.cacert {
+    options.roots = roots(&args.cacert, args.native_roots)?;
+    Ok(options)
+}
+
+/// The roots `--cacert` and `--native-roots` ask for (`tether sse` and `tether req`).
+///
+/// # Errors
+/// [`Failure::Usage`] for a `--cacert` file that cannot be read.
+pub(crate) fn roots(cacert: &[std::path::PathBuf], native: bool) -> Result<Roots, Failure> {
+    let mut roots = Roots::default();
+    roots.native = native;
+    for path in cacert {
         let pem = std::fs::read(path)
             .map_err(|e| Failure::Usage(format!("--cacert {}: {e}", path.display())))?;
-        options.roots.extra_pem.push(pem);
+        roots.extra_pem.push(pem);
     }
-    Ok(options)
+    Ok(roots)
 }
 
 /// The typed `why` of a `reconnecting` line: the core's name for the drop, a network error

@@ -216,6 +216,51 @@ async fn req_surfaces_a_refused_subscription_once_as_closed() {
 }
 
 #[tokio::test]
+async fn req_trusts_a_wss_relay_through_cacert_and_refuses_it_without() {
+    let ca = tether_testkit::peers::TestCa::new(std::path::Path::new("openssl")).unwrap();
+    let cert = std::fs::read(ca.leaf_cert()).unwrap();
+    let key = std::fs::read(ca.leaf_key()).unwrap();
+    let relay = TestRelay::start_tls(RelayModel::with_events(2), &cert, &key)
+        .await
+        .unwrap();
+    let url = relay.url();
+    let root = ca.root_cert();
+    let output = run(&[
+        "req",
+        &url,
+        "--until-eose",
+        "--cacert",
+        root.to_str().unwrap(),
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    assert_eq!(lines[0]["type"], "connected", "{}", explain(&output));
+    assert_eq!(of_type(&lines, "event").len(), 2, "{}", explain(&output));
+    // Without the root the certificate is not trusted: each attempt is lost as tls_rejected.
+    let output = run(&["req", &url, "--until-eose", "--duration", "1"]).await;
+    let lines = json_lines(&output, REQ_TYPES);
+    let why: Vec<&str> = of_type(&lines, "disconnected")
+        .iter()
+        .map(|l| l["why"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(why.first(), Some(&"tls_rejected"), "{}", explain(&output));
+    assert_eq!(why.last(), Some(&"requested"), "--duration ends it");
+    assert!(why[..why.len() - 1].iter().all(|w| *w == "tls_rejected"));
+    assert!(of_type(&lines, "event").is_empty());
+    // A --cacert file that is not a certificate is the caller's to fix.
+    let bad = std::env::temp_dir().join(format!("tether-bad-ca-{}.pem", std::process::id()));
+    std::fs::write(
+        &bad,
+        "-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    let output = run(&["req", &url, "--cacert", bad.to_str().unwrap()]).await;
+    let _ = std::fs::remove_file(&bad);
+    assert_usage_error(&output);
+}
+
+#[tokio::test]
 async fn req_answers_auth_with_the_secret_key() {
     let mut model = RelayModel::with_events(2);
     model.auth_required = true;

@@ -43,6 +43,10 @@ pub struct Config {
     /// Fetching the relay's NIP-11 document (when the runtime gave the driver an HTTP
     /// client): bounds and refresh.
     pub relay_info: InfoPolicy,
+    /// The certificate authorities a wss:// relay's certificate may chain to (Mozilla's
+    /// webpki roots by default; add a private CA's PEM, or the platform's store). Every
+    /// socket of a client or pool shares one TLS configuration built from it.
+    pub roots: crate::http_options::Roots,
 }
 
 impl Default for Config {
@@ -58,6 +62,7 @@ impl Default for Config {
             verifier: None,
             verify_workers: 0,
             relay_info: InfoPolicy::default(),
+            roots: crate::http_options::Roots::default(),
         }
     }
 }
@@ -75,6 +80,7 @@ impl fmt::Debug for Config {
             .field("verifier", &self.verifier.is_some())
             .field("verify_workers", &self.verify_workers)
             .field("relay_info", &self.relay_info)
+            .field("roots", &self.roots)
             .finish()
     }
 }

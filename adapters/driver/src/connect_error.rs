@@ -9,6 +9,9 @@ pub enum ConnectError {
     InvalidUrl(String),
     /// The HTTP client could not be built (its TLS backend failed to initialise).
     Http(String),
+    /// The roots to trust (`Config::roots`) cannot be used: a PEM certificate that does not
+    /// parse, or nothing at all to trust.
+    Tls(String),
     /// The checkpoint to restore from was refused (another kind, a newer format, or
     /// inconsistent); nothing was started.
     Checkpoint(tether_core::CheckpointError),
@@ -19,6 +22,7 @@ impl std::fmt::Display for ConnectError {
         match self {
             ConnectError::InvalidUrl(why) => write!(f, "invalid URL: {why}"),
             ConnectError::Http(why) => write!(f, "HTTP client: {why}"),
+            ConnectError::Tls(why) => write!(f, "TLS roots: {why}"),
             ConnectError::Checkpoint(why) => write!(f, "checkpoint: {why}"),
         }
     }

@@ -63,6 +63,8 @@ mod runtime;
 mod signer;
 pub mod sse;
 pub mod sse_request;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod url;
 pub mod verify;
 mod wire;

@@ -8,6 +8,8 @@ use tether_driver::{
     PoolSubscription,
 };
 
+use tether_driver::tls::SocketTls;
+
 use crate::runtime::TokioRuntime;
 use crate::ws::TokioWs;
 
@@ -21,7 +23,8 @@ use crate::ws::TokioWs;
 /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
 #[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
-    let (handle, driver) = pool_driver(pool_config, config, TokioRuntime::new(), Arc::new(TokioWs));
+    let ws = TokioWs::new(SocketTls::or_failing(&config.roots));
+    let (handle, driver) = pool_driver(pool_config, config, TokioRuntime::new(), ws);
     spawn(driver);
     handle
 }
@@ -33,6 +36,7 @@ pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
 ///
 /// # Errors
 /// [`ConnectError::InvalidUrl`] for a URL that breaks the URL rule;
+/// [`ConnectError::Tls`] when `config.roots` cannot be used;
 /// [`ConnectError::Checkpoint`] when the checkpoint does not restore.
 ///
 /// # Panics
@@ -46,11 +50,12 @@ pub fn pool_restored(
     for (_, url) in urls {
         check_ws_url(url)?;
     }
+    let ws = TokioWs::new(SocketTls::new(&config.roots)?);
     let (handle, driver, subscriptions) = pool_driver_restored(
         pool_config,
         config,
         TokioRuntime::new(),
-        Arc::new(TokioWs),
+        ws,
         checkpoint,
         urls,
     )

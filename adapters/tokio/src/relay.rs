@@ -13,6 +13,7 @@ use crate::http::ReqwestHttp;
 use crate::runtime::TokioRuntime;
 use crate::ws::TokioWs;
 use crate::ConnectError;
+use tether_driver::tls::SocketTls;
 
 /// A connection to one Nostr relay, kept alive by a spawned driver task.
 ///
@@ -67,12 +68,13 @@ impl RelayClient {
     /// # Errors
     /// [`ConnectError::InvalidUrl`] when `url` breaks the URL rule
     /// ([`check_ws_url`](tether_driver::check_ws_url): ws:// or wss://, a host, a port of
-    /// 1-65535 if one is written).
+    /// 1-65535 if one is written); [`ConnectError::Tls`] when `config.roots` cannot be used.
     ///
     /// # Panics
     /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
     pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
-        let (handle, driver) = connect_relay(url, config, TokioRuntime::new(), Arc::new(TokioWs))?;
+        let ws = TokioWs::new(SocketTls::new(&config.roots)?);
+        let (handle, driver) = connect_relay(url, config, TokioRuntime::new(), ws)?;
         spawn(driver);
         Ok(RelayClient { handle })
     }
@@ -84,8 +86,8 @@ impl RelayClient {
     /// unacknowledged publishes are sent again.
     ///
     /// # Errors
-    /// [`ConnectError::InvalidUrl`] as for [`RelayClient::connect`];
-    /// [`ConnectError::Checkpoint`] when the checkpoint does not restore.
+    /// [`ConnectError::InvalidUrl`] and [`ConnectError::Tls`] as for
+    /// [`RelayClient::connect`]; [`ConnectError::Checkpoint`] when the checkpoint does not restore.
     ///
     /// # Panics
     /// Outside a tokio runtime.
@@ -95,14 +97,10 @@ impl RelayClient {
         checkpoint: &RelayCheckpoint,
     ) -> Result<(RelayClient, Vec<Subscription>), ConnectError> {
         check_ws_url(url)?;
-        let (handle, driver, subscriptions) = relay_driver_restored(
-            url,
-            config,
-            TokioRuntime::new(),
-            Arc::new(TokioWs),
-            checkpoint,
-        )
-        .map_err(ConnectError::Checkpoint)?;
+        let ws = TokioWs::new(SocketTls::new(&config.roots)?);
+        let (handle, driver, subscriptions) =
+            relay_driver_restored(url, config, TokioRuntime::new(), ws, checkpoint)
+                .map_err(ConnectError::Checkpoint)?;
         spawn(driver);
         Ok((RelayClient { handle }, subscriptions))
     }

@@ -16,6 +16,8 @@ pub mod relay_model;
 pub mod server;
 #[cfg(feature = "sse")]
 pub mod sse;
+#[cfg(feature = "tls")]
+mod tls;
 
 pub use relay_model::{
     auth_event, AnswerOrder, LimitStyle, Nip77, RelayModel, ReqBudget, StoredEvent,

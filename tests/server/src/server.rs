@@ -28,6 +28,7 @@ pub struct TestRelay {
     addr: SocketAddr,
     shared: Arc<Shared>,
     accept: JoinHandle<()>,
+    secure: bool,
 }
 
 /// Everything a test can script or inspect, behind [`TestRelay::with`].
@@ -128,6 +129,28 @@ impl TestRelay {
     /// # Panics
     /// Outside a tokio runtime.
     pub async fn start(model: RelayModel) -> io::Result<TestRelay> {
+        Self::serve(model, None).await
+    }
+
+    /// [`TestRelay::start`] over TLS (wss://) with the certificate chain `cert_pem` and its
+    /// private key `key_pem` (no NIP-11 document is served over TLS).
+    ///
+    /// # Errors
+    /// When the listener cannot be bound or the certificate or key does not load.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime.
+    #[cfg(feature = "tls")]
+    pub async fn start_tls(
+        model: RelayModel,
+        cert_pem: &[u8],
+        key_pem: &[u8],
+    ) -> io::Result<TestRelay> {
+        Self::serve(model, Some(crate::tls::acceptor(cert_pem, key_pem)?)).await
+    }
+
+    async fn serve(model: RelayModel, tls: Option<Acceptor>) -> io::Result<TestRelay> {
+        let secure = tls.is_some();
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let shared = Arc::new(Shared {
@@ -137,17 +160,23 @@ impl TestRelay {
             }),
             origin: tokio::time::Instant::now(),
         });
-        let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared)));
+        let accept = tokio::spawn(accept_loop(listener, Arc::clone(&shared), tls));
         Ok(TestRelay {
             addr,
             shared,
             accept,
+            secure,
         })
     }
 
-    /// `ws://127.0.0.1:port`.
+    /// `ws://127.0.0.1:port`, or `wss://localhost:port` over TLS (the name a test
+    /// certificate is issued for).
     pub fn url(&self) -> String {
-        format!("ws://{}", self.addr)
+        if self.secure {
+            format!("wss://localhost:{}", self.addr.port())
+        } else {
+            format!("ws://{}", self.addr)
+        }
     }
 
     /// The listening address.
@@ -262,7 +291,13 @@ impl Shared {
     }
 }
 
-async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
+/// The TLS acceptor of a wss:// relay (nothing without the `tls` feature).
+#[cfg(feature = "tls")]
+type Acceptor = tokio_rustls::TlsAcceptor;
+#[cfg(not(feature = "tls"))]
+type Acceptor = std::convert::Infallible;
+
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>, tls: Option<Acceptor>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
@@ -282,7 +317,22 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             continue;
         }
         let handshake = Handshake::start(&shared);
-        tokio::spawn(serve(stream, Arc::clone(&shared), handshake));
+        let shared = Arc::clone(&shared);
+        match &tls {
+            None => tokio::spawn(serve(stream, shared, handshake)),
+            #[cfg(feature = "tls")]
+            Some(acceptor) => {
+                let acceptor = acceptor.clone();
+                tokio::spawn(async move {
+                    let _ = stream.set_nodelay(true);
+                    if let Ok(stream) = acceptor.accept(stream).await {
+                        serve_ws(stream, shared, Some(handshake)).await;
+                    }
+                })
+            }
+            #[cfg(not(feature = "tls"))]
+            Some(never) => match *never {},
+        };
     }
 }
 
@@ -380,6 +430,14 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>, handshake: Handshake)
     if serve_info(&mut stream, &shared, &mut handshake).await {
         return;
     }
+    serve_ws(stream, shared, handshake.take()).await;
+}
+
+/// Upgrade `stream` and serve the model on it; the handshake leaves the count once upgraded.
+async fn serve_ws<S>(stream: S, shared: Arc<Shared>, handshake: Option<Handshake>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let upgraded = tokio_tungstenite::accept_async(stream).await;
     drop(handshake);
     let Ok(mut ws) = upgraded else {

@@ -15,6 +15,7 @@ import json
 import math
 import re
 import signal
+import ssl
 import sys
 import time
 from pathlib import Path
@@ -81,6 +82,18 @@ def _parser() -> _Parser:
     req.add_argument("--eose-timeout", type=_secs)
     req.add_argument("--duration", type=_secs)
     req.add_argument("--state", metavar="FILE", help="resume from FILE and keep it current")
+    req.add_argument(
+        "--cacert",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="also trust the CA certificates in this PEM file for wss:// relays",
+    )
+    req.add_argument(
+        "--native-roots",
+        action="store_true",
+        help="trust the platform's store (Python's default context always does)",
+    )
     sse = commands.add_parser("sse", help="stream a Server-Sent Events endpoint")
     sse.add_argument("url")
     sse.add_argument("-H", "--header", action="append", default=[], dest="headers")
@@ -170,6 +183,21 @@ def _relay_url(url: str) -> str:
         return check_url(url, ("ws", "wss"))
     except ValueError as error:
         raise Usage(str(error)) from None
+
+
+def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
+    """The context for wss:// relays: ``--cacert`` files trusted beside the platform's
+    store, or ``None`` for Python's default (which trusts the platform's store already, so
+    ``--native-roots`` changes nothing here)."""
+    if not args.cacert:
+        return None
+    context = ssl.create_default_context()
+    for path in args.cacert:
+        try:
+            context.load_verify_locations(cafile=path)
+        except (OSError, ssl.SSLError) as error:
+            raise Usage(f"--cacert {path}: {error}") from None
+    return context
 
 
 def _embedded(raw: str) -> str:
@@ -326,7 +354,7 @@ async def _run_req(args: argparse.Namespace) -> None:
     else:
         relay = Relay(seed=seed, max_subscriptions=most)
     run = _Req(args, filters)
-    driver = RelayDriver(url, relay, run.on_event, sign)
+    driver = RelayDriver(url, relay, run.on_event, sign, tls=_tls(args))
     run.driver = driver
     relay.set_wall_clock(driver.now(), int(time.time()))
     subs = []
@@ -575,7 +603,7 @@ async def _run_req_pool(
     else:
         pool = Pool(**config)
     run = _PoolReq(args)
-    driver = PoolDriver(pool, run.on_event, sign)
+    driver = PoolDriver(pool, run.on_event, sign, tls=_tls(args))
     run.driver = driver
     pool.set_wall_clock(driver.now(), int(time.time()))
     if loaded is not None:

@@ -129,7 +129,8 @@ class RelayDriver(_Loop):
     :func:`check_url`: a bad one is a :class:`ValueError` here, not endless reconnects).
 
     ``sign(url, challenge)`` answers NIP-42 challenges (a signed kind 22242 event as JSON);
-    without it challenges only reach ``on_event``.
+    without it challenges only reach ``on_event``. ``tls``: the context wss:// sockets use
+    (default: Python's, which trusts the platform's store).
     """
 
     def __init__(
@@ -138,12 +139,14 @@ class RelayDriver(_Loop):
         relay: Relay,
         on_event: EventSink,
         sign: Callable[[str, str], str] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(relay)
         self.url = check_url(url, ("ws", "wss"))
         self.relay = relay
         self.on_event = on_event
         self.sign = sign
+        self.tls = tls
         self._sockets: dict[int, Any] = {}
         self._tasks: dict[int, asyncio.Task] = {}
         self._open: int | None = None
@@ -263,7 +266,7 @@ class RelayDriver(_Loop):
             self._open = None
 
     async def _socket(self, epoch: int) -> None:
-        ws = await open_websocket(self.url, self.relay.max_frame, self.put, (epoch,))
+        ws = await open_websocket(self.url, self.relay.max_frame, self.put, (epoch,), self.tls)
         if ws is None:
             return
         self._sockets[epoch] = ws
@@ -271,15 +274,20 @@ class RelayDriver(_Loop):
         await read_websocket(ws, self.put, (epoch,))
 
 
-async def open_websocket(url: str, max_frame: int, put, tag: tuple) -> Any | None:
-    """Open a WebSocket to ``url``, or put its failure (``("lost", *tag, loss, -1)``) and
-    return ``None``. No timeout of its own: the session's connect timeout closes it."""
+async def open_websocket(
+    url: str, max_frame: int, put, tag: tuple, tls: ssl.SSLContext | None = None
+) -> Any | None:
+    """Open a WebSocket to ``url`` (a wss:// one with ``tls`` when given), or put its
+    failure (``("lost", *tag, loss, -1)``) and return ``None``. No timeout of its own: the
+    session's connect timeout closes it."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import InvalidHandshake
 
+    secure = {"ssl": tls} if tls is not None and url.startswith("wss://") else {}
     try:
         return await connect(
             url,
+            **secure,
             ping_interval=None,
             # The core refuses a larger frame anyway; websockets must not buffer one.
             max_size=max_frame,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import ssl
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
@@ -44,7 +45,8 @@ class PoolDriver(_Loop):
 
     ``sign(url, challenge)`` answers NIP-42 challenges (a signed kind 22242 event as JSON).
     With the pool's ``verify`` on, each event copy is checked by :func:`tether.verify_event`
-    on ``verifiers`` threads (default: one per CPU) before the pool delivers it.
+    on ``verifiers`` threads (default: one per CPU) before the pool delivers it. ``tls``: the
+    context wss:// sockets use (default: Python's, which trusts the platform's store).
     """
 
     def __init__(
@@ -53,11 +55,13 @@ class PoolDriver(_Loop):
         on_event: EventSink,
         sign: Callable[[str, str], str] | None = None,
         verifiers: int | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(pool)
         self.pool = pool
         self.on_event = on_event
         self.sign = sign
+        self.tls = tls
         self.urls: dict[int, str] = {}
         self._open: dict[int, int] = {}
         self._writers: dict[tuple[int, int], asyncio.Queue] = {}
@@ -267,7 +271,7 @@ class PoolDriver(_Loop):
 
     async def _socket(self, key: tuple[int, int], url: str) -> None:
         relay, epoch = key
-        ws = await open_websocket(url, self.pool.max_frame, self.put, key)
+        ws = await open_websocket(url, self.pool.max_frame, self.put, key, self.tls)
         if ws is None:
             return
         queue: asyncio.Queue = asyncio.Queue(WRITE_QUEUE)
