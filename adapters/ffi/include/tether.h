@@ -231,7 +231,7 @@ typedef struct TetherPoolConfig {
   uint32_t dedup_capacity;
   // Relays remembered per event id (default 8).
   uint32_t seen_on_max;
-  // Most handshakes in flight at once (default 64, at least 1); further relays wait their
+  // Most handshakes in flight at once (default 32, at least 1); further relays wait their
   // turn in arrival order (version 2: a caller compiled before it gets the default).
   uint32_t max_connecting;
 } TetherPoolConfig;

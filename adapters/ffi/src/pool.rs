@@ -79,7 +79,7 @@ pub struct TetherPoolConfig {
     pub dedup_capacity: u32,
     /// Relays remembered per event id (default 8).
     pub seen_on_max: u32,
-    /// Most handshakes in flight at once (default 64, at least 1); further relays wait their
+    /// Most handshakes in flight at once (default 32, at least 1); further relays wait their
     /// turn in arrival order (version 2: a caller compiled before it gets the default).
     pub max_connecting: u32,
 }

@@ -124,6 +124,9 @@ struct Auth {
     authenticated: bool,
 }
 
+/// Transmits an emptied queue may keep room for (a ping, a close, a REQ or two).
+const IDLE_TRANSMITS: usize = 4;
+
 impl RelaySession {
     /// A disconnected session; `seed` determines every jittered delay.
     #[must_use]
@@ -612,7 +615,14 @@ impl RelaySession {
     /// The next instruction for the socket.
     #[must_use]
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
-        self.transmits.pop_front()
+        let transmit = self.transmits.pop_front();
+        // A burst of REQs (a replay, a pool's subscriptions) leaves room for a dozen
+        // transmits that an idle connection would hold for good; a busy relay sends little,
+        // so giving the room back costs it nothing.
+        if self.transmits.is_empty() && self.transmits.capacity() > IDLE_TRANSMITS {
+            self.transmits = VecDeque::new();
+        }
+        transmit
     }
 
     /// The next thing the application should hear.
