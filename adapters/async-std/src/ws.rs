@@ -5,7 +5,7 @@ use std::io;
 use std::sync::Arc;
 
 use async_tungstenite::tungstenite::client::IntoClientRequest;
-use async_tungstenite::tungstenite::error::{TlsError, UrlError};
+use async_tungstenite::tungstenite::error::UrlError;
 use async_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tether_driver::burst::CODEC_READ_BUFFER;
 use tether_driver::tls::SocketTls;
@@ -47,10 +47,7 @@ impl WsConnect for AsyncIoWs {
                 .map_err(|e| WsError::Url(UrlError::UnableToConnect(e.to_string())))?;
             let request = url.into_client_request()?;
             let tls = if target.secure() {
-                Some(
-                    tls.config()
-                        .map_err(|e| WsError::Tls(TlsError::Rustls(e)))?,
-                )
+                Some(tls.config().map_err(WsError::Io)?)
             } else {
                 None
             };

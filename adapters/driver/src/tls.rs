@@ -50,11 +50,15 @@ impl SocketTls {
     /// The configuration for a wss:// connect.
     ///
     /// # Errors
-    /// A TLS error saying why the roots cannot be used.
-    pub fn config(&self) -> Result<Arc<ClientConfig>, rustls::Error> {
-        self.0
-            .clone()
-            .map_err(|why| rustls::Error::General(why.to_string()))
+    /// Why the roots cannot be used, as the invalid data a rejected certificate is: the
+    /// drivers report it as `tls_rejected`.
+    pub fn config(&self) -> io::Result<Arc<ClientConfig>> {
+        self.0.clone().map_err(|why| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("the root certificates cannot be used: {why}"),
+            )
+        })
     }
 }
 
@@ -138,5 +142,22 @@ mod tests {
             vec![b"-----BEGIN CERTIFICATE-----\nnot base64!\n-----END CERTIFICATE-----\n".to_vec()];
         let bad = client_config(&roots).expect_err("not a certificate");
         assert!(bad.to_string().starts_with("a root: "), "{bad}");
+    }
+
+    #[test]
+    fn roots_that_cannot_be_used_fail_each_wss_connect_as_a_rejected_certificate() {
+        let roots = Roots {
+            webpki: false,
+            ..Roots::default()
+        };
+        assert_eq!(
+            SocketTls::new(&roots).map(|_| ()),
+            Err(ConnectError::Tls("no root certificate to trust".to_owned()))
+        );
+        let error = SocketTls::or_failing(&roots)
+            .config()
+            .expect_err("no roots");
+        let loss = crate::wire::socket_loss(&tungstenite::Error::Io(error));
+        assert_eq!(loss, tether_core::link::SocketLoss::TlsRejected);
     }
 }

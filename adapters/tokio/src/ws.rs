@@ -9,7 +9,7 @@ use tether_driver::url::parse_ws_url;
 use tether_driver::{BoxFuture, BoxSocket, WsConnect, WsError};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use tokio_tungstenite::tungstenite::error::{TlsError, UrlError};
+use tokio_tungstenite::tungstenite::error::UrlError;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::Connector;
 
@@ -51,10 +51,7 @@ impl WsConnect for TokioWs {
             let tcp = TcpStream::connect((host, target.port())).await?;
             tcp.set_nodelay(true)?;
             let connector = if target.secure() {
-                Connector::Rustls(
-                    tls.config()
-                        .map_err(|e| WsError::Tls(TlsError::Rustls(e)))?,
-                )
+                Connector::Rustls(tls.config().map_err(WsError::Io)?)
             } else {
                 Connector::Plain
             };
