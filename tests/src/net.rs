@@ -168,3 +168,64 @@ pub(crate) fn run_until_settled<M: Machine>(m: &mut M, d: Duration) -> bool {
     m.net().advance_to(end);
     false
 }
+
+/// The scripting, clock and run accessors of a simulator over a [`Net`], written once for
+/// every simulator: it has a `net: Net<Item>` whose `Item::Script` carries `$action`, a
+/// `transcript: String`, an `is_settled` and a [`Machine`] implementation.
+macro_rules! simulator_accessors {
+    ($sim:ident, $action:ty) => {
+        impl $sim {
+            /// One-way network latency (10 ms unless set).
+            pub fn latency(&self) -> Duration {
+                self.net.latency
+            }
+
+            /// Set the one-way network latency.
+            pub fn set_latency(&mut self, latency: Duration) -> &mut Self {
+                self.net.latency = latency;
+                self
+            }
+
+            /// Schedule `action` at `at` after the start.
+            pub fn at(&mut self, at: Duration, action: $action) -> &mut Self {
+                self.net.push(self.net.start() + at, Item::Script(action));
+                self
+            }
+
+            /// The current simulated time.
+            pub fn now(&self) -> Instant {
+                self.net.now()
+            }
+
+            /// Time since the start.
+            pub fn elapsed(&self) -> Duration {
+                self.net.elapsed()
+            }
+
+            /// The transcript so far.
+            pub fn transcript(&self) -> &str {
+                &self.transcript
+            }
+
+            /// Run until `d` after the current time, processing everything due on the way.
+            pub fn run_for(&mut self, d: Duration) {
+                crate::net::run_for(self, d);
+            }
+
+            /// Run until `d` after the current time, or until the run has settled
+            #[doc = concat!("([`", stringify!($sim), "::is_settled`]):")]
+            /// from then on only pings and pongs would happen, which change nothing the
+            /// checks look at. Returns whether it settled before `d` ran out.
+            pub fn run_until_settled(&mut self, d: Duration) -> bool {
+                crate::net::run_until_settled(self, d)
+            }
+
+            /// Process the earliest thing due at or before `end`; `false` when nothing is.
+            pub fn step(&mut self, end: Instant) -> bool {
+                crate::net::step(self, end)
+            }
+        }
+    };
+}
+
+pub(crate) use simulator_accessors;

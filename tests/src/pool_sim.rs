@@ -242,33 +242,6 @@ impl PoolSim {
         }
     }
 
-    /// One-way latency to every relay (10 ms unless set).
-    pub fn latency(&self) -> Duration {
-        self.net.latency
-    }
-
-    /// Set the one-way latency to every relay.
-    pub fn set_latency(&mut self, latency: Duration) -> &mut Self {
-        self.net.latency = latency;
-        self
-    }
-
-    /// Schedule `action` at `at` after the start.
-    pub fn at(&mut self, at: Duration, action: PoolAction) -> &mut Self {
-        self.net.push(self.net.start() + at, Item::Script(action));
-        self
-    }
-
-    /// The current simulated time.
-    pub fn now(&self) -> Instant {
-        self.net.now()
-    }
-
-    /// The transcript so far.
-    pub fn transcript(&self) -> &str {
-        &self.transcript
-    }
-
     /// What `pick` takes from each event the application heard, in order.
     pub fn heard<T>(&self, pick: impl FnMut(&PoolEvent) -> Option<T>) -> Vec<T> {
         self.events
@@ -285,17 +258,6 @@ impl PoolSim {
             .filter(|(_, r, c, _)| *r == relay && matches!(c, Carries::Req(_)))
             .map(|(at, _, _, text)| (*at, text.as_str()))
             .collect()
-    }
-
-    /// Run until `d` after the current time.
-    pub fn run_for(&mut self, d: Duration) {
-        net::run_for(self, d);
-    }
-
-    /// Run until the run has settled ([`PoolSim::is_settled`]) or `d` after the current time,
-    /// whichever comes first. Returns whether it settled.
-    pub fn run_until_settled(&mut self, d: Duration) -> bool {
-        net::run_until_settled(self, d)
     }
 
     /// Whether nothing is pending but the sockets' keepalive: nothing in flight (a pong at
@@ -391,11 +353,6 @@ impl PoolSim {
             Ok(pool) => self.pool = pool,
             Err(e) => self.fail(&format!("restoring the Sim's own checkpoint: {e}")),
         }
-    }
-
-    /// Process the earliest thing due at or before `end`; `false` when nothing is.
-    pub fn step(&mut self, end: Instant) -> bool {
-        net::step(self, end)
     }
 
     fn process(&mut self, item: Item) {
@@ -1117,6 +1074,8 @@ fn is_relay_side(action: &PoolAction) -> bool {
             | PoolAction::Restore
     )
 }
+
+net::simulator_accessors!(PoolSim, PoolAction);
 
 #[cfg(test)]
 mod tests {

@@ -156,43 +156,11 @@ impl Sim {
         }
     }
 
-    /// One-way network latency (10 ms unless set).
-    pub fn latency(&self) -> Duration {
-        self.net.latency
-    }
-
-    /// Set the one-way network latency.
-    pub fn set_latency(&mut self, latency: Duration) -> &mut Self {
-        self.net.latency = latency;
-        self
-    }
-
-    /// Schedule `action` at `at` after the start.
-    pub fn at(&mut self, at: Duration, action: Action) -> &mut Self {
-        self.net.push(self.net.start() + at, Item::Script(action));
-        self
-    }
-
     /// Schedule `action` now.
     pub fn act(&mut self, action: Action) -> &mut Self {
         self.net.push(self.net.now(), Item::Script(action));
         self.run_for(Duration::ZERO);
         self
-    }
-
-    /// The current simulated time.
-    pub fn now(&self) -> Instant {
-        self.net.now()
-    }
-
-    /// Time since the start.
-    pub fn elapsed(&self) -> Duration {
-        self.net.elapsed()
-    }
-
-    /// The transcript so far.
-    pub fn transcript(&self) -> &str {
-        &self.transcript
     }
 
     /// The REQ frames the session sent, with when.
@@ -215,18 +183,6 @@ impl Sim {
     /// The connection the relay and session share, if any.
     pub fn conn(&self) -> Option<u64> {
         self.conn
-    }
-
-    /// Run until `d` after the current time, processing everything due on the way.
-    pub fn run_for(&mut self, d: Duration) {
-        net::run_for(self, d);
-    }
-
-    /// Run until `d` after the current time, or until the run has settled
-    /// ([`Sim::is_settled`]): from then on only pings and pongs would happen, which change
-    /// nothing the invariants look at. Returns whether it settled before `d` ran out.
-    pub fn run_until_settled(&mut self, d: Duration) -> bool {
-        net::run_until_settled(self, d)
     }
 
     /// Whether nothing is pending but the socket's keepalive: no script item, frame or
@@ -254,11 +210,6 @@ impl Sim {
     /// On a violation, with the transcript's tail.
     pub fn check_all(&mut self) {
         self.invariants.sweep(&self.session, &self.transcript);
-    }
-
-    /// Process the earliest thing due at or before `end`. Returns `false` when nothing is.
-    pub fn step(&mut self, end: Instant) -> bool {
-        net::step(self, end)
     }
 
     /// Process one queued item; whether it reached the session.
@@ -759,3 +710,5 @@ fn is_relay_side(action: &Action) -> bool {
             | Action::Relay(_)
     )
 }
+
+net::simulator_accessors!(Sim, Action);

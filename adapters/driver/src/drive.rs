@@ -506,3 +506,32 @@ pub(crate) fn unix_now() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
+
+/// The public face of a driver over [`Driver`], written once for the relay driver and the
+/// pool driver: `with_relay_info` (documented by `$doc`) and `Future`. `$wrapper<R>` holds
+/// its [`Driver`] in a field `driver`.
+macro_rules! driver_face {
+    ($wrapper:ident, $doc:literal) => {
+        impl<R: Runtime> $wrapper<R>
+        where
+            R::Sleep: 'static,
+        {
+            #[doc = $doc]
+            #[must_use]
+            pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
+                self.driver.set_info_http(http);
+                self
+            }
+        }
+
+        impl<R: Runtime> Future for $wrapper<R> {
+            type Output = ();
+
+            fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+                Pin::new(&mut self.get_mut().driver).poll(cx)
+            }
+        }
+    };
+}
+
+pub(crate) use driver_face;

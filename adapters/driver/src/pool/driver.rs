@@ -141,19 +141,14 @@ fn driver_for<R: Runtime>(
     (handle, PoolDriver { driver })
 }
 
-impl<R: Runtime> PoolDriver<R>
-where
-    R::Sleep: 'static,
-{
-    /// Fetch each relay's NIP-11 document with `http` when it connects (bounded and
-    /// refreshed rarely, per [`Config::relay_info`]) and give it to that relay's session, as
-    /// [`RelayDriver::with_relay_info`](crate::relay::RelayDriver::with_relay_info) does.
-    #[must_use]
-    pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
-        self.driver.set_info_http(http);
-        self
-    }
+crate::drive::driver_face!(
+    PoolDriver,
+    "Fetch each relay's NIP-11 document with `http` when it connects (bounded and refreshed \
+     rarely, per [`Config::relay_info`]) and give it to that relay's session, as \
+     [`RelayDriver::with_relay_info`](crate::relay::RelayDriver::with_relay_info) does."
+);
 
+impl<R: Runtime> PoolDriver<R> {
     /// Give a restored relay its URL, as `AddRelay` does for a new one.
     fn attach_relay(&mut self, relay: RelayId, url: &str) {
         let key = crate::normalize_relay_url(url).unwrap_or_else(|_| url.to_owned());
@@ -161,14 +156,6 @@ where
         let key: Arc<str> = Arc::from(key.as_str());
         self.driver.app.by_url.insert(Arc::clone(&key), relay);
         self.driver.app.url_of.insert(relay, key);
-    }
-}
-
-impl<R: Runtime> Future for PoolDriver<R> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.get_mut().driver).poll(cx)
     }
 }
 

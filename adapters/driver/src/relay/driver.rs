@@ -116,27 +116,12 @@ fn driver_for<R: Runtime>(
     (handle, RelayDriver { driver, url }, subscriptions)
 }
 
-impl<R: Runtime> RelayDriver<R>
-where
-    R::Sleep: 'static,
-{
-    /// Fetch the relay's NIP-11 document with `http` when connecting (bounded and refreshed
-    /// rarely, per [`Config::relay_info`]) and give it to the session as starting values.
-    /// Without this call (or with `relay_info.fetch` off) nothing is fetched.
-    #[must_use]
-    pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
-        self.driver.set_info_http(http);
-        self
-    }
-}
-
-impl<R: Runtime> Future for RelayDriver<R> {
-    type Output = ();
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        Pin::new(&mut self.get_mut().driver).poll(cx)
-    }
-}
+crate::drive::driver_face!(
+    RelayDriver,
+    "Fetch the relay's NIP-11 document with `http` when connecting (bounded and refreshed \
+     rarely, per [`Config::relay_info`]) and give it to the session as starting values. \
+     Without this call (or with `relay_info.fetch` off) nothing is fetched."
+);
 
 impl<R: Runtime> std::fmt::Debug for RelayDriver<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
