@@ -35,31 +35,12 @@ impl Phases for Trickle<'_> {
 
 #[test]
 fn every_client_reaches_eose_everywhere_and_gets_each_trickle_event_once() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = relay_runtime();
     let relay = runtime
         .block_on(TestRelay::start(RelayModel::default()))
         .unwrap();
     for contender in [Contender::TetherPoolVerifying, Contender::NostrSdk] {
-        let mut phases = Trickle {
-            relay: &relay,
-            runtime: &runtime,
-            events: scale::trickle(3),
-            ready: false,
-        };
-        let m = scale::run_client(
-            contender,
-            &relay.url(),
-            20,
-            3,
-            Duration::from_millis(500),
-            None,
-            &mut phases,
-        );
-        assert!(phases.ready, "{}", contender.name());
+        let m = trickle_run(&relay, &runtime, contender, None);
         assert_eq!(m.trickle_received, 3, "{}", contender.name());
         assert!(m.connect_and_eose > Duration::ZERO);
     }
@@ -71,37 +52,55 @@ fn every_client_reaches_eose_everywhere_and_gets_each_trickle_event_once() {
 fn tether_reaches_every_wss_relay_through_a_private_root() {
     let openssl = std::path::Path::new("openssl");
     let ca = tether_testkit::peers::TestCa::new(openssl).expect("openssl makes the test CA");
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = relay_runtime();
     let cert = std::fs::read(ca.leaf_cert()).unwrap();
     let key = std::fs::read(ca.leaf_key()).unwrap();
     let relay = runtime
         .block_on(TestRelay::start_tls(RelayModel::default(), &cert, &key))
         .unwrap();
     assert!(relay.url().starts_with("wss://localhost:"));
-    let mut phases = Trickle {
-        relay: &relay,
-        runtime: &runtime,
-        events: scale::trickle(3),
-        ready: false,
-    };
-    let m = scale::run_client(
-        Contender::TetherPoolVerifying,
-        &relay.url(),
-        20,
-        3,
-        Duration::from_millis(200),
-        Some(ca.root_pem().unwrap()),
-        &mut phases,
-    );
-    assert!(phases.ready);
+    let root = ca.root_pem().unwrap();
+    let m = trickle_run(&relay, &runtime, Contender::TetherPoolVerifying, Some(root));
     assert_eq!(m.trickle_received, 3);
     assert_eq!(
         relay.take_peak_handshakes().min(1),
         1,
         "the relay saw the handshakes"
     );
+}
+
+/// The relay's runtime: one worker, beside the client's own.
+fn relay_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// One client against 20 relay URLs x 3 subscriptions, idle 300 ms, then the trickle; it
+/// must have said it was ready.
+fn trickle_run(
+    relay: &TestRelay,
+    runtime: &tokio::runtime::Runtime,
+    contender: Contender,
+    root_pem: Option<Vec<u8>>,
+) -> tether_bench::scale::ScaleMeasurement {
+    let mut phases = Trickle {
+        relay,
+        runtime,
+        events: scale::trickle(3),
+        ready: false,
+    };
+    let m = scale::run_client(
+        contender,
+        &relay.url(),
+        20,
+        3,
+        Duration::from_millis(300),
+        root_pem,
+        &mut phases,
+    );
+    assert!(phases.ready, "{}", contender.name());
+    m
 }
