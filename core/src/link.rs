@@ -721,3 +721,71 @@ impl Link {
         }
     }
 }
+
+#[cfg(test)]
+/// The link's side of paced connects (the pool's is checked by the testkit's `PoolSim`).
+mod paced_tests {
+    use std::time::Duration;
+
+    use super::{Epoch, Link, LinkConfig, LinkState};
+    use crate::rng::Rng;
+    use crate::time::Instant;
+
+    fn paced() -> Link {
+        let mut link = Link::new(LinkConfig::default());
+        link.set_paced(true);
+        link
+    }
+
+    fn at(ms: u64) -> Instant {
+        Instant::ZERO.saturating_add(Duration::from_millis(ms))
+    }
+
+    #[test]
+    fn a_queued_attempt_has_no_deadline_and_its_connect_timeout_starts_at_admission() {
+        let mut link = paced();
+        assert_eq!(link.connect(at(0)), None);
+        assert_eq!(link.state(), LinkState::Queued { since: at(0) });
+        assert_eq!(link.poll_wake(), None, "no connect timeout while waiting");
+        assert_eq!(link.epoch(), Epoch(0), "no socket asked for yet");
+        let epoch = link.admit(at(60_000)).expect("admitted");
+        assert_eq!(
+            link.poll_timeout(),
+            Some(at(60_000).saturating_add(LinkConfig::default().connect_timeout))
+        );
+        assert_eq!(link.admit(at(60_001)), None, "one admission per attempt");
+        assert!(link.check_epoch(epoch).expect("handed out"));
+    }
+
+    #[test]
+    fn offline_at_admission_waits_for_the_network_and_queues_again_once_back() {
+        let mut rng = Rng::new(7);
+        let mut link = paced();
+        let _ = link.connect(at(0));
+        link.set_online(at(10), false, &mut rng);
+        assert_eq!(link.admit(at(20)), None, "no attempt offline");
+        assert!(matches!(link.state(), LinkState::Waiting { .. }));
+        assert_eq!(link.poll_wake(), None, "offline: nothing runs");
+        link.set_online(at(30), true, &mut rng);
+        let due = link.poll_timeout().expect("a reconnect within the jitter");
+        assert_eq!(
+            link.handle_timeout(due, &mut rng),
+            None,
+            "paced: queued, not opened"
+        );
+        assert_eq!(link.state(), LinkState::Queued { since: due });
+    }
+
+    #[test]
+    fn a_network_change_or_a_resume_leaves_a_queued_attempt_in_line() {
+        let mut rng = Rng::new(7);
+        let mut link = paced();
+        let _ = link.connect(at(0));
+        assert_eq!(link.network_changed(at(5), true, &mut rng), None);
+        link.suspend(at(6));
+        assert_eq!(link.resume(at(9)), (Duration::from_millis(3), None));
+        assert_eq!(link.state(), LinkState::Queued { since: at(0) });
+        assert!(!link.disconnect(), "no socket to close");
+        assert_eq!(link.state(), LinkState::Idle);
+    }
+}
