@@ -68,6 +68,8 @@ pub mod tls;
 pub mod url;
 pub mod verify;
 mod wire;
+#[cfg(feature = "tls")]
+pub mod ws_dial;
 
 pub use config::{seed_or_random, AttemptParts, Config, EventSourceConfig, PerAttempt};
 pub use connect_error::ConnectError;
