@@ -35,7 +35,7 @@ fn main() {
         .expect("relay runtime");
     let tls = std::env::var("TETHER_SCALE_TLS").is_ok_and(|v| v == "1");
     let ca = tls.then(|| {
-        tether_testkit::peers::TestCa::new(std::path::Path::new("openssl")).expect("test CA")
+        tether_testserver::files::TestCa::new(std::path::Path::new("openssl")).expect("test CA")
     });
     let relay = runtime
         .block_on(async {
@@ -49,7 +49,7 @@ fn main() {
             }
         })
         .expect("relay starts");
-    let root = ca.as_ref().map(tether_testkit::peers::TestCa::root_cert);
+    let root = ca.as_ref().map(tether_testserver::files::TestCa::root_cert);
     let contenders: &[Contender] = if tls {
         &[Contender::TetherPoolVerifying]
     } else {

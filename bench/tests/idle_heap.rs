@@ -65,7 +65,7 @@ fn an_idle_connection_holds_at_most_its_bound_of_heap_over_ws_and_wss() {
         per_connection <= BOUND_PER_CONNECTION,
         "{per_connection} bytes per idle connection, bound {BOUND_PER_CONNECTION}"
     );
-    let ca = tether_testkit::peers::TestCa::new(std::path::Path::new("openssl"))
+    let ca = tether_testserver::files::TestCa::new(std::path::Path::new("openssl"))
         .expect("openssl makes the test CA");
     let per_connection = heap_per_idle_connection(Some(&ca));
     assert!(
@@ -75,7 +75,7 @@ fn an_idle_connection_holds_at_most_its_bound_of_heap_over_ws_and_wss() {
 }
 
 /// The heap each of `RELAYS` idle connections holds, over TLS with a certificate from `ca`.
-fn heap_per_idle_connection(ca: Option<&tether_testkit::peers::TestCa>) -> usize {
+fn heap_per_idle_connection(ca: Option<&tether_testserver::files::TestCa>) -> usize {
     let mut command = Command::new(std::env::current_exe().unwrap());
     command
         .args(["--exact", "relay_for_the_idle_heap_test", "--nocapture"])

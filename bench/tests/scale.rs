@@ -51,7 +51,7 @@ fn every_client_reaches_eose_everywhere_and_gets_each_trickle_event_once() {
 #[test]
 fn tether_reaches_every_wss_relay_through_a_private_root() {
     let openssl = std::path::Path::new("openssl");
-    let ca = tether_testkit::peers::TestCa::new(openssl).expect("openssl makes the test CA");
+    let ca = tether_testserver::files::TestCa::new(openssl).expect("openssl makes the test CA");
     let runtime = relay_runtime();
     let cert = std::fs::read(ca.leaf_cert()).unwrap();
     let key = std::fs::read(ca.leaf_key()).unwrap();

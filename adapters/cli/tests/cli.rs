@@ -217,7 +217,7 @@ async fn req_surfaces_a_refused_subscription_once_as_closed() {
 
 #[tokio::test]
 async fn req_trusts_a_wss_relay_through_cacert_and_refuses_it_without() {
-    let ca = tether_testkit::peers::TestCa::new(std::path::Path::new("openssl")).unwrap();
+    let ca = tether_testserver::files::TestCa::new(std::path::Path::new("openssl")).unwrap();
     let cert = std::fs::read(ca.leaf_cert()).unwrap();
     let key = std::fs::read(ca.leaf_key()).unwrap();
     let relay = TestRelay::start_tls(RelayModel::with_events(2), &cert, &key)

@@ -11,6 +11,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "tls")]
+pub mod files;
 pub mod relay_model;
 #[cfg(feature = "server")]
 pub mod server;
