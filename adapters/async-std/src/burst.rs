@@ -30,34 +30,8 @@ impl<S: AsyncRead + Unpin> AsyncRead for BurstStream<S> {
         cx: &mut Context<'_>,
         out: &mut [u8],
     ) -> Poll<io::Result<usize>> {
-        let this = self.get_mut();
-        let taken = this.burst.take(out);
-        if taken > 0 {
-            return Poll::Ready(Ok(taken));
-        }
-        if !this.burst.bursting() {
-            let poll = Pin::new(&mut this.inner).poll_read(cx, out);
-            match &poll {
-                Poll::Ready(Ok(n)) => this.burst.read_direct(*n, out.len()),
-                Poll::Pending => this.burst.idle(),
-                Poll::Ready(Err(_)) => {}
-            }
-            return poll;
-        }
-        match Pin::new(&mut this.inner).poll_read(cx, this.burst.room()) {
-            Poll::Pending => {
-                this.burst.idle();
-                Poll::Pending
-            }
-            Poll::Ready(Err(error)) => {
-                this.burst.filled(0);
-                Poll::Ready(Err(error))
-            }
-            Poll::Ready(Ok(n)) => {
-                this.burst.filled(n);
-                Poll::Ready(Ok(this.burst.take(out)))
-            }
-        }
+        let BurstStream { inner, burst } = self.get_mut();
+        burst.poll_read(out, |buf| Pin::new(&mut *inner).poll_read(cx, buf))
     }
 }
 

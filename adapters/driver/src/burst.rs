@@ -14,11 +14,15 @@
 //! - The first read that finds the socket empty while the burst buffer is drained frees it:
 //!   an idle connection holds none.
 //!
-//! The runtime adapters wrap their socket type around this state (tokio's `AsyncRead`, the
-//! futures `AsyncRead` of async-io).
+//! [`BurstBuffer::poll_read`] is the whole read step; the runtime adapters only wrap their
+//! socket type around it (tokio's `AsyncRead`, the futures `AsyncRead` of async-io).
 
-/// The WebSocket codec's own read buffer: a frame's header and a small frame fit, and a
-/// connection holds no more than this while idle.
+use std::io;
+use std::task::Poll;
+
+/// The WebSocket codec's own read buffer asked for: a frame's header and a small frame fit.
+/// (After a client handshake tungstenite keeps the 4 KiB buffer it read the response into
+/// instead, so an idle connection's codec holds 4 KiB.)
 pub const CODEC_READ_BUFFER: usize = 2 * 1024;
 
 /// Bytes read from the socket at a time during a burst.
@@ -43,23 +47,57 @@ impl BurstBuffer {
         BurstBuffer::default()
     }
 
+    /// One read into `out` for the codec: from the burst's buffer while it holds bytes,
+    /// else from the socket through `read` (a socket read into the slice it is given): into
+    /// `out` itself while reads are small, into the burst's buffer during a burst. How many
+    /// bytes `out` got.
+    ///
+    /// # Errors
+    /// The socket's read error.
+    pub fn poll_read(
+        &mut self,
+        out: &mut [u8],
+        mut read: impl FnMut(&mut [u8]) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        let taken = self.take(out);
+        if taken > 0 {
+            return Poll::Ready(Ok(taken));
+        }
+        if !self.bursting {
+            let poll = read(out);
+            match &poll {
+                Poll::Ready(Ok(n)) => self.read_direct(*n, out.len()),
+                Poll::Pending => self.idle(),
+                Poll::Ready(Err(_)) => {}
+            }
+            return poll;
+        }
+        match read(self.room()) {
+            Poll::Pending => {
+                self.idle();
+                Poll::Pending
+            }
+            Poll::Ready(Err(error)) => {
+                self.filled(0);
+                Poll::Ready(Err(error))
+            }
+            Poll::Ready(Ok(n)) => {
+                self.filled(n);
+                Poll::Ready(Ok(self.take(out)))
+            }
+        }
+    }
+
     /// Copy buffered bytes into `out`; how many (0 when none are buffered).
-    pub fn take(&mut self, out: &mut [u8]) -> usize {
+    fn take(&mut self, out: &mut [u8]) -> usize {
         let n = (self.end - self.start).min(out.len());
         out[..n].copy_from_slice(&self.buf[self.start..self.start + n]);
         self.start += n;
         n
     }
 
-    /// Whether the next socket read goes into [`BurstBuffer::room`] (else straight into the
-    /// caller's buffer).
-    #[must_use]
-    pub fn bursting(&self) -> bool {
-        self.bursting
-    }
-
     /// A direct read of `n` bytes into a buffer of `asked` bytes: a full one starts a burst.
-    pub fn read_direct(&mut self, n: usize, asked: usize) {
+    fn read_direct(&mut self, n: usize, asked: usize) {
         if n > 0 && n == asked {
             self.bursting = true;
         }
@@ -67,7 +105,7 @@ impl BurstBuffer {
 
     /// The buffer to read the socket into during a burst, once the buffered bytes are taken.
     /// Allocated (and zeroed) once per burst, not per read.
-    pub fn room(&mut self) -> &mut [u8] {
+    fn room(&mut self) -> &mut [u8] {
         debug_assert_eq!(self.start, self.end, "read the socket only when drained");
         if self.buf.is_empty() {
             self.buf = vec![0; BURST_CAPACITY];
@@ -79,7 +117,7 @@ impl BurstBuffer {
 
     /// A burst read put `n` bytes into [`BurstBuffer::room`]. A read of 0 bytes (the end of
     /// the stream) ends the burst.
-    pub fn filled(&mut self, n: usize) {
+    fn filled(&mut self, n: usize) {
         self.start = 0;
         self.end = n.min(self.buf.len());
         if n == 0 {
@@ -88,7 +126,7 @@ impl BurstBuffer {
     }
 
     /// The socket had nothing to read: when drained, the burst is over and its buffer freed.
-    pub fn idle(&mut self) {
+    fn idle(&mut self) {
         if self.start == self.end {
             self.buf = Vec::new();
             self.start = 0;
@@ -112,7 +150,7 @@ mod tests {
     fn small_reads_go_direct_and_allocate_nothing() {
         let mut b = BurstBuffer::new();
         b.read_direct(600, CODEC_READ_BUFFER);
-        assert!(!b.bursting());
+        assert!(!b.bursting);
         b.idle();
         assert_eq!(b.held(), 0);
     }
@@ -121,7 +159,7 @@ mod tests {
     fn a_full_read_starts_a_burst_that_ends_and_frees_when_the_socket_is_empty() {
         let mut b = BurstBuffer::new();
         b.read_direct(CODEC_READ_BUFFER, CODEC_READ_BUFFER);
-        assert!(b.bursting());
+        assert!(b.bursting);
         let room = b.room();
         assert_eq!(room.len(), BURST_CAPACITY);
         room[..10].copy_from_slice(b"0123456789");
@@ -137,7 +175,45 @@ mod tests {
         assert_eq!(&rest[..6], b"456789");
         assert_eq!(b.take(&mut rest), 0);
         b.idle();
-        assert_eq!((b.held(), b.bursting()), (0, false));
+        assert_eq!((b.held(), b.bursting), (0, false));
+    }
+
+    #[test]
+    fn a_read_goes_direct_until_one_fills_the_codec_then_through_the_burst_until_empty() {
+        let mut b = BurstBuffer::new();
+        let mut socket: Vec<u8> = (0..=255u8).cycle().take(10_000).collect();
+        let mut read = |buf: &mut [u8]| -> Poll<io::Result<usize>> {
+            if socket.is_empty() {
+                return Poll::Pending;
+            }
+            let n = buf.len().min(socket.len());
+            buf[..n].copy_from_slice(&socket[..n]);
+            socket.drain(..n);
+            Poll::Ready(Ok(n))
+        };
+        let mut out = [0u8; 100];
+        // Direct: the socket fills the codec's 100 bytes, so the next read is a burst.
+        assert!(matches!(
+            b.poll_read(&mut out, &mut read),
+            Poll::Ready(Ok(100))
+        ));
+        assert_eq!((b.bursting, b.held()), (true, 0));
+        assert!(matches!(
+            b.poll_read(&mut out, &mut read),
+            Poll::Ready(Ok(100))
+        ));
+        assert_eq!(b.held(), BURST_CAPACITY, "the rest came in one socket read");
+        assert_eq!(out[0], 100, "in order: the second read serves bytes 100..200");
+        let mut got = 200;
+        while let Poll::Ready(Ok(n)) = b.poll_read(&mut out, &mut read) {
+            got += n;
+        }
+        assert_eq!(got, 10_000);
+        assert_eq!(
+            (b.bursting, b.held()),
+            (false, 0),
+            "drained and empty: freed"
+        );
     }
 
     #[test]
@@ -146,6 +222,6 @@ mod tests {
         b.read_direct(8, 8);
         let _ = b.room();
         b.filled(0);
-        assert_eq!((b.held(), b.bursting()), (0, false));
+        assert_eq!((b.held(), b.bursting), (0, false));
     }
 }

@@ -30,40 +30,17 @@ impl<S: AsyncRead + Unpin> AsyncRead for BurstStream<S> {
         cx: &mut Context<'_>,
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let this = self.get_mut();
-        let taken = this.burst.take(out.initialize_unfilled());
-        if taken > 0 {
-            out.advance(taken);
-            return Poll::Ready(Ok(()));
+        let BurstStream { inner, burst } = self.get_mut();
+        let poll = burst.poll_read(out.initialize_unfilled(), |buf| {
+            let mut read = ReadBuf::new(buf);
+            Pin::new(&mut *inner)
+                .poll_read(cx, &mut read)
+                .map_ok(|()| read.filled().len())
+        });
+        if let Poll::Ready(Ok(n)) = poll {
+            out.advance(n);
         }
-        if !this.burst.bursting() {
-            let (before, asked) = (out.filled().len(), out.remaining());
-            let poll = Pin::new(&mut this.inner).poll_read(cx, out);
-            match &poll {
-                Poll::Ready(Ok(())) => this.burst.read_direct(out.filled().len() - before, asked),
-                Poll::Pending => this.burst.idle(),
-                Poll::Ready(Err(_)) => {}
-            }
-            return poll;
-        }
-        let mut room = ReadBuf::new(this.burst.room());
-        match Pin::new(&mut this.inner).poll_read(cx, &mut room) {
-            Poll::Pending => {
-                this.burst.idle();
-                Poll::Pending
-            }
-            Poll::Ready(Err(error)) => {
-                this.burst.filled(0);
-                Poll::Ready(Err(error))
-            }
-            Poll::Ready(Ok(())) => {
-                let n = room.filled().len();
-                this.burst.filled(n);
-                let taken = this.burst.take(out.initialize_unfilled());
-                out.advance(taken);
-                Poll::Ready(Ok(()))
-            }
-        }
+        poll.map_ok(|_| ())
     }
 }
 
