@@ -59,7 +59,7 @@ fn main() {
     for &contender in contenders {
         let events = scale::trickle(subs);
         relay.take_peak_handshakes();
-        let mut m = parent(contender, &relay, &runtime, root.as_deref(), idle, &events);
+        let mut m = parent(contender, &relay, &runtime, root.as_deref(), &events);
         m.peak_handshakes = relay.take_peak_handshakes();
         assert_eq!(
             m.trickle_received,
@@ -103,7 +103,6 @@ fn parent(
     relay: &TestRelay,
     runtime: &tokio::runtime::Runtime,
     root: Option<&std::path::Path>,
-    idle: Duration,
     events: &[nostr::Event],
 ) -> ScaleMeasurement {
     let who = match contender {
@@ -142,7 +141,6 @@ fn parent(
         }
     }
     assert!(child.wait().expect("child exits").success(), "{who} failed");
-    let _ = idle;
     result.expect("the child reports")
 }
 

@@ -72,6 +72,19 @@ fn an_idle_connection_holds_at_most_its_bound_of_heap_over_ws_and_wss() {
         per_connection <= BOUND_PER_TLS_CONNECTION,
         "{per_connection} bytes per idle wss:// connection, bound {BOUND_PER_TLS_CONNECTION}"
     );
+    // What sharing saves: tokio-tungstenite, handed no TLS configuration, builds one like
+    // this (the webpki roots, here with the test's root too) for each socket, which keeps it.
+    let mut roots = tether_tokio::Roots::default();
+    roots.extra_pem.push(ca.root_pem().unwrap());
+    let before = live_bytes();
+    let config = tether_tokio::tether_driver::tls::client_config(&roots).unwrap();
+    let one_config = live_bytes().saturating_sub(before);
+    drop(config);
+    eprintln!("one TLS configuration with the webpki roots: {one_config} bytes");
+    assert!(
+        one_config > BOUND_PER_TLS_CONNECTION - per_connection,
+        "one per socket would break the bound"
+    );
 }
 
 /// The heap each of `RELAYS` idle connections holds, over TLS with a certificate from `ca`.

@@ -1224,18 +1224,10 @@ async fn sse_state_resumes_from_the_last_event_id() {
     let dir = state_dir("sse");
     let file = dir.join("state.json");
     let state = file.to_str().unwrap();
-    let first = run(&["sse", &url, "--duration", "1", "--state", state]).await;
-    assert!(first.status.success(), "{}", explain(&first));
+    let data = second_run_messages(&["sse", &url, "--duration", "1", "--state", state]).await;
+    assert_eq!(data, ["c"]);
     let saved = String::from_utf8(std::fs::read(&file).unwrap()).unwrap();
-    assert!(saved.contains(r#""resume_id":"2""#), "{saved}");
-    let second = run(&["sse", &url, "--duration", "1", "--state", state]).await;
-    assert!(second.status.success(), "{}", explain(&second));
-    let lines = json_lines(&second, SSE_TYPES);
-    let data: Vec<&str> = of_type(&lines, "message")
-        .iter()
-        .map(|l| l["data"].as_str().unwrap())
-        .collect();
-    assert_eq!(data, ["c"], "{}", explain(&second));
+    assert!(saved.contains(r#""resume_id":"3""#), "{saved}");
     let log = server.requests();
     let resumed: Vec<Option<&str>> = log.iter().map(|r| r.header("last-event-id")).collect();
     assert_eq!(resumed.last().copied().flatten(), Some("2"));
@@ -1266,16 +1258,7 @@ async fn sse_state_resumes_a_post_stream_with_a_get_and_its_last_event_id() {
         "--state",
         state,
     ];
-    let first = run(&args).await;
-    assert!(first.status.success(), "{}", explain(&first));
-    let second = run(&args).await;
-    assert!(second.status.success(), "{}", explain(&second));
-    let lines = json_lines(&second, SSE_TYPES);
-    let data: Vec<&str> = of_type(&lines, "message")
-        .iter()
-        .map(|l| l["data"].as_str().unwrap())
-        .collect();
-    assert_eq!(data, ["c"], "{}", explain(&second));
+    assert_eq!(second_run_messages(&args).await, ["c"]);
     let seen: Vec<(String, usize, Option<String>)> = server
         .requests()
         .iter()
@@ -1292,6 +1275,20 @@ async fn sse_state_resumes_a_post_stream_with_a_get_and_its_last_event_id() {
         ]
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Run `tether args` twice, the second run resuming from the first's `--state` file; the
+/// data of the messages the second run wrote.
+async fn second_run_messages(args: &[&str]) -> Vec<String> {
+    let first = run(args).await;
+    assert!(first.status.success(), "{}", explain(&first));
+    let second = run(args).await;
+    assert!(second.status.success(), "{}", explain(&second));
+    let lines = json_lines(&second, SSE_TYPES);
+    of_type(&lines, "message")
+        .iter()
+        .map(|l| l["data"].as_str().unwrap_or_default().to_owned())
+        .collect()
 }
 
 /// Send `signal` (a `kill -NAME` name) to `pid`.

@@ -203,7 +203,10 @@ mod tests {
             Poll::Ready(Ok(100))
         ));
         assert_eq!(b.held(), BURST_CAPACITY, "the rest came in one socket read");
-        assert_eq!(out[0], 100, "in order: the second read serves bytes 100..200");
+        assert_eq!(
+            out[0], 100,
+            "in order: the second read serves bytes 100..200"
+        );
         let mut got = 200;
         while let Poll::Ready(Ok(n)) = b.poll_read(&mut out, &mut read) {
             got += n;

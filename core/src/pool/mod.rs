@@ -115,7 +115,7 @@ pub struct PoolConfig {
     /// connect timeout running; an admitted relay holds its slot until its socket opens or
     /// fails, at most one `connect_timeout`. `add_relay` over thousands of URLs is then not a
     /// connection storm (SYN bursts, DNS and TLS CPU at once). Each handshake in flight
-    /// costs about 13 KiB of buffers that the allocator keeps resident once freed, so the
+    /// costs 13-16 KiB of buffers that the allocator keeps resident once freed, so the
     /// limit is also the process's high-water mark while connecting (the scale bench at
     /// 1 000 relays: 16.2 KiB RSS per connection at 64, 15.7 at 32, 15.6 at 16). At 32 a
     /// loopback pool of 10 000 relays connects faster than without a limit; over the
