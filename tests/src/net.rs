@@ -13,9 +13,13 @@
 //! answered with 503s): each protocol shows them to its session differently.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::time::Duration;
 
-use tether_core::Instant;
+use tether_core::nostr::RelaySession;
+use tether_core::pool::RelayPool;
+use tether_core::sse::SseSession;
+use tether_core::{Instant, Wake};
 
 /// The clock, the one-way latency and everything in flight.
 #[derive(Debug)]
@@ -97,23 +101,74 @@ impl<I> Net<I> {
     }
 }
 
+/// The sans-IO machine a simulator drives: its next deadline with what it is for, and the
+/// timeout input. [`RelaySession`], [`RelayPool`] and [`SseSession`] all answer the same way.
+pub(crate) trait UnderTest {
+    /// The machine's `poll_wake`.
+    fn poll_wake(&self) -> Option<(Instant, Wake)>;
+
+    /// The machine's `handle_timeout`.
+    fn handle_timeout(&mut self, now: Instant);
+}
+
+macro_rules! under_test {
+    ($($machine:ty),*) => {$(
+        impl UnderTest for $machine {
+            fn poll_wake(&self) -> Option<(Instant, Wake)> {
+                <$machine>::poll_wake(self)
+            }
+
+            fn handle_timeout(&mut self, now: Instant) {
+                <$machine>::handle_timeout(self, now);
+            }
+        }
+    )*};
+}
+
+under_test!(RelaySession, RelayPool, SseSession);
+
 /// One simulator's machine on the network: the session under test, its peer's model and the
 /// checks, which handle the items the network delivers and have deadlines of their own.
+///
+/// The session's timeouts are driven here, the same way for every simulator: when its
+/// deadline is the earliest thing due, the transcript shows the reason (`due <wake>`), the
+/// session handles the timeout, and the simulator drains it ([`Machine::after_timeout`]).
 pub(crate) trait Machine {
     /// What travels on the network.
     type Item;
 
+    /// The sans-IO machine under test.
+    type Session: UnderTest;
+
     /// The network the machine is on.
     fn net(&mut self) -> &mut Net<Self::Item>;
 
-    /// The machine's own next deadline: its session's `poll_timeout`, its models' timers.
-    fn next_timeout(&self) -> Option<Instant>;
+    /// The machine under test; `None` while it is down (saved to a checkpoint, not yet
+    /// restored), when it has no deadline.
+    fn session(&self) -> Option<&Self::Session>;
+
+    /// [`Machine::session`], to hand it an input.
+    fn session_mut(&mut self) -> Option<&mut Self::Session>;
+
+    /// The peer models' own next deadline (a server's heartbeat); none unless said.
+    fn model_deadline(&self) -> Option<Instant> {
+        None
+    }
+
+    /// The clock reached [`Machine::model_deadline`]: whether a model acted (then the
+    /// session's deadline waits for the next step).
+    fn on_model_timeout(&mut self) -> bool {
+        false
+    }
 
     /// `item` arrived (the clock reads its arrival time or later).
     fn on_item(&mut self, item: Self::Item);
 
-    /// The clock reached [`Machine::next_timeout`] and nothing in flight has arrived by now.
-    fn on_timeout(&mut self);
+    /// The session handled a timeout: drain its outputs and check what holds after one.
+    fn after_timeout(&mut self);
+
+    /// Write a transcript line.
+    fn line(&mut self, who: &str, what: &str);
 
     /// Whether nothing the checks look at can change any more, so [`run_until_settled`] may
     /// stop. Never, unless the machine says otherwise.
@@ -125,11 +180,69 @@ pub(crate) trait Machine {
     fn after_step(&mut self) {}
 }
 
+/// The earliest of the session's and the models' deadlines.
+fn next_timeout<M: Machine>(m: &M) -> Option<Instant> {
+    let session = m.session().and_then(UnderTest::poll_wake).map(|(at, _)| at);
+    [session, m.model_deadline()].into_iter().flatten().min()
+}
+
+/// Nothing in flight has arrived by now and a deadline is due: a model's first, then the
+/// session's.
+fn on_timeout<M: Machine>(m: &mut M) {
+    if m.on_model_timeout() {
+        return;
+    }
+    let now = m.net().now();
+    let due = m.session().and_then(UnderTest::poll_wake);
+    let Some((_, why)) = due.filter(|&(at, _)| at <= now) else {
+        return;
+    };
+    m.line("due", why.as_str());
+    if let Some(session) = m.session_mut() {
+        session.handle_timeout(now);
+    }
+    m.after_timeout();
+}
+
+/// A transcript line: `<ms since the start>ms <who> <what>`. A transcript that is not kept
+/// whole keeps only a tail, enough for an invariant failure to show what led to it.
+pub(crate) fn write_line(
+    transcript: &mut String,
+    elapsed: Duration,
+    who: &str,
+    what: &str,
+    keep: bool,
+) {
+    let ms = elapsed.as_millis();
+    let _ = writeln!(transcript, "{ms:>8}ms {who:<3} {what}");
+    if !keep {
+        keep_tail(transcript);
+    }
+}
+
+/// Past 64 KiB, keep only the last 8 KiB of a transcript from a line start. A newline byte
+/// never sits inside a multi-byte character, so the cut is a character boundary whatever
+/// the frames held.
+fn keep_tail(transcript: &mut String) {
+    if transcript.len() <= 64 * 1024 {
+        return;
+    }
+    let from = transcript.len() - 8 * 1024;
+    let Some(newline) = transcript.as_bytes()[from..]
+        .iter()
+        .position(|&b| b == b'\n')
+    else {
+        transcript.clear();
+        return;
+    };
+    transcript.drain(..from + newline + 1);
+}
+
 /// Handle the earliest thing due at or before `end`: an item that has arrived by then goes
 /// before the machine's own deadline. Returns `false` when nothing is due.
 pub(crate) fn step<M: Machine>(m: &mut M, end: Instant) -> bool {
     let next_item = m.net().next_at();
-    let Some(t) = [next_item, m.next_timeout()].into_iter().flatten().min() else {
+    let Some(t) = [next_item, next_timeout(m)].into_iter().flatten().min() else {
         return false;
     };
     if t > end {
@@ -140,7 +253,7 @@ pub(crate) fn step<M: Machine>(m: &mut M, end: Instant) -> bool {
     // flight): everything that has arrived by then is delivered first, in order.
     match m.net().pop_due() {
         Some(item) => m.on_item(item),
-        None => m.on_timeout(),
+        None => on_timeout(m),
     }
     m.after_step();
     true
@@ -168,6 +281,38 @@ pub(crate) fn run_until_settled<M: Machine>(m: &mut M, d: Duration) -> bool {
     m.net().advance_to(end);
     false
 }
+
+/// The parts of a simulator's [`Machine`] implementation that only reach its fields: it has a
+/// `net`, the session under test in `$session`, a `saved: Option<_>` checkpoint while it is
+/// down, and a `transcript` kept whole or not by `keep_transcript` (and silenced by `quiet`
+/// when the simulator can run quiet).
+macro_rules! machine_fields {
+    ($session:ident: $ty:ty $(, $quiet:ident)?) => {
+        type Session = $ty;
+
+        fn net(&mut self) -> &mut crate::net::Net<Self::Item> {
+            &mut self.net
+        }
+
+        fn session(&self) -> Option<&$ty> {
+            self.saved.is_none().then_some(&self.$session)
+        }
+
+        fn session_mut(&mut self) -> Option<&mut $ty> {
+            self.saved.is_none().then_some(&mut self.$session)
+        }
+
+        fn line(&mut self, who: &str, what: &str) {
+            $(if self.$quiet {
+                return;
+            })?
+            let elapsed = self.net.elapsed();
+            crate::net::write_line(&mut self.transcript, elapsed, who, what, self.keep_transcript);
+        }
+    };
+}
+
+pub(crate) use machine_fields;
 
 /// The scripting, clock and run accessors of a simulator over a [`Net`], written once for
 /// every simulator: it has a `net: Net<Item>` whose `Item::Script` carries `$action`, a

@@ -331,7 +331,7 @@ impl PoolSim {
         // A new process numbers every relay's sockets from the start again.
         self.net.retain(|item| matches!(item, Item::Script(_)));
         self.touched = false;
-        self.line_raw(
+        self.line(
             "io",
             &format!(
                 "killed (checkpoint: {} relays, {} subscriptions)",
@@ -370,11 +370,11 @@ impl PoolSim {
                     return;
                 };
                 if peer.hangs && peer.conn == Some(conn) {
-                    self.line(relay, "io", "handshake hangs");
+                    self.relay_line(relay, "io", "handshake hangs");
                     return;
                 }
                 if peer.model.down || peer.conn != Some(conn) {
-                    self.line(relay, "io", "refused");
+                    self.relay_line(relay, "io", "refused");
                     self.net.send(Item::ToPool(
                         relay,
                         conn,
@@ -420,7 +420,7 @@ impl PoolSim {
             Item::Verdict(ticket, verdict) => {
                 if !self.quiet {
                     let shown = format!("Verdict {} {verdict:?}", ticket.0).replace('"', "'");
-                    self.line_raw("vf", &shown);
+                    self.line("vf", &shown);
                 }
                 // A ticket of a subscription dropped meanwhile is not awaited any more.
                 let _ = self.pool.handle_verified(self.net.now(), ticket, verdict);
@@ -440,12 +440,12 @@ impl PoolSim {
                 per_ms,
             } => {
                 if self.peers.get(&relay).and_then(|p| p.conn) != Some(conn) {
-                    self.line(relay, "io", "flood cut short: connection gone");
+                    self.relay_line(relay, "io", "flood cut short: connection gone");
                     return;
                 }
                 let last = end.min(next.saturating_add(per_ms.max(1)));
                 if !self.quiet {
-                    self.line(relay, "rx", &format!("flood ev#{next}..ev#{last}"));
+                    self.relay_line(relay, "rx", &format!("flood ev#{next}..ev#{last}"));
                 }
                 for n in next..last {
                     let frame = flood_frame(&wire, n);
@@ -482,12 +482,12 @@ impl PoolSim {
         let result = match input {
             Input::Open => {
                 self.connecting.remove(&relay);
-                self.line(relay, "io", "open");
+                self.relay_line(relay, "io", "open");
                 self.pool.handle_open(now, relay, epoch)
             }
             Input::Close(why) => {
                 self.connecting.remove(&relay);
-                self.line(relay, "io", "closed");
+                self.relay_line(relay, "io", "closed");
                 if let Some(peer) = self.peers.get_mut(&relay) {
                     peer.conn = None;
                 }
@@ -497,7 +497,7 @@ impl PoolSim {
             Input::Frame(text) => {
                 if !self.quiet {
                     let shown = crate::sim::abbreviate(&text);
-                    self.line(relay, "rx", &shown);
+                    self.relay_line(relay, "rx", &shown);
                 }
                 self.pool.handle_frame(now, relay, epoch, &text)
             }
@@ -516,7 +516,7 @@ impl PoolSim {
                 PoolAction::Store(r, e) => format!("Store {r} ev#{} t={}", e.n, e.created_at),
                 other => format!("{other:?}").replace('"', "'"),
             };
-            self.line_raw("app", &shown);
+            self.line("app", &shown);
         }
         if self.saved.is_some() && !is_relay_side(&action) {
             // The process is dead: nothing the application does reaches a pool.
@@ -660,16 +660,16 @@ impl PoolSim {
                         accepted: None,
                     },
                 );
-                self.line_raw("app", &format!("  -> {relay}"));
+                self.line("app", &format!("  -> {relay}"));
             }
-            Err(e) => self.line_raw("app", &format!("  -> error {e}")),
+            Err(e) => self.line("app", &format!("  -> error {e}")),
         }
     }
 
     fn reply(&mut self, result: Result<String, tether_core::pool::PoolError>) {
         match result {
-            Ok(what) => self.line_raw("app", &format!("  -> {what}")),
-            Err(e) => self.line_raw("app", &format!("  -> error {e}")),
+            Ok(what) => self.line("app", &format!("  -> {what}")),
+            Err(e) => self.line("app", &format!("  -> error {e}")),
         }
     }
 
@@ -682,7 +682,7 @@ impl PoolSim {
         };
         peer.model.drop_conn(conn);
         self.connecting.remove(&relay);
-        self.line(relay, "io", "dropped");
+        self.relay_line(relay, "io", "dropped");
         let result =
             self.pool
                 .handle_close(self.net.now(), relay, Epoch(conn), SocketLoss::NetworkError);
@@ -705,7 +705,7 @@ impl PoolSim {
                 let verdict = (self.verifier.check)(&req.raw);
                 let at = self.net.now() + (self.verifier.delay)(&req);
                 if !self.quiet {
-                    self.line(
+                    self.relay_line(
                         req.relay,
                         "vf",
                         &format!("Verify {} {}", req.ticket.0, short(&req.id.to_string())),
@@ -759,7 +759,7 @@ impl PoolSim {
         // transcript before pacing, shows no such line.
         if handshakes.waiting != self.waiting_shown && !self.quiet {
             self.waiting_shown = handshakes.waiting;
-            self.line_raw(
+            self.line(
                 "pac",
                 &format!(
                     "{} in flight, {} waiting",
@@ -809,7 +809,7 @@ impl PoolSim {
         let (now, latency) = (self.net.now(), self.net.latency);
         match t {
             Transmit::Open { epoch } => {
-                self.line(relay, "tx", "Open");
+                self.relay_line(relay, "tx", "Open");
                 self.connecting.insert(relay);
                 self.peak_connecting = self.peak_connecting.max(self.connecting.len());
                 let Some(peer) = self.peers.get_mut(&relay) else {
@@ -822,7 +822,7 @@ impl PoolSim {
                 self.net.send(Item::Accept(relay, epoch.0));
             }
             Transmit::Close { .. } => {
-                self.line(relay, "tx", "Close");
+                self.relay_line(relay, "tx", "Close");
                 self.connecting.remove(&relay);
                 let Some(peer) = self.peers.get_mut(&relay) else {
                     return;
@@ -832,7 +832,7 @@ impl PoolSim {
                 }
             }
             Transmit::Ping => {
-                self.line(relay, "tx", "Ping");
+                self.relay_line(relay, "tx", "Ping");
                 let Some(peer) = self.peers.get(&relay) else {
                     return;
                 };
@@ -844,12 +844,12 @@ impl PoolSim {
             }
             Transmit::FetchInfo => {
                 // The relay models serve no NIP-11 document: the ask is only recorded.
-                self.line(relay, "tx", "FetchInfo");
+                self.relay_line(relay, "tx", "FetchInfo");
             }
             Transmit::Send { text, carries } => {
                 if !self.quiet {
                     let shown = crate::sim::abbreviate(&text);
-                    self.line(relay, "tx", &shown);
+                    self.relay_line(relay, "tx", &shown);
                 }
                 self.sent.push((now, relay, carries, text.clone()));
                 if let Some(conn) = self.peers.get(&relay).and_then(|p| p.conn) {
@@ -875,7 +875,7 @@ impl PoolSim {
                 }
                 other => format!("{other:?}").replace('"', "'"),
             };
-            self.line_raw("ev", &shown);
+            self.line("ev", &shown);
         }
         self.check(&e);
         if let PoolEvent::Relay {
@@ -947,20 +947,9 @@ impl PoolSim {
         }
     }
 
-    fn line(&mut self, relay: RelayId, who: &str, what: &str) {
+    fn relay_line(&mut self, relay: RelayId, who: &str, what: &str) {
         if !self.quiet {
-            self.line_raw(who, &format!("{relay} {what}"));
-        }
-    }
-
-    fn line_raw(&mut self, who: &str, what: &str) {
-        if self.quiet {
-            return;
-        }
-        let ms = self.net.elapsed().as_millis();
-        let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
-        if !self.keep_transcript {
-            crate::sim::keep_tail(&mut self.transcript);
+            self.line(who, &format!("{relay} {what}"));
         }
     }
 
@@ -979,16 +968,7 @@ impl PoolSim {
 impl Machine for PoolSim {
     type Item = Item;
 
-    fn net(&mut self) -> &mut Net<Item> {
-        &mut self.net
-    }
-
-    fn next_timeout(&self) -> Option<Instant> {
-        if self.saved.is_some() {
-            return None;
-        }
-        self.pool.poll_timeout()
-    }
+    net::machine_fields!(pool: RelayPool, quiet);
 
     fn on_item(&mut self, item: Item) {
         self.touched = false;
@@ -998,27 +978,8 @@ impl Machine for PoolSim {
         }
     }
 
-    fn on_timeout(&mut self) {
-        if let Some((_, why)) = self.pool.poll_wake() {
-            self.line_raw("due", why.as_str());
-        }
-        self.pool.handle_timeout(self.net.now());
+    fn after_timeout(&mut self) {
         self.drain();
-    }
-
-    fn settled(&self) -> bool {
-        self.is_settled()
-    }
-
-    fn after_step(&mut self) {
-        if self.saved.is_none()
-            && self
-                .pool
-                .poll_timeout()
-                .is_some_and(|at| at < self.net.now())
-        {
-            self.fail("poll_timeout in the past after a step");
-        }
     }
 }
 

@@ -3,7 +3,6 @@
 //! str0m's `progress`). No sleeps, no real time: ten simulated minutes take milliseconds, and
 //! the same seed gives the same transcript.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
@@ -560,32 +559,12 @@ impl Sim {
         }
         frame.chars().take(60).collect()
     }
-
-    fn line(&mut self, who: &str, what: &str) {
-        if self.quiet {
-            return;
-        }
-        let ms = self.net.elapsed().as_millis();
-        let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
-        if !self.keep_transcript {
-            keep_tail(&mut self.transcript);
-        }
-    }
 }
 
 impl Machine for Sim {
     type Item = Item;
 
-    fn net(&mut self) -> &mut Net<Item> {
-        &mut self.net
-    }
-
-    fn next_timeout(&self) -> Option<Instant> {
-        if self.saved.is_some() {
-            return None;
-        }
-        self.session.poll_timeout()
-    }
+    net::machine_fields!(session: RelaySession, quiet);
 
     fn on_item(&mut self, item: Item) {
         if self.process(item) {
@@ -598,21 +577,13 @@ impl Machine for Sim {
         }
     }
 
-    fn on_timeout(&mut self) {
-        let now = self.net.now();
-        if let Some((_, why)) = self.session.poll_wake() {
-            self.line("due", why.as_str());
-        }
-        self.session.handle_timeout(now);
+    fn after_timeout(&mut self) {
         if self.check {
+            let now = self.net.now();
             self.invariants
                 .after_timeout(now, &self.session, &self.transcript);
         }
         self.drain();
-    }
-
-    fn settled(&self) -> bool {
-        self.is_settled()
     }
 }
 
@@ -679,24 +650,6 @@ pub(crate) fn abbreviate(frame: &str) -> String {
 fn short_id(hex: &str) -> String {
     let trimmed = hex.trim_start_matches('0');
     format!("ev#{}", if trimmed.is_empty() { "0" } else { trimmed })
-}
-
-/// Past 64 KiB, keep only the last 8 KiB of a transcript from a line start: enough for an
-/// invariant failure to show what led to it. A newline byte never sits inside a multi-byte
-/// character, so the cut is a character boundary whatever the frames held.
-pub(crate) fn keep_tail(transcript: &mut String) {
-    if transcript.len() <= 64 * 1024 {
-        return;
-    }
-    let from = transcript.len() - 8 * 1024;
-    let Some(newline) = transcript.as_bytes()[from..]
-        .iter()
-        .position(|&b| b == b'\n')
-    else {
-        transcript.clear();
-        return;
-    };
-    transcript.drain(..from + newline + 1);
 }
 
 /// Whether an action is the relay's or the network's, which go on while the client is dead.

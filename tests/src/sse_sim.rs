@@ -231,7 +231,7 @@ impl SseSim {
         self.saved = Some(checkpoint.to_json());
         self.net.retain(|_| false);
         self.server.stream = None;
-        self.log(
+        self.line(
             "io",
             &format!(
                 "killed (checkpoint: last event id {:?}, {} delivered)",
@@ -263,7 +263,7 @@ impl SseSim {
         };
         self.invariants = SseInvariants::new(&config);
         self.invariants.restored(checkpoint_accepted(&bytes));
-        self.log("app", "restore");
+        self.line("app", "restore");
         self.connect();
     }
 
@@ -280,7 +280,7 @@ impl SseSim {
     /// The application calls `connect` at `now`.
     pub fn connect_at(&mut self, now: Instant) {
         self.observe(now);
-        self.log("app", "connect");
+        self.line("app", "connect");
         self.session.connect(now);
         self.drain(SseInput::Connect);
     }
@@ -288,7 +288,7 @@ impl SseSim {
     /// The application calls `disconnect` at `now`.
     pub fn disconnect_at(&mut self, now: Instant) {
         self.observe(now);
-        self.log("app", "disconnect");
+        self.line("app", "disconnect");
         self.session.disconnect(now);
         self.drain(SseInput::Disconnect);
     }
@@ -312,7 +312,7 @@ impl SseSim {
         if let Some(encoding) = head.content_encoding {
             let _ = write!(line, " content-encoding={encoding}");
         }
-        self.log("io", &line);
+        self.line("io", &line);
         let result = self.session.handle_head(now, epoch, head);
         self.after(result)
     }
@@ -330,7 +330,7 @@ impl SseSim {
         retry_after: Option<Duration>,
     ) -> Result<(), SocketError> {
         self.observe(now);
-        self.log("io", &show_head(epoch, status, content_type, retry_after));
+        self.line("io", &show_head(epoch, status, content_type, retry_after));
         let result = self
             .session
             .handle_response(now, epoch, status, content_type, retry_after);
@@ -349,7 +349,7 @@ impl SseSim {
         bytes: &[u8],
     ) -> Result<usize, SocketError> {
         self.observe(now);
-        self.log("rx", &show_bytes(epoch, bytes));
+        self.line("rx", &show_bytes(epoch, bytes));
         let result = self.session.handle_bytes(now, epoch, bytes);
         self.after(result.map(drop))?;
         result
@@ -361,7 +361,7 @@ impl SseSim {
     /// The session's [`SocketError`] for driver misuse.
     pub fn handle_eof(&mut self, now: Instant, epoch: Epoch) -> Result<(), SocketError> {
         self.observe(now);
-        self.log("io", &format!("eof #{}", epoch.0));
+        self.line("io", &format!("eof #{}", epoch.0));
         let result = self.session.handle_eof(now, epoch);
         self.after(result)
     }
@@ -377,7 +377,7 @@ impl SseSim {
         loss: SocketLoss,
     ) -> Result<(), SocketError> {
         self.observe(now);
-        self.log("io", &format!("error {} #{}", loss.as_str(), epoch.0));
+        self.line("io", &format!("error {} #{}", loss.as_str(), epoch.0));
         let result = self.session.handle_error(now, epoch, loss);
         self.after(result)
     }
@@ -393,7 +393,7 @@ impl SseSim {
         detail: &str,
     ) -> Result<(), SocketError> {
         self.observe(now);
-        self.log("io", &format!("request invalid #{}: {detail}", epoch.0));
+        self.line("io", &format!("request invalid #{}: {detail}", epoch.0));
         let result = self.session.handle_request_invalid(now, epoch, detail);
         self.after(result)
     }
@@ -401,7 +401,9 @@ impl SseSim {
     /// The driver wakes at `now` ([`SseSession::handle_timeout`]).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.observe(now);
-        self.log_wake();
+        if let Some((_, why)) = self.session.poll_wake() {
+            self.line("due", why.as_str());
+        }
         self.session.handle_timeout(now);
         self.drain(SseInput::Timeout);
     }
@@ -409,7 +411,7 @@ impl SseSim {
     /// The driver stops or resumes reading ([`SseSession::handle_read_paused`]).
     pub fn handle_read_paused(&mut self, now: Instant, paused: bool) {
         self.observe(now);
-        self.log(
+        self.line(
             "app",
             if paused {
                 "read paused"
@@ -486,7 +488,7 @@ impl SseSim {
         match result {
             Ok(()) => self.drain(SseInput::Peer),
             Err(e) => {
-                self.log("io", &format!("!! driver misuse: {e}"));
+                self.line("io", &format!("!! driver misuse: {e}"));
                 self.drain(SseInput::Misuse);
             }
         }
@@ -507,7 +509,7 @@ impl SseSim {
         };
         let mut unbuildable = None;
         for t in out.transmits {
-            self.log("tx", &show_transmit(&t));
+            self.line("tx", &show_transmit(&t));
             self.taken.0.push(t.clone());
             if let Transmit::Open {
                 epoch,
@@ -524,7 +526,7 @@ impl SseSim {
             self.server.on_transmit(&mut self.net, t);
         }
         for e in out.events {
-            self.log("ev", &self.show_event(&e));
+            self.line("ev", &self.show_event(&e));
             self.taken.1.push(e.clone());
             self.heard.push((now, e));
         }
@@ -586,28 +588,6 @@ impl SseSim {
     }
 
     /// What the session's deadline is for, as the transcript's `due` line.
-    fn log_wake(&mut self) {
-        if let Some((_, why)) = self.session.poll_wake() {
-            self.log("due", why.as_str());
-        }
-    }
-
-    fn log(&mut self, who: &str, what: &str) {
-        let ms = self.net.elapsed().as_millis();
-        let _ = writeln!(self.transcript, "{ms:>8}ms {who:<3} {what}");
-        if !self.keep_transcript && self.transcript.len() > 64 * 1024 {
-            // Keep only a tail, enough for an invariant failure to show what led to it.
-            let cut = self.transcript.len() - 8 * 1024;
-            let cut = (cut..self.transcript.len())
-                .find(|&i| self.transcript.is_char_boundary(i))
-                .unwrap_or(cut);
-            let cut = self.transcript[cut..]
-                .find('\n')
-                .map_or(cut, |i| cut + i + 1);
-            self.transcript.drain(..cut);
-        }
-    }
-
     /// An instant as the transcript shows it: relative to the start, like the relay `Sim`.
     fn show_at(&self, at: Instant) -> String {
         format!("t+{}ms", (at - self.net.start()).as_millis())
@@ -636,16 +616,18 @@ impl SseSim {
 impl Machine for SseSim {
     type Item = Job;
 
-    fn net(&mut self) -> &mut Net<Job> {
-        &mut self.net
+    net::machine_fields!(session: SseSession);
+
+    fn model_deadline(&self) -> Option<Instant> {
+        self.server.next_deadline()
     }
 
-    fn next_timeout(&self) -> Option<Instant> {
-        let session = self.session.poll_timeout().filter(|_| self.saved.is_none());
-        [session, self.server.next_deadline()]
-            .into_iter()
-            .flatten()
-            .min()
+    fn on_model_timeout(&mut self) -> bool {
+        let Some(delivery) = self.server.poll(self.net.now()) else {
+            return false;
+        };
+        self.deliver(delivery);
+        true
     }
 
     fn on_item(&mut self, job: Job) {
@@ -667,15 +649,8 @@ impl Machine for SseSim {
         }
     }
 
-    fn on_timeout(&mut self) {
-        let now = self.net.now();
-        if let Some(delivery) = self.server.poll(now) {
-            self.deliver(delivery);
-        } else if self.saved.is_none() && self.session.poll_timeout().is_some_and(|t| t <= now) {
-            self.log_wake();
-            self.session.handle_timeout(now);
-            self.drain(SseInput::Timeout);
-        }
+    fn after_timeout(&mut self) {
+        self.drain(SseInput::Timeout);
     }
 }
 
