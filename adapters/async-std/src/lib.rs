@@ -77,7 +77,7 @@ mod ws;
 pub use event_source::EventSource;
 pub use http::HyperHttp;
 #[cfg(any(feature = "async-std", feature = "smol"))]
-pub use pool::pool;
+pub use pool::{pool, pool_restored};
 pub use pool::{pool_restored_with, pool_with};
 pub use relay::RelayClient;
 pub use runtime::{AsyncIoRuntime, Sleep};

@@ -1,18 +1,11 @@
 //! [`pool`] and [`pool_with`]: many relays as one subscription, driven by one task of your
 //! executor.
 
-use std::sync::Arc;
-
 use tether_core::pool::{PoolCheckpoint, PoolConfig, RelayId};
-use tether_driver::{
-    check_ws_url, pool_driver, pool_driver_restored, Config, ConnectError, PoolHandle,
-    PoolSubscription,
-};
+use tether_driver::launch;
+use tether_driver::{Config, ConnectError, PoolHandle, PoolSubscription};
 
-use crate::runtime::AsyncIoRuntime;
-use crate::spawn::Spawn;
-use crate::ws::AsyncIoWs;
-use tether_driver::tls::SocketTls;
+use crate::spawn::{AsyncIo, Spawn};
 
 /// Start an empty relay pool, its driver spawned with [`DefaultSpawn`](crate::DefaultSpawn)
 /// (async-std's, or smol's without the `async-std` feature): the same entry as
@@ -29,12 +22,28 @@ pub fn pool(pool_config: PoolConfig, config: Config) -> PoolHandle {
 /// [`RelayClient::connect_with`](crate::RelayClient::connect_with) does for one relay.
 #[must_use = "the pool's driver stops once every handle is dropped"]
 pub fn pool_with(pool_config: PoolConfig, config: Config, spawner: &dyn Spawn) -> PoolHandle {
-    let ws = AsyncIoWs::new(SocketTls::or_failing(&config.roots));
-    let (handle, driver) = pool_driver(pool_config, config, AsyncIoRuntime::new(), ws);
-    // Each relay's NIP-11 document over hyper, bounded by `config.relay_info`.
-    let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp::default()));
-    spawner.spawn(Box::pin(driver));
-    handle
+    launch::pool(&AsyncIo(spawner), pool_config, config)
+}
+
+/// [`pool`] for a pool restored from `checkpoint`, spawned with
+/// [`DefaultSpawn`](crate::DefaultSpawn): see [`pool_restored_with`].
+///
+/// # Errors
+/// As [`pool_restored_with`].
+#[cfg(any(feature = "async-std", feature = "smol"))]
+pub fn pool_restored(
+    pool_config: PoolConfig,
+    config: Config,
+    checkpoint: &PoolCheckpoint,
+    urls: &[(RelayId, String)],
+) -> Result<(PoolHandle, Vec<PoolSubscription>), ConnectError> {
+    pool_restored_with(
+        pool_config,
+        config,
+        checkpoint,
+        urls,
+        &crate::DefaultSpawn::default(),
+    )
 }
 
 /// [`pool_with`] for a pool restored from `checkpoint` (taken with [`PoolHandle::checkpoint`]
@@ -53,20 +62,5 @@ pub fn pool_restored_with(
     urls: &[(RelayId, String)],
     spawner: &dyn Spawn,
 ) -> Result<(PoolHandle, Vec<PoolSubscription>), ConnectError> {
-    for (_, url) in urls {
-        check_ws_url(url)?;
-    }
-    let ws = AsyncIoWs::new(SocketTls::new(&config.roots)?);
-    let (handle, driver, subscriptions) = pool_driver_restored(
-        pool_config,
-        config,
-        AsyncIoRuntime::new(),
-        ws,
-        checkpoint,
-        urls,
-    )
-    .map_err(ConnectError::Checkpoint)?;
-    let driver = driver.with_relay_info(Arc::new(crate::http::HyperHttp::default()));
-    spawner.spawn(Box::pin(driver));
-    Ok((handle, subscriptions))
+    launch::pool_restored(&AsyncIo(spawner), pool_config, config, checkpoint, urls)
 }

@@ -1,19 +1,12 @@
 //! [`RelayClient`]: a relay connection driven by one task on async-std or smol.
 
 use std::ops::Deref;
-use std::sync::Arc;
 
+use tether_driver::launch;
 use tether_driver::tether_core::nostr::RelayCheckpoint;
-use tether_driver::{
-    check_ws_url, connect_relay, relay_driver_restored, Config, ConnectError, RelayHandle,
-    Subscription,
-};
+use tether_driver::{Config, ConnectError, RelayHandle, Subscription};
 
-use crate::http::HyperHttp;
-use crate::runtime::AsyncIoRuntime;
-use crate::spawn::Spawn;
-use crate::ws::AsyncIoWs;
-use tether_driver::tls::SocketTls;
+use crate::spawn::{AsyncIo, Spawn};
 
 /// A connection to one Nostr relay, kept alive by a spawned driver task.
 ///
@@ -89,12 +82,22 @@ impl RelayClient {
         config: Config,
         spawner: &dyn Spawn,
     ) -> Result<RelayClient, ConnectError> {
-        let ws = AsyncIoWs::new(SocketTls::new(&config.roots)?);
-        let (handle, driver) = connect_relay(url, config, AsyncIoRuntime::new(), ws)?;
-        // The relay's NIP-11 document over hyper, bounded by `config.relay_info`.
-        let driver = driver.with_relay_info(Arc::new(HyperHttp::default()));
-        spawner.spawn(Box::pin(driver));
+        let handle = launch::relay(&AsyncIo(spawner), url, config)?;
         Ok(RelayClient { handle })
+    }
+
+    /// [`RelayClient::connect`] for a session restored from `checkpoint`, spawned with
+    /// [`DefaultSpawn`](crate::DefaultSpawn): see [`RelayClient::restore_with`].
+    ///
+    /// # Errors
+    /// As [`RelayClient::restore_with`].
+    #[cfg(any(feature = "async-std", feature = "smol"))]
+    pub fn restore(
+        url: &str,
+        config: Config,
+        checkpoint: &RelayCheckpoint,
+    ) -> Result<(RelayClient, Vec<Subscription>), ConnectError> {
+        RelayClient::restore_with(url, config, checkpoint, &crate::DefaultSpawn::default())
     }
 
     /// [`RelayClient::connect_with`] for a session restored from `checkpoint` (taken with
@@ -111,13 +114,8 @@ impl RelayClient {
         checkpoint: &RelayCheckpoint,
         spawner: &dyn Spawn,
     ) -> Result<(RelayClient, Vec<Subscription>), ConnectError> {
-        check_ws_url(url)?;
-        let ws = AsyncIoWs::new(SocketTls::new(&config.roots)?);
-        let (handle, driver, subscriptions) =
-            relay_driver_restored(url, config, AsyncIoRuntime::new(), ws, checkpoint)
-                .map_err(ConnectError::Checkpoint)?;
-        let driver = driver.with_relay_info(Arc::new(HyperHttp::default()));
-        spawner.spawn(Box::pin(driver));
+        let (handle, subscriptions) =
+            launch::relay_restored(&AsyncIo(spawner), url, config, checkpoint)?;
         Ok((RelayClient { handle }, subscriptions))
     }
 

@@ -1,6 +1,15 @@
-//! [`Spawn`]: the one thing the relay client needs from an executor.
+//! [`Spawn`]: the one thing the relay client needs from an executor; with it, what async-io
+//! brings to start a driver.
 
-use tether_driver::BoxFuture;
+use std::sync::Arc;
+
+use tether_driver::launch::Launch;
+use tether_driver::tls::SocketTls;
+use tether_driver::{BoxFuture, ConnectError, HttpConnect, WsConnect};
+
+use crate::http::HyperHttp;
+use crate::runtime::AsyncIoRuntime;
+use crate::ws::AsyncIoWs;
 
 /// Runs a relay driver task in the background.
 ///
@@ -53,3 +62,27 @@ pub type DefaultSpawn = AsyncStd;
 /// the `async-std` feature is on, else smol's.
 #[cfg(all(feature = "smol", not(feature = "async-std")))]
 pub type DefaultSpawn = Smol;
+
+/// What async-io brings to start a driver: [`AsyncIoRuntime`], async-tungstenite sockets,
+/// hyper for NIP-11 documents, and the executor's spawner.
+pub(crate) struct AsyncIo<'a>(pub(crate) &'a dyn Spawn);
+
+impl Launch for AsyncIo<'_> {
+    type Runtime = AsyncIoRuntime;
+
+    fn runtime(&self) -> AsyncIoRuntime {
+        AsyncIoRuntime::new()
+    }
+
+    fn ws(&self, tls: SocketTls) -> Arc<dyn WsConnect> {
+        AsyncIoWs::new(tls)
+    }
+
+    fn http(&self) -> Result<Arc<dyn HttpConnect>, ConnectError> {
+        Ok(Arc::new(HyperHttp::default()))
+    }
+
+    fn spawn(&self, task: BoxFuture<()>) {
+        self.0.spawn(task);
+    }
+}

@@ -52,6 +52,8 @@ mod drive;
 mod event_source;
 mod heard;
 pub mod http_options;
+#[cfg(feature = "tls")]
+pub mod launch;
 mod machine;
 pub mod pool;
 mod ready;

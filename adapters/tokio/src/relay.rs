@@ -3,17 +3,13 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
+use tether_driver::launch;
 use tether_driver::tether_core::nostr::RelayCheckpoint;
-use tether_driver::{
-    check_ws_url, connect_relay, relay::RelayDriver, relay_driver_restored, Config, RelayHandle,
-    Subscription,
-};
+use tether_driver::{Config, RelayHandle, Subscription};
 
 use crate::http::ReqwestHttp;
-use crate::runtime::TokioRuntime;
-use crate::ws::TokioWs;
+use crate::runtime::{Tokio, TokioRuntime};
 use crate::ConnectError;
-use tether_driver::tls::SocketTls;
 
 /// A connection to one Nostr relay, kept alive by a spawned driver task.
 ///
@@ -73,9 +69,7 @@ impl RelayClient {
     /// # Panics
     /// Outside a tokio runtime (the driver is spawned with `tokio::spawn`).
     pub fn connect(url: &str, config: Config) -> Result<RelayClient, ConnectError> {
-        let ws = TokioWs::new(SocketTls::new(&config.roots)?);
-        let (handle, driver) = connect_relay(url, config, TokioRuntime::new(), ws)?;
-        spawn(driver);
+        let handle = launch::relay(&Tokio, url, config)?;
         Ok(RelayClient { handle })
     }
 
@@ -96,12 +90,7 @@ impl RelayClient {
         config: Config,
         checkpoint: &RelayCheckpoint,
     ) -> Result<(RelayClient, Vec<Subscription>), ConnectError> {
-        check_ws_url(url)?;
-        let ws = TokioWs::new(SocketTls::new(&config.roots)?);
-        let (handle, driver, subscriptions) =
-            relay_driver_restored(url, config, TokioRuntime::new(), ws, checkpoint)
-                .map_err(ConnectError::Checkpoint)?;
-        spawn(driver);
+        let (handle, subscriptions) = launch::relay_restored(&Tokio, url, config, checkpoint)?;
         Ok((RelayClient { handle }, subscriptions))
     }
 
@@ -109,19 +98,6 @@ impl RelayClient {
     pub fn handle(&self) -> &RelayHandle {
         &self.handle
     }
-}
-
-/// Spawn `driver` with the relay's NIP-11 document fetched over reqwest, bounded by the
-/// config's `relay_info`.
-fn spawn(driver: RelayDriver<TokioRuntime>) {
-    let driver = match ReqwestHttp::default_client() {
-        Ok(http) => driver.with_relay_info(Arc::new(http)),
-        Err(error) => {
-            tracing::warn!(%error, "no HTTP client: the relay information document is not fetched");
-            driver
-        }
-    };
-    tokio::spawn(driver);
 }
 
 impl Deref for RelayClient {
