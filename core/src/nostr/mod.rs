@@ -1,5 +1,6 @@
 //! Nostr (NIP-01) over WebSocket: the frame codec, refusal reasons, and the relay session.
 
+mod auth;
 pub mod catch_up;
 pub mod config;
 pub mod error;

@@ -15,8 +15,8 @@
 //! | catch-up (live half, `since` window, NIP-77), dedup, future dates | `nostr/catch_up/`, `session/catch_up.rs`, `Subscription::admit`, the scheduler's catch-up steps |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
 //! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots and `Cap`, `refuse_for_cap`, `on_notice`, `fire_sub_timer` |
-//! | NIP-11 starting values | [`RelaySession::apply_relay_info`], the auth hold (`auth_hold`) |
-//! | auth | `on_auth_ok`, [`RelaySession::authenticate`] |
+//! | NIP-11 starting values | [`RelaySession::apply_relay_info`], the auth hold (`nostr/auth.rs`) |
+//! | auth: challenges, which answer applies, the hold | `nostr/auth.rs`; `on_auth_ok`, [`RelaySession::authenticate`] |
 //! | publish | the outbox module |
 
 use std::collections::VecDeque;
@@ -27,6 +27,7 @@ use serde_json::value::RawValue;
 
 use crate::gate::{GateScope, RateLimitGate};
 use crate::link::{Epoch, Link, LinkAction, SocketError, SocketLoss};
+use crate::nostr::auth::Auth;
 use crate::nostr::catch_up::{self as catch_up_plan, Support};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::error::Error;
@@ -96,15 +97,12 @@ pub struct RelaySession {
     /// Subscriptions registered so far: the next one's registration order.
     registered: u64,
     outbox: Outbox,
+    /// NIP-42: the challenge, our answer, and the hold that keeps REQs back until then.
     auth: Auth,
-    /// Challenges heard so far, across sockets: the next one's id.
-    challenges: u64,
     /// The wall clock, for judging `created_at`; `None` until the driver sets it.
     wall: Option<WallClock>,
     /// What the relay's NIP-11 document declares (nothing until one is applied).
     declared: RelayInfo,
-    /// REQs wait for authentication on this socket until then (`auth_required` relays).
-    auth_hold: Option<Instant>,
     /// When the relay's information document was last asked for ([`Transmit::FetchInfo`]).
     info_asked_at: Option<Instant>,
     /// Whether NIP-77 may be tried with this relay.
@@ -114,14 +112,6 @@ pub struct RelaySession {
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
-}
-
-#[derive(Debug, Default)]
-struct Auth {
-    /// The latest challenge on this socket.
-    challenge: Option<(ChallengeId, String)>,
-    pending: Option<EventId>,
-    authenticated: bool,
 }
 
 /// Transmits an emptied queue may keep room for (a ping, a close, a REQ or two).
@@ -149,10 +139,8 @@ impl RelaySession {
             registered: 0,
             outbox: Outbox::default(),
             auth: Auth::default(),
-            challenges: 0,
             wall: None,
             declared: RelayInfo::default(),
-            auth_hold: None,
             info_asked_at: None,
             negentropy: Support::default(),
             remembered: 0,
@@ -257,7 +245,7 @@ impl RelaySession {
             .subs
             .insert(|id| Subscription::new(id, &filters, priority, order));
         if self.link.is_open() {
-            if self.auth_hold.is_some() {
+            if self.auth.hold().is_some() {
                 self.enqueue(id);
             } else if self.slot_available() {
                 self.send_req(now, id);
@@ -335,14 +323,11 @@ impl RelaySession {
         if !self.link.is_open() {
             return Err(Error::NotConnected);
         }
-        if self.auth.challenge.as_ref().map(|(id, _)| *id) != Some(challenge) {
-            return Err(Error::StaleChallenge(challenge));
-        }
         let raw =
             serde_json::from_str::<&RawValue>(event.json()).map_err(|e| Error::InvalidEvent {
                 detail: e.to_string(),
             })?;
-        self.auth.pending = Some(event.id());
+        self.auth.answer(challenge, event.id())?;
         self.send(
             ClientMessage::Auth { event: raw }.encode(),
             Carries::Auth(event.id()),
@@ -456,9 +441,7 @@ impl RelaySession {
             }
         }
         self.outbox.postpone(by);
-        if let Some(hold) = self.auth_hold.as_mut() {
-            *hold = hold.saturating_add(by);
-        }
+        self.auth.postpone(by);
     }
 
     /// Do what the link decided outside a timeout (a probe, a socket given up).
@@ -494,7 +477,8 @@ impl RelaySession {
         self.events.push_back(Event::Connected);
         self.scheduler.on_open();
         if self.auth_first() {
-            self.auth_hold = Some(now.saturating_add(self.config.challenge_wait));
+            self.auth
+                .hold_until(now.saturating_add(self.config.challenge_wait));
         }
         let mut ids: Vec<SubscriptionId> = self.subs.iter().map(|s| s.id).collect();
         ids.sort_unstable();
@@ -597,10 +581,7 @@ impl RelaySession {
         }
         let action = self.link.handle_timeout(now, &mut self.rng);
         self.follow_link(action);
-        if self.auth_hold.is_some_and(|at| at <= now) {
-            // No challenge, or no answer to it, in time: REQs go out and take their chances.
-            self.auth_hold = None;
-        }
+        self.auth.expire(now);
         while let Some(id) = self.timers.due(now) {
             self.set_timer(id, None);
             self.fire_sub_timer(now, id);
@@ -658,13 +639,13 @@ impl RelaySession {
                     .deadline(self.sending(), &self.gate, &self.config),
                 Wake::ReplayBatch,
             ),
-            named(self.auth_hold, Wake::AuthHold),
+            named(self.auth.hold(), Wake::AuthHold),
         ])
     }
 
     /// REQs may go out: the socket is open and no AUTH hold keeps them back.
     fn sending(&self) -> bool {
-        self.link.is_open() && self.auth_hold.is_none()
+        self.link.is_open() && self.auth.hold().is_none()
     }
 
     /// Ask for the socket of `epoch`, and for the relay's information document when the
@@ -776,7 +757,7 @@ impl RelaySession {
 
     /// Whether REQs are waiting for authentication on this socket.
     pub fn is_holding_for_auth(&self) -> bool {
-        self.auth_hold.is_some()
+        self.auth.hold().is_some()
     }
 
     /// One subscription, if registered.
@@ -803,15 +784,12 @@ impl RelaySession {
 
     /// Whether the relay accepted our AUTH on this connection.
     pub fn is_authenticated(&self) -> bool {
-        self.auth.authenticated
+        self.auth.is_authenticated()
     }
 
     /// The latest NIP-42 challenge on this connection, with its id.
     pub fn auth_challenge(&self) -> Option<(ChallengeId, &str)> {
-        self.auth
-            .challenge
-            .as_ref()
-            .map(|(id, c)| (*id, c.as_str()))
+        self.auth.challenge()
     }
 
     /// The configuration.
@@ -929,27 +907,12 @@ impl RelaySession {
         self.timers.clear();
         self.scheduler.reset();
         self.outbox.on_socket_lost();
-        self.auth = Auth::default();
-        self.auth_hold = None;
+        self.auth.on_socket();
     }
 
     /// Whether REQs wait for authentication on each new socket.
     fn auth_first(&self) -> bool {
         self.declared.auth_required && self.config.authenticates
-    }
-
-    /// The relay challenged while REQs wait for authentication: they wait for the answer.
-    fn extend_auth_hold(&mut self, now: Instant) {
-        if self.auth_hold.is_some() {
-            self.auth_hold = Some(now.saturating_add(self.config.auth_timeout));
-        }
-    }
-
-    /// The AUTH was answered, either way: the REQs waiting for it go out.
-    fn release_auth_hold(&mut self, now: Instant) {
-        if self.auth_hold.take().is_some() {
-            self.pump(now);
-        }
     }
 
     fn lose_socket(&mut self, reconnect_at: Option<Instant>, why: SocketLoss) {

@@ -3,7 +3,7 @@
 
 use super::{catch_up_ctx, RelaySession};
 use crate::nostr::message::{EventId, RawEvent, RelayMessage};
-use crate::nostr::output::{ChallengeId, Event};
+use crate::nostr::output::Event;
 use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
 use crate::nostr::subscription::{Admit, SubState, SubscriptionId};
 use crate::time::Instant;
@@ -31,14 +31,12 @@ impl RelaySession {
             } => self.on_ok(now, event_id, accepted, &message),
             RelayMessage::Notice { message } => self.on_notice(now, &message),
             RelayMessage::Auth { challenge } => {
-                self.challenges += 1;
-                let id = ChallengeId(self.challenges);
-                self.auth.challenge = Some((id, challenge.to_string()));
-                self.extend_auth_hold(now);
-                self.events.push_back(Event::AuthChallenge {
-                    challenge: challenge.into_owned(),
-                    id,
-                });
+                let challenge = challenge.into_owned();
+                let id = self
+                    .auth
+                    .challenged(now, challenge.clone(), self.config.auth_timeout);
+                self.events
+                    .push_back(Event::AuthChallenge { challenge, id });
             }
             RelayMessage::Count { .. } => self.stats.unexpected += 1,
             RelayMessage::NegMsg { sub, message } => self.on_neg_msg(now, &sub, &message),
@@ -140,7 +138,7 @@ impl RelaySession {
     }
 
     pub(super) fn on_ok(&mut self, now: Instant, id: EventId, accepted: bool, message: &str) {
-        if self.auth.pending == Some(id) {
+        if self.auth.is_answer(id) {
             self.on_auth_ok(now, accepted, message);
             return;
         }
@@ -181,7 +179,6 @@ impl RelaySession {
     }
 
     pub(super) fn on_auth_ok(&mut self, now: Instant, accepted: bool, message: &str) {
-        self.auth.pending = None;
         let held: Vec<SubscriptionId> = self
             .subscriptions()
             .into_iter()
@@ -189,7 +186,7 @@ impl RelaySession {
             .map(|v| v.id)
             .collect();
         if accepted {
-            self.auth.authenticated = true;
+            self.auth.accepted();
             self.events.push_back(Event::Authenticated);
             let (outbox, mut env) = self.outbox();
             outbox.on_authenticated(now, &mut env);
@@ -197,7 +194,6 @@ impl RelaySession {
                 self.set_timer(id, None);
                 self.enqueue(id);
             }
-            self.auth_hold = None;
             self.pump(now);
         } else {
             self.events.push_back(Event::AuthFailed {
@@ -208,7 +204,9 @@ impl RelaySession {
             for id in held {
                 self.surface(id, message.to_owned());
             }
-            self.release_auth_hold(now);
+            if self.auth.release() {
+                self.pump(now);
+            }
         }
     }
 }
