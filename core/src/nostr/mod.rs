@@ -8,6 +8,7 @@ pub mod message;
 mod outbox;
 pub mod output;
 pub mod reason;
+mod refusals;
 mod registry;
 pub mod relay_info;
 mod scheduler;

@@ -7,14 +7,14 @@
 //! | --- | --- |
 //! | socket contract: epochs, stale input, why a socket was lost | the `handle_*` inputs below, [`Link::check_epoch`] |
 //! | gate on background paths only | the scheduler's `pump` (replay, queue, retries); not in [`RelaySession::subscribe`] |
-//! | refusal classes | `refuse` in `session/refusals.rs` |
-//! | bounded retry, delay = max(gate, own backoff) | `schedule_retry` in `session/refusals.rs` |
-//! | retry state clears | EOSE in `on_eose` (`session/frames.rs`), new socket and disconnect in `reset_for_socket` |
+//! | refusal classes | [`Refusals::refuse`] (`nostr/refusals.rs`), carried out by `carry_out` |
+//! | bounded retry, delay = max(gate, own backoff) | [`Refusals::retry`] |
+//! | retry state clears | [`Refusals::eose`] from `on_eose` (`session/frames.rs`), [`Refusals::reset`] from `reset_for_socket` |
 //! | replay 8 per batch, 50 ms, priority order, then first registered | the scheduler (`nostr/scheduler.rs`) |
 //! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
 //! | catch-up (live half, `since` window, NIP-77), dedup, future dates | `nostr/catch_up/`, `session/catch_up.rs`, `Subscription::admit`, the scheduler's catch-up steps |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
-//! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots and `Cap`, `refuse_for_cap`, `on_notice`, `fire_sub_timer` |
+//! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots and `Cap`, `Refusals::refuse` (a cap refusal re-queues), `on_notice`, `fire_sub_timer` |
 //! | NIP-11 starting values | [`RelaySession::apply_relay_info`], the auth hold (`nostr/auth.rs`) |
 //! | auth: challenges, which answer applies, the hold | `nostr/auth.rs`; `on_auth_ok`, [`RelaySession::authenticate`] |
 //! | publish | the outbox module |
@@ -34,6 +34,8 @@ use crate::nostr::error::Error;
 use crate::nostr::message::{ClientMessage, EventId, RawEvent};
 use crate::nostr::outbox::{event_frame_len, Env, Outbox};
 use crate::nostr::output::{Carries, ChallengeId, Disconnect, Event, Transmit};
+use crate::nostr::reason::{Class, Terminal};
+use crate::nostr::refusals::{self, Refusals, Verdict};
 use crate::nostr::registry::Registry;
 use crate::nostr::relay_info::{Applied, RelayInfo};
 use crate::nostr::scheduler::{self, Scheduler};
@@ -53,7 +55,6 @@ mod checkpoint;
 #[cfg(feature = "fuzzing")]
 mod consistency;
 mod frames;
-mod refusals;
 
 /// A read-only view of one subscription, for tests, invariants and dashboards.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +95,8 @@ pub struct RelaySession {
     timers: Timers<SubscriptionId>,
     /// When each REQ goes out: queue, limit, pacing.
     scheduler: Scheduler,
+    /// What refusals mean, and the retry state they leave.
+    refusals: Refusals,
     /// Subscriptions registered so far: the next one's registration order.
     registered: u64,
     outbox: Outbox,
@@ -136,6 +139,7 @@ impl RelaySession {
             subs: Registry::default(),
             timers: Timers::default(),
             scheduler: Scheduler::default(),
+            refusals: Refusals::default(),
             registered: 0,
             outbox: Outbox::default(),
             auth: Auth::default(),
@@ -762,7 +766,7 @@ impl RelaySession {
 
     /// One subscription, if registered.
     pub fn subscription(&self, id: SubscriptionId) -> Option<SubscriptionView> {
-        self.subs.get(id).map(view)
+        self.subs.get(id).map(|s| view(s, &self.refusals))
     }
 
     /// How many subscriptions are registered.
@@ -772,7 +776,8 @@ impl RelaySession {
 
     /// Every registered subscription, in id order.
     pub fn subscriptions(&self) -> Vec<SubscriptionView> {
-        let mut all: Vec<SubscriptionView> = self.subs.iter().map(view).collect();
+        let mut all: Vec<SubscriptionView> =
+            self.subs.iter().map(|s| view(s, &self.refusals)).collect();
         all.sort_unstable_by_key(|v| v.id);
         all
     }
@@ -849,7 +854,7 @@ impl RelaySession {
 
     /// The one report of a subscription's failure; it leaves the session.
     fn surface(&mut self, id: SubscriptionId, reason: String) {
-        let attempts = self.subs.get(id).map_or(0, |s| s.retries);
+        let attempts = self.refusals.retries(id);
         self.forget(id);
         self.events.push_back(Event::Closed {
             sub: id,
@@ -865,6 +870,7 @@ impl RelaySession {
         };
         self.remembered = self.remembered.saturating_sub(sub.memory.len());
         self.scheduler.dequeue(sub.queue_key());
+        self.refusals.forget(id);
     }
 
     fn set_timer(&mut self, id: SubscriptionId, at: Option<Instant>) {
@@ -902,8 +908,8 @@ impl RelaySession {
             sub.catch_up.on_left_open(unix_now, &sub.memory);
             sub.state = SubState::Idle;
             sub.timer = None;
-            sub.clear_retry_state();
         }
+        self.refusals.reset();
         self.timers.clear();
         self.scheduler.reset();
         self.outbox.on_socket_lost();
@@ -960,6 +966,111 @@ impl RelaySession {
     fn latest_plausible(&self) -> Option<u64> {
         let tolerance = self.config.future_tolerance.as_secs();
         self.unix_now().map(|now| now.saturating_add(tolerance))
+    }
+
+    /// What a refusal of `id` means ([`Refusals::refuse`]), carried out. `id` has already
+    /// left the open set. A cap refusal first teaches the scheduler the cap: the REQs of
+    /// ours that were open ahead of the refused one.
+    fn refuse(&mut self, now: Instant, id: SubscriptionId, class: Class, message: &str) {
+        let Some(seq) = self.subs.get(id).map(|s| s.sent_seq) else {
+            return;
+        };
+        let mut ahead = 0;
+        if class == Class::Terminal(Terminal::TooManySubscriptions) {
+            ahead = self
+                .subs
+                .iter()
+                .filter(|s| s.state.is_open() && s.sent_seq < seq)
+                .count();
+            if let Some(max) = self.scheduler.learn_limit(ahead) {
+                self.events.push_back(Event::SubscriptionLimit { max });
+            }
+        }
+        let (refusals, mut env) = self.refusals();
+        let verdict = refusals.refuse(now, id, class, ahead, &mut env);
+        self.carry_out(id, verdict, message);
+    }
+
+    /// Send `id` again after a bounded backoff ([`Refusals::retry`]), or give it up.
+    fn retry(&mut self, now: Instant, id: SubscriptionId, message: &str) {
+        if self.subs.get(id).is_none() {
+            return;
+        }
+        let (refusals, mut env) = self.refusals();
+        let verdict = refusals.retry(now, id, &mut env);
+        self.carry_out(id, verdict, message);
+    }
+
+    /// Do what a refusal's verdict says; `message` is the reason if `id` is given up.
+    fn carry_out(&mut self, id: SubscriptionId, verdict: Verdict, message: &str) {
+        let state = match verdict {
+            Verdict::Surface => return self.surface(id, message.to_owned()),
+            Verdict::Requeue => {
+                self.enqueue(id);
+                return self.tell_queued(id);
+            }
+            Verdict::Retry { at, attempt } => {
+                self.events.push_back(Event::Retrying {
+                    sub: id,
+                    at,
+                    attempt,
+                });
+                (SubState::Retrying, at)
+            }
+            Verdict::AwaitAuth { until } => (SubState::AwaitingAuth, until),
+        };
+        if let Some(sub) = self.subs.get_mut(id) {
+            sub.state = state.0;
+        }
+        self.set_timer(id, Some(state.1));
+    }
+
+    /// `id`'s one timer fired: a retry falls due (unless the gate was extended meanwhile), a
+    /// REQ went unanswered (EOSE timeout), a NIP-77 session went silent, or authentication
+    /// did not come in time.
+    fn fire_sub_timer(&mut self, now: Instant, id: SubscriptionId) {
+        let Some(sub) = self.subs.get(id) else {
+            return;
+        };
+        match sub.state {
+            SubState::Retrying if self.gate.is_open(now) => {
+                // The gate was extended after this retry was scheduled: wait it out too.
+                let at = now.saturating_add(self.gate.remaining(now));
+                self.set_timer(id, Some(at));
+            }
+            SubState::Retrying => self.enqueue(id),
+            SubState::Pending if !sub.responded => {
+                self.events.push_back(Event::EoseTimeout { sub: id });
+                self.send_close(id);
+                self.leave_open(id);
+                let secs = self.config.eose_timeout.as_secs();
+                self.retry(
+                    now,
+                    id,
+                    &format!("eose-timeout: no answer to REQ within {secs}s"),
+                );
+            }
+            SubState::Live if sub.catch_up.negotiating() => self.negentropy_timed_out(now, id),
+            SubState::AwaitingAuth => {
+                let secs = self.config.auth_timeout.as_secs();
+                self.surface(
+                    id,
+                    format!("auth-required: not authenticated within {secs}s"),
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// The refusals with the parts of the session they act through, borrowed side by side.
+    fn refusals(&mut self) -> (&mut Refusals, refusals::Env<'_>) {
+        let env = refusals::Env {
+            config: &self.config,
+            gate: &mut self.gate,
+            rng: &mut self.rng,
+            events: &mut self.events,
+        };
+        (&mut self.refusals, env)
     }
 
     /// The scheduler with the parts of the session it acts through, borrowed side by side.
@@ -1027,11 +1138,11 @@ fn catch_up_ctx<'a>(
     })
 }
 
-fn view(sub: &Subscription) -> SubscriptionView {
+fn view(sub: &Subscription, refusals: &Refusals) -> SubscriptionView {
     SubscriptionView {
         id: sub.id,
         state: sub.state,
-        retries: sub.retries,
+        retries: refusals.retries(sub.id),
         priority: sub.priority,
         timer: sub.timer,
     }

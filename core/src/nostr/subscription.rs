@@ -3,7 +3,6 @@
 
 use std::cmp::Reverse;
 use std::fmt;
-use std::time::Duration;
 
 use serde_json::value::RawValue;
 
@@ -127,10 +126,6 @@ pub(crate) struct Subscription {
     /// Bumped on every REQ: the wire id is `(id, attempt)`, so anything the relay says about
     /// an older REQ is recognisably stale.
     pub(crate) attempt: u32,
-    /// Re-REQs after refusals since the retry state last cleared.
-    pub(crate) retries: u32,
-    /// Whether the one retry after re-authentication has been used.
-    pub(crate) auth_retried: bool,
     /// Whether the current REQ has produced anything (a relay that streams without EOSE is
     /// slow, not stalled).
     pub(crate) responded: bool,
@@ -141,8 +136,6 @@ pub(crate) struct Subscription {
     pub(crate) reissued: bool,
     /// The deadline of this subscription's one timer, if any (retry, EOSE or auth hold).
     pub(crate) timer: Option<Instant>,
-    /// What the last EOSE cleared, until the subscription proves stable.
-    pub(crate) forgiven: Option<Forgiven>,
     /// What it delivered, exact above the floor: dedup and the NIP-77 "have" set.
     pub(crate) memory: Memory,
     pub(crate) catch_up: CatchUp,
@@ -173,13 +166,10 @@ impl Subscription {
             filter_count: filters.len(),
             state: SubState::Idle,
             attempt: 0,
-            retries: 0,
-            auth_retried: false,
             responded: false,
             sent_seq: 0,
             reissued: false,
             timer: None,
-            forgiven: None,
             memory: Memory::default(),
             catch_up: CatchUp::default(),
         }
@@ -193,38 +183,6 @@ impl Subscription {
     /// The wire id of the current attempt.
     pub(crate) fn wire_id(&self) -> String {
         wire_id(self.id, self.attempt)
-    }
-
-    /// Forget refusal history (new socket, disconnect).
-    pub(crate) fn clear_retry_state(&mut self) {
-        self.retries = 0;
-        self.auth_retried = false;
-        self.forgiven = None;
-    }
-
-    /// A clean EOSE clears the retry state, provisionally: see [`Subscription::refused`].
-    pub(crate) fn eose(&mut self, now: Instant) {
-        self.forgiven = Some(Forgiven {
-            at: now,
-            retries: self.retries,
-            auth_retried: self.auth_retried,
-        });
-        self.retries = 0;
-        self.auth_retried = false;
-    }
-
-    /// A refusal arrived. If it came within `stable_after` of the EOSE that cleared the
-    /// retry state, that EOSE was not clean and the count it cleared comes back: otherwise a
-    /// relay answering every REQ with EOSE then CLOSED would reset the bound each time and
-    /// keep the client re-requesting forever.
-    pub(crate) fn refused(&mut self, now: Instant, stable_after: Duration) {
-        let Some(forgiven) = self.forgiven.take() else {
-            return;
-        };
-        if now.saturating_duration_since(forgiven.at) < stable_after {
-            self.retries = self.retries.max(forgiven.retries);
-            self.auth_retried |= forgiven.auth_retried;
-        }
     }
 
     /// The user's filters as given.
@@ -288,14 +246,6 @@ pub(crate) enum Admit {
     Duplicate,
     /// Older than the window a catch-up is exact in, and possibly delivered before: drop it.
     BelowWindow,
-}
-
-/// Retry state cleared by an EOSE, kept until the subscription has stayed up.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Forgiven {
-    at: Instant,
-    retries: u32,
-    auth_retried: bool,
 }
 
 /// Encode the wire id of `attempt` of subscription `id`: short, ASCII, <= 64 characters.

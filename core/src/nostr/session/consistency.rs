@@ -57,6 +57,15 @@ impl RelaySession {
                 "{indexed} timers indexed for {with_timer} subscriptions with a deadline"
             ));
         }
+        // Retry state exists only for registered subscriptions, and only on a socket.
+        for id in self.refusals.ids() {
+            if self.subs.get(id).is_none() {
+                return Err(format!("retry state kept for {id}, which is gone"));
+            }
+            if !link_open {
+                return Err(format!("retry state kept for {id} without an open socket"));
+            }
+        }
         if self.subs.len() > self.config.max_registered {
             return Err(format!("{} subscriptions registered", self.subs.len()));
         }

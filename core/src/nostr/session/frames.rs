@@ -110,8 +110,8 @@ impl RelaySession {
             return;
         }
         sub.state = SubState::Live;
-        sub.eose(now);
         let (seq, reissued) = (sub.sent_seq, sub.reissued);
+        self.refusals.eose(now, id);
         self.scheduler.answered(seq);
         self.set_timer(id, None);
         if !reissued {
