@@ -4,6 +4,7 @@ mod auth;
 pub mod catch_up;
 pub mod config;
 pub mod error;
+mod inbound;
 pub mod message;
 mod outbox;
 pub mod output;

@@ -11,7 +11,7 @@
 //! | bounded retry, delay = max(gate, own backoff) | [`Refusals::retry`] |
 //! | retry state clears | [`Refusals::eose`] from `on_eose` (`session/frames.rs`), [`Refusals::reset`] from `reset_for_socket` |
 //! | replay 8 per batch, 50 ms, priority order, then first registered | the scheduler (`nostr/scheduler.rs`) |
-//! | stale work | wire ids `(id, attempt)` in `route`; socket epochs in [`Link`] |
+//! | stale work | wire ids `(id, attempt)` routed in `nostr/inbound.rs`; socket epochs in [`Link`] |
 //! | catch-up (live half, `since` window, NIP-77), dedup, future dates | `nostr/catch_up/`, `session/catch_up.rs`, `Subscription::admit`, the scheduler's catch-up steps |
 //! | socket reconnect, stable reset, liveness | [`Link`] |
 //! | max subscriptions, NOTICE attribution, EOSE timeout | the scheduler's slots and `Cap`, `Refusals::refuse` (a cap refusal re-queues), `on_notice`, `fire_sub_timer` |
@@ -41,7 +41,7 @@ use crate::nostr::relay_info::{Applied, RelayInfo};
 use crate::nostr::scheduler::{self, Scheduler};
 use crate::nostr::stats::Stats;
 use crate::nostr::subscription::{
-    neg_wire_id, parse_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId,
+    neg_wire_id, Filter, Priority, SubState, Subscription, SubscriptionId,
 };
 use crate::rng::Rng;
 use crate::time::{Clock, Instant, WallClock};
@@ -878,23 +878,6 @@ impl RelaySession {
             return;
         };
         self.timers.set(id, &mut sub.timer, at);
-    }
-
-    /// Map a wire id back to a subscription's current attempt, counting what does not match.
-    fn route(&mut self, wire: &str) -> Option<SubscriptionId> {
-        let Some((id, attempt)) = parse_wire_id(wire) else {
-            self.stats.unknown_subscription += 1;
-            return None;
-        };
-        let Some(sub) = self.subs.get(id) else {
-            self.stats.unknown_subscription += 1;
-            return None;
-        };
-        if sub.attempt != attempt {
-            self.stats.stale_attempt += 1;
-            return None;
-        }
-        Some(id)
     }
 
     /// The socket is gone (or a new one starts): nothing is open, nothing is scheduled, and

@@ -7,7 +7,7 @@ use crate::nostr::catch_up::{CaughtUp, Next, Support};
 use crate::nostr::message::ClientMessage;
 use crate::nostr::output::{Carries, Event};
 use crate::nostr::reason::{classify, Class};
-use crate::nostr::subscription::{neg_wire_id, parse_neg_wire_id, SubState, SubscriptionId};
+use crate::nostr::subscription::{neg_wire_id, SubState, SubscriptionId};
 use crate::time::Instant;
 
 /// The memory's bounds when catch-up is off: dedup still needs them.
@@ -37,10 +37,7 @@ impl RelaySession {
     }
 
     /// A `NEG-MSG` from the relay.
-    pub(super) fn on_neg_msg(&mut self, now: Instant, wire: &str, message: &str) {
-        let Some(id) = self.route_negentropy(wire) else {
-            return;
-        };
+    pub(super) fn on_neg_msg(&mut self, now: Instant, id: SubscriptionId, message: &str) {
         let ctx = catch_up_ctx(&self.config, self.unix_now(), true, &self.declared);
         let (Some(ctx), Some(sub)) = (ctx, self.subs.get_mut(id)) else {
             return;
@@ -64,10 +61,7 @@ impl RelaySession {
     /// A `NEG-ERR`: the relay ended the session. Rate-limited, it is a refusal like any REQ's
     /// (the gate holds the fallback back); anything else means this relay does not do NIP-77
     /// for us now.
-    pub(super) fn on_neg_err(&mut self, now: Instant, wire: &str, message: &str) {
-        let Some(id) = self.route_negentropy(wire) else {
-            return;
-        };
+    pub(super) fn on_neg_err(&mut self, now: Instant, id: SubscriptionId, message: &str) {
         let learned = match classify(message) {
             Class::RateLimited { retry_after } => {
                 let until = self.gate.refuse(now, retry_after);
@@ -184,19 +178,5 @@ impl RelaySession {
         }
         .encode();
         self.send(text, Carries::Negentropy(id));
-    }
-
-    /// Map a NIP-77 wire id to a live subscription with a session open, counting the rest.
-    fn route_negentropy(&mut self, wire: &str) -> Option<SubscriptionId> {
-        let found = parse_neg_wire_id(wire).and_then(|(id, attempt)| {
-            self.subs
-                .get(id)
-                .filter(|s| s.attempt == attempt && s.catch_up.negotiating())
-                .map(|_| id)
-        });
-        if found.is_none() {
-            self.stats.unknown_subscription += 1;
-        }
-        found
     }
 }

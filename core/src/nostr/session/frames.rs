@@ -1,8 +1,12 @@
-//! The relay's frames, one handler per verb: EVENT, EOSE, CLOSED, OK, NOTICE, AUTH (NIP-77's
-//! NEG-MSG and NEG-ERR are the catch-up's, in `session/catch_up.rs`).
+//! What the relay's frames do, one handler per verb: EVENT, EOSE, CLOSED, OK, NOTICE, AUTH
+//! (NIP-77's NEG-MSG and NEG-ERR are the catch-up's, in `session/catch_up.rs`). Decoding,
+//! routing to a subscription's current attempt and counting what is dropped come first, in
+//! `nostr/inbound.rs`; the state each verb changes is the owned types' (`Subscription`,
+//! `Scheduler`, `Refusals`, `Auth`, `Outbox`, the catch-up).
 
 use super::{catch_up_ctx, RelaySession};
-use crate::nostr::message::{EventId, RawEvent, RelayMessage};
+use crate::nostr::inbound::{self, Frame};
+use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::output::Event;
 use crate::nostr::reason::{classify, classify_notice, Class, Terminal};
 use crate::nostr::subscription::{Admit, SubState, SubscriptionId};
@@ -11,26 +15,26 @@ use crate::time::Instant;
 impl RelaySession {
     pub(super) fn on_frame(&mut self, now: Instant, text: &str) {
         self.link.on_inbound(now);
-        self.stats.frames += 1;
-        let msg = match RelayMessage::decode(text, self.config.max_frame) {
-            Ok(msg) => msg,
+        let read = inbound::read(text, self.config.max_frame, &self.subs, &mut self.stats);
+        let frame = match read {
+            Ok(Some(frame)) => frame,
+            Ok(None) => return,
             Err(error) => {
-                self.stats.malformed += 1;
                 self.events.push_back(Event::PeerError { error });
                 return;
             }
         };
-        match msg {
-            RelayMessage::Event { sub, event } => self.on_event(&sub, event),
-            RelayMessage::Eose { sub } => self.on_eose(now, &sub),
-            RelayMessage::Closed { sub, message } => self.on_closed(now, &sub, &message),
-            RelayMessage::Ok {
-                event_id,
+        match frame {
+            Frame::Event { sub, event } => self.on_event(sub, event),
+            Frame::Eose { sub } => self.on_eose(now, sub),
+            Frame::Closed { sub, message } => self.on_closed(now, sub, &message),
+            Frame::Ok {
+                event,
                 accepted,
                 message,
-            } => self.on_ok(now, event_id, accepted, &message),
-            RelayMessage::Notice { message } => self.on_notice(now, &message),
-            RelayMessage::Auth { challenge } => {
+            } => self.on_ok(now, event, accepted, &message),
+            Frame::Notice { message } => self.on_notice(now, &message),
+            Frame::Auth { challenge } => {
                 let challenge = challenge.into_owned();
                 let id = self
                     .auth
@@ -38,16 +42,13 @@ impl RelaySession {
                 self.events
                     .push_back(Event::AuthChallenge { challenge, id });
             }
-            RelayMessage::Count { .. } => self.stats.unexpected += 1,
-            RelayMessage::NegMsg { sub, message } => self.on_neg_msg(now, &sub, &message),
-            RelayMessage::NegErr { sub, message } => self.on_neg_err(now, &sub, &message),
+            Frame::NegMsg { sub, message } => self.on_neg_msg(now, sub, &message),
+            Frame::NegErr { sub, message } => self.on_neg_err(now, sub, &message),
         }
     }
 
-    pub(super) fn on_event(&mut self, wire: &str, event: RawEvent<'_>) {
-        let Some(id) = self.route(wire) else {
-            return;
-        };
+    /// An event for `id`'s open REQ.
+    fn on_event(&mut self, id: SubscriptionId, event: RawEvent<'_>) {
         let latest = self.latest_plausible();
         let (per_sub, total) = self.memory_bounds();
         let ctx = catch_up_ctx(
@@ -59,10 +60,6 @@ impl RelaySession {
         let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
-        if !sub.state.is_open() {
-            self.stats.stale_attempt += 1;
-            return;
-        }
         let pending = sub.state == SubState::Pending;
         let first_response = pending && !sub.responded;
         sub.responded = true;
@@ -99,10 +96,8 @@ impl RelaySession {
         });
     }
 
-    pub(super) fn on_eose(&mut self, now: Instant, wire: &str) {
-        let Some(id) = self.route(wire) else {
-            return;
-        };
+    /// `id`'s stored events are done: live, and its catch-up's next step.
+    fn on_eose(&mut self, now: Instant, id: SubscriptionId) {
         let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
@@ -124,20 +119,15 @@ impl RelaySession {
         self.pump(now);
     }
 
-    pub(super) fn on_closed(&mut self, now: Instant, wire: &str, message: &str) {
-        let Some(id) = self.route(wire) else {
-            return;
-        };
-        if !self.subs.get(id).is_some_and(|s| s.state.is_open()) {
-            self.stats.stale_attempt += 1;
-            return;
-        }
+    /// The relay ended or refused `id`'s open REQ.
+    fn on_closed(&mut self, now: Instant, id: SubscriptionId, message: &str) {
         self.leave_open(id);
         self.refuse(now, id, classify(message), message);
         self.pump(now);
     }
 
-    pub(super) fn on_ok(&mut self, now: Instant, id: EventId, accepted: bool, message: &str) {
+    /// The answer to a publish or to our AUTH.
+    fn on_ok(&mut self, now: Instant, id: EventId, accepted: bool, message: &str) {
         if self.auth.is_answer(id) {
             self.on_auth_ok(now, accepted, message);
             return;
@@ -148,7 +138,8 @@ impl RelaySession {
         }
     }
 
-    pub(super) fn on_notice(&mut self, now: Instant, message: &str) {
+    /// A notice: a cap or rate-limit refusal in some dialects, or a relay without NIP-77.
+    fn on_notice(&mut self, now: Instant, message: &str) {
         self.events.push_back(Event::Notice {
             message: message.to_owned(),
         });
@@ -178,7 +169,8 @@ impl RelaySession {
         }
     }
 
-    pub(super) fn on_auth_ok(&mut self, now: Instant, accepted: bool, message: &str) {
+    /// The answer to our AUTH: held subscriptions and publishes go out, or give up.
+    fn on_auth_ok(&mut self, now: Instant, accepted: bool, message: &str) {
         let held: Vec<SubscriptionId> = self
             .subscriptions()
             .into_iter()
