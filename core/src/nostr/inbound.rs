@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use crate::nostr::message::{EventId, FrameError, RawEvent, RelayMessage};
 use crate::nostr::registry::Registry;
 use crate::nostr::stats::Stats;
-use crate::nostr::subscription::{parse_neg_wire_id, parse_wire_id, SubscriptionId};
+use crate::nostr::subscription::{parse_neg_wire_id, parse_wire_id, Subscription, SubscriptionId};
 
 /// A relay frame the session acts on, its subscription (if it names one) routed.
 #[derive(Debug)]
@@ -102,9 +102,23 @@ struct Route<'s> {
     stats: &'s mut Stats,
 }
 
-impl Route<'_> {
+impl<'s> Route<'s> {
     /// The subscription whose current attempt `wire` names.
     fn current(&mut self, wire: &str) -> Option<SubscriptionId> {
+        self.attempt(wire).map(|sub| sub.id)
+    }
+
+    /// [`Route::current`], for a REQ still open on the relay.
+    fn open(&mut self, wire: &str) -> Option<SubscriptionId> {
+        let sub = self.attempt(wire)?;
+        if !sub.state.is_open() {
+            self.stats.stale_attempt += 1;
+            return None;
+        }
+        Some(sub.id)
+    }
+
+    fn attempt(&mut self, wire: &str) -> Option<&'s Subscription> {
         let Some((id, attempt)) = parse_wire_id(wire) else {
             self.stats.unknown_subscription += 1;
             return None;
@@ -117,17 +131,7 @@ impl Route<'_> {
             self.stats.stale_attempt += 1;
             return None;
         }
-        Some(id)
-    }
-
-    /// [`Route::current`], for a REQ still open on the relay.
-    fn open(&mut self, wire: &str) -> Option<SubscriptionId> {
-        let id = self.current(wire)?;
-        if !self.subs.get(id).is_some_and(|s| s.state.is_open()) {
-            self.stats.stale_attempt += 1;
-            return None;
-        }
-        Some(id)
+        Some(sub)
     }
 
     /// The subscription whose current attempt has the NIP-77 session `wire` names open.
@@ -149,7 +153,7 @@ impl Route<'_> {
 mod tests {
     use super::*;
     use crate::nostr::message::DEFAULT_MAX_FRAME;
-    use crate::nostr::subscription::{wire_id, Filter, Priority, SubState, Subscription};
+    use crate::nostr::subscription::{wire_id, Filter, Priority, SubState};
 
     const EVENT: &str = r#"{"id":"5c83da77af1dec6d7289834998ad7aafbd9e2191396d75ec3cc27f5a77226f36","pubkey":"f7234bd4c1394dda46d09f35bd384dd30cc552ad5541990f98844fb06676e9ca","created_at":1710000000,"kind":1,"tags":[],"content":"gm","sig":"908a15e46fb4d8675bab026fc230a0e3542bfade63da02d542fb78b2a8513fcd0092619a2c8c1221e581946e0191f2af505dfdf8657a414dbca329186f009262"}"#;
 
