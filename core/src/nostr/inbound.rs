@@ -55,6 +55,7 @@ pub(crate) enum Frame<'a> {
 ///
 /// # Errors
 /// The [`FrameError`] of a frame that does not decode (counted as `malformed`).
+#[inline]
 pub(crate) fn read<'a>(
     text: &'a str,
     max_frame: usize,
