@@ -7,9 +7,9 @@
 //! | --- | --- |
 //! | socket contract: epochs, stale input, why a socket was lost | the `handle_*` inputs below, [`Link::check_epoch`] |
 //! | gate on background paths only | the scheduler's `pump` (replay, queue, retries); not in [`RelaySession::subscribe`] |
-//! | refusal classes | [`Refusals::refuse`] (`nostr/refusals.rs`), carried out by `carry_out` |
-//! | bounded retry, delay = max(gate, own backoff) | [`Refusals::retry`] |
-//! | retry state clears | [`Refusals::eose`] from `on_eose` (`session/frames.rs`), [`Refusals::reset`] from `reset_for_socket` |
+//! | refusal classes | `Refusals::refuse` (`nostr/refusals.rs`), carried out by `carry_out` |
+//! | bounded retry, delay = max(gate, own backoff) | `Refusals::retry` |
+//! | retry state clears | `Refusals::eose` from `on_eose` (`session/frames.rs`), `Refusals::reset` from `reset_for_socket` |
 //! | replay 8 per batch, 50 ms, priority order, then first registered | the scheduler (`nostr/scheduler.rs`) |
 //! | stale work | wire ids `(id, attempt)` routed in `nostr/inbound.rs`; socket epochs in [`Link`] |
 //! | catch-up (live half, `since` window, NIP-77), dedup, future dates | `nostr/catch_up/`, `session/catch_up.rs`, `Subscription::admit`, the scheduler's catch-up steps |
