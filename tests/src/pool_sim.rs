@@ -76,6 +76,18 @@ pub enum PoolAction {
         /// Frames per simulated millisecond.
         per_ms: u64,
     },
+    /// This relay's connection dies without a close reaching the pool (a NAT forgot it
+    /// while the app slept, the Wi-Fi went away): the relay forgets it, nothing sent on it
+    /// arrives, pings go unanswered. The pool holds a zombie socket.
+    Vanish(RelayId),
+    /// `pool.suspend`: the app goes to the background.
+    Suspend,
+    /// `pool.resume`: the app comes back.
+    Resume,
+    /// `pool.network_changed(old_path_gone)`.
+    NetworkChanged(bool),
+    /// `pool.set_online`.
+    Online(bool),
     /// The process dies: the pool's checkpoint is taken (as JSON bytes) and the pool is
     /// gone; every relay sees its connection drop, nothing in flight arrives anywhere, and
     /// nothing reaches a pool until [`PoolAction::Restore`]. The relays go on.
@@ -573,6 +585,13 @@ impl PoolSim {
                 self.reply(result.map(|id| short(&id.to_string())));
             }
             PoolAction::DropSocket(relay) => self.drop_conn(relay),
+            PoolAction::Vanish(relay) => self.vanish(relay),
+            PoolAction::Suspend => self.pool.suspend(now),
+            PoolAction::Resume => self.pool.resume(now),
+            PoolAction::NetworkChanged(old_path_gone) => {
+                self.pool.network_changed(now, old_path_gone);
+            }
+            PoolAction::Online(online) => self.pool.set_online(now, online),
             PoolAction::Down(relay) => {
                 if let Some(peer) = self.peers.get_mut(&relay) {
                     peer.model.down = true;
@@ -671,6 +690,24 @@ impl PoolSim {
             Ok(what) => self.line("app", &format!("  -> {what}")),
             Err(e) => self.line("app", &format!("  -> error {e}")),
         }
+    }
+
+    /// The relay forgets `relay`'s connection and the pool is not told (see
+    /// [`PoolAction::Vanish`]): what is in flight on it is lost.
+    fn vanish(&mut self, relay: RelayId) {
+        let Some(peer) = self.peers.get_mut(&relay) else {
+            return;
+        };
+        let Some(conn) = peer.conn.take() else {
+            return;
+        };
+        peer.model.drop_conn(conn);
+        self.connecting.remove(&relay);
+        self.net.retain(|item| match item {
+            Item::ToPool(r, c, _) | Item::ToRelay(r, c, _) => (*r, *c) != (relay, conn),
+            _ => true,
+        });
+        self.relay_line(relay, "io", "vanished");
     }
 
     fn drop_conn(&mut self, relay: RelayId) {

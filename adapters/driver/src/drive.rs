@@ -507,7 +507,9 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A driver that fetches relays' NIP-11 documents once it is given an HTTP client.
+/// A driver that fetches relays' NIP-11 documents once it is given an HTTP client (what
+/// `launch.rs` starts).
+#[cfg(feature = "tls")]
 pub(crate) trait FetchesInfo {
     /// Fetch them with `http`.
     fn fetch_info_with(&mut self, http: Arc<dyn HttpConnect>);
@@ -530,6 +532,7 @@ macro_rules! driver_face {
             }
         }
 
+        #[cfg(feature = "tls")]
         impl<R: Runtime> crate::drive::FetchesInfo for $wrapper<R>
         where
             R::Sleep: 'static,
