@@ -1061,6 +1061,18 @@ fn pool_relay_id(u: &mut Unstructured<'_>) -> Result<RelayId> {
     Ok(RelayId(u.int_in_range(0..=5)?))
 }
 
+/// The application's lifecycle, for the whole pool, or one relay's socket dying unannounced.
+fn pool_lifecycle(u: &mut Unstructured<'_>) -> Result<PoolAction> {
+    Ok(match u.int_in_range(0..=5)? {
+        0 => PoolAction::Suspend,
+        1 => PoolAction::Resume,
+        2 => PoolAction::NetworkChanged(u.arbitrary()?),
+        3 => PoolAction::Online(u.arbitrary()?),
+        4 => PoolAction::Vanish(pool_relay_id(u)?),
+        _ => PoolAction::Online(true),
+    })
+}
+
 /// Mostly the latest wire id the pool sent `relay` a REQ with, else one from the grammar.
 fn pool_wire(u: &mut Unstructured<'_>, s: &PoolSim, relay: RelayId) -> Result<String> {
     match s.last_wire_id(relay) {
@@ -1081,6 +1093,9 @@ fn pool_op(u: &mut Unstructured<'_>, s: &PoolSim) -> Result<PoolAction> {
         }
         4 => PoolAction::Unsubscribe(SubId(u.int_in_range(1..=subs + 1)?)),
         5 | 6 => PoolAction::Store(pool_relay_id(u)?, pool_event(u, 30)?),
+        // One in three socket drops is the application's lifecycle instead (a zombie socket
+        // among them), drawn here so the other ops keep their bytes.
+        7 if u.ratio(1, 3)? => pool_lifecycle(u)?,
         7 => PoolAction::DropSocket(pool_relay_id(u)?),
         8 => {
             if u.arbitrary()? {

@@ -203,6 +203,12 @@ pub struct PoolSim {
     peak_connecting: usize,
     /// Relays waiting for a handshake slot when the transcript last said so.
     waiting_shown: usize,
+    /// The application's state, as the script set it.
+    suspended: bool,
+    offline: bool,
+    /// When the pool was suspended or offline: no connect timeout frees a slot while
+    /// suspended, and no handshake starts offline, so that time is not a relay's wait.
+    paused: Vec<(Instant, Option<Instant>)>,
 }
 
 #[derive(Debug, Default)]
@@ -251,6 +257,9 @@ impl PoolSim {
             connecting: BTreeSet::new(),
             peak_connecting: 0,
             waiting_shown: 0,
+            suspended: false,
+            offline: false,
+            paused: Vec::new(),
         }
     }
 
@@ -358,6 +367,8 @@ impl PoolSim {
         let Some(bytes) = self.saved.take() else {
             return;
         };
+        // A new process is in the foreground, on the network.
+        self.pause(now, false, false);
         let unix = UNIX_START + now.since_origin().as_secs();
         let restored = PoolCheckpoint::from_json(&bytes)
             .and_then(|c| RelayPool::restore(self.config.clone(), self.seed, &c, now, unix));
@@ -586,12 +597,21 @@ impl PoolSim {
             }
             PoolAction::DropSocket(relay) => self.drop_conn(relay),
             PoolAction::Vanish(relay) => self.vanish(relay),
-            PoolAction::Suspend => self.pool.suspend(now),
-            PoolAction::Resume => self.pool.resume(now),
+            PoolAction::Suspend => {
+                self.pool.suspend(now);
+                self.pause(now, true, self.offline);
+            }
+            PoolAction::Resume => {
+                self.pool.resume(now);
+                self.pause(now, false, self.offline);
+            }
             PoolAction::NetworkChanged(old_path_gone) => {
                 self.pool.network_changed(now, old_path_gone);
             }
-            PoolAction::Online(online) => self.pool.set_online(now, online),
+            PoolAction::Online(online) => {
+                self.pool.set_online(now, online);
+                self.pause(now, self.suspended, !online);
+            }
             PoolAction::Down(relay) => {
                 if let Some(peer) = self.peers.get_mut(&relay) {
                     peer.model.down = true;
@@ -692,6 +712,31 @@ impl PoolSim {
         }
     }
 
+    /// The application is now `suspended` and `offline` (or not): open or close a pause.
+    fn pause(&mut self, now: Instant, suspended: bool, offline: bool) {
+        let (was, is) = (self.suspended || self.offline, suspended || offline);
+        (self.suspended, self.offline) = (suspended, offline);
+        if !was && is {
+            self.paused.push((now, None));
+        }
+        if was && !is {
+            if let Some((_, end)) = self.paused.last_mut() {
+                *end = Some(now);
+            }
+        }
+    }
+
+    /// How much of `from..to` the application was suspended or offline.
+    fn paused_within(&self, from: Instant, to: Instant) -> Duration {
+        self.paused
+            .iter()
+            .map(|&(start, end)| {
+                let (start, end) = (start.max(from), end.unwrap_or(to).min(to));
+                end.saturating_duration_since(start)
+            })
+            .sum()
+    }
+
     /// The relay forgets `relay`'s connection and the pool is not told (see
     /// [`PoolAction::Vanish`]): what is in flight on it is lost.
     fn vanish(&mut self, relay: RelayId) {
@@ -789,7 +834,8 @@ impl PoolSim {
 
     /// Paced connects: no more handshakes in flight than `max_connecting`, and no relay
     /// waits for a slot longer than one connect timeout per `max_connecting` relays of the
-    /// pool (first come, first served, each slot held one connect timeout at most).
+    /// pool (first come, first served, each slot held one connect timeout at most), not
+    /// counting the time the application was suspended or offline.
     fn check_pacing(&mut self) {
         let handshakes = self.pool.handshakes();
         // Said only when relays wait or stop waiting: a pool under its limit, every
@@ -823,7 +869,7 @@ impl PoolSim {
             let LinkState::Queued { since } = session.link().state() else {
                 continue;
             };
-            let waited = now.saturating_duration_since(since);
+            let waited = now.saturating_duration_since(since) - self.paused_within(since, now);
             if waited > bound {
                 self.fail(&format!(
                     "{relay} waited {waited:?} for a handshake slot, more than {bound:?}"

@@ -3,7 +3,8 @@
 //! only when no relay serves (PoolSim checks these after every step, and every relay
 //! session's own bookkeeping), and the same seed gives the same transcript. A restart (the
 //! pool killed and restored from its checkpoint while its relays go on) is one of the
-//! operations: all of this holds across it.
+//! operations, and so are the app's lifecycle signals (suspended and resumed, a network
+//! change, offline and back, a socket that dies unannounced): all of this holds across them.
 
 use std::time::Duration;
 
@@ -35,6 +36,14 @@ enum Op {
     Forge(u8, u64),
     /// The process is killed and restored from its checkpoint this many ms later.
     Restart(u64),
+    /// The app is suspended and resumed this many ms later.
+    Away(u64),
+    /// A relay's connection dies without a close reaching the pool (a zombie socket).
+    Vanish(u8),
+    /// The network path changed (`true`: the old one is gone).
+    NetworkChanged(bool),
+    /// The device loses the network and has it back this many ms later.
+    Offline(u64),
 }
 
 fn behaviour() -> impl Strategy<Value = Behaviour> {
@@ -67,6 +76,10 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1u64..5).prop_map(Op::Publish),
         1 => (any::<u8>(), 1u64..30).prop_map(|(r, n)| Op::Forge(r, n)),
         1 => (0u64..20_000).prop_map(Op::Restart),
+        1 => (0u64..30_000).prop_map(Op::Away),
+        1 => any::<u8>().prop_map(Op::Vanish),
+        1 => any::<bool>().prop_map(Op::NetworkChanged),
+        1 => (0u64..30_000).prop_map(Op::Offline),
     ]
 }
 
@@ -131,6 +144,19 @@ fn run_with(
             Op::Restart(dead_for) => {
                 s.at(Duration::from_millis(t + dead_for), PoolAction::Restore);
                 PoolAction::Kill
+            }
+            Op::Away(away_for) => {
+                s.at(Duration::from_millis(t + away_for), PoolAction::Resume);
+                PoolAction::Suspend
+            }
+            Op::Vanish(x) => PoolAction::Vanish(r(x)),
+            Op::NetworkChanged(old_path_gone) => PoolAction::NetworkChanged(*old_path_gone),
+            Op::Offline(offline_for) => {
+                s.at(
+                    Duration::from_millis(t + offline_for),
+                    PoolAction::Online(true),
+                );
+                PoolAction::Online(false)
             }
             Op::Forge(x, n) => {
                 let json = StoredEvent::new(*n, 1_000_000 + n, 1)
