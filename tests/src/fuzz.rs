@@ -33,7 +33,7 @@ use tether_core::pool::{PoolConfig, RelayId, SubId};
 use tether_core::sse::{
     Item, Message, Parser, ParserConfig, Request, Resume, SseConfig, Unsendable,
 };
-use tether_core::Instant;
+use tether_core::{Instant, Lifecycle};
 
 use crate::pool_sim::{PoolAction, PoolSim};
 use crate::relay_model::{LimitStyle, Nip77, RelayModel, ReqBudget, StoredEvent};
@@ -1324,6 +1324,19 @@ fn sse_step(u: &mut Unstructured<'_>, s: &mut SseSim) -> Result<()> {
             }
             s.run_for(Duration::from_millis(u.int_in_range(0..=60_000)?));
         }
+        // One in four timeouts is the application's lifecycle instead, or the stream
+        // vanishing unannounced (drawn here so the other inputs keep their bytes).
+        _ if u.ratio(1, 4)? => match u.int_in_range(0..=5)? {
+            0 => s.lifecycle_at(now, Lifecycle::Suspended),
+            1 => s.lifecycle_at(now, Lifecycle::Resumed),
+            2 => {
+                let old_path_gone = u.arbitrary()?;
+                s.lifecycle_at(now, Lifecycle::NetworkChanged { old_path_gone });
+            }
+            3 => s.lifecycle_at(now, Lifecycle::Online(u.arbitrary()?)),
+            4 => s.vanish(),
+            _ => s.lifecycle_at(now, Lifecycle::Online(true)),
+        },
         _ => {
             // A driver that slept to the deadline (or beyond) and passes a fresh `now`.
             let extra = Duration::from_millis(u.int_in_range(0..=3_000)?);

@@ -40,6 +40,8 @@ pub enum SseInput {
     Misuse,
     /// `handle_timeout`.
     Timeout,
+    /// `suspend`, `resume`, `network_changed` or `set_online`.
+    Lifecycle,
 }
 
 /// What the checker remembers between inputs.

@@ -36,7 +36,7 @@ use tether_core::link::{Epoch, SocketError, SocketLoss};
 use tether_core::sse::{
     Attempt, Event, Request, ResponseHead, SseCheckpoint, SseConfig, SseSession, SseStats, Transmit,
 };
-use tether_core::Instant;
+use tether_core::{Instant, Lifecycle};
 
 use crate::net::{self, Machine, Net};
 use crate::sse_invariants::{SseInput, SseInvariants};
@@ -291,6 +291,46 @@ impl SseSim {
         self.line("app", "disconnect");
         self.session.disconnect(now);
         self.drain(SseInput::Disconnect);
+    }
+
+    /// The application is suspended ([`SseSession::suspend`]).
+    pub fn suspend(&mut self) {
+        self.lifecycle_at(self.net.now(), Lifecycle::Suspended);
+    }
+
+    /// The application is back ([`SseSession::resume`]).
+    pub fn resume(&mut self) {
+        self.lifecycle_at(self.net.now(), Lifecycle::Resumed);
+    }
+
+    /// The network path changed ([`SseSession::network_changed`]).
+    pub fn network_changed(&mut self, old_path_gone: bool) {
+        self.lifecycle_at(self.net.now(), Lifecycle::NetworkChanged { old_path_gone });
+    }
+
+    /// The device has or has lost the network ([`SseSession::set_online`]).
+    pub fn set_online(&mut self, online: bool) {
+        self.lifecycle_at(self.net.now(), Lifecycle::Online(online));
+    }
+
+    /// One lifecycle signal at `now` ([`SseSession::handle_lifecycle`]).
+    pub fn lifecycle_at(&mut self, now: Instant, signal: Lifecycle) {
+        self.observe(now);
+        self.line("app", &format!("{signal:?}"));
+        self.session.handle_lifecycle(now, signal);
+        self.drain(SseInput::Lifecycle);
+    }
+
+    /// The open stream dies without its end reaching the client (a NAT forgot it while the
+    /// app slept): the server forgets it, and nothing in flight on it arrives. The client
+    /// holds a zombie stream.
+    pub fn vanish(&mut self) {
+        let Some(stream) = self.server.stream.take() else {
+            return;
+        };
+        let epoch = stream.epoch;
+        self.net.retain(|job| job_epoch(job) != epoch);
+        self.line("io", &format!("stream #{} vanished", epoch.0));
     }
 
     /// The driver reports a response head with its `Location` and the URL it came from

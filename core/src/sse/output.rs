@@ -70,7 +70,9 @@ pub enum Event {
     /// The stream is open again after a drop; `gap` is how long it was down. Events in the gap
     /// the server could not replay from `Last-Event-ID` are lost: run one catch-up fetch.
     Reconnected {
-        /// From losing the previous stream to opening this one.
+        /// From losing the previous stream to opening this one. A stream the client gave up
+        /// on itself (an idle timeout, a network path gone) is lost from when the server was
+        /// last heard: it may have died any time after.
         gap: Duration,
     },
     /// A stream cut under [`Resume::Reissue`](crate::sse::Resume::Reissue) is open again as a

@@ -962,12 +962,26 @@ impl SseSession {
     ) {
         self.parser.finish();
         if was_open {
-            self.lost_at = Some(now);
+            // A stream the client gave up on itself (silent past the idle timeout, or on a
+            // network path that is gone) may have died any time after the server was last
+            // heard: the gap starts there, as a relay's catch-up does. One whose end the
+            // transport reported was working until that end arrived.
+            let silent = matches!(
+                why,
+                DropReason::IdleTimeout | DropReason::NetworkError(SocketLoss::NetworkChanged)
+            );
+            self.lost_at = Some(if silent {
+                self.link.heard_at().min(now)
+            } else {
+                now
+            });
         }
         let event = match reconnect_at {
             Some(at) => Event::Reconnecting {
                 why,
-                attempt: self.link.attempts(),
+                // A reconnect the link schedules without charging the backoff (after a
+                // network change, or a loss while offline) is still an attempt: the first.
+                attempt: self.link.attempts().max(1),
                 at,
             },
             None => Event::Failed {
