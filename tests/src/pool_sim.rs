@@ -201,6 +201,8 @@ pub struct PoolSim {
     connecting: BTreeSet<RelayId>,
     /// The most of them at once.
     peak_connecting: usize,
+    /// Every socket the pool asked for: when, and for which relay.
+    opened: Vec<(Instant, RelayId)>,
     /// Relays waiting for a handshake slot when the transcript last said so.
     waiting_shown: usize,
     /// The application's state, as the script set it.
@@ -257,6 +259,7 @@ impl PoolSim {
             connecting: BTreeSet::new(),
             peak_connecting: 0,
             waiting_shown: 0,
+            opened: Vec::new(),
             suspended: false,
             offline: false,
             paused: Vec::new(),
@@ -278,6 +281,18 @@ impl PoolSim {
             .iter()
             .filter(|(_, r, c, _)| *r == relay && matches!(c, Carries::Req(_)))
             .map(|(at, _, _, text)| (*at, text.as_str()))
+            .collect()
+    }
+
+    /// Every socket the pool asked for, in order: when (ms since the start) and for which
+    /// relay (its number).
+    pub fn opens(&self) -> Vec<(u64, u32)> {
+        self.opened
+            .iter()
+            .map(|(at, relay)| {
+                let ms = u64::try_from(at.since_origin().as_millis()).unwrap_or(u64::MAX);
+                (ms, relay.0)
+            })
             .collect()
     }
 
@@ -740,14 +755,9 @@ impl PoolSim {
     /// The relay forgets `relay`'s connection and the pool is not told (see
     /// [`PoolAction::Vanish`]): what is in flight on it is lost.
     fn vanish(&mut self, relay: RelayId) {
-        let Some(peer) = self.peers.get_mut(&relay) else {
+        let Some(conn) = self.take_conn(relay) else {
             return;
         };
-        let Some(conn) = peer.conn.take() else {
-            return;
-        };
-        peer.model.drop_conn(conn);
-        self.connecting.remove(&relay);
         self.net.retain(|item| match item {
             Item::ToPool(r, c, _) | Item::ToRelay(r, c, _) => (*r, *c) != (relay, conn),
             _ => true,
@@ -755,15 +765,20 @@ impl PoolSim {
         self.relay_line(relay, "io", "vanished");
     }
 
-    fn drop_conn(&mut self, relay: RelayId) {
-        let Some(peer) = self.peers.get_mut(&relay) else {
-            return;
-        };
-        let Some(conn) = peer.conn.take() else {
-            return;
-        };
+    /// `relay`'s connection ends on the relay's side: the relay forgets it, and it is no
+    /// longer a handshake in flight. Which connection it was, if there was one.
+    fn take_conn(&mut self, relay: RelayId) -> Option<u64> {
+        let peer = self.peers.get_mut(&relay)?;
+        let conn = peer.conn.take()?;
         peer.model.drop_conn(conn);
         self.connecting.remove(&relay);
+        Some(conn)
+    }
+
+    fn drop_conn(&mut self, relay: RelayId) {
+        let Some(conn) = self.take_conn(relay) else {
+            return;
+        };
         self.relay_line(relay, "io", "dropped");
         let result =
             self.pool
@@ -893,6 +908,7 @@ impl PoolSim {
         match t {
             Transmit::Open { epoch } => {
                 self.relay_line(relay, "tx", "Open");
+                self.opened.push((now, relay));
                 self.connecting.insert(relay);
                 self.peak_connecting = self.peak_connecting.max(self.connecting.len());
                 let Some(peer) = self.peers.get_mut(&relay) else {

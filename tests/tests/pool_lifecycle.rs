@@ -53,19 +53,6 @@ fn losses(s: &PoolSim) -> Vec<(RelayId, SocketLoss, u128)> {
         .collect()
 }
 
-/// When each relay was asked to open a socket (ms), from the transcript's `tx rN Open`.
-fn opens(s: &PoolSim) -> Vec<(u64, u32)> {
-    s.transcript()
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let at = words.next()?.strip_suffix("ms")?.parse().ok()?;
-            let (who, relay, what) = (words.next()?, words.next()?, words.next()?);
-            (who == "tx" && what == "Open").then_some((at, relay.strip_prefix('r')?.parse().ok()?))
-        })
-        .collect()
-}
-
 /// The last byte of each event id delivered, in order.
 fn received(s: &PoolSim) -> Vec<u8> {
     s.heard(|e| match e {
@@ -102,7 +89,8 @@ fn sockets_that_died_while_suspended_are_found_by_the_resume_probe_and_the_rest_
         "{}",
         s.transcript()
     );
-    let reopened: Vec<u32> = opens(&s)
+    let reopened: Vec<u32> = s
+        .opens()
         .into_iter()
         .filter(|&(at, _)| at > 10_000)
         .map(|(_, relay)| relay)
@@ -137,7 +125,8 @@ fn a_lost_network_path_sends_every_relay_back_through_the_connect_line() {
     );
     // Every relay reconnected, two handshakes at a time (PoolSim checks the limit after
     // every step), and each one's subscription is live again.
-    let again: Vec<u32> = opens(&s)
+    let again: Vec<u32> = s
+        .opens()
         .into_iter()
         .filter(|&(at, _)| at >= 5_000)
         .map(|(_, relay)| relay)
@@ -169,7 +158,8 @@ fn offline_nothing_is_attempted_and_back_online_every_relay_reconnects_at_once()
     }
     s.at(secs(60), PoolAction::Online(true));
     s.run_for(secs(70));
-    let after_drop: Vec<(u64, u32)> = opens(&s)
+    let after_drop: Vec<(u64, u32)> = s
+        .opens()
         .into_iter()
         .filter(|&(at, _)| at >= 6_000)
         .collect();

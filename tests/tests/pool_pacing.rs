@@ -30,19 +30,6 @@ fn paced(limit: usize) -> PoolConfig {
     config
 }
 
-/// When each relay was asked to open a socket, from the transcript's `tx rN Open` lines.
-fn opens(s: &PoolSim) -> Vec<(u64, u32)> {
-    s.transcript()
-        .lines()
-        .filter_map(|line| {
-            let mut words = line.split_whitespace();
-            let at = words.next()?.strip_suffix("ms")?.parse().ok()?;
-            let (who, relay, what) = (words.next()?, words.next()?, words.next()?);
-            (who == "tx" && what == "Open").then_some((at, relay.strip_prefix('r')?.parse().ok()?))
-        })
-        .collect()
-}
-
 #[test]
 fn two_hanging_handshakes_hold_their_slots_for_one_connect_timeout_and_the_rest_wait_their_turn() {
     let mut s = PoolSim::new(paced(2), SEED);
@@ -77,7 +64,7 @@ fn two_hanging_handshakes_hold_their_slots_for_one_connect_timeout_and_the_rest_
     s.run_for(ms(10_000));
     // r0 and r1 gave their slots up at their 10 s connect timeout; r2 and r3 were admitted
     // then, and r4 as soon as r2 opened. r0 and r1 are back in line after their backoff.
-    let first: Vec<(u64, u32)> = opens(&s).into_iter().take(5).collect();
+    let first: Vec<(u64, u32)> = s.opens().into_iter().take(5).collect();
     assert_eq!(
         first,
         [(0, 0), (0, 1), (10_000, 2), (10_000, 3), (10_020, 4)]
@@ -139,7 +126,7 @@ fn removing_a_relay_gives_its_slot_to_the_next_in_line() {
     s.at(ms(0), PoolAction::Hang(RelayId(0), true));
     s.at(ms(3_000), PoolAction::RemoveRelay(RelayId(0)));
     s.run_for(ms(4_000));
-    assert_eq!(opens(&s), [(0, 0), (3_000, 1)]);
+    assert_eq!(s.opens(), [(0, 0), (3_000, 1)]);
     assert_eq!(
         s.pool.handshakes(),
         Handshakes {
