@@ -507,14 +507,6 @@ pub(crate) fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// A driver that fetches relays' NIP-11 documents once it is given an HTTP client (what
-/// `launch.rs` starts).
-#[cfg(feature = "tls")]
-pub(crate) trait FetchesInfo {
-    /// Fetch them with `http`.
-    fn fetch_info_with(&mut self, http: Arc<dyn HttpConnect>);
-}
-
 /// The public face of a driver over [`Driver`], written once for the relay driver and the
 /// pool driver: `with_relay_info` (documented by `$doc`) and `Future`. `$wrapper<R>` holds
 /// its [`Driver`] in a field `driver`.
@@ -529,16 +521,6 @@ macro_rules! driver_face {
             pub fn with_relay_info(mut self, http: Arc<dyn HttpConnect>) -> Self {
                 self.driver.set_info_http(http);
                 self
-            }
-        }
-
-        #[cfg(feature = "tls")]
-        impl<R: Runtime> crate::drive::FetchesInfo for $wrapper<R>
-        where
-            R::Sleep: 'static,
-        {
-            fn fetch_info_with(&mut self, http: Arc<dyn HttpConnect>) {
-                self.driver.set_info_http(http);
             }
         }
 

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use tether_core::nostr::RelayCheckpoint;
 use tether_core::pool::{PoolCheckpoint, PoolConfig, RelayId};
 
-use crate::drive::FetchesInfo;
 use crate::runtime::{BoxFuture, HttpConnect, Runtime, WsConnect};
 use crate::tls::SocketTls;
 use crate::{
-    check_ws_url, connect_relay, pool_driver, pool_driver_restored, relay_driver_restored, Config,
-    ConnectError, PoolHandle, PoolSubscription, RelayHandle, Subscription,
+    check_ws_url, connect_relay, pool_driver, pool_driver_restored, relay::RelayDriver,
+    relay_driver_restored, Config, ConnectError, PoolDriver, PoolHandle, PoolSubscription,
+    RelayHandle, Subscription,
 };
 
 /// What a runtime crate brings to start a driver: its clock and timers, its WebSocket
@@ -52,7 +52,7 @@ pub fn relay<L: Launch>(
 ) -> Result<RelayHandle, ConnectError> {
     let ws = launch.ws(SocketTls::new(&config.roots)?);
     let (handle, driver) = connect_relay(url, config, launch.runtime(), ws)?;
-    start(launch, driver);
+    start(launch, driver, RelayDriver::with_relay_info);
     Ok(handle)
 }
 
@@ -72,7 +72,7 @@ pub fn relay_restored<L: Launch>(
     let (handle, driver, subscriptions) =
         relay_driver_restored(url, config, launch.runtime(), ws, checkpoint)
             .map_err(ConnectError::Checkpoint)?;
-    start(launch, driver);
+    start(launch, driver, RelayDriver::with_relay_info);
     Ok((handle, subscriptions))
 }
 
@@ -82,7 +82,7 @@ pub fn relay_restored<L: Launch>(
 pub fn pool<L: Launch>(launch: &L, pool_config: PoolConfig, config: Config) -> PoolHandle {
     let ws = launch.ws(SocketTls::or_failing(&config.roots));
     let (handle, driver) = pool_driver(pool_config, config, launch.runtime(), ws);
-    start(launch, driver);
+    start(launch, driver, PoolDriver::with_relay_info);
     handle
 }
 
@@ -107,21 +107,22 @@ pub fn pool_restored<L: Launch>(
     let (handle, driver, subscriptions) =
         pool_driver_restored(pool_config, config, launch.runtime(), ws, checkpoint, urls)
             .map_err(ConnectError::Checkpoint)?;
-    start(launch, driver);
+    start(launch, driver, PoolDriver::with_relay_info);
     Ok((handle, subscriptions))
 }
 
 /// Run `driver` with the runtime's HTTP client for NIP-11 documents, or without documents
 /// (and a warning) when there is none.
-fn start<L: Launch, D>(launch: &L, mut driver: D)
+fn start<L: Launch, D>(launch: &L, driver: D, with_relay_info: fn(D, Arc<dyn HttpConnect>) -> D)
 where
-    D: FetchesInfo + Future<Output = ()> + Send + 'static,
+    D: Future<Output = ()> + Send + 'static,
 {
-    match launch.http() {
-        Ok(http) => driver.fetch_info_with(http),
+    let driver = match launch.http() {
+        Ok(http) => with_relay_info(driver, http),
         Err(error) => {
             tracing::warn!(%error, "no HTTP client: relay information documents are not fetched");
+            driver
         }
-    }
+    };
     launch.spawn(Box::pin(driver));
 }
