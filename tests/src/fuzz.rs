@@ -577,7 +577,7 @@ fn relay_world(u: &mut Unstructured<'_>) -> Result<World> {
     let mut memory = CatchUpConfig::default();
     memory.memory = u.int_in_range(0..=4)?;
     // A short lookback keeps windows (and so the bytes re-delivered) small.
-    memory.lookback = Duration::from_secs(5);
+    memory.lookback.default = Duration::from_secs(5);
     config.catch_up = catch_up.then_some(memory);
     config.max_registered = u.int_in_range(1..=16)?;
     config.eose_timeout = Duration::from_secs(u.int_in_range(1..=30)?);

@@ -137,10 +137,14 @@ impl<'s> Route<'s> {
 
     /// The subscription whose current attempt has the NIP-77 session `wire` names open.
     fn negotiating(&mut self, wire: &str) -> Option<SubscriptionId> {
-        let found = parse_neg_wire_id(wire).and_then(|(id, attempt)| {
+        let found = parse_neg_wire_id(wire).and_then(|(id, attempt, filter)| {
             self.subs
                 .get(id)
-                .filter(|s| s.attempt == attempt && s.catch_up.negotiating())
+                .filter(|s| {
+                    s.attempt == attempt
+                        && s.catch_up.negotiating()
+                        && s.catch_up.reconciling() == Some(filter)
+                })
                 .map(|_| id)
         });
         if found.is_none() {

@@ -17,7 +17,7 @@ pub mod session;
 pub mod stats;
 pub mod subscription;
 
-pub use catch_up::{CatchUpConfig, CatchUpMethod};
+pub use catch_up::{CatchUpConfig, CatchUpMethod, Lookbacks, GIFT_WRAP};
 pub use config::RelayConfig;
 pub use error::Error;
 pub use output::{Carries, ChallengeId, Disconnect, Event, Rejection, Transmit};

@@ -9,13 +9,13 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::gate::RateLimitGate;
-use crate::nostr::catch_up::{self, NegFailure};
+use crate::nostr::catch_up::{self, CaughtUp, NegFailure, Next};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::message::ClientMessage;
 use crate::nostr::output::{Carries, Event, Transmit};
 use crate::nostr::registry::Registry;
 use crate::nostr::stats::Stats;
-use crate::nostr::subscription::{neg_wire_id, QueueKey, SubState, SubscriptionId};
+use crate::nostr::subscription::{neg_wire_id, split_filters, QueueKey, SubState, SubscriptionId};
 use crate::time::Instant;
 use crate::timers::Timers;
 
@@ -46,6 +46,9 @@ pub(crate) struct Scheduler {
     /// fallback, a `NEG-OPEN`): under their open REQ, so no slot is needed, but paced and
     /// gated like any replay.
     steps: BTreeSet<QueueKey>,
+    /// Catch-up steps that would open a NIP-77 session while the relay's bound on open
+    /// sessions is reached: back into `steps` when one ends.
+    negentropy_waiting: BTreeSet<QueueKey>,
     /// Subscriptions waiting for EOSE, by send order (to attribute id-less NOTICE refusals).
     pending_by_seq: BTreeMap<u64, SubscriptionId>,
     req_seq: u64,
@@ -189,6 +192,7 @@ impl Scheduler {
         self.send_queue.clear();
         self.told_queued.clear();
         self.steps.clear();
+        self.negentropy_waiting.clear();
         self.pending_by_seq.clear();
         self.open_reqs = 0;
         self.probe = None;
@@ -256,7 +260,9 @@ impl Scheduler {
                 self.told_queued.remove(&id);
                 self.send_req(now, id, env);
             } else if let Some((_, _, id)) = self.steps.pop_first() {
-                self.send_step(now, id, env);
+                if !self.send_step(now, id, env) {
+                    continue;
+                }
             } else {
                 if !self.send_queue.is_empty() {
                     self.tell_all_queued(env);
@@ -289,32 +295,52 @@ impl Scheduler {
         Some(window.max(gate))
     }
 
-    /// Send `id`'s next catch-up step: the NIP-77 session's `NEG-OPEN`, or its REQ again
+    /// A NIP-77 session may have ended: the steps waiting for one may go.
+    pub(crate) fn negentropy_ended(&mut self) {
+        if !self.negentropy_waiting.is_empty() {
+            self.steps.append(&mut self.negentropy_waiting);
+        }
+    }
+
+    /// Send `id`'s next catch-up step: a NIP-77 session's `NEG-OPEN`, or its REQ again
     /// under the same wire id (relays replace a subscription re-sent under its id, so the
-    /// live half never lapses and no second slot is taken).
-    fn send_step(&mut self, now: Instant, id: SubscriptionId, env: &mut Env<'_>) {
+    /// live half never lapses and no second slot is taken). Returns whether anything went
+    /// out (a step waiting for a NIP-77 session to end sends nothing).
+    fn send_step(&mut self, now: Instant, id: SubscriptionId, env: &mut Env<'_>) -> bool {
         let Some(ctx) = env.catch_up else {
-            return;
+            return false;
         };
-        let Some(sub) = env.subs.get_mut(id) else {
-            return;
+        let Some(sub) = env.subs.get(id) else {
+            return false;
         };
         if sub.state != SubState::Live {
-            return;
+            return false;
         }
+        if sub.catch_up.wants_negentropy() && ctx.negentropy {
+            let open = env.subs.iter().filter(|s| s.catch_up.negotiating()).count();
+            if open >= ctx.config.negentropy_sessions.max(1) {
+                self.negentropy_waiting.insert(sub.queue_key());
+                return false;
+            }
+        }
+        let Some(sub) = env.subs.get_mut(id) else {
+            return false;
+        };
+        let filters = sub.filter_count;
         if sub.catch_up.wants_negentropy() && !ctx.negentropy {
             // The relay refused NIP-77 since this catch-up began (another subscription
             // learned it): straight to `since`.
-            sub.catch_up.fall_back(&ctx, &sub.memory);
+            sub.catch_up.fall_back(&ctx, &sub.memory, filters, true);
         }
-        if sub.catch_up.wants_negentropy() {
-            let Some(filter) = sub.user_filters().first().map(|&f| f.to_owned()) else {
-                return;
+        while sub.catch_up.wants_negentropy() {
+            let index = sub.catch_up.reconciling().unwrap_or(0);
+            let Some(filter) = sub.user_filters().get(index).map(|&f| f.to_owned()) else {
+                return false;
             };
             match sub.catch_up.open_negentropy(&filter, &sub.memory, &ctx) {
                 Ok((filter, first)) => {
                     let text = ClientMessage::NegOpen {
-                        sub: neg_wire_id(id, sub.attempt).into(),
+                        sub: neg_wire_id(id, sub.attempt, index).into(),
                         filter: &filter,
                         message: first.into(),
                     }
@@ -330,14 +356,31 @@ impl Scheduler {
                 Err(
                     NegFailure::Malformed(_) | NegFailure::TooManyRounds | NegFailure::TooManyIds,
                 ) => {
-                    // Our own items could not start a session: catch up by `since` instead.
-                    sub.catch_up.fall_back(&ctx, &sub.memory);
-                    self.reissue(now, id, env);
+                    // Our own items could not start this filter's session: it catches up
+                    // by `since` instead, and the next filter tries its own.
+                    match sub.catch_up.fall_back(&ctx, &sub.memory, filters, false) {
+                        Next::Reconcile => continue,
+                        Next::Done(CaughtUp {
+                            method,
+                            exact_since,
+                            recovered,
+                        }) => {
+                            env.events.push_back(Event::CaughtUp {
+                                sub: id,
+                                method,
+                                exact_since,
+                                recovered,
+                            });
+                            return false;
+                        }
+                        _ => break,
+                    }
                 }
             }
-            return;
+            return true;
         }
         self.reissue(now, id, env);
+        true
     }
 
     /// Send live `id`'s REQ again under its wire id, with what its catch-up asks now.
@@ -362,7 +405,8 @@ impl Scheduler {
         sub.attempt = sub.attempt.wrapping_add(1) & attempt_mask(id, env.max_subid);
         sub.reissued = false;
         if let Some(ctx) = &env.catch_up {
-            sub.catch_up.begin(ctx, &sub.memory, sub.filter_count);
+            let user = split_filters(&sub.filters);
+            sub.catch_up.begin(ctx, &sub.memory, &user);
         }
         self.open_reqs += 1;
         self.put_on_wire(now, id, env);
@@ -411,6 +455,7 @@ impl Scheduler {
             self.pending_by_seq.remove(&sub.sent_seq);
         }
         self.steps.remove(&sub.queue_key());
+        self.negentropy_waiting.remove(&sub.queue_key());
         if sub.state.is_open() {
             self.open_reqs -= 1;
             sub.state = SubState::Idle;
@@ -503,6 +548,12 @@ impl Scheduler {
             .find(|&&(_, _, id)| subs.get(id).is_none_or(|sub| !sub.state.is_open()))
         {
             return Err(format!("{id} has a catch-up step but no open REQ"));
+        }
+        if let Some((_, _, id)) = self.negentropy_waiting.iter().find(|&&(_, _, id)| {
+            subs.get(id)
+                .is_none_or(|sub| !sub.catch_up.wants_negentropy())
+        }) {
+            return Err(format!("{id} waits for a NIP-77 session it does not want"));
         }
         if pending != self.pending_by_seq.len() {
             return Err(format!(

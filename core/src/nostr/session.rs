@@ -830,9 +830,10 @@ impl RelaySession {
         let unix_now = self.unix_now();
         let open = self.link.is_open();
         if let Some(sub) = self.subs.get_mut(id) {
+            let filter = sub.catch_up.reconciling().unwrap_or(0);
             if sub.catch_up.on_left_open(unix_now, &sub.memory) && open {
                 let text = ClientMessage::NegClose {
-                    sub: neg_wire_id(id, sub.attempt).into(),
+                    sub: neg_wire_id(id, sub.attempt, filter).into(),
                 }
                 .encode();
                 self.send(text, Carries::Negentropy(id));
@@ -840,6 +841,7 @@ impl RelaySession {
         }
         let (scheduler, mut env) = self.scheduler();
         scheduler.leave_open(id, &mut env);
+        scheduler.negentropy_ended();
     }
 
     fn enqueue(&mut self, id: SubscriptionId) {

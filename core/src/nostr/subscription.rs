@@ -187,8 +187,7 @@ impl Subscription {
 
     /// The user's filters as given.
     pub(crate) fn user_filters(&self) -> Vec<&RawValue> {
-        // The text was built from validated filter objects, so it always parses.
-        serde_json::from_str(&self.filters).unwrap_or_default()
+        split_filters(&self.filters)
     }
 
     /// The filters for the next REQ: the user's, or with catch-up on, what its catch-up
@@ -196,7 +195,7 @@ impl Subscription {
     pub(crate) fn req_filters(&self, ctx: Option<&catch_up::Ctx<'_>>) -> Vec<Box<RawValue>> {
         let user = self.user_filters();
         match ctx {
-            Some(ctx) => self.catch_up.req_filters(&user, ctx),
+            Some(ctx) => self.catch_up.req_filters(&user, ctx, &self.memory),
             None => user.into_iter().map(ToOwned::to_owned).collect(),
         }
     }
@@ -248,19 +247,41 @@ pub(crate) enum Admit {
     BelowWindow,
 }
 
+/// A subscription's joined filters, one by one (borrowing the text alone, so the rest of the
+/// subscription stays free to change).
+pub(crate) fn split_filters(filters: &str) -> Vec<&RawValue> {
+    // The text was built from validated filter objects, so it always parses.
+    serde_json::from_str(filters).unwrap_or_default()
+}
+
 /// Encode the wire id of `attempt` of subscription `id`: short, ASCII, <= 64 characters.
 pub(crate) fn wire_id(id: SubscriptionId, attempt: u32) -> String {
     format!("{:x}:{:x}", id.0, attempt)
 }
 
-/// The wire id of `attempt`'s NIP-77 session: its REQ's, marked with `n`.
-pub(crate) fn neg_wire_id(id: SubscriptionId, attempt: u32) -> String {
-    format!("n{}", wire_id(id, attempt))
+/// The wire id of `attempt`'s NIP-77 session for its `filter`-th filter: its REQ's, marked
+/// with `n`, and after the first filter with the filter's index (so an answer to one
+/// filter's session is never taken for the next one's).
+pub(crate) fn neg_wire_id(id: SubscriptionId, attempt: u32, filter: usize) -> String {
+    if filter == 0 {
+        format!("n{}", wire_id(id, attempt))
+    } else {
+        format!("n{}.{filter:x}", wire_id(id, attempt))
+    }
 }
 
-/// Decode a NIP-77 session's wire id.
-pub(crate) fn parse_neg_wire_id(wire: &str) -> Option<(SubscriptionId, u32)> {
-    parse_wire_id(wire.strip_prefix('n')?)
+/// Decode a NIP-77 session's wire id: the subscription, the attempt and the filter.
+pub(crate) fn parse_neg_wire_id(wire: &str) -> Option<(SubscriptionId, u32, usize)> {
+    let wire = wire.strip_prefix('n')?;
+    let (wire, filter) = match wire.split_once('.') {
+        None => (wire, 0),
+        Some((wire, filter)) if !filter.is_empty() && filter.len() <= 4 => {
+            (wire, usize::from_str_radix(filter, 16).ok()?)
+        }
+        Some(_) => return None,
+    };
+    let (id, attempt) = parse_wire_id(wire)?;
+    Some((id, attempt, filter))
 }
 
 /// Decode a wire id; `None` for anything this session could not have sent.

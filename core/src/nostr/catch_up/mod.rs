@@ -8,19 +8,26 @@
 //!   the filter is delivered once. Its start is the later of the memory's floor (below
 //!   it nothing delivered is remembered, so nothing below it may be asked again) and, per
 //!   method:
-//!   - **NIP-77** (negentropy, learned per relay): from when the subscription went live,
-//!     minus the lookback. The remembered ids are reconciled with the relay's set and only
-//!     the missing ids are fetched, as `ids` filters in the subscription's own REQ.
+//!   - **NIP-77** (negentropy, learned per relay): the memory's whole exact span. The first
+//!     answer is the relay's whole set for a filter back to its `since`, or back to where its
+//!     `limit` (or a cap the relay applied without saying so) cut it; from then on the memory
+//!     is exact. The range reaches further back where the filter's lookback does (a gift
+//!     wrap dated two days back). One session per filter (NIP-77 takes one filter each), one
+//!     filter after another, at most [`CatchUpConfig::negentropy_sessions`] open per relay;
+//!     only the missing ids are fetched, as `ids` filters in the subscription's own REQ. A
+//!     filter whose session fails takes the `since` path alone.
 //!   - **`since`** (the fallback): from the wall-clock time the subscription stopped being
-//!     live, minus the lookback, so an event that reaches the relay up to `lookback` late
-//!     is still found. The window filters ride in the subscription's own REQ, beside the live
-//!     half, paged with `until` when an answer may have been capped.
+//!     live, minus the filter's lookback ([`Lookbacks`]: by the kinds it can match), so an
+//!     event that reaches the relay up to that late is still found. The window filters ride
+//!     in the subscription's own REQ, beside the live half, paged with `until` when an answer
+//!     may have been capped.
 //!
 //! Both methods re-send the subscription's REQ under its own wire id, which relays treat as
 //! a replacement (NIP-01): no second slot is taken against the relay's subscription cap, and
 //! the live half never has a gap.
 
 mod filters;
+mod lookback;
 mod memory;
 mod reconcile;
 
@@ -33,6 +40,8 @@ use serde_json::value::RawValue;
 use crate::nostr::message::EventId;
 use crate::time::Instant;
 
+use lookback::FilterBounds;
+pub use lookback::{Lookbacks, GIFT_WRAP};
 pub(crate) use memory::{Item, Memory, Stored};
 pub(crate) use reconcile::NegFailure;
 use reconcile::{Limits, Reconciliation, Step};
@@ -61,9 +70,10 @@ impl CatchUpMethod {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct CatchUpConfig {
-    /// How late an event may reach the relay and still be found by a `since` catch-up
-    /// (2 min): the window starts this long before the subscription stopped being live.
-    pub lookback: Duration,
+    /// How late an event may reach the relay and still be found, by the kinds a filter can
+    /// match: the window starts this long before the subscription stopped being live (2 min;
+    /// kind 1059 gift wraps 49 h, as NIP-59 dates them up to two days back).
+    pub lookback: Lookbacks,
     /// Events remembered per subscription (1 024, 40 bytes each): the dedup memory and the
     /// NIP-77 "have" set. When full, the oldest second is forgotten and the exact window
     /// starts after it.
@@ -87,6 +97,10 @@ pub struct CatchUpConfig {
     pub negentropy_retry_after: Duration,
     /// Relay messages answered per negentropy session at most (32).
     pub negentropy_rounds: u32,
+    /// NIP-77 sessions open at once per relay (8). strfry counts them against its
+    /// `maxSubsPerConnection` (200) apart from REQs; nostr-relay-builder bounds them not at
+    /// all; each holds a set the relay built from its store, so a client asks for few.
+    pub negentropy_sessions: usize,
     /// Largest negentropy message sent, in bytes before hex (60 000; at least 4 096).
     pub negentropy_frame: u64,
     /// Missing ids one reconciliation may find at most (10 000); past it, it falls back.
@@ -98,7 +112,7 @@ pub struct CatchUpConfig {
 impl Default for CatchUpConfig {
     fn default() -> Self {
         CatchUpConfig {
-            lookback: Duration::from_secs(120),
+            lookback: Lookbacks::default(),
             memory: 1_024,
             memory_total: 65_536,
             page: 500,
@@ -107,6 +121,7 @@ impl Default for CatchUpConfig {
             negentropy_timeout: Duration::from_secs(10),
             negentropy_retry_after: Duration::from_secs(3_600),
             negentropy_rounds: 32,
+            negentropy_sessions: 8,
             negentropy_frame: 60_000,
             max_missing: 10_000,
             fetch_batch: 100,
@@ -134,10 +149,6 @@ impl Ctx<'_> {
         self.max_limit.map_or(page, |m| page.min(m.max(1)))
     }
 
-    fn lookback(&self) -> u64 {
-        self.config.lookback.as_secs()
-    }
-
     /// How many events make an answer possibly capped.
     fn capped_at(&self) -> usize {
         self.page().min(self.config.possibly_capped.max(1))
@@ -152,15 +163,41 @@ impl Ctx<'_> {
     }
 }
 
-/// One subscription's catch-up state: 24 bytes while it is live, the rest boxed while it
+/// One subscription's catch-up state: 32 bytes while it is live, the rest boxed while it
 /// catches up (most subscriptions, most of the time, have no gap).
 #[derive(Debug, Default)]
 pub(crate) struct CatchUp {
     /// Wall-clock seconds of the subscription's first EOSE: before it, the first answer
     /// (the user's `limit`) was all it asked for.
     live_from: Option<u64>,
+    /// Where the memory holds the relay's whole set, per filter (see [`Span`]).
+    span: Option<Box<Span>>,
     /// The gap being caught up, from when it stopped being live until a catch-up completes.
     gap: Option<Box<Gap>>,
+}
+
+/// What the first answer (up to the first EOSE) taught about where the memory is exact.
+///
+/// The first answer is the relay's whole set for each filter back to the filter's `since`,
+/// unless the filter's `limit` or a cap the relay applies without saying so cut it. From
+/// then on every event is delivered live, so the memory holds the relay's set from each
+/// filter's span start up (down to the memory's own floor, where its bound forgot).
+#[derive(Debug)]
+enum Span {
+    /// The first answer so far.
+    First(FirstAnswer),
+    /// Per filter: the `created_at` from which the memory held the relay's whole set.
+    Known(Box<[u64]>),
+}
+
+/// The first answer's fresh events, as far as a span needs them.
+#[derive(Debug)]
+struct FirstAnswer {
+    count: usize,
+    oldest: u64,
+    /// With several filters, the `possibly_capped` newest `created_at` (the relay does not
+    /// say which filter an event matched, so a cut is bounded from the answer as a whole).
+    newest: BinaryHeap<Reverse<u64>>,
 }
 
 /// A gap in a subscription's liveness and how its catch-up stands.
@@ -172,6 +209,13 @@ struct Gap {
     /// attempt (a retry, a fallback) delivered them: first deliveries in an answer to one of
     /// its REQs, not live events.
     recovered: u64,
+    /// Per filter: where its catch-up is exact from (before the memory's floor applies).
+    starts: Box<[u64]>,
+    /// Per filter: where a `since` window starts (the gap's start minus the filter's
+    /// lookback), for a filter that falls back.
+    windows: Box<[u64]>,
+    /// Whether any filter took the `since` path.
+    fell_back: bool,
     phase: Phase,
 }
 
@@ -180,8 +224,65 @@ impl Gap {
         Box::new(Gap {
             from,
             recovered: 0,
+            starts: Box::default(),
+            windows: Box::default(),
+            fell_back: false,
             phase: Phase::Idle,
         })
+    }
+
+    /// The since window's start of filter `i`, never below the memory's floor.
+    fn window_start(&self, i: usize, memory: &Memory) -> u64 {
+        self.starts.get(i).copied().unwrap_or(0).max(memory.floor())
+    }
+
+    /// A `since` window over `filters` (indexes into the user's filters), each from its
+    /// lookback before the gap.
+    fn window(&mut self, filters: Vec<usize>) -> Phase {
+        for &i in &filters {
+            if let (Some(start), Some(&window)) = (self.starts.get_mut(i), self.windows.get(i)) {
+                *start = window;
+            }
+        }
+        Phase::Window {
+            filters,
+            until: None,
+            newest: BinaryHeap::new(),
+        }
+    }
+
+    /// NIP-77 is done with every filter it could reconcile: fetch what was missing, then the
+    /// `since` window of the filters that fell back, then done.
+    fn after_reconcile(
+        &mut self,
+        ctx: &Ctx<'_>,
+        mut missing: Vec<EventId>,
+        failed: Vec<usize>,
+    ) -> Option<Next> {
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            let mut missing: VecDeque<EventId> = missing.into();
+            let take = ctx.fetch_batch().min(missing.len());
+            let batch = missing.drain(..take).collect();
+            self.phase = Phase::Fetch {
+                batch,
+                missing,
+                then: failed,
+            };
+            return Some(Next::Reissue);
+        }
+        self.after_fetch(failed)
+    }
+
+    /// Fetching is done: the `since` window of the filters that fell back, or done (`None`).
+    fn after_fetch(&mut self, failed: Vec<usize>) -> Option<Next> {
+        if failed.is_empty() {
+            return None;
+        }
+        self.fell_back = true;
+        self.phase = self.window(failed);
+        Some(Next::Reissue)
     }
 }
 
@@ -190,26 +291,30 @@ impl Gap {
 enum Phase {
     /// None in flight: the REQ is the user's filters (first) or the live half alone.
     Idle,
-    /// The REQ carries the window from `since`, up to `until` (paging).
+    /// The REQ carries the `since` window of `filters` (indexes into the user's), each from
+    /// its own start, up to `until` (paging).
     Window {
-        since: u64,
+        filters: Vec<usize>,
         until: Option<u64>,
-        /// How many filters the window has (one filter's full page is known to be full).
-        filters: usize,
         /// The `page` newest `created_at` of the current answer, to find where the next,
         /// older page starts.
         newest: BinaryHeap<Reverse<u64>>,
     },
-    /// The REQ carries the live half; a NIP-77 session reconciles `since` onwards.
+    /// The REQ carries the live half; NIP-77 reconciles the user's filters one at a time
+    /// (NIP-77 takes one filter per session), `filter` now.
     Reconcile {
-        since: u64,
+        filter: usize,
         session: Option<Box<Reconciliation>>,
+        /// What the filters reconciled so far found missing.
+        missing: Vec<EventId>,
+        /// The filters whose session failed: they take the `since` window afterwards.
+        failed: Vec<usize>,
     },
-    /// The REQ carries `batch`; `missing` follow.
+    /// The REQ carries `batch`; `missing` follow, then the window of the filters in `then`.
     Fetch {
-        since: u64,
         batch: Vec<EventId>,
         missing: VecDeque<EventId>,
+        then: Vec<usize>,
     },
 }
 
@@ -220,7 +325,7 @@ pub(crate) enum Next {
     Wait,
     /// Re-send the REQ under its own wire id (next page, next fetch batch, fallback).
     Reissue,
-    /// Open the NIP-77 session.
+    /// Open the next NIP-77 session.
     Reconcile,
     /// Send this `NEG-MSG`.
     NegMsg(String),
@@ -236,19 +341,44 @@ pub(crate) struct CaughtUp {
     pub(crate) recovered: u64,
 }
 
+/// What a checkpoint keeps of a catch-up.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Anchors {
+    /// When it first went live.
+    pub(crate) live_from: Option<u64>,
+    /// When its gap began (`None` while it is live or was never live).
+    pub(crate) gap_from: Option<u64>,
+    /// Per filter, where the memory holds the relay's whole set (see [`Span`]).
+    pub(crate) spans: Option<Vec<u64>>,
+}
+
 impl CatchUp {
-    /// What a checkpoint keeps: when it first went live, and when its gap began (`None`
-    /// while it is live or was never live).
-    pub(crate) fn anchors(&self) -> (Option<u64>, Option<u64>) {
-        (self.live_from, self.gap.as_ref().map(|g| g.from))
+    /// What a checkpoint keeps.
+    pub(crate) fn anchors(&self) -> Anchors {
+        let spans = match self.span.as_deref() {
+            Some(Span::Known(spans)) if self.live_from.is_some() => Some(spans.to_vec()),
+            _ => None,
+        };
+        Anchors {
+            live_from: self.live_from,
+            gap_from: self.gap.as_ref().map(|g| g.from),
+            spans,
+        }
     }
 
     /// A catch-up from a checkpoint's anchors, for a session that was away since `saved_at`:
     /// a subscription that was live then has a gap from then on; one that was catching up
     /// starts its catch-up again from its gap's beginning.
-    pub(crate) fn restored(live_from: Option<u64>, gap_from: Option<u64>, saved_at: u64) -> Self {
-        let gap = live_from.map(|_| Gap::new(gap_from.unwrap_or(saved_at)));
-        CatchUp { live_from, gap }
+    pub(crate) fn restored(anchors: Anchors, saved_at: u64) -> Self {
+        let gap = anchors
+            .live_from
+            .map(|_| Gap::new(anchors.gap_from.unwrap_or(saved_at)));
+        let span = anchors.spans.map(|s| Box::new(Span::Known(s.into())));
+        CatchUp {
+            live_from: anchors.live_from,
+            span,
+            gap,
+        }
     }
 
     /// Whether a gap is being caught up (its REQs may re-deliver what was forgotten).
@@ -271,47 +401,97 @@ impl CatchUp {
         )
     }
 
-    /// Whether the next step is opening the NIP-77 session.
+    /// The user's filter (its index) the open or next NIP-77 session reconciles.
+    pub(crate) fn reconciling(&self) -> Option<usize> {
+        match self.phase() {
+            Phase::Reconcile { filter, .. } => Some(*filter),
+            _ => None,
+        }
+    }
+
+    /// Whether the next step is opening a NIP-77 session.
     pub(crate) fn wants_negentropy(&self) -> bool {
         matches!(self.phase(), Phase::Reconcile { session: None, .. })
     }
 
+    /// Per filter, where the memory holds the relay's whole set; each filter's `since` (or
+    /// when it went live) where the first answer is not known.
+    fn spans(&self, bounds: &[FilterBounds], live_from: u64) -> Vec<u64> {
+        match self.span.as_deref() {
+            Some(Span::Known(spans)) if spans.len() == bounds.len() => spans.to_vec(),
+            _ => vec![live_from; bounds.len()],
+        }
+    }
+
     /// A fresh REQ (not a re-send under the same id) is about to go out: choose how it
-    /// catches up. `filter_count` filters; `memory` as it stands.
-    pub(crate) fn begin(&mut self, ctx: &Ctx<'_>, memory: &Memory, filter_count: usize) {
+    /// catches up. `user`: the user's filters; `memory` as it stands.
+    pub(crate) fn begin(&mut self, ctx: &Ctx<'_>, memory: &Memory, user: &[&RawValue]) {
         let Some(live_from) = self.live_from else {
             return;
         };
         let now = ctx.unix_now.or(memory.newest()).unwrap_or(0);
+        let bounds: Vec<FilterBounds> = user
+            .iter()
+            .map(|f| FilterBounds::of(f, &ctx.config.lookback))
+            .collect();
+        let spans = self.spans(&bounds, live_from);
         let gap = self.gap.get_or_insert_with(|| Gap::new(now));
-        // NIP-77 sessions take one filter each; several filters take the `since` path.
-        gap.phase = if ctx.negentropy && filter_count == 1 {
-            Phase::Reconcile {
-                since: live_from.saturating_sub(ctx.lookback()).max(memory.floor()),
+        let from = gap.from;
+        gap.windows = bounds
+            .iter()
+            .map(|b| from.saturating_sub(b.lookback))
+            .collect();
+        gap.fell_back = false;
+        if ctx.negentropy {
+            // NIP-77 reconciles what the memory holds (from each span's start) and as far
+            // back as the filter's lookback reaches beyond it (a wrap dated two days back).
+            gap.starts = spans
+                .iter()
+                .zip(gap.windows.iter())
+                .map(|(&span, &window)| span.min(window))
+                .collect();
+            gap.phase = Phase::Reconcile {
+                filter: 0,
                 session: None,
-            }
+                missing: Vec::new(),
+                failed: Vec::new(),
+            };
         } else {
-            window(gap.from, ctx, memory, filter_count)
-        };
+            gap.starts = gap.windows.clone();
+            gap.phase = Phase::Window {
+                filters: (0..user.len()).collect(),
+                until: None,
+                newest: BinaryHeap::new(),
+            };
+            gap.fell_back = true;
+        }
     }
 
     /// The filters of the REQ now going out.
-    pub(crate) fn req_filters(&self, user: &[&RawValue], ctx: &Ctx<'_>) -> Vec<Box<RawValue>> {
+    pub(crate) fn req_filters(
+        &self,
+        user: &[&RawValue],
+        ctx: &Ctx<'_>,
+        memory: &Memory,
+    ) -> Vec<Box<RawValue>> {
         if self.live_from.is_none() {
             return user.iter().map(|f| (*f).to_owned()).collect();
         }
-        if let Phase::Reconcile { .. } = self.phase() {
+        let Some(gap) = self.gap.as_deref() else {
+            return user.iter().map(|f| filters::live(f)).collect();
+        };
+        if let Phase::Reconcile { .. } = gap.phase {
             return user.iter().map(|f| filters::newest(f)).collect();
         }
         let mut out: Vec<Box<RawValue>> = user.iter().map(|f| filters::live(f)).collect();
-        match self.phase() {
+        match &gap.phase {
             Phase::Idle | Phase::Reconcile { .. } => {}
-            Phase::Window { since, until, .. } => {
+            Phase::Window { filters, until, .. } => {
                 let page = ctx.page();
-                out.extend(
-                    user.iter()
-                        .map(|f| filters::window(f, *since, *until, page)),
-                );
+                out.extend(filters.iter().filter_map(|&i| {
+                    let since = gap.window_start(i, memory);
+                    Some(filters::window(user.get(i)?, since, *until, page))
+                }));
             }
             Phase::Fetch { batch, .. } => out.extend(filters::ids(batch)),
         }
@@ -319,8 +499,18 @@ impl CatchUp {
     }
 
     /// An event arrived (`pending`: for the REQ waiting for EOSE); `fresh` if it was
-    /// delivered.
-    pub(crate) fn on_event(&mut self, created_at: u64, fresh: bool, pending: bool, ctx: &Ctx<'_>) {
+    /// delivered. `filter_count`: how many filters the subscription has.
+    pub(crate) fn on_event(
+        &mut self,
+        created_at: u64,
+        fresh: bool,
+        pending: bool,
+        filter_count: usize,
+        ctx: &Ctx<'_>,
+    ) {
+        if self.live_from.is_none() && pending && fresh {
+            self.first_answer(created_at, filter_count, ctx);
+        }
         let Some(gap) = self.gap.as_deref_mut() else {
             return;
         };
@@ -336,10 +526,50 @@ impl CatchUp {
         }
     }
 
+    fn first_answer(&mut self, created_at: u64, filter_count: usize, ctx: &Ctx<'_>) {
+        let span = self.span.get_or_insert_with(|| {
+            Box::new(Span::First(FirstAnswer {
+                count: 0,
+                oldest: u64::MAX,
+                newest: BinaryHeap::new(),
+            }))
+        });
+        let Span::First(first) = &mut **span else {
+            return;
+        };
+        first.count += 1;
+        first.oldest = first.oldest.min(created_at);
+        if filter_count > 1 {
+            first.newest.push(Reverse(created_at));
+            if first.newest.len() > ctx.config.possibly_capped.max(1) {
+                first.newest.pop();
+            }
+        }
+    }
+
+    /// The first EOSE: from now on everything is delivered live, and the first answer says
+    /// from where, per filter, the memory holds the relay's whole set.
+    fn went_live(&mut self, live_from: u64, user: &[&RawValue], ctx: &Ctx<'_>) {
+        self.live_from = Some(live_from);
+        let first = match self.span.take().map(|s| *s) {
+            Some(Span::First(first)) => Some(first),
+            _ => None,
+        };
+        let spans: Box<[u64]> = user
+            .iter()
+            .map(|f| {
+                let bounds = FilterBounds::of(f, &ctx.config.lookback);
+                span_of(bounds, first.as_ref(), user.len(), live_from, ctx)
+            })
+            .collect();
+        self.span = Some(Box::new(Span::Known(spans)));
+    }
+
     /// The REQ got its EOSE.
-    pub(crate) fn on_eose(&mut self, ctx: &Ctx<'_>, memory: &Memory) -> Next {
+    pub(crate) fn on_eose(&mut self, ctx: &Ctx<'_>, memory: &Memory, user: &[&RawValue]) -> Next {
         if self.live_from.is_none() {
-            self.live_from = Some(ctx.unix_now.or(memory.newest()).unwrap_or(0));
+            let live_from = ctx.unix_now.or(memory.newest()).unwrap_or(0);
+            self.went_live(live_from, user, ctx);
             return Next::Wait;
         }
         let Some(gap) = self.gap.as_deref_mut() else {
@@ -348,29 +578,51 @@ impl CatchUp {
         match &mut gap.phase {
             Phase::Idle => Next::Wait,
             Phase::Window {
-                since,
-                until,
                 filters,
+                until,
                 newest,
             } => {
-                let Some(oldest_kept) = next_page(std::mem::take(newest), *filters, ctx) else {
-                    return self.done(CatchUpMethod::Since, None, memory.floor());
+                let count = filters.len();
+                let since = filters
+                    .iter()
+                    .map(|&i| gap.starts.get(i).copied().unwrap_or(0).max(memory.floor()))
+                    .min()
+                    .unwrap_or(0);
+                let Some(oldest_kept) = next_page(std::mem::take(newest), count, ctx) else {
+                    return self.done(None, memory.floor());
                 };
-                if until.is_some_and(|u| oldest_kept >= u) || oldest_kept <= *since {
+                if until.is_some_and(|u| oldest_kept >= u) || oldest_kept <= since {
                     // A full page within one second (or at the window's start): no older
                     // page can be asked without skipping; exact only after it.
-                    let stuck = oldest_kept.saturating_add(1).max(*since);
-                    return self.done(CatchUpMethod::Since, Some(stuck), memory.floor());
+                    let stuck = oldest_kept.saturating_add(1).max(since);
+                    return self.done(Some(stuck), memory.floor());
                 }
                 *until = Some(oldest_kept);
+                // A filter whose window starts after the next page's end has no more pages.
+                filters.retain(|&i| {
+                    gap.starts
+                        .get(i)
+                        .is_some_and(|&s| s.max(memory.floor()) <= oldest_kept)
+                });
+                if filters.is_empty() {
+                    return self.done(None, memory.floor());
+                }
                 Next::Reissue
             }
             Phase::Reconcile { session: None, .. } => Next::Reconcile,
             Phase::Reconcile { .. } => Next::Wait,
-            Phase::Fetch { batch, missing, .. } => {
+            Phase::Fetch {
+                batch,
+                missing,
+                then,
+            } => {
                 batch.clear();
                 if missing.is_empty() {
-                    return self.done(CatchUpMethod::Negentropy, None, memory.floor());
+                    let then = std::mem::take(then);
+                    return match gap.after_fetch(then) {
+                        Some(next) => next,
+                        None => self.done(None, memory.floor()),
+                    };
                 }
                 let take = ctx.fetch_batch().min(missing.len());
                 batch.extend(missing.drain(..take));
@@ -379,24 +631,33 @@ impl CatchUp {
         }
     }
 
-    /// Open the NIP-77 session: the filter to reconcile and the first message (hex).
+    /// Open the NIP-77 session of the filter due: the filter to reconcile and the first
+    /// message (hex).
     pub(crate) fn open_negentropy(
         &mut self,
         user: &RawValue,
         memory: &Memory,
         ctx: &Ctx<'_>,
     ) -> Result<(Box<RawValue>, String), NegFailure> {
-        let Some(Phase::Reconcile { since, session }) =
-            self.gap.as_deref_mut().map(|g| &mut g.phase)
+        let Some(gap) = self.gap.as_deref_mut() else {
+            return Err(NegFailure::Malformed("no reconciliation due".into()));
+        };
+        let Phase::Reconcile {
+            filter, session, ..
+        } = &mut gap.phase
         else {
             return Err(NegFailure::Malformed("no reconciliation due".into()));
         };
-        // The floor may have risen since the catch-up began (the live half's event filled
+        // The floor may have risen since the catch-up began (the live half's events filled
         // the memory): below it, what was delivered is no longer known.
-        *since = (*since).max(memory.floor());
-        let (opened, first) = Reconciliation::open(memory.items_since(*since), limits(ctx))?;
+        let Some(start) = gap.starts.get_mut(*filter) else {
+            return Err(NegFailure::Malformed("no such filter".into()));
+        };
+        *start = (*start).max(memory.floor());
+        let since = *start;
+        let (opened, first) = Reconciliation::open(memory.items_since(since), limits(ctx))?;
         *session = Some(Box::new(opened));
-        Ok((filters::reconciled(user, *since), first))
+        Ok((filters::reconciled(user, since), first))
     }
 
     /// The relay's `NEG-MSG`.
@@ -405,49 +666,80 @@ impl CatchUp {
         message: &str,
         ctx: &Ctx<'_>,
         memory: &Memory,
+        filter_count: usize,
     ) -> Result<Next, NegFailure> {
         let Some(gap) = self.gap.as_deref_mut() else {
             return Ok(Next::Wait);
         };
         let Phase::Reconcile {
-            since,
             session: Some(session),
+            missing,
+            ..
         } = &mut gap.phase
         else {
             return Ok(Next::Wait);
         };
         match session.on_message(message)? {
             Step::Send(next) => Ok(Next::NegMsg(next)),
-            Step::Done(missing) => {
-                let since = *since;
-                if missing.is_empty() {
-                    return Ok(self.done(CatchUpMethod::Negentropy, None, memory.floor()));
+            Step::Done(found) => {
+                if missing.len() + found.len() > ctx.config.max_missing {
+                    return Err(NegFailure::TooManyIds);
                 }
-                let mut missing: VecDeque<EventId> = missing.into();
-                let take = ctx.fetch_batch().min(missing.len());
-                let batch = missing.drain(..take).collect();
-                gap.phase = Phase::Fetch {
-                    since,
-                    batch,
-                    missing,
-                };
-                Ok(Next::Reissue)
+                missing.extend(found);
+                Ok(self.advance(ctx, memory, filter_count))
             }
         }
     }
 
-    /// NIP-77 failed (refused, silent, malformed, over a bound): catch up with `since`
-    /// instead, by re-sending the REQ with the window.
-    pub(crate) fn fall_back(&mut self, ctx: &Ctx<'_>, memory: &Memory) -> Next {
+    /// The current filter is reconciled (or failed): on to the next one, or past NIP-77.
+    fn advance(&mut self, ctx: &Ctx<'_>, memory: &Memory, filter_count: usize) -> Next {
         let Some(gap) = self.gap.as_deref_mut() else {
             return Next::Wait;
         };
-        if !matches!(gap.phase, Phase::Reconcile { .. } | Phase::Fetch { .. }) {
+        let Phase::Reconcile {
+            filter,
+            session,
+            missing,
+            failed,
+        } = &mut gap.phase
+        else {
             return Next::Wait;
+        };
+        *session = None;
+        if *filter + 1 < filter_count {
+            *filter += 1;
+            return Next::Reconcile;
         }
-        // NIP-77 runs for single-filter subscriptions only.
-        gap.phase = window(gap.from, ctx, memory, 1);
-        Next::Reissue
+        let (missing, failed) = (std::mem::take(missing), std::mem::take(failed));
+        match gap.after_reconcile(ctx, missing, failed) {
+            Some(next) => next,
+            None => self.done(None, memory.floor()),
+        }
+    }
+
+    /// NIP-77 failed for the filter being reconciled (refused, silent, malformed, over a
+    /// bound): that filter catches up with `since` instead, after the others. With
+    /// `all_left`, so does every filter not reconciled yet (the relay is not asked again).
+    pub(crate) fn fall_back(
+        &mut self,
+        ctx: &Ctx<'_>,
+        memory: &Memory,
+        filter_count: usize,
+        all_left: bool,
+    ) -> Next {
+        let Some(gap) = self.gap.as_deref_mut() else {
+            return Next::Wait;
+        };
+        let Phase::Reconcile { filter, failed, .. } = &mut gap.phase else {
+            return Next::Wait;
+        };
+        failed.push(*filter);
+        if all_left {
+            failed.extend(*filter + 1..filter_count);
+            *filter = filter_count.saturating_sub(1);
+        }
+        gap.fell_back = true;
+        self.advance(ctx, memory, filter_count)
     }
 
     /// The REQ is no longer open (socket lost, refused, timed out): the subscription is not
@@ -462,35 +754,65 @@ impl CatchUp {
         negotiating
     }
 
-    fn done(&mut self, method: CatchUpMethod, stuck: Option<u64>, floor: u64) -> Next {
+    fn done(&mut self, stuck: Option<u64>, floor: u64) -> Next {
         let Some(gap) = self.gap.take() else {
             return Next::Wait;
         };
-        let since = match gap.phase {
-            Phase::Window { since, .. }
-            | Phase::Reconcile { since, .. }
-            | Phase::Fetch { since, .. } => since,
-            Phase::Idle => return Next::Wait,
+        if matches!(gap.phase, Phase::Idle) {
+            return Next::Wait;
+        }
+        let method = if gap.fell_back {
+            CatchUpMethod::Since
+        } else {
+            CatchUpMethod::Negentropy
         };
+        // Exact from where every filter is: the latest of their starts, unless a page could
+        // not be split or the memory's bound moved the floor past it meanwhile.
+        let since = gap.starts.iter().copied().max().unwrap_or(0);
         Next::Done(CaughtUp {
             method,
-            // Exact from the window's start, unless a page could not be split or the memory's
-            // bound moved the floor past it meanwhile.
-            exact_since: stuck.unwrap_or(since).max(floor),
+            exact_since: stuck.unwrap_or(since).max(since).max(floor),
             recovered: gap.recovered,
         })
     }
 }
 
-/// The `since` window of a gap from `from`: the lookback before it, never below the
-/// memory's floor.
-fn window(from: u64, ctx: &Ctx<'_>, memory: &Memory, filters: usize) -> Phase {
-    Phase::Window {
-        since: from.saturating_sub(ctx.lookback()).max(memory.floor()),
-        until: None,
-        filters,
-        newest: BinaryHeap::new(),
+/// Where the memory holds the relay's whole set for one filter of `filters`, after a first
+/// answer that went live at `live_from`.
+///
+/// - `limit: 0` asked for nothing stored: only what came live.
+/// - A filter the answer may have been cut for (its `limit`, or a cap the relay applies
+///   without saying so) is whole from the cut: with one filter, the oldest event delivered;
+///   with several, the answer's `k`-th newest, where `k` is the fewest events a cut filter
+///   returned (every one of them at or after its own cut).
+/// - Otherwise, from the filter's `since`.
+fn span_of(
+    bounds: FilterBounds,
+    first: Option<&FirstAnswer>,
+    filters: usize,
+    live_from: u64,
+    ctx: &Ctx<'_>,
+) -> u64 {
+    let limit = bounds
+        .limit
+        .map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+    if limit == 0 {
+        return live_from;
     }
+    let Some(first) = first else {
+        return bounds.since;
+    };
+    let k = ctx.capped_at().min(limit).max(1);
+    if first.count < k {
+        return bounds.since;
+    }
+    let cut = if filters == 1 {
+        first.oldest
+    } else {
+        let newest_first = first.newest.clone().into_sorted_vec();
+        newest_first.get(k - 1).map_or(live_from, |r| r.0)
+    };
+    bounds.since.max(cut)
 }
 
 /// Where the next, older page ends (its `until`, inclusive), if the answer may have been

@@ -7,7 +7,7 @@ use crate::nostr::catch_up::{CaughtUp, Next, Support};
 use crate::nostr::message::ClientMessage;
 use crate::nostr::output::{Carries, Event};
 use crate::nostr::reason::{classify, Class};
-use crate::nostr::subscription::{neg_wire_id, SubState, SubscriptionId};
+use crate::nostr::subscription::{neg_wire_id, split_filters, SubState, SubscriptionId};
 use crate::time::Instant;
 
 /// The memory's bounds when catch-up is off: dedup still needs them.
@@ -32,7 +32,8 @@ impl RelaySession {
         let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
-        let next = sub.catch_up.on_eose(&ctx, &sub.memory);
+        let user = split_filters(&sub.filters);
+        let next = sub.catch_up.on_eose(&ctx, &sub.memory, &user);
         self.follow(now, id, next);
     }
 
@@ -42,16 +43,20 @@ impl RelaySession {
         let (Some(ctx), Some(sub)) = (ctx, self.subs.get_mut(id)) else {
             return;
         };
-        match sub.catch_up.on_negentropy(message, &ctx, &sub.memory) {
+        let filter = sub.catch_up.reconciling().unwrap_or(0);
+        match sub
+            .catch_up
+            .on_negentropy(message, &ctx, &sub.memory, sub.filter_count)
+        {
             Ok(next) => {
                 self.negentropy = Support::Works;
                 if !matches!(next, Next::NegMsg(_)) {
-                    self.close_negentropy(id);
+                    self.close_negentropy(id, filter);
                 }
                 self.follow(now, id, next);
             }
             Err(failure) => {
-                self.close_negentropy(id);
+                self.close_negentropy(id, filter);
                 self.negentropy_failed(now, id, &failure.to_string(), true);
             }
         }
@@ -94,13 +99,15 @@ impl RelaySession {
 
     /// `id`'s NIP-77 session had no answer within `negentropy_timeout`.
     pub(super) fn negentropy_timed_out(&mut self, now: Instant, id: SubscriptionId) {
-        self.close_negentropy(id);
+        let filter = self.subs.get(id).and_then(|s| s.catch_up.reconciling());
+        self.close_negentropy(id, filter.unwrap_or(0));
         self.negentropy_failed(now, id, "negentropy: no answer", true);
         self.pump(now);
     }
 
-    /// NIP-77 did not work for `id`: catch up by `since`. With `learned`, the relay is not
-    /// asked for NIP-77 again for `negentropy_retry_after`.
+    /// NIP-77 did not work for `id`'s filter being reconciled: that filter catches up by
+    /// `since`. With `learned`, the relay is not asked for NIP-77 again for
+    /// `negentropy_retry_after`, so no filter of `id` left to reconcile is either.
     fn negentropy_failed(&mut self, now: Instant, id: SubscriptionId, _why: &str, learned: bool) {
         let retry_after = self
             .config
@@ -120,13 +127,17 @@ impl RelaySession {
         let Some(sub) = self.subs.get_mut(id) else {
             return;
         };
-        let next = sub.catch_up.fall_back(&ctx, &sub.memory);
+        let next = sub
+            .catch_up
+            .fall_back(&ctx, &sub.memory, sub.filter_count, learned);
         self.set_timer(id, None);
         self.follow(now, id, next);
     }
 
     /// Do what a catch-up asked.
     fn follow(&mut self, now: Instant, id: SubscriptionId, next: Next) {
+        // Whatever the step, a NIP-77 session may have ended: one waiting may open.
+        self.scheduler.negentropy_ended();
         match next {
             Next::Wait => {}
             Next::Reissue | Next::Reconcile => {
@@ -135,11 +146,12 @@ impl RelaySession {
                 scheduler.schedule_step(id, &mut env);
             }
             Next::NegMsg(message) => {
-                let Some(attempt) = self.subs.get(id).map(|s| s.attempt) else {
+                let Some(sub) = self.subs.get(id) else {
                     return;
                 };
+                let filter = sub.catch_up.reconciling().unwrap_or(0);
                 let text = ClientMessage::NegMsg {
-                    sub: neg_wire_id(id, attempt).into(),
+                    sub: neg_wire_id(id, sub.attempt, filter).into(),
                     message: message.into(),
                 }
                 .encode();
@@ -168,13 +180,14 @@ impl RelaySession {
         }
     }
 
-    /// Tell the relay a NIP-77 session of `id` is over (NIP-77: the client closes it).
-    fn close_negentropy(&mut self, id: SubscriptionId) {
+    /// Tell the relay the NIP-77 session of `id`'s `filter` is over (NIP-77: the client
+    /// closes it).
+    fn close_negentropy(&mut self, id: SubscriptionId, filter: usize) {
         let Some(attempt) = self.subs.get(id).map(|s| s.attempt) else {
             return;
         };
         let text = ClientMessage::NegClose {
-            sub: neg_wire_id(id, attempt).into(),
+            sub: neg_wire_id(id, attempt, filter).into(),
         }
         .encode();
         self.send(text, Carries::Negentropy(id));

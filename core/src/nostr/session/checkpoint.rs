@@ -12,7 +12,7 @@ use serde_json::value::RawValue;
 
 use super::RelaySession;
 use crate::checkpoint::{self, hex_id, CheckpointError};
-use crate::nostr::catch_up::{CatchUp, Item, Memory, Support};
+use crate::nostr::catch_up::{Anchors, CatchUp, Item, Memory, Support};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::registry::Registry;
@@ -73,6 +73,11 @@ struct SavedSubscription {
     filters: Box<RawValue>,
     live_from: Option<u64>,
     gap_from: Option<u64>,
+    /// Per filter, from which `created_at` the memory held the relay's whole set when the
+    /// subscription went live (absent from checkpoints before it was kept: then from when
+    /// it went live).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    spans: Option<Vec<u64>>,
     floor: u64,
     events: Vec<SavedItem>,
     future: Vec<SavedItem>,
@@ -358,7 +363,7 @@ impl RelaySession {
 }
 
 fn save_subscription(sub: &Subscription) -> SavedSubscription {
-    let (live_from, gap_from) = sub.catch_up.anchors();
+    let anchors = sub.catch_up.anchors();
     let (floor, events, future) = sub.memory.parts();
     let saved = |items: Vec<Item>| items.into_iter().map(|(t, id)| SavedItem(t, id)).collect();
     SavedSubscription {
@@ -367,8 +372,9 @@ fn save_subscription(sub: &Subscription) -> SavedSubscription {
         order: sub.order,
         // The joined filters are JSON objects in an array, so always valid raw JSON.
         filters: RawValue::from_string(sub.filters.to_string()).unwrap_or_default(),
-        live_from,
-        gap_from,
+        live_from: anchors.live_from,
+        gap_from: anchors.gap_from,
+        spans: anchors.spans,
         floor,
         events: saved(events),
         future: saved(future),
@@ -401,7 +407,19 @@ fn restore_subscription(
     .map_err(|e| format!("{id}: {e}"))?;
     let mut sub = Subscription::new(id, &filters, Priority(saved.priority), saved.order);
     let away_from = live_until.or(memory.newest()).unwrap_or(0);
-    sub.catch_up = CatchUp::restored(saved.live_from, saved.gap_from, away_from);
+    if saved
+        .spans
+        .as_ref()
+        .is_some_and(|s| s.len() != filters.len())
+    {
+        return Err(format!("{id}: spans for another number of filters"));
+    }
+    let anchors = Anchors {
+        live_from: saved.live_from,
+        gap_from: saved.gap_from,
+        spans: saved.spans.clone(),
+    };
+    sub.catch_up = CatchUp::restored(anchors, away_from);
     sub.memory = memory;
     Ok(sub)
 }

@@ -70,8 +70,9 @@ impl RelaySession {
         self.remembered = (self.remembered + stored.added).saturating_sub(stored.evicted);
         if let Some(ctx) = &ctx {
             let fresh = matches!(admitted, Admit::Fresh | Admit::FutureDated);
+            let filters = sub.filter_count;
             sub.catch_up
-                .on_event(event.created_at(), fresh, pending, ctx);
+                .on_event(event.created_at(), fresh, pending, filters, ctx);
         }
         if first_response {
             // A REQ that streams is slow, not stalled: no EOSE timeout for it.
