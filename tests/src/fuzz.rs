@@ -126,7 +126,9 @@ fn check_relay_message(text: &str, msg: &RelayMessage<'_>) {
 /// frames on the socket: `NEG-MSG` with any bytes as its hex message, `NEG-ERR`, NOTICE, and
 /// NEG frames for wire ids the session never sent, at arbitrary times. The Sim's invariants
 /// hold after every step, and within a minute of calm the catch-up has ended: every failure
-/// path ends in the `since` fallback, none in a hang.
+/// path ends in the `since` fallback, none in a hang. An input of odd length subscribes with
+/// two filters (notes and reactions), one NIP-77 session each, and its frames name either
+/// filter's session.
 ///
 /// Layout: repeated `[kind, delay (10 ms units), len, bytes ...]`.
 ///
@@ -135,23 +137,36 @@ fn check_relay_message(text: &str, msg: &RelayMessage<'_>) {
 pub fn negentropy(data: &[u8]) {
     let mut relay = RelayModel::with_events(0);
     relay.nip77 = Nip77::Supported;
+    let two = data.len() % 2 == 1;
     for n in 1..=20u64 {
+        let kind = if two && n % 3 == 0 { 7 } else { 1 };
         relay
             .events
-            .push(StoredEvent::new(n, crate::sim::UNIX_START - 40 + n, 1));
+            .push(StoredEvent::new(n, crate::sim::UNIX_START - 40 + n, kind));
     }
+    let filters: Vec<String> = if two {
+        vec![r#"{"kinds":[1]}"#.into(), r#"{"kinds":[7]}"#.into()]
+    } else {
+        vec![r#"{"kinds":[1]}"#.into()]
+    };
     let mut s = Sim::new(RelayConfig::default(), 5, relay);
     s.keep_transcript = false;
     s.at(Duration::ZERO, Action::Connect);
     s.at(
         Duration::from_millis(100),
-        Action::Subscribe(vec![r#"{"kinds":[1]}"#.into()], Priority::NORMAL),
+        Action::Subscribe(filters, Priority::NORMAL),
     );
     s.at(Duration::from_secs(1), Action::DropSocket);
     s.at(
         Duration::from_millis(1_100),
         Action::Store(StoredEvent::new(21, crate::sim::UNIX_START - 30, 1)),
     );
+    if two {
+        s.at(
+            Duration::from_millis(1_150),
+            Action::Store(StoredEvent::new(22, crate::sim::UNIX_START - 50, 7)),
+        );
+    }
     // The reconnect comes 0.5-1.5 s after the drop: frames from ~2.5 s on meet the session
     // catching up.
     let mut at = Duration::from_millis(2_400);
@@ -163,11 +178,17 @@ pub fn negentropy(data: &[u8]) {
         at += Duration::from_millis(u64::from(*delay) * 10);
         let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
         let text = String::from_utf8_lossy(bytes);
+        // With two filters, the second's session is `n0:2.1`.
+        let wire = if two && kind / 6 % 2 == 1 {
+            "n0:2.1"
+        } else {
+            "n0:2"
+        };
         let frame = match kind % 6 {
-            0 => format!(r#"["NEG-MSG","n0:2","{hex}"]"#),
-            1 => format!(r#"["NEG-MSG","n0:2","61{hex}"]"#),
+            0 => format!(r#"["NEG-MSG","{wire}","{hex}"]"#),
+            1 => format!(r#"["NEG-MSG","{wire}","61{hex}"]"#),
             2 => RelayMessage::NegErr {
-                sub: "n0:2".into(),
+                sub: wire.into(),
                 message: text,
             }
             .encode(),

@@ -103,7 +103,46 @@ struct Outage {
     memory: usize,
     /// The user's `limit`, if any.
     limit: Option<u64>,
+    /// What the subscription reads.
+    inbox: Inbox,
 }
+
+/// What a subscription of [`exact_within_the_reported_window`] reads.
+#[derive(Clone, Copy, Debug)]
+enum Inbox {
+    /// Notes (kind 1): late by minutes at most.
+    Notes,
+    /// Gift wraps (kind 1059), dated as NIP-59 dates them: up to two days back.
+    Wraps,
+    /// Both, as two filters of one subscription (events alternate between the kinds).
+    Both,
+}
+
+impl Inbox {
+    fn kind(self, n: usize) -> u64 {
+        match self {
+            Inbox::Notes => 1,
+            Inbox::Wraps => 1_059,
+            Inbox::Both if n % 2 == 0 => 1,
+            Inbox::Both => 1_059,
+        }
+    }
+
+    fn filters(self, limit: Option<u64>) -> Vec<String> {
+        let limit = limit
+            .map(|l| format!(r#","limit":{l}"#))
+            .unwrap_or_default();
+        let one = |kind: u64| format!(r#"{{"kinds":[{kind}]{limit}}}"#);
+        match self {
+            Inbox::Notes => vec![one(1)],
+            Inbox::Wraps => vec![one(1_059)],
+            Inbox::Both => vec![one(1), one(1_059)],
+        }
+    }
+}
+
+/// Seconds in two days: how far back NIP-59 dates a gift wrap.
+const TWO_DAYS: u64 = 2 * 86_400;
 
 fn outage() -> impl Strategy<Value = Outage> {
     (
@@ -115,9 +154,10 @@ fn outage() -> impl Strategy<Value = Outage> {
         any::<bool>(),
         prop_oneof![Just(1_024usize), 2usize..12],
         prop_oneof![Just(None), (1u64..6).prop_map(Some)],
+        prop_oneof![Just(Inbox::Notes), Just(Inbox::Wraps), Just(Inbox::Both)],
     )
         .prop_map(
-            |(before, late, drop_at, down_for, nip77, newest_first, memory, limit)| Outage {
+            |(before, late, drop_at, down_for, nip77, newest_first, memory, limit, inbox)| Outage {
                 before,
                 late,
                 drop_at,
@@ -126,42 +166,54 @@ fn outage() -> impl Strategy<Value = Outage> {
                 newest_first,
                 memory,
                 limit,
+                inbox,
             },
         )
+}
+
+/// How late the `n`-th late event is: a note by up to 400 s (past the 2-minute lookback too),
+/// a gift wrap by up to two days, spread from the draw `late`.
+fn lateness(inbox: Inbox, n: usize, late: u64) -> u64 {
+    match inbox.kind(n) {
+        1_059 => late * (TWO_DAYS / 400),
+        _ => late,
+    }
 }
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(192))]
 
-    /// Whatever the relay's order, NIP-77 or not, whatever was late and however small the
-    /// memory: nothing is delivered twice, and every event the relay holds with
-    /// `created_at` at or after the reported `exact_since` is delivered.
+    /// Whatever the relay's order, NIP-77 or not, whatever was late (gift wraps by up to two
+    /// days, as NIP-59 dates them), one filter or two, and however small the memory: nothing
+    /// is delivered twice, and every event the relay holds with `created_at` at or after the
+    /// reported `exact_since` is delivered.
     #[test]
     fn exact_within_the_reported_window(o in outage()) {
         let mut relay = RelayModel::with_events(0);
         relay.order = if o.newest_first { AnswerOrder::NewestFirst } else { AnswerOrder::OldestFirst };
         relay.nip77 = if o.nip77 { Nip77::Supported } else { Nip77::Unsupported };
         for (n, &ago) in o.before.iter().enumerate() {
-            relay.events.push(StoredEvent::new(n as u64 + 1, UNIX_START - ago, 1));
+            // Wraps are stored dated up to about five days back, notes up to 5 000 s.
+            let ago = if o.inbox.kind(n) == 1_059 { ago * 80 } else { ago };
+            relay.events.push(StoredEvent::new(n as u64 + 1, UNIX_START - ago, o.inbox.kind(n)));
         }
         let mut config = RelayConfig::default();
         if let Some(c) = config.catch_up.as_mut() {
             c.memory = o.memory;
         }
         let mut s = Sim::new(config, 3, relay);
-        let filter = match o.limit {
-            Some(l) => format!(r#"{{"kinds":[1],"limit":{l}}}"#),
-            None => r#"{"kinds":[1]}"#.to_owned(),
-        };
         s.at(Duration::ZERO, Action::Connect);
-        s.at(Duration::from_millis(100), Action::Subscribe(vec![filter], Priority::NORMAL));
+        s.at(
+            Duration::from_millis(100),
+            Action::Subscribe(o.inbox.filters(o.limit), Priority::NORMAL),
+        );
         s.at(Duration::from_millis(o.drop_at), Action::RelayDown);
         let drop_secs = o.drop_at / 1_000;
         for (i, &late) in o.late.iter().enumerate() {
-            let created_at = (UNIX_START + drop_secs).saturating_sub(late);
+            let created_at = (UNIX_START + drop_secs).saturating_sub(lateness(o.inbox, i, late));
             s.at(
                 Duration::from_millis(o.drop_at + 1 + i as u64),
-                Action::Store(StoredEvent::new(1_000 + i as u64, created_at, 1)),
+                Action::Store(StoredEvent::new(1_000 + i as u64, created_at, o.inbox.kind(i))),
             );
         }
         s.at(Duration::from_millis(o.drop_at + o.down_for), Action::RelayUp);

@@ -236,7 +236,7 @@ fn falls_back(nip77: Nip77) -> Sim {
 
 #[test]
 fn a_neg_err_falls_back_to_since() {
-    let s = falls_back(Nip77::Refuse("blocked: too many query results".into()));
+    let s = falls_back(Nip77::Refuse("blocked: negentropy disabled".into()));
     insta::assert_snapshot!(s.transcript());
 }
 
@@ -280,4 +280,192 @@ fn a_rate_limited_neg_err_holds_the_gate_and_does_not_mark_the_relay() {
     assert!(window_at >= rate_limited[0], "{window_at:?}");
     assert_eq!(s.session.stats().negentropy_failed, 1);
     insta::assert_snapshot!(s.transcript());
+}
+
+/// Seconds in an hour.
+const HOUR: u64 = 3_600;
+
+/// A DM inbox: five wraps dated as NIP-59 dates them (hours back). The socket drops for
+/// about a second at 2 s; meanwhile a wrap dated 30 h back reaches the relay.
+fn inbox_run(nip77: Nip77) -> Sim {
+    let mut relay = RelayModel::with_events(0);
+    relay.nip77 = nip77;
+    for n in 1..=5 {
+        relay
+            .events
+            .push(StoredEvent::new(n, UNIX_START - n * 7 * HOUR, 1059));
+    }
+    let mut s = sim(relay);
+    s.at(ms(100), subscribe(r##"{"kinds":[1059],"#p":["me"]}"##));
+    s.at(secs(2), Action::RelayDown);
+    s.at(
+        ms(2_500),
+        Action::Store(StoredEvent::new(6, UNIX_START - 30 * HOUR, 1059)),
+    );
+    s.at(secs(3), Action::RelayUp);
+    s.run_for(secs(15));
+    s
+}
+
+#[test]
+fn a_gift_wrap_dated_30_hours_back_during_a_gap_is_delivered_by_since() {
+    let s = inbox_run(Nip77::Unsupported);
+    assert_eq!(delivered(&s), [1, 2, 3, 4, 5, 6]);
+    // The window: from when the relay was last heard (its EOSE, at 0 s) minus the wraps' 49 h.
+    assert_eq!(
+        caught_up(&s),
+        [(CatchUpMethod::Since, UNIX_START - 49 * HOUR, 1)]
+    );
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn a_gift_wrap_dated_30_hours_back_during_a_gap_is_delivered_by_nip_77() {
+    let s = inbox_run(Nip77::Supported);
+    assert_eq!(delivered(&s), [1, 2, 3, 4, 5, 6]);
+    // The first answer was the relay's whole set: exact from 0.
+    assert_eq!(caught_up(&s), [(CatchUpMethod::Negentropy, 0, 1)]);
+    assert_eq!(s.relay.neg_opens.len(), 1);
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn a_note_late_inside_the_memorys_span_is_recovered_by_nip_77() {
+    // Forty notes over the last hour; the filter's `limit` cut the first answer to the
+    // newest twenty, the oldest of them (21) dated 1 710 s back.
+    let mut relay = RelayModel::with_events(0);
+    relay.nip77 = Nip77::Supported;
+    for n in 1..=40 {
+        relay
+            .events
+            .push(StoredEvent::new(n, UNIX_START - HOUR + n * 90, 1));
+    }
+    let mut s = sim(relay);
+    s.at(ms(100), subscribe(r#"{"kinds":[1],"limit":20}"#));
+    // Dated 20 min back, far past the 2-minute lookback, inside what the memory holds.
+    outage(&mut s, vec![StoredEvent::new(41, UNIX_START - 1_200, 1)]);
+    s.run_for(secs(12));
+    assert_eq!(sorted(delivered(&s)), (21..=41).collect::<Vec<_>>());
+    assert_eq!(
+        caught_up(&s),
+        [(CatchUpMethod::Negentropy, UNIX_START - 1_710, 1)]
+    );
+    insta::assert_snapshot!(s.transcript());
+}
+
+/// Notes and reactions under one subscription; during the gap a note dated 40 s back and a
+/// reaction dated 90 s back reach the relay.
+fn two_filters(relay: RelayModel) -> Sim {
+    let mut relay = relay;
+    relay.nip77 = Nip77::Supported;
+    for n in 1..=2 {
+        relay
+            .events
+            .push(StoredEvent::new(n, UNIX_START - 20 + n, 1));
+    }
+    for n in 3..=6 {
+        relay
+            .events
+            .push(StoredEvent::new(n, UNIX_START - 20 + n, 7));
+    }
+    let mut s = sim(relay);
+    s.at(
+        ms(100),
+        Action::Subscribe(
+            vec![r#"{"kinds":[1]}"#.into(), r#"{"kinds":[7]}"#.into()],
+            Priority::NORMAL,
+        ),
+    );
+    outage(
+        &mut s,
+        vec![
+            StoredEvent::new(7, UNIX_START - 40, 1),
+            StoredEvent::new(8, UNIX_START - 90, 7),
+        ],
+    );
+    s.run_for(secs(12));
+    s
+}
+
+fn neg_opens(s: &Sim) -> Vec<String> {
+    s.relay
+        .neg_opens
+        .iter()
+        .map(|(_, _, w)| w.clone())
+        .collect()
+}
+
+#[test]
+fn a_two_filter_subscription_reconciles_both_filters() {
+    let s = two_filters(RelayModel::with_events(0));
+    assert_eq!(sorted(delivered(&s)), (1..=8).collect::<Vec<_>>());
+    // One session per filter, the second's wire id marked with its index.
+    assert_eq!(neg_opens(&s), ["n0:2", "n0:2.1"]);
+    assert_eq!(caught_up(&s), [(CatchUpMethod::Negentropy, 0, 2)]);
+    assert_eq!(s.session.stats().negentropy_failed, 0);
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn one_filters_session_failing_leaves_the_others_result() {
+    // strfry refuses a set larger than its `maxSyncEvents`: here the reactions' (five).
+    let mut relay = RelayModel::with_events(0);
+    relay.neg_max_items = Some(4);
+    let s = two_filters(relay);
+    assert_eq!(sorted(delivered(&s)), (1..=8).collect::<Vec<_>>());
+    assert_eq!(neg_opens(&s), ["n0:2", "n0:2.1"]);
+    // The notes' reconciliation found 7 and fetched it by id; the reactions took a `since`
+    // window alone, and the report is exact where both are: the window's start.
+    let fetch = s
+        .reqs()
+        .find(|(_, t)| t.contains("\"ids\""))
+        .map(|(_, t)| t.to_owned());
+    assert!(fetch.is_some(), "the notes' missing id fetched");
+    let windows: Vec<String> = s
+        .reqs()
+        .filter(|(_, t)| t.contains("\"since\""))
+        .map(|(_, t)| t.to_owned())
+        .collect();
+    assert_eq!(windows.len(), 1, "{windows:?}");
+    assert!(
+        windows[0].contains(r#"{"kinds":[7],"limit":500,"since":"#)
+            && !windows[0].contains(r#"{"kinds":[1],"limit":500"#),
+        "only the reactions' window: {}",
+        windows[0]
+    );
+    assert_eq!(caught_up(&s), [(CatchUpMethod::Since, UNIX_START - 120, 2)]);
+    // About that filter, not the relay: NIP-77 stays usable.
+    assert_eq!(s.session.stats().negentropy_failed, 1);
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn nip_77_sessions_open_at_once_stay_under_the_relays_bound() {
+    let mut relay = relay_with_recent(3);
+    relay.nip77 = Nip77::Supported;
+    let mut config = RelayConfig::default();
+    if let Some(c) = config.catch_up.as_mut() {
+        c.negentropy_sessions = 2;
+    }
+    let mut s = Sim::new(config, 7, relay);
+    s.at(Duration::ZERO, Action::Connect);
+    for _ in 0..5 {
+        s.at(ms(100), subscribe(r#"{"kinds":[1]}"#));
+    }
+    outage(&mut s, vec![StoredEvent::new(4, UNIX_START - 30, 1)]);
+    s.run_for(secs(12));
+    // Sessions open: a NEG-OPEN opens one, the client's NEG-CLOSE ends it.
+    let (mut open, mut most) = (0i32, 0i32);
+    for line in s.transcript().lines() {
+        if line.contains(r#"tx  ["NEG-OPEN""#) {
+            open += 1;
+            most = most.max(open);
+        } else if line.contains(r#"tx  ["NEG-CLOSE""#) {
+            open -= 1;
+        }
+    }
+    assert_eq!(most, 2, "never more than the bound, and the bound reached");
+    assert_eq!(s.relay.neg_opens.len(), 5, "every subscription reconciled");
+    let methods: Vec<CatchUpMethod> = caught_up(&s).into_iter().map(|c| c.0).collect();
+    assert_eq!(methods, [CatchUpMethod::Negentropy; 5]);
 }

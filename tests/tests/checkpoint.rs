@@ -459,3 +459,64 @@ fn a_thousand_subscriptions_with_full_memories_fit_the_stated_size() {
     );
     assert!(bytes <= 84 * 65_536 + 100 * 1_000, "{bytes} bytes");
 }
+
+/// A DM inbox killed at 2 s and restored at 30 s; meanwhile a wrap dated 20 h back reaches
+/// the relay.
+fn inbox_restart(nip77: Nip77) -> Sim {
+    let mut relay = RelayModel::with_events(0);
+    relay.nip77 = nip77;
+    for n in 1..=3 {
+        relay
+            .events
+            .push(StoredEvent::new(n, UNIX_START - n * 10 * 3_600, 1059));
+    }
+    let mut s = Sim::new(RelayConfig::default(), 7, relay);
+    s.at(Duration::ZERO, Action::Connect);
+    s.at(
+        ms(100),
+        Action::Subscribe(
+            vec![r##"{"kinds":[1059],"#p":["me"]}"##.into()],
+            Priority::NORMAL,
+        ),
+    );
+    s.at(ms(2_000), Action::Kill);
+    s.at(
+        ms(4_000),
+        Action::Store(StoredEvent::new(4, UNIX_START - 20 * 3_600, 1059)),
+    );
+    s.at(Duration::from_secs(30), Action::Restore);
+    s.run_for(Duration::from_secs(40));
+    s
+}
+
+fn caught_up(s: &Sim) -> Vec<(CatchUpMethod, u64, u64)> {
+    s.heard(|e| match e {
+        Event::CaughtUp {
+            method,
+            exact_since,
+            recovered,
+            ..
+        } => Some((*method, *exact_since, *recovered)),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_restore_recovers_a_gift_wrap_that_arrived_while_stopped() {
+    let s = inbox_restart(Nip77::Unsupported);
+    assert_eq!(delivered(&s), [1, 2, 3, 4]);
+    // From when the relay was last heard (the first answer, at 0 s) minus the wraps' 49 h.
+    assert_eq!(
+        caught_up(&s),
+        [(CatchUpMethod::Since, UNIX_START - 49 * 3_600, 1)]
+    );
+    insta::assert_snapshot!(s.transcript());
+}
+
+#[test]
+fn a_restored_subscription_reconciles_its_saved_memorys_span() {
+    let s = inbox_restart(Nip77::Supported);
+    assert_eq!(delivered(&s), [1, 2, 3, 4]);
+    // The checkpoint kept the span: the first answer was the relay's whole set.
+    assert_eq!(caught_up(&s), [(CatchUpMethod::Negentropy, 0, 1)]);
+}

@@ -127,6 +127,11 @@ pub struct RelayModel {
     pub max_limit: Option<usize>,
     /// Whether and how NIP-77 negentropy is spoken.
     pub nip77: Nip77,
+    /// The most events one NIP-77 session may hold: a `NEG-OPEN` whose filter matches more
+    /// is refused as strfry refuses it past `relay.negentropy.maxSyncEvents`
+    /// (`["NEG-ERR", sub, "blocked: too many query results", max]`, RelayNegentropy.cpp):
+    /// about that filter, not the relay's NIP-77.
+    pub neg_max_items: Option<usize>,
     /// REQ rate limit.
     pub budget: Option<ReqBudget>,
     /// Subscription cap per connection.
@@ -458,6 +463,16 @@ impl RelayModel {
         }
         match frame {
             NegFrame::Open { sub, filter, hex } => {
+                let matched = self.events.iter().filter(|e| matches(&filter, e)).count();
+                if let Some(max) = self.neg_max_items.filter(|&max| matched > max) {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.negs.remove(&sub);
+                    }
+                    return vec![format!(
+                        r#"["NEG-ERR",{},"blocked: too many query results",{max}]"#,
+                        json_string(&sub)
+                    )];
+                }
                 let mut storage = NegentropyStorageVector::with_capacity(self.events.len());
                 for e in self.events.iter().filter(|e| matches(&filter, e)) {
                     // Cannot fail: the storage is not sealed yet.

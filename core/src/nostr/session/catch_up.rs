@@ -10,6 +10,9 @@ use crate::nostr::reason::{classify, Class};
 use crate::nostr::subscription::{neg_wire_id, split_filters, SubState, SubscriptionId};
 use crate::time::Instant;
 
+/// How strfry refuses a NIP-77 session whose filter matches more than it reconciles.
+const TOO_MANY_RESULTS: &str = "too many query results";
+
 /// The memory's bounds when catch-up is off: dedup still needs them.
 const DEFAULT_MEMORY: (usize, usize) = (1_024, 65_536);
 
@@ -64,8 +67,9 @@ impl RelaySession {
     }
 
     /// A `NEG-ERR`: the relay ended the session. Rate-limited, it is a refusal like any REQ's
-    /// (the gate holds the fallback back); anything else means this relay does not do NIP-77
-    /// for us now.
+    /// (the gate holds the fallback back); a set too large is about this filter alone
+    /// (strfry's `blocked: too many query results`, past its `maxSyncEvents`), so only it
+    /// falls back; anything else means this relay does not do NIP-77 for us now.
     pub(super) fn on_neg_err(&mut self, now: Instant, id: SubscriptionId, message: &str) {
         let learned = match classify(message) {
             Class::RateLimited { retry_after } => {
@@ -73,7 +77,7 @@ impl RelaySession {
                 self.events.push_back(Event::RateLimited { until });
                 false
             }
-            _ => true,
+            _ => !message.contains(TOO_MANY_RESULTS),
         };
         self.negentropy_failed(now, id, message, learned);
         self.pump(now);
