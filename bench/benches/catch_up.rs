@@ -53,6 +53,74 @@ use tokio::time::timeout;
 
 /// Events published while the client is cut off.
 const MISSED: usize = 10;
+/// Gift wraps stored while the client of the inbox world is cut off.
+const INBOX_MISSED: usize = 5;
+/// Two days: NIP-59 dates a gift wrap at a random time this far back.
+const TWO_DAYS: u64 = 2 * 86_400;
+
+/// What the relay holds and the client reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum World {
+    /// `n` notes dated over the last 100 s; 10 fresh notes missed.
+    Notes,
+    /// A DM inbox: `n` gift wraps (kind 1059) to one user, dated as NIP-59 dates them
+    /// (spread over two days); 5 missed, each dated at random up to two days back.
+    Inbox,
+}
+
+impl World {
+    fn missed(self) -> usize {
+        match self {
+            World::Notes => MISSED,
+            World::Inbox => INBOX_MISSED,
+        }
+    }
+
+    fn cases(self) -> &'static [Case] {
+        match self {
+            World::Notes => &Case::ALL,
+            // The default memory (1 024) holds about half of a 2 000-wrap inbox: its exact
+            // window would not reach the wraps dated back, so it is not a contender here.
+            World::Inbox => &[Case::Negentropy, Case::Since, Case::NostrSdkSync],
+        }
+    }
+}
+
+/// The user the inbox's wraps are addressed to.
+fn inbox_user() -> nostr::Keys {
+    nostr::Keys::parse("6b911fd37cdf5c81d4c0adb1ab7fa822ed253ab0ad9aa18d77257c88b29b718e")
+        .expect("a secret key")
+}
+
+/// `n` gift wraps to [`inbox_user`], each signed by a throwaway key as NIP-59 signs them, with
+/// a 1 000-byte sealed body (a short DM's seal, base64), dated by `date(i, random)`.
+fn wraps_dated(n: usize, seed: u64, date: impl Fn(usize, u64) -> u64) -> Vec<Event> {
+    let to = inbox_user().public_key();
+    let mut state = seed | 1;
+    let mut random = move || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    (0..n)
+        .map(|i| {
+            let body: String = (0..1_000)
+                .map(|_| {
+                    char::from(
+                        b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+                            [(random() % 64) as usize],
+                    )
+                })
+                .collect();
+            nostr::EventBuilder::new(Kind::GiftWrap, body)
+                .tag(nostr::Tag::public_key(to))
+                .custom_created_at(Timestamp::from(date(i, random())))
+                .sign_with_keys(&nostr::Keys::generate())
+                .expect("signing")
+        })
+        .collect()
+}
 /// How long the client stays cut off before the missed events are stored.
 const OUTAGE: Duration = Duration::from_millis(300);
 /// How long it stays cut off after the missed events are stored (`CaughtUp::recovered`
@@ -134,19 +202,34 @@ impl Sample {
 }
 
 fn main() {
-    let n = env_usize("TETHER_CATCHUP_EVENTS", 10_000).max(1);
     let rounds = env_usize("TETHER_CATCHUP_ROUNDS", 5).max(1);
+    let worlds: &[World] = match std::env::var("TETHER_CATCHUP_WORLD").as_deref() {
+        Ok("notes") => &[World::Notes],
+        Ok("inbox") => &[World::Inbox],
+        _ => &[World::Notes, World::Inbox],
+    };
+    for &world in worlds {
+        let n = match world {
+            World::Notes => env_usize("TETHER_CATCHUP_EVENTS", 10_000).max(1),
+            World::Inbox => env_usize("TETHER_CATCHUP_WRAPS", 2_000).max(1),
+        };
+        measure(world, n, rounds);
+    }
+}
+
+fn measure(world: World, n: usize, rounds: usize) {
     let relay_rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .expect("relay runtime");
-    let mut results: Vec<(Case, Vec<Sample>)> = Case::ALL.iter().map(|c| (*c, vec![])).collect();
+    let mut results: Vec<(Case, Vec<Sample>)> =
+        world.cases().iter().map(|c| (*c, vec![])).collect();
     let mut seed = 1_000;
     for round in 0..=rounds {
         for (case, samples) in results.iter_mut() {
             seed += 1;
-            let sample = run(*case, &relay_rt, n, seed);
+            let sample = run(*case, world, &relay_rt, n, seed);
             eprintln!(
                 "round {round}: {:<38} up {:>9} B, down {:>9} B ({:>7.1}x), {:>8.1} ms ({:.1} ms from restore), recovered {}, window {}",
                 case.name(),
@@ -165,16 +248,21 @@ fn main() {
             }
         }
     }
-    println!("{}", table(n, rounds, &results));
+    println!("{}", table(world, n, rounds, &results));
     println!("{}", frames(&results));
 }
 
-/// One catch-up of `case`, on a fresh relay holding `n` fresh notes.
-fn run(case: Case, relay_rt: &Runtime, n: usize, seed: u64) -> Sample {
+/// One catch-up of `case`, on a fresh relay holding `n` events of `world`.
+fn run(case: Case, world: World, relay_rt: &Runtime, n: usize, seed: u64) -> Sample {
     let start = Timestamp::now().as_secs();
-    let corpus = e2e::realistic_notes_dated(n, seed, |i, _| {
-        start - SPREAD + (i as u64 * SPREAD) / n as u64
-    });
+    let corpus = match world {
+        World::Notes => e2e::realistic_notes_dated(n, seed, |i, _| {
+            start - SPREAD + (i as u64 * SPREAD) / n as u64
+        }),
+        World::Inbox => wraps_dated(n, seed, |i, _| {
+            start - TWO_DAYS + (i as u64 * TWO_DAYS) / n as u64
+        }),
+    };
     let corpus_json = json_len(&corpus);
     let relay = TestRelay::start(relay_rt, &corpus, n);
     let proxy = Proxy::start(relay_rt, relay.addr);
@@ -184,8 +272,8 @@ fn run(case: Case, relay_rt: &Runtime, n: usize, seed: u64) -> Sample {
         .expect("client runtime");
     let mut sample = client_rt.block_on(async {
         match case {
-            Case::NostrSdkSync => nostr_sdk_sync(&relay, &proxy, corpus, seed).await,
-            _ => tether(case, &relay, &proxy, n, seed).await,
+            Case::NostrSdkSync => nostr_sdk_sync(world, &relay, &proxy, corpus, seed).await,
+            _ => tether(case, world, &relay, &proxy, n, seed).await,
         }
     });
     drop(client_rt);
@@ -220,9 +308,24 @@ fn tether_config(case: Case, n: usize) -> Config {
     config
 }
 
-async fn tether(case: Case, relay: &TestRelay, proxy: &Proxy, n: usize, seed: u64) -> Sample {
+async fn tether(
+    case: Case,
+    world: World,
+    relay: &TestRelay,
+    proxy: &Proxy,
+    n: usize,
+    seed: u64,
+) -> Sample {
     let client = RelayClient::connect(&proxy.url(), tether_config(case, n)).expect("connects");
-    let filter = Filter::new(&format!(r#"{{"kinds":[1],"limit":{n}}}"#)).expect("filter");
+    let filter = match world {
+        World::Notes => format!(r#"{{"kinds":[1],"limit":{n}}}"#),
+        // A DM inbox names no limit: it wants every wrap.
+        World::Inbox => format!(
+            r##"{{"kinds":[1059],"#p":["{}"]}}"##,
+            inbox_user().public_key().to_hex()
+        ),
+    };
+    let filter = Filter::new(&filter).expect("filter");
     let sub = client.subscribe(vec![filter]).await.expect("subscribes");
     let mut rx = forward(sub);
     let mut seen = 0;
@@ -239,7 +342,7 @@ async fn tether(case: Case, relay: &TestRelay, proxy: &Proxy, n: usize, seed: u6
     proxy.cut();
     let lost_at = Timestamp::now().as_secs();
     tokio::time::sleep(OUTAGE).await;
-    let missed = relay.publish_missed(seed).await;
+    let missed = relay.publish_missed(world, seed).await;
     let missed_ids: HashSet<String> = missed.iter().map(|e| e.id.to_hex()).collect();
     tokio::time::sleep(AFTER_MISSED).await;
 
@@ -272,7 +375,11 @@ async fn tether(case: Case, relay: &TestRelay, proxy: &Proxy, n: usize, seed: u6
         );
     }
 
-    assert_eq!(found.len(), MISSED, "every missed event, before CaughtUp");
+    assert_eq!(
+        found.len(),
+        world.missed(),
+        "every missed event, before CaughtUp"
+    );
     let method = if case == Case::Since {
         CatchUpMethod::Since
     } else {
@@ -280,7 +387,7 @@ async fn tether(case: Case, relay: &TestRelay, proxy: &Proxy, n: usize, seed: u6
     };
     assert_eq!(caught.method, method, "{caught:?}");
     if method == CatchUpMethod::Negentropy {
-        assert_eq!(caught.recovered, MISSED as u64, "{caught:?}");
+        assert_eq!(caught.recovered, world.missed() as u64, "{caught:?}");
     }
     drop(client);
     Sample {
@@ -300,7 +407,13 @@ async fn tether(case: Case, relay: &TestRelay, proxy: &Proxy, n: usize, seed: u6
     }
 }
 
-async fn nostr_sdk_sync(relay: &TestRelay, proxy: &Proxy, corpus: Vec<Event>, seed: u64) -> Sample {
+async fn nostr_sdk_sync(
+    world: World,
+    relay: &TestRelay,
+    proxy: &Proxy,
+    corpus: Vec<Event>,
+    seed: u64,
+) -> Sample {
     let database = MemoryDatabase::with_opts(MemoryDatabaseOptions {
         events: true,
         max_events: Some(corpus.len() + 2 * MISSED),
@@ -318,14 +431,17 @@ async fn nostr_sdk_sync(relay: &TestRelay, proxy: &Proxy, corpus: Vec<Event>, se
         connected.failed
     );
 
-    let missed = relay.publish_missed(seed).await;
+    let missed = relay.publish_missed(world, seed).await;
     proxy.reset();
     let started = Instant::now();
+    let filter = match world {
+        World::Notes => nostr::Filter::new().kind(Kind::TextNote),
+        World::Inbox => nostr::Filter::new()
+            .kind(Kind::GiftWrap)
+            .pubkey(inbox_user().public_key()),
+    };
     let output = client
-        .sync(
-            nostr::Filter::new().kind(Kind::TextNote),
-            &nostr_sdk::SyncOptions::default(),
-        )
+        .sync(filter, &nostr_sdk::SyncOptions::default())
         .await
         .expect("syncs");
     let done = Instant::now();
@@ -435,10 +551,16 @@ impl TestRelay {
         }
     }
 
-    /// Store [`MISSED`] new notes dated now in the relay's database; returns them.
-    async fn publish_missed(&self, seed: u64) -> Vec<Event> {
+    /// Store the world's missed events in the relay's database: new notes dated now, or
+    /// wraps dated at random up to two days back; returns them.
+    async fn publish_missed(&self, world: World, seed: u64) -> Vec<Event> {
         let now = Timestamp::now().as_secs();
-        let missed = e2e::realistic_notes_dated(MISSED, seed + 1_000_000, |_, _| now);
+        let missed = match world {
+            World::Notes => e2e::realistic_notes_dated(MISSED, seed + 1_000_000, |_, _| now),
+            World::Inbox => wraps_dated(INBOX_MISSED, seed + 1_000_000, |_, r| {
+                now - 60 - r % (TWO_DAYS - 60)
+            }),
+        };
         let database = Arc::clone(&self.database);
         let events = missed.clone();
         self.handle
@@ -782,15 +904,16 @@ fn frame(b: &[u8]) -> Option<(String, usize)> {
     Some((kind, head + len))
 }
 
-fn table(n: usize, rounds: usize, results: &[(Case, Vec<Sample>)]) -> String {
+fn table(world: World, n: usize, rounds: usize, results: &[(Case, Vec<Sample>)]) -> String {
     let all = || results.iter().flat_map(|(_, s)| s);
     let missed = median(all().map(|s| s.missed_json as f64));
     let corpus = median(all().map(|s| s.corpus_json as f64));
     let mut out = format!(
-        "{n} stored events ({corpus:.0} bytes of event JSON), {MISSED} missed ({missed:.0} bytes), \
+        "{world:?}: {n} stored events ({corpus:.0} bytes of event JSON), {} missed ({missed:.0} bytes), \
          medians of {rounds} rounds\n\n\
          | catch-up | bytes up | bytes down | total | of which HTTP upgrade | x missed JSON | ms (accept to CaughtUp) | recovered | exact window |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n"
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        world.missed()
     );
     for (case, samples) in results {
         let med = |f: fn(&Sample) -> f64| median(samples.iter().map(f));

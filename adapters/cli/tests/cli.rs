@@ -1154,6 +1154,39 @@ async fn req_state_resumes_with_only_what_was_missed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A DM inbox across a restart: a gift wrap that reaches the relay while the process is
+/// stopped is dated (NIP-59) 20 h back, far past the 2-minute lookback of other kinds.
+#[tokio::test]
+async fn req_state_recovers_a_gift_wrap_that_arrived_while_stopped() {
+    let now = unix_now();
+    let mut model = RelayModel::with_events(0);
+    model
+        .events
+        .push(StoredEvent::new(1, now - 5 * 3_600, 1059));
+    model
+        .events
+        .push(StoredEvent::new(2, now - 9 * 3_600, 1059));
+    let relay = TestRelay::start(model).await.unwrap();
+    let url = relay.url();
+    let dir = state_dir("inbox");
+    let file = dir.join("state.json");
+    let state = file.to_str().unwrap();
+    let filter = r##"{"kinds":[1059],"#p":["me"]}"##;
+    let first = run(&["req", &url, filter, "--until-eose", "--state", state]).await;
+    assert!(first.status.success(), "{}", explain(&first));
+    let id = |n: u64| format!("{n:064x}");
+    assert_eq!(event_ids(&json_lines(&first, REQ_TYPES)), [id(1), id(2)]);
+    relay.store(StoredEvent::new(3, unix_now() - 20 * 3_600, 1059));
+    let second = run(&["req", &url, filter, "--until-eose", "--state", state]).await;
+    assert!(second.status.success(), "{}", explain(&second));
+    let lines = json_lines(&second, REQ_TYPES);
+    assert_eq!(event_ids(&lines), [id(3)], "{}", explain(&second));
+    let caught_up = of_type(&lines, "caught_up");
+    assert_eq!(caught_up.len(), 1, "{}", explain(&second));
+    assert_eq!(caught_up[0]["recovered"], 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn req_state_that_is_not_ours_is_exit_2_and_left_alone() {
     let relay = TestRelay::start(RelayModel::with_events(1)).await.unwrap();

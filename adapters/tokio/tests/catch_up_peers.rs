@@ -6,10 +6,10 @@
 //!
 //! During each outage notes are published straight to the relay (a second client, not
 //! through the proxy): three fresh ones and one "late" one whose `created_at` is 60 s in the
-//! past. 60 s, not 10 min: the NIP-77 window starts at the subscription's first EOSE minus
-//! the lookback (120 s) and the `since` window at the loss of the socket minus the lookback,
-//! so a note 10 min old is outside both by design; it is still delivered when it arrives
-//! live, which the tests check too.
+//! past. 60 s, not 10 min: the `since` window starts at the loss of the socket minus the
+//! lookback (120 s), so a note 10 min old is outside it by design; it is still delivered
+//! when it arrives live, which the tests check too. NIP-77 reconciles the memory's whole
+//! exact span (a note 30 min late is recovered), and a gift wrap's lookback is two days.
 //!
 //! No sleep decides an outcome: every wait is bounded, and "nothing twice" is checked up to
 //! a sentinel note published last on each relay (one connection delivers in order, so
@@ -290,10 +290,9 @@ async fn nostr_relay_builder_catches_up_by_negentropy_every_note_once() {
     let c = heard_all.caught_up[0];
     assert_eq!(c.method, CatchUpMethod::Negentropy, "{c:?}");
     assert_eq!(c.recovered, 4, "the four missed notes: {c:?}");
-    assert!(
-        c.exact_since <= late.created_at.as_secs() && c.exact_since > old.created_at.as_secs(),
-        "the window covers the late note, not the hour-old one: {c:?}"
-    );
+    // The first answer was the relay's whole set for the filter (the hour-old note too):
+    // the reconciliation covers everything the memory holds.
+    assert_eq!(c.exact_since, 0, "{c:?}");
 
     // `{"kinds":[1],"limit":2}`: the limit bounded the first answer only. The catch-up is
     // exact from `exact_since` on, so the recent note the limit left out is delivered too
@@ -589,4 +588,123 @@ async fn a_pool_of_both_catches_up_per_relay_every_note_once() {
 
     pool.close().await.unwrap();
     builder.shutdown();
+}
+
+/// A gift wrap (NIP-59, kind 1059) to `to`, signed by a throwaway key as NIP-59 signs them,
+/// dated `at`.
+fn wrap_at(to: &PublicKey, at: u64) -> Event {
+    EventBuilder::new(Kind::GiftWrap, "sealed")
+        .tag(Tag::public_key(*to))
+        .custom_created_at(Timestamp::from(at))
+        .sign_with_keys(&Keys::generate())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn nostr_relay_builder_recovers_a_note_30_minutes_late_by_negentropy() {
+    let (relay, relay_url) = common::start_builder().await;
+    let proxy = FaultProxy::start(addr_of(&relay_url)).await.unwrap();
+    let keys = Keys::generate();
+    let t0 = now();
+    // Fifty notes over the last hour (nostr-relay-builder takes 60 a minute per connection
+    // by default): the first answer is the relay's whole set for the filter, so the memory
+    // is exact over the hour.
+    let hour: Vec<Event> = (0..50)
+        .map(|i| note_at(&keys, &format!("hour {i}"), t0 - 3_600 + 70 * i))
+        .collect();
+    let hour: Vec<&Event> = hour.iter().collect();
+    publish(&relay_url, &hour).await;
+
+    let client = RelayClient::connect(&proxied(&proxy), common::config(3)).unwrap();
+    let mut session = forward(client.events().unwrap());
+    let mut sub = forward(client.subscribe(filter(r#"{"kinds":[1]}"#)).await.unwrap());
+    let mut heard = Heard::default();
+    heard
+        .read_until(&mut sub, "first EOSE", |h| h.eose == 1)
+        .await;
+    assert_eq!(heard.ids(), hex(&hour));
+
+    cut(&proxy);
+    wait_for(&mut session, "Disconnected", |e| {
+        matches!(e, SessionEvent::Disconnected { .. })
+    })
+    .await;
+    // Dated 30 min back: far past the 2-minute lookback, inside what the memory holds.
+    let late = note_at(&keys, "30 min late", now() - 1_800);
+    publish(&relay_url, &[&late]).await;
+    tokio::time::sleep(OUTAGE).await;
+    restore(&proxy);
+
+    heard
+        .read_until(&mut sub, "CaughtUp", |h| !h.caught_up.is_empty())
+        .await;
+    let sentinel = note_at(&keys, "sentinel", now());
+    publish(&relay_url, &[&sentinel]).await;
+    heard
+        .read_until(&mut sub, "the sentinel", |h| h.has(&sentinel))
+        .await;
+    assert_eq!(heard.twice(), Vec::<(&String, &usize)>::new(), "{heard:?}");
+    assert_eq!(heard.count(&late), 1, "{heard:?}");
+    let c = heard.caught_up[0];
+    assert_eq!(c.method, CatchUpMethod::Negentropy, "{c:?}");
+    assert_eq!(c.recovered, 1, "{c:?}");
+    assert_eq!(c.exact_since, 0, "the whole set was read: {c:?}");
+    let _ = client.disconnect().await;
+    relay.shutdown();
+}
+
+#[tokio::test]
+async fn nostr_rs_relay_recovers_a_gift_wrap_dated_30_hours_back_by_since() {
+    let _one_at_a_time = SERIAL.lock().await;
+    let Some(binary) = require_peer("nostr-rs-relay") else {
+        return;
+    };
+    let rs = NostrRsRelay::start(&binary, NostrRsLimits::default())
+        .await
+        .unwrap();
+    let proxy = FaultProxy::start(addr_of(&rs.url())).await.unwrap();
+    let me = Keys::generate().public_key();
+    let t0 = now();
+    let stored: Vec<Event> = (1..=5).map(|i| wrap_at(&me, t0 - i * 7 * 3_600)).collect();
+    let stored: Vec<&Event> = stored.iter().collect();
+    publish(&rs.url(), &stored).await;
+
+    let client = RelayClient::connect(&proxied(&proxy), common::config(4)).unwrap();
+    let mut session = forward(client.events().unwrap());
+    let inbox = format!(r##"{{"kinds":[1059],"#p":["{}"]}}"##, me.to_hex());
+    let mut sub = forward(client.subscribe(filter(&inbox)).await.unwrap());
+    let mut heard = Heard::default();
+    heard
+        .read_until(&mut sub, "first EOSE", |h| h.eose == 1)
+        .await;
+    assert_eq!(heard.ids(), hex(&stored));
+
+    cut(&proxy);
+    wait_for(&mut session, "Disconnected", |e| {
+        matches!(e, SessionEvent::Disconnected { .. })
+    })
+    .await;
+    let late = wrap_at(&me, now() - 30 * 3_600);
+    publish(&rs.url(), &[&late]).await;
+    tokio::time::sleep(OUTAGE).await;
+    restore(&proxy);
+
+    heard
+        .read_until(&mut sub, "CaughtUp", |h| !h.caught_up.is_empty())
+        .await;
+    let sentinel = wrap_at(&me, now());
+    publish(&rs.url(), &[&sentinel]).await;
+    heard
+        .read_until(&mut sub, "the sentinel", |h| h.has(&sentinel))
+        .await;
+    assert_eq!(heard.twice(), Vec::<(&String, &usize)>::new(), "{heard:?}");
+    assert_eq!(heard.count(&late), 1, "{heard:?}");
+    let c = heard.caught_up[0];
+    assert_eq!(c.method, CatchUpMethod::Since, "{c:?}");
+    assert_eq!(c.recovered, 1, "{c:?}");
+    assert!(
+        c.exact_since <= t0 - 49 * 3_600 + 5,
+        "the window reaches two days back: {c:?}"
+    );
+    let _ = client.disconnect().await;
 }
