@@ -8,8 +8,8 @@ use std::time::Duration;
 use tether_core::link::{Epoch, LinkState, Liveness, SocketLoss};
 use tether_core::nostr::message::{ClientMessage, RawEvent, RelayMessage, DEFAULT_MAX_FRAME};
 use tether_core::nostr::{
-    Carries, Event, Filter, Priority, RelayCheckpoint, RelayConfig, RelayInfo, RelaySession,
-    SubState, SubscriptionId, Transmit,
+    Carries, CatchUpMethod, Event, Filter, Priority, RelayCheckpoint, RelayConfig, RelayInfo,
+    RelaySession, SubState, SubscriptionId, Transmit,
 };
 use tether_core::Instant;
 
@@ -177,6 +177,19 @@ impl Sim {
             .map(|(_, e)| e)
             .filter_map(pick)
             .collect()
+    }
+
+    /// `(method, exact_since, recovered)` of every catch-up the application heard.
+    pub fn caught_up(&self) -> Vec<(CatchUpMethod, u64, u64)> {
+        self.heard(|e| match e {
+            Event::CaughtUp {
+                method,
+                exact_since,
+                recovered,
+                ..
+            } => Some((*method, *exact_since, *recovered)),
+            _ => None,
+        })
     }
 
     /// The connection the relay and session share, if any.

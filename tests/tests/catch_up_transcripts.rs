@@ -57,15 +57,7 @@ fn delivered(s: &Sim) -> Vec<u64> {
 
 /// `(method, exact_since, recovered)` of every catch-up report.
 fn caught_up(s: &Sim) -> Vec<(CatchUpMethod, u64, u64)> {
-    s.heard(|e| match e {
-        Event::CaughtUp {
-            method,
-            exact_since,
-            recovered,
-            ..
-        } => Some((*method, *exact_since, *recovered)),
-        _ => None,
-    })
+    s.caught_up()
 }
 
 fn sim(relay: RelayModel) -> Sim {

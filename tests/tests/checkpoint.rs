@@ -254,16 +254,7 @@ fn a_restore_catches_up_what_reached_the_relay_while_the_process_was_dead() {
     s.run_for(Duration::from_secs(40));
     // Newest first, as relays answer: 4 is dated after the kill, 5 before it.
     assert_eq!(delivered(&s), [3, 2, 1, 4, 5]);
-    let caught_up = s.heard(|e| match e {
-        Event::CaughtUp {
-            method,
-            exact_since,
-            recovered,
-            ..
-        } => Some((*method, *exact_since, *recovered)),
-        _ => None,
-    });
-    assert_eq!(caught_up, [(CatchUpMethod::Since, UNIX_START - 120, 2)]);
+    assert_eq!(s.caught_up(), [(CatchUpMethod::Since, UNIX_START - 120, 2)]);
     let published = s.heard(|e| match e {
         Event::Published { id } => Some(number(id)),
         _ => None,
@@ -489,25 +480,13 @@ fn inbox_restart(nip77: Nip77) -> Sim {
     s
 }
 
-fn caught_up(s: &Sim) -> Vec<(CatchUpMethod, u64, u64)> {
-    s.heard(|e| match e {
-        Event::CaughtUp {
-            method,
-            exact_since,
-            recovered,
-            ..
-        } => Some((*method, *exact_since, *recovered)),
-        _ => None,
-    })
-}
-
 #[test]
 fn a_restore_recovers_a_gift_wrap_that_arrived_while_stopped() {
     let s = inbox_restart(Nip77::Unsupported);
     assert_eq!(delivered(&s), [1, 2, 3, 4]);
     // From when the relay was last heard (the first answer, at 0 s) minus the wraps' 49 h.
     assert_eq!(
-        caught_up(&s),
+        s.caught_up(),
         [(CatchUpMethod::Since, UNIX_START - 49 * 3_600, 1)]
     );
     insta::assert_snapshot!(s.transcript());
@@ -518,5 +497,5 @@ fn a_restored_subscription_reconciles_its_saved_memorys_span() {
     let s = inbox_restart(Nip77::Supported);
     assert_eq!(delivered(&s), [1, 2, 3, 4]);
     // The checkpoint kept the span: the first answer was the relay's whole set.
-    assert_eq!(caught_up(&s), [(CatchUpMethod::Negentropy, 0, 1)]);
+    assert_eq!(s.caught_up(), [(CatchUpMethod::Negentropy, 0, 1)]);
 }

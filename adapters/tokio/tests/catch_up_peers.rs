@@ -600,6 +600,51 @@ fn wrap_at(to: &PublicKey, at: u64) -> Event {
         .unwrap()
 }
 
+/// One late event across an outage: `stored` is read up to EOSE through `proxy` with
+/// `filter`, the client is cut off while `late()` reaches the relay at `url`, then it is let
+/// back and read until `CaughtUp` and a `sentinel()` published after it. Returns what the
+/// subscription heard and the late event.
+async fn one_late_event(
+    url: &str,
+    proxy: &FaultProxy,
+    filter_json: &str,
+    stored: &[&Event],
+    late: impl FnOnce() -> Event,
+    sentinel: impl FnOnce() -> Event,
+) -> (Heard, Event) {
+    publish(url, stored).await;
+    let client = RelayClient::connect(&proxied(proxy), common::config(3)).unwrap();
+    let mut session = forward(client.events().unwrap());
+    let mut sub = forward(client.subscribe(filter(filter_json)).await.unwrap());
+    let mut heard = Heard::default();
+    heard
+        .read_until(&mut sub, "first EOSE", |h| h.eose == 1)
+        .await;
+    assert_eq!(heard.ids(), hex(stored));
+    cut(proxy);
+    wait_for(&mut session, "Disconnected", |e| {
+        matches!(e, SessionEvent::Disconnected { .. })
+    })
+    .await;
+    let late = late();
+    publish(url, &[&late]).await;
+    tokio::time::sleep(OUTAGE).await;
+    restore(proxy);
+    heard
+        .read_until(&mut sub, "CaughtUp", |h| !h.caught_up.is_empty())
+        .await;
+    let sentinel = sentinel();
+    publish(url, &[&sentinel]).await;
+    heard
+        .read_until(&mut sub, "the sentinel", |h| h.has(&sentinel))
+        .await;
+    assert_eq!(heard.twice(), Vec::<(&String, &usize)>::new(), "{heard:?}");
+    assert_eq!(heard.count(&late), 1, "{heard:?}");
+    assert_eq!(heard.caught_up.len(), 1, "{heard:?}");
+    let _ = client.disconnect().await;
+    (heard, late)
+}
+
 #[tokio::test]
 async fn nostr_relay_builder_recovers_a_note_30_minutes_late_by_negentropy() {
     let (relay, relay_url) = common::start_builder().await;
@@ -608,48 +653,25 @@ async fn nostr_relay_builder_recovers_a_note_30_minutes_late_by_negentropy() {
     let t0 = now();
     // Fifty notes over the last hour (nostr-relay-builder takes 60 a minute per connection
     // by default): the first answer is the relay's whole set for the filter, so the memory
-    // is exact over the hour.
+    // is exact over the hour. The late note is dated 30 min back: far past the 2-minute
+    // lookback, inside what the memory holds.
     let hour: Vec<Event> = (0..50)
         .map(|i| note_at(&keys, &format!("hour {i}"), t0 - 3_600 + 70 * i))
         .collect();
     let hour: Vec<&Event> = hour.iter().collect();
-    publish(&relay_url, &hour).await;
-
-    let client = RelayClient::connect(&proxied(&proxy), common::config(3)).unwrap();
-    let mut session = forward(client.events().unwrap());
-    let mut sub = forward(client.subscribe(filter(r#"{"kinds":[1]}"#)).await.unwrap());
-    let mut heard = Heard::default();
-    heard
-        .read_until(&mut sub, "first EOSE", |h| h.eose == 1)
-        .await;
-    assert_eq!(heard.ids(), hex(&hour));
-
-    cut(&proxy);
-    wait_for(&mut session, "Disconnected", |e| {
-        matches!(e, SessionEvent::Disconnected { .. })
-    })
+    let (heard, _) = one_late_event(
+        &relay_url,
+        &proxy,
+        r#"{"kinds":[1]}"#,
+        &hour,
+        || note_at(&keys, "30 min late", now() - 1_800),
+        || note_at(&keys, "sentinel", now()),
+    )
     .await;
-    // Dated 30 min back: far past the 2-minute lookback, inside what the memory holds.
-    let late = note_at(&keys, "30 min late", now() - 1_800);
-    publish(&relay_url, &[&late]).await;
-    tokio::time::sleep(OUTAGE).await;
-    restore(&proxy);
-
-    heard
-        .read_until(&mut sub, "CaughtUp", |h| !h.caught_up.is_empty())
-        .await;
-    let sentinel = note_at(&keys, "sentinel", now());
-    publish(&relay_url, &[&sentinel]).await;
-    heard
-        .read_until(&mut sub, "the sentinel", |h| h.has(&sentinel))
-        .await;
-    assert_eq!(heard.twice(), Vec::<(&String, &usize)>::new(), "{heard:?}");
-    assert_eq!(heard.count(&late), 1, "{heard:?}");
     let c = heard.caught_up[0];
     assert_eq!(c.method, CatchUpMethod::Negentropy, "{c:?}");
     assert_eq!(c.recovered, 1, "{c:?}");
     assert_eq!(c.exact_since, 0, "the whole set was read: {c:?}");
-    let _ = client.disconnect().await;
     relay.shutdown();
 }
 
@@ -667,38 +689,16 @@ async fn nostr_rs_relay_recovers_a_gift_wrap_dated_30_hours_back_by_since() {
     let t0 = now();
     let stored: Vec<Event> = (1..=5).map(|i| wrap_at(&me, t0 - i * 7 * 3_600)).collect();
     let stored: Vec<&Event> = stored.iter().collect();
-    publish(&rs.url(), &stored).await;
-
-    let client = RelayClient::connect(&proxied(&proxy), common::config(4)).unwrap();
-    let mut session = forward(client.events().unwrap());
     let inbox = format!(r##"{{"kinds":[1059],"#p":["{}"]}}"##, me.to_hex());
-    let mut sub = forward(client.subscribe(filter(&inbox)).await.unwrap());
-    let mut heard = Heard::default();
-    heard
-        .read_until(&mut sub, "first EOSE", |h| h.eose == 1)
-        .await;
-    assert_eq!(heard.ids(), hex(&stored));
-
-    cut(&proxy);
-    wait_for(&mut session, "Disconnected", |e| {
-        matches!(e, SessionEvent::Disconnected { .. })
-    })
+    let (heard, _) = one_late_event(
+        &rs.url(),
+        &proxy,
+        &inbox,
+        &stored,
+        || wrap_at(&me, now() - 30 * 3_600),
+        || wrap_at(&me, now()),
+    )
     .await;
-    let late = wrap_at(&me, now() - 30 * 3_600);
-    publish(&rs.url(), &[&late]).await;
-    tokio::time::sleep(OUTAGE).await;
-    restore(&proxy);
-
-    heard
-        .read_until(&mut sub, "CaughtUp", |h| !h.caught_up.is_empty())
-        .await;
-    let sentinel = wrap_at(&me, now());
-    publish(&rs.url(), &[&sentinel]).await;
-    heard
-        .read_until(&mut sub, "the sentinel", |h| h.has(&sentinel))
-        .await;
-    assert_eq!(heard.twice(), Vec::<(&String, &usize)>::new(), "{heard:?}");
-    assert_eq!(heard.count(&late), 1, "{heard:?}");
     let c = heard.caught_up[0];
     assert_eq!(c.method, CatchUpMethod::Since, "{c:?}");
     assert_eq!(c.recovered, 1, "{c:?}");
@@ -706,5 +706,4 @@ async fn nostr_rs_relay_recovers_a_gift_wrap_dated_30_hours_back_by_since() {
         c.exact_since <= t0 - 49 * 3_600 + 5,
         "the window reaches two days back: {c:?}"
     );
-    let _ = client.disconnect().await;
 }
