@@ -319,9 +319,9 @@ async fn tether(
     let client = RelayClient::connect(&proxy.url(), tether_config(case, n)).expect("connects");
     let filter = match world {
         World::Notes => format!(r#"{{"kinds":[1],"limit":{n}}}"#),
-        // A DM inbox names no limit: it wants every wrap.
+        // Every wrap: without a `limit` nostr-relay-builder answers 500 at most.
         World::Inbox => format!(
-            r##"{{"kinds":[1059],"#p":["{}"]}}"##,
+            r##"{{"kinds":[1059],"#p":["{}"],"limit":{n}}}"##,
             inbox_user().public_key().to_hex()
         ),
     };
