@@ -163,15 +163,16 @@ impl Ctx<'_> {
     }
 }
 
-/// One subscription's catch-up state: 32 bytes while it is live, the rest boxed while it
-/// catches up (most subscriptions, most of the time, have no gap).
+/// One subscription's catch-up state: 48 bytes while it is live (a single filter's span
+/// inline), the rest boxed while it catches up (most subscriptions, most of the time, have
+/// no gap).
 #[derive(Debug, Default)]
 pub(crate) struct CatchUp {
     /// Wall-clock seconds of the subscription's first EOSE: before it, the first answer
     /// (the user's `limit`) was all it asked for.
     live_from: Option<u64>,
     /// Where the memory holds the relay's whole set, per filter (see [`Span`]).
-    span: Option<Box<Span>>,
+    span: Span,
     /// The gap being caught up, from when it stopped being live until a catch-up completes.
     gap: Option<Box<Gap>>,
 }
@@ -182,12 +183,36 @@ pub(crate) struct CatchUp {
 /// unless the filter's `limit` or a cap the relay applies without saying so cut it. From
 /// then on every event is delivered live, so the memory holds the relay's set from each
 /// filter's span start up (down to the memory's own floor, where its bound forgot).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 enum Span {
+    /// Not known: never live, or restored from a checkpoint that did not keep it.
+    #[default]
+    Unknown,
     /// The first answer so far.
-    First(FirstAnswer),
-    /// Per filter: the `created_at` from which the memory held the relay's whole set.
-    Known(Box<[u64]>),
+    First(Box<FirstAnswer>),
+    /// The one filter's: the `created_at` from which the memory held the relay's whole set
+    /// (inline: most subscriptions have one filter).
+    One(u64),
+    /// Per filter, the same.
+    Many(Box<[u64]>),
+}
+
+impl Span {
+    fn known(spans: Vec<u64>) -> Span {
+        match spans.as_slice() {
+            [] => Span::Unknown,
+            [one] => Span::One(*one),
+            _ => Span::Many(spans.into()),
+        }
+    }
+
+    fn as_slice(&self) -> Option<&[u64]> {
+        match self {
+            Span::One(one) => Some(std::slice::from_ref(one)),
+            Span::Many(many) => Some(many),
+            Span::Unknown | Span::First(_) => None,
+        }
+    }
 }
 
 /// The first answer's fresh events, as far as a span needs them.
@@ -355,10 +380,11 @@ pub(crate) struct Anchors {
 impl CatchUp {
     /// What a checkpoint keeps.
     pub(crate) fn anchors(&self) -> Anchors {
-        let spans = match self.span.as_deref() {
-            Some(Span::Known(spans)) if self.live_from.is_some() => Some(spans.to_vec()),
-            _ => None,
-        };
+        let spans = self
+            .span
+            .as_slice()
+            .filter(|_| self.live_from.is_some())
+            .map(<[u64]>::to_vec);
         Anchors {
             live_from: self.live_from,
             gap_from: self.gap.as_ref().map(|g| g.from),
@@ -373,7 +399,7 @@ impl CatchUp {
         let gap = anchors
             .live_from
             .map(|_| Gap::new(anchors.gap_from.unwrap_or(saved_at)));
-        let span = anchors.spans.map(|s| Box::new(Span::Known(s.into())));
+        let span = anchors.spans.map_or(Span::Unknown, Span::known);
         CatchUp {
             live_from: anchors.live_from,
             span,
@@ -417,8 +443,8 @@ impl CatchUp {
     /// Per filter, where the memory holds the relay's whole set; each filter's `since` (or
     /// when it went live) where the first answer is not known.
     fn spans(&self, bounds: &[FilterBounds], live_from: u64) -> Vec<u64> {
-        match self.span.as_deref() {
-            Some(Span::Known(spans)) if spans.len() == bounds.len() => spans.to_vec(),
+        match self.span.as_slice() {
+            Some(spans) if spans.len() == bounds.len() => spans.to_vec(),
             _ => vec![live_from; bounds.len()],
         }
     }
@@ -527,14 +553,14 @@ impl CatchUp {
     }
 
     fn first_answer(&mut self, created_at: u64, filter_count: usize, ctx: &Ctx<'_>) {
-        let span = self.span.get_or_insert_with(|| {
-            Box::new(Span::First(FirstAnswer {
+        if matches!(self.span, Span::Unknown) {
+            self.span = Span::First(Box::new(FirstAnswer {
                 count: 0,
                 oldest: u64::MAX,
                 newest: BinaryHeap::new(),
-            }))
-        });
-        let Span::First(first) = &mut **span else {
+            }));
+        }
+        let Span::First(first) = &mut self.span else {
             return;
         };
         first.count += 1;
@@ -551,18 +577,18 @@ impl CatchUp {
     /// from where, per filter, the memory holds the relay's whole set.
     fn went_live(&mut self, live_from: u64, user: &[&RawValue], ctx: &Ctx<'_>) {
         self.live_from = Some(live_from);
-        let first = match self.span.take().map(|s| *s) {
-            Some(Span::First(first)) => Some(first),
+        let first = match std::mem::take(&mut self.span) {
+            Span::First(first) => Some(first),
             _ => None,
         };
-        let spans: Box<[u64]> = user
+        let spans: Vec<u64> = user
             .iter()
             .map(|f| {
                 let bounds = FilterBounds::of(f, &ctx.config.lookback);
-                span_of(bounds, first.as_ref(), user.len(), live_from, ctx)
+                span_of(bounds, first.as_deref(), user.len(), live_from, ctx)
             })
             .collect();
-        self.span = Some(Box::new(Span::Known(spans)));
+        self.span = Span::known(spans);
     }
 
     /// The REQ got its EOSE.
