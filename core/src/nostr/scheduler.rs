@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use crate::gate::RateLimitGate;
-use crate::nostr::catch_up::{self, CaughtUp, NegFailure, Next};
+use crate::nostr::catch_up::{self, NegFailure, Next};
 use crate::nostr::config::RelayConfig;
 use crate::nostr::message::ClientMessage;
 use crate::nostr::output::{Carries, Event, Transmit};
@@ -358,23 +358,13 @@ impl Scheduler {
                 ) => {
                     // Our own items could not start this filter's session: it catches up
                     // by `since` instead, and the next filter tries its own.
-                    match sub.catch_up.fall_back(&ctx, &sub.memory, filters, false) {
-                        Next::Reconcile => continue,
-                        Next::Done(CaughtUp {
-                            method,
-                            exact_since,
-                            recovered,
-                        }) => {
-                            env.events.push_back(Event::CaughtUp {
-                                sub: id,
-                                method,
-                                exact_since,
-                                recovered,
-                            });
-                            return false;
-                        }
-                        _ => break,
+                    // The failed filter always has a window to send, so the fallback ends
+                    // in a re-send unless another filter's session is due first.
+                    if sub.catch_up.fall_back(&ctx, &sub.memory, filters, false) == Next::Reconcile
+                    {
+                        continue;
                     }
+                    break;
                 }
             }
             return true;

@@ -275,7 +275,9 @@ pub(crate) fn parse_neg_wire_id(wire: &str) -> Option<(SubscriptionId, u32, usiz
     let wire = wire.strip_prefix('n')?;
     let (wire, filter) = match wire.split_once('.') {
         None => (wire, 0),
-        Some((wire, filter)) if !filter.is_empty() && filter.len() <= 4 => {
+        // One spelling per session: the first filter's has no index, the others' no
+        // leading zero.
+        Some((wire, filter)) if !filter.starts_with('0') && filter.len() <= 4 => {
             (wire, usize::from_str_radix(filter, 16).ok()?)
         }
         Some(_) => return None,
@@ -320,6 +322,28 @@ mod tests {
             "feed",
         ] {
             assert_eq!(parse_wire_id(foreign), None, "{foreign}");
+        }
+    }
+
+    #[test]
+    fn negentropy_wire_ids_name_one_filter_in_one_spelling() {
+        let id = SubscriptionId(7);
+        assert_eq!(neg_wire_id(id, 2, 0), "n7:2");
+        assert_eq!(neg_wire_id(id, 2, 17), "n7:2.11");
+        for filter in [0, 1, 17, 0xffff] {
+            let wire = neg_wire_id(id, 2, filter);
+            assert_eq!(parse_neg_wire_id(&wire), Some((id, 2, filter)), "{wire}");
+        }
+        for foreign in [
+            "7:2",
+            "n7:2.",
+            "n7:2.0",
+            "n7:2.01",
+            "n7:2.10000",
+            "n7:2.x",
+            "n7:2.1.1",
+        ] {
+            assert_eq!(parse_neg_wire_id(foreign), None, "{foreign}");
         }
     }
 }

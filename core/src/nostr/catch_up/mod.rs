@@ -222,7 +222,7 @@ struct FirstAnswer {
     oldest: u64,
     /// With several filters, the `possibly_capped` newest `created_at` (the relay does not
     /// say which filter an event matched, so a cut is bounded from the answer as a whole).
-    newest: BinaryHeap<Reverse<u64>>,
+    newest: Newest,
 }
 
 /// A gap in a subscription's liveness and how its catch-up stands.
@@ -256,11 +256,6 @@ impl Gap {
         })
     }
 
-    /// The since window's start of filter `i`, never below the memory's floor.
-    fn window_start(&self, i: usize, memory: &Memory) -> u64 {
-        self.starts.get(i).copied().unwrap_or(0).max(memory.floor())
-    }
-
     /// A `since` window over `filters` (indexes into the user's filters), each from its
     /// lookback before the gap.
     fn window(&mut self, filters: Vec<usize>) -> Phase {
@@ -272,7 +267,7 @@ impl Gap {
         Phase::Window {
             filters,
             until: None,
-            newest: BinaryHeap::new(),
+            newest: Newest::default(),
         }
     }
 
@@ -305,7 +300,6 @@ impl Gap {
         if failed.is_empty() {
             return None;
         }
-        self.fell_back = true;
         self.phase = self.window(failed);
         Some(Next::Reissue)
     }
@@ -323,7 +317,7 @@ enum Phase {
         until: Option<u64>,
         /// The `page` newest `created_at` of the current answer, to find where the next,
         /// older page starts.
-        newest: BinaryHeap<Reverse<u64>>,
+        newest: Newest,
     },
     /// The REQ carries the live half; NIP-77 reconciles the user's filters one at a time
     /// (NIP-77 takes one filter per session), `filter` now.
@@ -440,8 +434,8 @@ impl CatchUp {
         matches!(self.phase(), Phase::Reconcile { session: None, .. })
     }
 
-    /// Per filter, where the memory holds the relay's whole set; each filter's `since` (or
-    /// when it went live) where the first answer is not known.
+    /// Per filter, where the memory holds the relay's whole set; when it went live where the
+    /// first answer is not known (a checkpoint from before spans were kept).
     fn spans(&self, bounds: &[FilterBounds], live_from: u64) -> Vec<u64> {
         match self.span.as_slice() {
             Some(spans) if spans.len() == bounds.len() => spans.to_vec(),
@@ -487,7 +481,7 @@ impl CatchUp {
             gap.phase = Phase::Window {
                 filters: (0..user.len()).collect(),
                 until: None,
-                newest: BinaryHeap::new(),
+                newest: Newest::default(),
             };
             gap.fell_back = true;
         }
@@ -515,7 +509,7 @@ impl CatchUp {
             Phase::Window { filters, until, .. } => {
                 let page = ctx.page();
                 out.extend(filters.iter().filter_map(|&i| {
-                    let since = gap.window_start(i, memory);
+                    let since = window_start(&gap.starts, i, memory);
                     Some(filters::window(user.get(i)?, since, *until, page))
                 }));
             }
@@ -541,10 +535,7 @@ impl CatchUp {
             return;
         };
         if let (Phase::Window { newest, .. }, true) = (&mut gap.phase, pending) {
-            newest.push(Reverse(created_at));
-            if newest.len() > ctx.page() {
-                newest.pop();
-            }
+            newest.push(created_at, ctx.page());
         }
         // What came in an answer was recovered from the relay's store; the rest is live.
         if fresh && pending {
@@ -557,7 +548,7 @@ impl CatchUp {
             self.span = Span::First(Box::new(FirstAnswer {
                 count: 0,
                 oldest: u64::MAX,
-                newest: BinaryHeap::new(),
+                newest: Newest::default(),
             }));
         }
         let Span::First(first) = &mut self.span else {
@@ -566,10 +557,9 @@ impl CatchUp {
         first.count += 1;
         first.oldest = first.oldest.min(created_at);
         if filter_count > 1 {
-            first.newest.push(Reverse(created_at));
-            if first.newest.len() > ctx.config.possibly_capped.max(1) {
-                first.newest.pop();
-            }
+            first
+                .newest
+                .push(created_at, ctx.config.possibly_capped.max(1));
         }
     }
 
@@ -608,13 +598,13 @@ impl CatchUp {
                 until,
                 newest,
             } => {
-                let count = filters.len();
                 let since = filters
                     .iter()
-                    .map(|&i| gap.starts.get(i).copied().unwrap_or(0).max(memory.floor()))
+                    .map(|&i| window_start(&gap.starts, i, memory))
                     .min()
                     .unwrap_or(0);
-                let Some(oldest_kept) = next_page(std::mem::take(newest), count, ctx) else {
+                let Some(oldest_kept) = next_page(&std::mem::take(newest), filters.len(), ctx)
+                else {
                     return self.done(None, memory.floor());
                 };
                 if until.is_some_and(|u| oldest_kept >= u) || oldest_kept <= since {
@@ -625,11 +615,7 @@ impl CatchUp {
                 }
                 *until = Some(oldest_kept);
                 // A filter whose window starts after the next page's end has no more pages.
-                filters.retain(|&i| {
-                    gap.starts
-                        .get(i)
-                        .is_some_and(|&s| s.max(memory.floor()) <= oldest_kept)
-                });
+                filters.retain(|&i| window_start(&gap.starts, i, memory) <= oldest_kept);
                 if filters.is_empty() {
                     return self.done(None, memory.floor());
                 }
@@ -797,7 +783,7 @@ impl CatchUp {
         let since = gap.starts.iter().copied().max().unwrap_or(0);
         Next::Done(CaughtUp {
             method,
-            exact_since: stuck.unwrap_or(since).max(since).max(floor),
+            exact_since: stuck.unwrap_or(0).max(since).max(floor),
             recovered: gap.recovered,
         })
     }
@@ -835,8 +821,7 @@ fn span_of(
     let cut = if filters == 1 {
         first.oldest
     } else {
-        let newest_first = first.newest.clone().into_sorted_vec();
-        newest_first.get(k - 1).map_or(live_from, |r| r.0)
+        first.newest.nth(k).unwrap_or(live_from)
     };
     bounds.since.max(cut)
 }
@@ -849,17 +834,48 @@ fn span_of(
 /// - Otherwise, any filter the relay cut returned at least `possibly_capped` events (the
 ///   caps relays apply without saying so are larger), all at or after its own cut: so the
 ///   answer's `possibly_capped`-th newest is at or after every cut.
-fn next_page(newest: BinaryHeap<Reverse<u64>>, filters: usize, ctx: &Ctx<'_>) -> Option<u64> {
+fn next_page(newest: &Newest, filters: usize, ctx: &Ctx<'_>) -> Option<u64> {
     let (page, capped_at) = (ctx.page(), ctx.capped_at());
     let count = newest.len();
-    // Ascending by `Reverse`: newest first.
-    let newest_first = newest.into_sorted_vec();
     if filters == 1 && count >= page {
-        return newest_first.get(page - 1).map(|r| r.0);
+        return newest.nth(page);
     }
     (count >= capped_at)
-        .then(|| newest_first.get(capped_at - 1).map(|r| r.0))
+        .then(|| newest.nth(capped_at))
         .flatten()
+}
+
+/// The newest `created_at` values seen, at most as many as each push allows: where an
+/// answer that may have been cut is known to be whole.
+#[derive(Debug, Default)]
+struct Newest(BinaryHeap<Reverse<u64>>);
+
+impl Newest {
+    /// Add `created_at`, keeping the `keep` newest.
+    fn push(&mut self, created_at: u64, keep: usize) {
+        self.0.push(Reverse(created_at));
+        if self.0.len() > keep {
+            self.0.pop();
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The `n`-th newest (1 is the newest), if that many were kept.
+    fn nth(&self, n: usize) -> Option<u64> {
+        let skip = self.0.len().checked_sub(n)?;
+        // The heap's smallest is the oldest kept: the `n`-th newest has `len - n` older.
+        let mut ascending: Vec<u64> = self.0.iter().map(|r| r.0).collect();
+        ascending.sort_unstable();
+        ascending.get(skip).copied()
+    }
+}
+
+/// Where filter `i`'s `since` window starts: its own start, never below the memory's floor.
+fn window_start(starts: &[u64], i: usize, memory: &Memory) -> u64 {
+    starts.get(i).copied().unwrap_or(0).max(memory.floor())
 }
 
 fn limits(ctx: &Ctx<'_>) -> Limits {
