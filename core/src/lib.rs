@@ -32,6 +32,7 @@
 pub mod backoff;
 pub mod checkpoint;
 pub mod gate;
+pub mod line;
 pub mod link;
 pub mod nostr;
 pub mod pool;

@@ -7,7 +7,9 @@ use serde_json::value::RawValue;
 use tether_tokio::tether_core::nostr::{RelayConfig, RelayInfo, RelaySession};
 use tether_tokio::tether_driver::{check_ws_url, info_url, InfoPolicy};
 
-use crate::output::{raw_json, JsonLines};
+use tether_tokio::tether_core::line::embed as raw_json;
+
+use crate::output::JsonLines;
 use crate::{parse_secs, Failure};
 
 /// `tether info <RELAY>`

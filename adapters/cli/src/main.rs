@@ -14,7 +14,6 @@ mod demo;
 mod info;
 mod mcp;
 mod output;
-mod rate_limit;
 mod req;
 mod req_pool;
 mod signer;

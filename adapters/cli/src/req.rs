@@ -5,8 +5,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{select_all, StreamExt};
-use serde::Serialize;
-use serde_json::value::RawValue;
 use tether_tokio::tether_driver::check_ws_url;
 use tether_tokio::tether_driver::tether_core::nostr::RelayCheckpoint;
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
@@ -15,8 +13,9 @@ use tether_tokio::{
     SubscriptionEvent, SubscriptionId,
 };
 
-use crate::output::{disconnect_why, is_zero, millis, raw_json, JsonLines};
-use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
+use tether_tokio::tether_core::line::{Label, Limiter};
+
+use crate::output::{monotonic, JsonLines};
 use crate::signer::KeySigner;
 use crate::state::StateFile;
 use crate::{parse_secs, stop_requested, Failure};
@@ -112,73 +111,6 @@ pub(crate) struct Args {
     /// beside the built-in webpki roots.
     #[arg(long)]
     native_roots: bool,
-}
-
-/// One line of `tether req` output.
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Line<'a> {
-    Connected,
-    Disconnected {
-        reconnect_in_ms: Option<u64>,
-        why: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        close_code: Option<u16>,
-    },
-    Event {
-        sub: &'a str,
-        event: &'a RawValue,
-    },
-    Eose {
-        sub: &'a str,
-    },
-    CaughtUp {
-        sub: &'a str,
-        method: &'static str,
-        exact_since: u64,
-        recovered: u64,
-    },
-    Retrying {
-        sub: &'a str,
-        in_ms: u64,
-        attempt: u32,
-    },
-    Queued {
-        sub: &'a str,
-    },
-    EoseTimeout {
-        sub: &'a str,
-    },
-    Closed {
-        sub: &'a str,
-        reason: &'a str,
-        attempts: u32,
-    },
-    Notice {
-        message: &'a str,
-    },
-    Auth {
-        challenge: &'a str,
-    },
-    Authenticated,
-    AuthFailed {
-        reason: &'a str,
-    },
-    SignerFailed {
-        error: String,
-    },
-    RateLimited {
-        window_ms: u64,
-    },
-    SubscriptionLimit {
-        max: usize,
-    },
-    PeerError {
-        kind: &'static str,
-        excerpt: String,
-        #[serde(skip_serializing_if = "is_zero")]
-        suppressed: u64,
-    },
 }
 
 /// Run `tether req`.
@@ -283,7 +215,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         done: vec![false; ids.len()],
         catching_up,
         ended: vec![false; ids.len()],
-        peer_errors: RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1)),
+        peer_errors: Limiter::default(),
     };
     let mut items = select_all(streams);
     let mut stop = pin!(stop);
@@ -390,88 +322,38 @@ struct Run {
     catching_up: Vec<bool>,
     /// Closed: gone from the session.
     ended: Vec<bool>,
-    peer_errors: RateLimit,
+    peer_errors: Limiter,
 }
 
 impl Run {
     fn session_event(&mut self, event: &SessionEvent) -> Result<(), Failure> {
-        let line = match event {
-            SessionEvent::Connected => Line::Connected,
-            SessionEvent::Disconnected { reconnect_in, why } => {
-                let (why, close_code) = disconnect_why(*why);
-                Line::Disconnected {
-                    reconnect_in_ms: reconnect_in.map(millis),
-                    why,
-                    close_code,
-                }
-            }
-            SessionEvent::Notice { message } => Line::Notice { message },
-            SessionEvent::AuthChallenge { challenge, .. } => Line::Auth { challenge },
-            SessionEvent::Authenticated => Line::Authenticated,
-            SessionEvent::AuthFailed { reason } => Line::AuthFailed { reason },
-            SessionEvent::SignerFailed { error } => Line::SignerFailed {
-                error: error.to_string(),
-            },
-            SessionEvent::RateLimited { window } => Line::RateLimited {
-                window_ms: millis(*window),
-            },
-            SessionEvent::SubscriptionLimit { max } => Line::SubscriptionLimit { max: *max },
-            SessionEvent::PeerError { error } => {
-                tracing::debug!(?error, "the relay sent a malformed frame; dropped");
-                let Some(suppressed) = self.peer_errors.admit(std::time::Instant::now()) else {
-                    return Ok(());
-                };
-                Line::PeerError {
-                    kind: error.kind(),
-                    excerpt: rate_limit::excerpt(&error.to_string()),
-                    suppressed,
-                }
-            }
-            other => {
-                tracing::debug!(?other, "session event");
-                return Ok(());
-            }
+        let Some(line) = event.line(None) else {
+            tracing::debug!(?event, "session event");
+            return Ok(());
+        };
+        if let SessionEvent::PeerError { error } = event {
+            tracing::debug!(?error, "the relay sent a malformed frame; dropped");
+        }
+        let Some(line) = line.admit(&mut self.peer_errors, monotonic()) else {
+            return Ok(());
         };
         Ok(self.out.write(&line)?)
     }
 
     fn sub_event(&mut self, index: usize, item: &SubscriptionEvent) -> Result<(), Failure> {
-        let sub = self.labels[index].as_str();
         match item {
-            SubscriptionEvent::Event(event) => {
-                let raw = raw_json(&event.raw);
-                self.out.write(&Line::Event { sub, event: &raw })?;
-            }
-            SubscriptionEvent::Eose => {
-                self.done[index] |= !self.catching_up[index];
-                self.out.write(&Line::Eose { sub })?;
-            }
-            SubscriptionEvent::Retrying { after, attempt } => self.out.write(&Line::Retrying {
-                sub,
-                in_ms: millis(*after),
-                attempt: *attempt,
-            })?,
-            SubscriptionEvent::CaughtUp(c) => {
-                self.done[index] = true;
-                self.out.write(&Line::CaughtUp {
-                    sub,
-                    method: c.method.as_str(),
-                    exact_since: c.exact_since,
-                    recovered: c.recovered,
-                })?;
-            }
-            SubscriptionEvent::Queued => self.out.write(&Line::Queued { sub })?,
-            SubscriptionEvent::EoseTimeout => self.out.write(&Line::EoseTimeout { sub })?,
-            SubscriptionEvent::Closed { reason, attempts } => {
+            SubscriptionEvent::Eose => self.done[index] |= !self.catching_up[index],
+            SubscriptionEvent::CaughtUp(_) => self.done[index] = true,
+            SubscriptionEvent::Closed { .. } => {
                 self.done[index] = true;
                 self.ended[index] = true;
-                self.out.write(&Line::Closed {
-                    sub,
-                    reason,
-                    attempts: *attempts,
-                })?;
             }
-            other => tracing::debug!(sub, ?other, "subscription event"),
+            _ => {}
+        }
+        let sub = Label::Name(self.labels[index].as_str().into());
+        match item.line(sub, None) {
+            Some(line) => self.out.write(&line)?,
+            None => tracing::debug!(index, ?item, "subscription event"),
         }
         Ok(())
     }

@@ -8,17 +8,14 @@ use std::pin::pin;
 use std::time::Duration;
 
 use futures_util::stream::{select_all, StreamExt};
-use serde::Serialize;
-use serde_json::value::RawValue;
 use tether_tokio::tether_core::nostr::Filter;
 use tether_tokio::tether_core::pool::{PoolCheckpoint, SubId};
 use tether_tokio::tether_driver::{normalize_relay_url, PoolHandle, PoolSubscription};
-use tether_tokio::{
-    Config, Lifecycle, Outcome, PoolConfig, PoolItem, RelayId, SessionEvent, SubscriptionEvent,
-};
+use tether_tokio::{Config, Lifecycle, PoolConfig, PoolItem, RelayId, SessionEvent};
 
-use crate::output::{disconnect_why, is_zero, millis, raw_json, JsonLines};
-use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
+use tether_tokio::tether_core::line::{Label, Labels, Limiter};
+
+use crate::output::{monotonic, JsonLines};
 use crate::state::{Loaded, StateFile};
 use crate::{stop_requested, Failure};
 
@@ -32,108 +29,6 @@ pub(crate) struct PoolArgs {
     pub(crate) eose_timeout: Option<Duration>,
     /// `--state`: the file, and what it held when it exists.
     pub(crate) state: Option<(StateFile, Option<Loaded>)>,
-}
-
-/// One line of `tether req` output with several relays.
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Line<'a> {
-    Connected {
-        relay: &'a str,
-    },
-    Disconnected {
-        relay: &'a str,
-        reconnect_in_ms: Option<u64>,
-        why: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        close_code: Option<u16>,
-    },
-    Invalid {
-        sub: &'a str,
-        relay: &'a str,
-        id: String,
-        reason: &'a str,
-        #[serde(skip_serializing_if = "is_zero")]
-        suppressed: u64,
-    },
-    Event {
-        sub: &'a str,
-        relay: &'a str,
-        event: &'a RawValue,
-    },
-    Eose {
-        sub: &'a str,
-        relay: &'a str,
-    },
-    CaughtUp {
-        sub: &'a str,
-        relay: &'a str,
-        method: &'static str,
-        exact_since: u64,
-        recovered: u64,
-    },
-    Retrying {
-        sub: &'a str,
-        relay: &'a str,
-        in_ms: u64,
-        attempt: u32,
-    },
-    Queued {
-        sub: &'a str,
-        relay: &'a str,
-    },
-    EoseTimeout {
-        sub: &'a str,
-        relay: &'a str,
-    },
-    Closed {
-        sub: &'a str,
-        relay: &'a str,
-        reason: &'a str,
-        attempts: u32,
-    },
-    Complete {
-        sub: &'a str,
-        outcome: &'static str,
-        missing: Vec<&'a str>,
-    },
-    Ended {
-        sub: &'a str,
-    },
-    Notice {
-        relay: &'a str,
-        message: &'a str,
-    },
-    Auth {
-        relay: &'a str,
-        challenge: &'a str,
-    },
-    Authenticated {
-        relay: &'a str,
-    },
-    AuthFailed {
-        relay: &'a str,
-        reason: &'a str,
-    },
-    SignerFailed {
-        relay: &'a str,
-        error: String,
-    },
-    RateLimited {
-        relay: &'a str,
-        window_ms: u64,
-    },
-    SubscriptionLimit {
-        relay: &'a str,
-        max: usize,
-    },
-    PeerError {
-        relay: &'a str,
-        kind: &'static str,
-        excerpt: String,
-        #[serde(skip_serializing_if = "is_zero")]
-        suppressed: u64,
-    },
 }
 
 /// Run `tether req` over several relays.
@@ -227,8 +122,8 @@ pub(crate) async fn run(args: PoolArgs) -> Result<(), Failure> {
         relays: urls.len(),
         urls,
         ended: vec![false; streams.len()],
-        peer_errors: RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1)),
-        invalid: RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1)),
+        peer_errors: Limiter::default(),
+        invalid: Limiter::default(),
     };
     let mut items = select_all(streams);
     let mut stop = pin!(stop);
@@ -345,9 +240,9 @@ struct Run {
     relays: usize,
     /// Ended: no relay serves it any more.
     ended: Vec<bool>,
-    peer_errors: RateLimit,
+    peer_errors: Limiter,
     /// `invalid` lines: a relay flooding forgeries must not flood stdout.
-    invalid: RateLimit,
+    invalid: Limiter,
 }
 
 /// The URL `relay` was added with, as given on the command line.
@@ -369,154 +264,57 @@ impl Run {
     }
 
     fn relay_event(&mut self, relay: RelayId, event: &SessionEvent) -> Result<(), Failure> {
-        let url = url(&self.urls, relay);
-        let line = match event {
-            SessionEvent::Connected => Line::Connected { relay: url },
-            SessionEvent::Disconnected { reconnect_in, why } => {
-                let (why, close_code) = disconnect_why(*why);
-                Line::Disconnected {
-                    relay: url,
-                    reconnect_in_ms: reconnect_in.map(millis),
-                    why,
-                    close_code,
-                }
-            }
-            SessionEvent::Notice { message } => Line::Notice {
-                relay: url,
-                message,
-            },
-            SessionEvent::AuthChallenge { challenge, .. } => Line::Auth {
-                relay: url,
-                challenge,
-            },
-            SessionEvent::Authenticated => Line::Authenticated { relay: url },
-            SessionEvent::AuthFailed { reason } => Line::AuthFailed { relay: url, reason },
-            SessionEvent::SignerFailed { error } => Line::SignerFailed {
-                relay: url,
-                error: error.to_string(),
-            },
-            SessionEvent::RateLimited { window } => Line::RateLimited {
-                relay: url,
-                window_ms: millis(*window),
-            },
-            SessionEvent::SubscriptionLimit { max } => Line::SubscriptionLimit {
-                relay: url,
-                max: *max,
-            },
-            SessionEvent::PeerError { error } => {
-                let Some(suppressed) = self.peer_errors.admit(std::time::Instant::now()) else {
-                    return Ok(());
-                };
-                Line::PeerError {
-                    relay: url,
-                    kind: error.kind(),
-                    excerpt: rate_limit::excerpt(&error.to_string()),
-                    suppressed,
-                }
-            }
-            other => {
-                tracing::debug!(?other, url, "relay event");
-                return Ok(());
-            }
+        let url = Urls(&self.urls);
+        let Some(line) = event.line(url.relay(relay.0)) else {
+            tracing::debug!(?event, relay = url.relay_url(relay), "relay event");
+            return Ok(());
+        };
+        let Some(line) = line.admit(&mut self.peer_errors, monotonic()) else {
+            return Ok(());
         };
         Ok(self.out.write(&line)?)
     }
 
     fn item(&mut self, index: usize, item: &PoolItem) -> Result<(), Failure> {
-        let sub = index.to_string();
-        let sub = sub.as_str();
         match item {
-            PoolItem::Event { relay, raw, .. } => {
-                let raw = raw_json(raw);
-                let relay = url(&self.urls, *relay);
-                self.out.write(&Line::Event {
-                    sub,
-                    relay,
-                    event: &raw,
-                })?;
-            }
-            PoolItem::Eose { relay } => {
-                self.out.write(&Line::Eose {
-                    sub,
-                    relay: url(&self.urls, *relay),
-                })?;
-            }
-            PoolItem::CaughtUp { relay, caught_up } => {
+            PoolItem::CaughtUp { relay, .. } | PoolItem::RelayClosed { relay, .. } => {
                 self.answered_by(index, *relay);
-                self.out.write(&Line::CaughtUp {
-                    sub,
-                    relay: url(&self.urls, *relay),
-                    method: caught_up.method.as_str(),
-                    exact_since: caught_up.exact_since,
-                    recovered: caught_up.recovered,
-                })?;
             }
-            PoolItem::RelayClosed {
-                relay,
-                reason,
-                attempts,
-            } => {
-                self.answered_by(index, *relay);
-                self.out.write(&Line::Closed {
-                    sub,
-                    relay: url(&self.urls, *relay),
-                    reason,
-                    attempts: *attempts,
-                })?;
-            }
-            PoolItem::Complete(outcome) => {
-                self.complete[index] = true;
-                let (outcome, missing) = match outcome {
-                    Outcome::Complete => ("complete", Vec::new()),
-                    Outcome::Partial { missing } => (
-                        "partial",
-                        missing.iter().map(|(r, _)| url(&self.urls, *r)).collect(),
-                    ),
-                    _ => ("partial", Vec::new()),
-                };
-                self.out.write(&Line::Complete {
-                    sub,
-                    outcome,
-                    missing,
-                })?;
-            }
+            PoolItem::Complete(_) => self.complete[index] = true,
             PoolItem::Ended { .. } => {
                 self.ended[index] = true;
                 self.complete[index] = true;
-                self.out.write(&Line::Ended { sub })?;
             }
-            PoolItem::Invalid { relay, id, reason } => {
-                let Some(suppressed) = self.invalid.admit(std::time::Instant::now()) else {
-                    return Ok(());
-                };
-                self.out.write(&Line::Invalid {
-                    sub,
-                    relay: url(&self.urls, *relay),
-                    id: id.to_string(),
-                    reason,
-                    suppressed,
-                })?;
-            }
-            PoolItem::Relay { relay, event } => {
-                let relay = url(&self.urls, *relay);
-                match event {
-                    SubscriptionEvent::Retrying { after, attempt } => {
-                        self.out.write(&Line::Retrying {
-                            sub,
-                            relay,
-                            in_ms: millis(*after),
-                            attempt: *attempt,
-                        })?
-                    }
-                    SubscriptionEvent::Queued => self.out.write(&Line::Queued { sub, relay })?,
-                    SubscriptionEvent::EoseTimeout => {
-                        self.out.write(&Line::EoseTimeout { sub, relay })?;
-                    }
-                    other => tracing::debug!(sub, relay, ?other, "subscription event"),
-                }
-            }
-            other => tracing::debug!(sub, ?other, "pool item"),
+            _ => {}
         }
-        Ok(())
+        let sub = index.to_string();
+        let urls = Urls(&self.urls);
+        let Some(line) = item.line(Label::Name(sub.as_str().into()), &urls) else {
+            tracing::debug!(index, ?item, "pool item");
+            return Ok(());
+        };
+        let Some(line) = line.admit(&mut self.invalid, monotonic()) else {
+            return Ok(());
+        };
+        Ok(self.out.write(&line)?)
+    }
+}
+
+/// The CLI's relay labels: each relay by its URL as given on the command line.
+struct Urls<'a>(&'a BTreeMap<RelayId, String>);
+
+impl Urls<'_> {
+    fn relay_url(&self, relay: RelayId) -> &str {
+        url(self.0, relay)
+    }
+}
+
+impl Labels for Urls<'_> {
+    fn sub(&self, sub: u64) -> Label<'_> {
+        Label::Id(sub)
+    }
+
+    fn relay(&self, relay: u32) -> Option<Label<'_>> {
+        Some(Label::Name(url(self.0, RelayId(relay)).into()))
     }
 }

@@ -1,22 +1,20 @@
 //! `tether sse`: an SSE endpoint kept open with the SseSession rules, as JSON lines.
 
 use std::pin::pin;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use futures_util::StreamExt;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde::Serialize;
-use tether_tokio::sse::{
-    AttemptInfo, CloseReason, DropReason, EndReason, Event, FailReason, Progress, Request, Resume,
-    SseCheckpoint,
-};
+use tether_tokio::sse::{AttemptInfo, DropReason, Event, Request, Resume, SseCheckpoint};
 use tether_tokio::tether_driver::http_options::Proxies;
 use tether_tokio::tether_driver::{AttemptParts, PerAttempt};
 use tether_tokio::{ConnectError, EventSource, EventSourceConfig, HttpOptions, ProxyConfig, Roots};
 
 use crate::mcp::Mcp;
-use crate::output::{is_zero, millis, JsonLines};
-use crate::rate_limit::{self, RateLimit, PEER_ERRORS_PER_SECOND};
+use tether_tokio::tether_core::line::sse::Line as SseLine;
+use tether_tokio::tether_core::line::Limiter;
+
+use crate::output::JsonLines;
 use crate::state::StateFile;
 use crate::{parse_secs, stop_requested, Failure};
 
@@ -140,61 +138,6 @@ pub(crate) struct Args {
     native_roots: bool,
 }
 
-/// One line of `tether sse` output.
-#[derive(Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum Line<'a> {
-    Open,
-    Message {
-        event: &'a str,
-        data: &'a str,
-        id: &'a str,
-    },
-    Reconnecting {
-        in_ms: u64,
-        last_event_id: &'a str,
-        attempt: u32,
-        why: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        status: Option<u16>,
-        reason: String,
-    },
-    Reconnected {
-        gap_ms: u64,
-    },
-    Reissued {
-        gap_ms: u64,
-        attempts: u32,
-    },
-    PeerError {
-        kind: &'static str,
-        excerpt: String,
-        #[serde(skip_serializing_if = "is_zero")]
-        suppressed: u64,
-    },
-    Failed {
-        status: Option<u16>,
-        reason: String,
-        kind: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        events: Option<u64>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        last_event_id: Option<&'a str>,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        body: Option<&'a str>,
-    },
-    Ended {
-        why: &'static str,
-        #[serde(skip_serializing_if = "Option::is_none")]
-        event: Option<&'a str>,
-        events: u64,
-        last_event_id: &'a str,
-    },
-    Closed {
-        reason: &'static str,
-    },
-}
-
 /// Run `tether sse`.
 ///
 /// # Errors
@@ -273,7 +216,7 @@ async fn stream_lines(
     dirty: &mut bool,
 ) -> Result<(), Failure> {
     let mut out = JsonLines::new();
-    let mut peer_errors = RateLimit::new(PEER_ERRORS_PER_SECOND, Duration::from_secs(1));
+    let mut peer_errors = Limiter::default();
     let mut stop = pin!(stop);
     let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
     let mut deadline = pin!(deadline);
@@ -297,180 +240,30 @@ async fn stream_lines(
         let Some(event) = event else {
             return Ok(());
         };
+        let now = stream.now();
+        let Some(line) = SseLine::new(&event, now, stream.last_event_id()) else {
+            tracing::debug!(?event, "sse event");
+            continue;
+        };
+        if matches!(event, Event::ParseError(_) | Event::UnsendableId { .. }) {
+            tracing::warn!(?event, "the server sent something wrong");
+        }
+        if let Some(line) = line.admit(&mut peer_errors, now) {
+            out.write(&line)?;
+        }
         match &event {
-            Event::Failed { why } => {
-                let (status, reason) = failure(why);
-                let (kind, progress, body) = failure_detail(why);
-                let why = format!("{}: {reason}", args.url);
-                out.write(&Line::Failed {
-                    status,
-                    reason,
-                    kind,
-                    events: progress.map(|p| p.events),
-                    last_event_id: progress.map(|p| p.last_event_id.as_str()),
-                    body,
-                })?;
-                return Err(Failure::Failed(why));
-            }
-            Event::Ended { why, progress } => {
-                let event = match why {
-                    EndReason::Event(name) => Some(name.as_str()),
-                    _ => None,
+            Event::Failed { .. } => {
+                let reason = match SseLine::new(&event, now, "") {
+                    Some(SseLine::Failed { reason, .. }) => reason,
+                    _ => String::new(),
                 };
-                out.write(&Line::Ended {
-                    why: why.as_str(),
-                    event,
-                    events: progress.events,
-                    last_event_id: &progress.last_event_id,
-                })?;
-                return Ok(());
+                return Err(Failure::Failed(format!("{}: {reason}", args.url)));
             }
-            Event::Closed { why } => {
-                out.write(&Line::Closed {
-                    reason: closed_reason(*why),
-                })?;
-                return Ok(());
-            }
-            Event::Reconnecting { at, .. } => {
-                let in_ms = millis(stream.until(*at));
-                write_event(&mut out, &event, stream.last_event_id(), in_ms)?;
-            }
-            Event::ParseError(_) | Event::UnsendableId { .. } => {
-                tracing::warn!(?event, "the server sent something wrong");
-                if let Some(suppressed) = peer_errors.admit(Instant::now()) {
-                    if let Some(line) = peer_error(&event, suppressed) {
-                        out.write(&line)?;
-                    }
-                }
-            }
-            other => write_event(&mut out, other, stream.last_event_id(), 0)?,
+            Event::Ended { .. } | Event::Closed { .. } => return Ok(()),
+            _ => {}
         }
     }
     Ok(())
-}
-
-fn write_event(
-    out: &mut JsonLines,
-    event: &Event,
-    last_event_id: &str,
-    in_ms: u64,
-) -> Result<(), Failure> {
-    let line = match event {
-        Event::Open => Line::Open,
-        Event::Message(message) => Line::Message {
-            event: &message.event,
-            data: &message.data,
-            id: &message.id,
-        },
-        Event::Reconnecting { why, attempt, .. } => Line::Reconnecting {
-            in_ms,
-            last_event_id,
-            attempt: *attempt,
-            why: drop_kind(*why),
-            status: match why {
-                DropReason::Status(status) => Some(*status),
-                _ => None,
-            },
-            reason: drop_reason(*why),
-        },
-        Event::Reconnected { gap } => Line::Reconnected {
-            gap_ms: millis(*gap),
-        },
-        Event::Reissued { gap, attempts } => Line::Reissued {
-            gap_ms: millis(*gap),
-            attempts: *attempts,
-        },
-        other => {
-            tracing::debug!(?other, "sse event");
-            return Ok(());
-        }
-    };
-    Ok(out.write(&line)?)
-}
-
-/// The HTTP status behind a failure (200 for a wrong content type), and why.
-fn failure(why: &FailReason) -> (Option<u16>, String) {
-    match why {
-        FailReason::Status(status) => (Some(*status), format!("HTTP status {status}")),
-        FailReason::ContentType(kind) => (
-            Some(200),
-            format!(
-                "content type {} is not text/event-stream",
-                kind.as_deref().unwrap_or("(none)")
-            ),
-        ),
-        FailReason::ContentEncoding(encoding) => (
-            Some(200),
-            format!("the stream is encoded with {encoding}, but identity was asked for"),
-        ),
-        FailReason::Redirect {
-            status,
-            location,
-            why,
-        } => (
-            Some(*status),
-            format!("redirect to {location:?} not followed: {why}"),
-        ),
-        FailReason::Exhausted(last) => {
-            let status = match last {
-                DropReason::Status(status) => Some(*status),
-                _ => None,
-            };
-            (
-                status,
-                format!("gave up reconnecting; last: {}", drop_reason(*last)),
-            )
-        }
-        FailReason::InvalidRequest(detail) => {
-            (None, format!("the request could not be built: {detail}"))
-        }
-        FailReason::Rejected { status, .. } => (
-            Some(*status),
-            format!("HTTP status {status}; the request is not repeatable"),
-        ),
-        FailReason::Interrupted { why, .. } => (
-            None,
-            format!(
-                "stream lost ({}) and the request may not be sent again",
-                drop_reason(*why)
-            ),
-        ),
-        FailReason::ResumeExhausted { why, .. } => (
-            None,
-            format!(
-                "gave up resuming from the same event id; last: {}",
-                drop_reason(*why)
-            ),
-        ),
-        FailReason::ReissueExhausted { why, .. } => (
-            None,
-            format!(
-                "gave up re-issuing the request; last: {}",
-                drop_reason(*why)
-            ),
-        ),
-        FailReason::SessionGone { .. } => (
-            Some(404),
-            "the server no longer knows the session (404 on resume)".to_owned(),
-        ),
-        FailReason::ErrorEvent { .. } => (None, "the server sent an error event".to_owned()),
-        other => (None, format!("{other:?}")),
-    }
-}
-
-/// The `kind` of a `failed` line (the core's name for it), how far the stream got and the
-/// server's own words, where the failure carries them.
-fn failure_detail(why: &FailReason) -> (&'static str, Option<&Progress>, Option<&str>) {
-    let (progress, body) = match why {
-        FailReason::Rejected { body, progress, .. } => (Some(progress), Some(body.as_str())),
-        FailReason::Interrupted { progress, .. }
-        | FailReason::ResumeExhausted { progress, .. }
-        | FailReason::ReissueExhausted { progress, .. }
-        | FailReason::SessionGone { progress } => (Some(progress), None),
-        FailReason::ErrorEvent { data, progress } => (Some(progress), Some(data.as_str())),
-        _ => (None, None),
-    };
-    (why.as_str(), progress, body)
 }
 
 /// The request `args` describe: method, headers, body, resume policy, end rules.
@@ -563,49 +356,6 @@ pub(crate) fn roots(cacert: &[std::path::PathBuf], native: bool) -> Result<Roots
     Ok(roots)
 }
 
-/// The typed `why` of a `reconnecting` line: the core's name for the drop, a network error
-/// named by its socket loss.
-fn drop_kind(why: DropReason) -> &'static str {
-    match why {
-        DropReason::NetworkError(loss) => loss.as_str(),
-        other => other.as_str(),
-    }
-}
-
-fn drop_reason(why: DropReason) -> String {
-    match why {
-        DropReason::Status(status) => format!("HTTP status {status}"),
-        DropReason::NetworkError(loss) => format!("network error ({})", loss.as_str()),
-        DropReason::Eof => "stream ended".into(),
-        DropReason::ConnectTimeout => "no response in time".into(),
-        DropReason::IdleTimeout => "idle timeout".into(),
-        DropReason::Restarted => "the process restarted".into(),
-        other => format!("{other:?}"),
-    }
-}
-
-/// The `peer_error` line for a peer error event, saying how many were `suppressed` before it.
-fn peer_error(event: &Event, suppressed: u64) -> Option<Line<'static>> {
-    let (kind, excerpt) = match event {
-        Event::ParseError(error) => (error.as_str(), error.to_string()),
-        Event::UnsendableId { id, .. } => ("unsendable_id", id.clone()),
-        _ => return None,
-    };
-    Some(Line::PeerError {
-        kind,
-        excerpt: rate_limit::excerpt(&excerpt),
-        suppressed,
-    })
-}
-
-fn closed_reason(why: CloseReason) -> &'static str {
-    match why {
-        CloseReason::NoContent => "204 No Content: the server asked to stop",
-        CloseReason::Local => "closed",
-        _ => "closed",
-    }
-}
-
 /// Parse `-H 'Name: value'` arguments.
 ///
 /// # Errors
@@ -690,35 +440,4 @@ fn parse_headers(args: &[String]) -> Result<HeaderMap, Failure> {
         headers.append(name, value);
     }
     Ok(headers)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tether_tokio::sse::ParseError;
-
-    #[test]
-    fn peer_error_lines_are_typed_and_bounded() {
-        let long = "\u{1}".repeat(100);
-        let event = Event::UnsendableId {
-            id: long,
-            why: tether_tokio::sse::Unsendable::Byte { at: 0, byte: 1 },
-        };
-        let Some(Line::PeerError { kind, excerpt, .. }) = peer_error(&event, 0) else {
-            panic!()
-        };
-        assert_eq!((kind, excerpt.chars().count()), ("unsendable_id", 64));
-        let event = Event::ParseError(ParseError::LineTooLong { limit: 8 });
-        let json = serde_json::to_value(peer_error(&event, 0).unwrap()).unwrap();
-        assert_eq!(
-            json,
-            serde_json::json!({
-                "type": "peer_error",
-                "kind": "line_too_long",
-                "excerpt": "line longer than 8 bytes"
-            })
-        );
-        let json = serde_json::to_value(peer_error(&event, 4).unwrap()).unwrap();
-        assert_eq!(json["suppressed"], 4);
-    }
 }

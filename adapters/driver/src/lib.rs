@@ -54,6 +54,7 @@ mod heard;
 pub mod http_options;
 #[cfg(feature = "tls")]
 pub mod launch;
+mod lines;
 mod machine;
 pub mod pool;
 mod ready;
