@@ -11,7 +11,7 @@ use tether_core::line::sse::Line as SseLine;
 use tether_core::line::{Ids, Label, Labels};
 use tether_core::nostr::message::{EventId, FrameError};
 use tether_core::nostr::{
-    CatchUpMethod, Carries, ChallengeId, Disconnect, Event, Rejection, SubscriptionId, Transmit,
+    Carries, CatchUpMethod, ChallengeId, Disconnect, Event, Rejection, SubscriptionId, Transmit,
 };
 use tether_core::pool::{Missing, Outcome, PoolEvent, PublishOutcome, RelayId, SubId};
 use tether_core::sse::session::{CloseReason, DropReason, EndReason, FailReason};

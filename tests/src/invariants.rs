@@ -7,8 +7,6 @@ use std::time::Duration;
 use tether_core::nostr::{Carries, Event, RelayConfig, RelaySession, SubscriptionId};
 use tether_core::Instant;
 
-use crate::sim::Action;
-
 /// What the invariant checker remembers between steps.
 #[derive(Debug)]
 pub struct Invariants {
@@ -68,13 +66,16 @@ impl Invariants {
         self.closed.keys().copied()
     }
 
-    pub(crate) fn before_action(&mut self, action: &Action) {
-        match action {
-            Action::Subscribe(..) => self.foreground = true,
-            Action::Disconnect => self.disconnected = true,
-            Action::Connect => self.disconnected = false,
-            Action::Online(online) => self.offline = !online,
-            _ => {}
+    /// What the script is about to do, as far as the invariants care: the application
+    /// subscribed (foreground work may be sent), asked to disconnect or connect, or the
+    /// network went off or on. The sim says it in these terms, so the invariants do not
+    /// depend on its script.
+    pub(crate) fn before(&mut self, step: Step) {
+        match step {
+            Step::Subscribe => self.foreground = true,
+            Step::Disconnect => self.disconnected = true,
+            Step::Connect => self.disconnected = false,
+            Step::Online(online) => self.offline = !online,
         }
     }
 
@@ -333,4 +334,13 @@ fn wire_of(text: &str) -> String {
         .and_then(|rest| rest.split('"').next())
         .unwrap_or_default()
         .to_owned()
+}
+
+/// What the invariants are told before a scripted step.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Step {
+    Subscribe,
+    Disconnect,
+    Connect,
+    Online(bool),
 }

@@ -13,7 +13,7 @@ use tether_core::nostr::{
 };
 use tether_core::Instant;
 
-use crate::invariants::Invariants;
+use crate::invariants::{Invariants, Step};
 use crate::net::{self, Machine, Net};
 use crate::relay_model::{auth_event, RelayModel, StoredEvent};
 
@@ -375,7 +375,16 @@ impl Sim {
             };
             self.line("app", &shown);
         }
-        self.invariants.before_action(&action);
+        let step = match &action {
+            Action::Subscribe(..) => Some(Step::Subscribe),
+            Action::Disconnect => Some(Step::Disconnect),
+            Action::Connect => Some(Step::Connect),
+            Action::Online(online) => Some(Step::Online(*online)),
+            _ => None,
+        };
+        if let Some(step) = step {
+            self.invariants.before(step);
+        }
         if self.saved.is_some() && !matches!(action, Action::Restore) && !is_relay_side(&action) {
             // The process is dead: nothing the application does reaches a session.
             return false;

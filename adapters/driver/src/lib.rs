@@ -52,6 +52,7 @@ mod drive;
 mod event_source;
 mod heard;
 pub mod http_options;
+mod io_error;
 #[cfg(feature = "tls")]
 pub mod launch;
 mod lines;

@@ -12,7 +12,8 @@ use tether_core::nostr::{Applied, ChallengeId, Event, RelayInfo, RelaySession, T
 use tether_core::pool::{PoolError, PoolEvent, RelayId, RelayPool};
 use tether_core::{Instant, Wake};
 
-use crate::relays::{Key, Solo};
+use crate::ready::Key;
+use crate::relays::Solo;
 use crate::wire::WireInput;
 
 /// A sans-IO machine the driver loop can drive.

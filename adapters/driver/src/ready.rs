@@ -8,12 +8,19 @@
 //! one poll that finds nothing to do.
 
 use std::collections::VecDeque;
+use std::fmt::Debug;
+use std::hash::Hash;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::task::{Wake, Waker};
 
-use crate::relays::Key;
 use futures_util::task::AtomicWaker;
+
+/// How a driver names one of its relays.
+pub(crate) trait Key: Copy + Ord + Eq + Hash + Debug + Send + Sync + 'static {
+    /// A small dense index (for the ready queue's flags).
+    fn index(self) -> usize;
+}
 
 /// The ready queue, shared by the driver and every relay's waker.
 #[derive(Debug)]

@@ -20,17 +20,11 @@ use tether_core::nostr::{ChallengeId, Transmit};
 use tether_core::pool::RelayId;
 use tungstenite::Message;
 
-use crate::ready::Ready;
+use crate::ready::{Key, Ready};
 use crate::relay_info::InfoFetchError;
 use crate::runtime::{BoxFuture, WsConnect};
 use crate::signer::SignerError;
 use crate::wire::{Wire, WireInput};
-
-/// How a driver names one of its relays.
-pub(crate) trait Key: Copy + Ord + Eq + Hash + Debug + Send + Sync + 'static {
-    /// A small dense index (for the ready queue's flags).
-    fn index(self) -> usize;
-}
 
 /// The one relay of a relay driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -102,7 +102,7 @@ impl Error for RequestError {}
 pub fn connect_loss(error: &(dyn Error + 'static)) -> SocketLoss {
     let out_of_files = causes(error).any(|e| {
         e.downcast_ref::<io::Error>()
-            .is_some_and(crate::wire::out_of_files)
+            .is_some_and(crate::io_error::out_of_files)
     });
     if out_of_files {
         return SocketLoss::OutOfFiles;

@@ -10,6 +10,7 @@ use tether_core::link::{Epoch, SocketLoss};
 use tracing::{info, warn};
 use tungstenite::Message;
 
+use crate::io_error::out_of_files;
 use crate::runtime::{BoxFuture, BoxSocket, WsConnect, WsError};
 
 /// Frames queued for the socket before the driver stops taking commands (the socket is not
@@ -222,14 +223,6 @@ impl Wire {
         self.unflushed = false;
         input(self.epoch, WireInput::Close(why));
     }
-}
-
-/// Whether `error` is the process (`EMFILE`) or the system (`ENFILE`) out of file
-/// descriptors. Both numbers are the same on Linux, the BSDs and macOS.
-pub(crate) fn out_of_files(error: &std::io::Error) -> bool {
-    const ENFILE: i32 = 23;
-    const EMFILE: i32 = 24;
-    cfg!(unix) && matches!(error.raw_os_error(), Some(ENFILE | EMFILE))
 }
 
 /// What a WebSocket error says about why the socket is gone: for the application's report

@@ -49,6 +49,7 @@
 mod burst;
 mod event_source;
 mod http;
+mod launch;
 mod pool;
 mod relay;
 mod runtime;

@@ -4,7 +4,7 @@ use tether_core::pool::{PoolCheckpoint, PoolConfig, RelayId};
 use tether_driver::launch;
 use tether_driver::{Config, ConnectError, PoolHandle, PoolSubscription};
 
-use crate::runtime::Tokio;
+use crate::launch::Tokio;
 
 /// Start an empty relay pool on a spawned tokio task; add relays with
 /// [`PoolHandle::add_relay`] and subscribe across all of them with

@@ -8,7 +8,8 @@ use tether_driver::tether_core::nostr::RelayCheckpoint;
 use tether_driver::{Config, RelayHandle, Subscription};
 
 use crate::http::ReqwestHttp;
-use crate::runtime::{Tokio, TokioRuntime};
+use crate::launch::Tokio;
+use crate::runtime::TokioRuntime;
 use crate::ConnectError;
 
 /// A connection to one Nostr relay, kept alive by a spawned driver task.

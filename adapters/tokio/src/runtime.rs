@@ -1,17 +1,10 @@
-//! [`TokioRuntime`]: tokio's clock as the core's [`Instant`]; and what tokio brings to start a
-//! driver.
+//! [`TokioRuntime`]: tokio's clock as the core's [`Instant`].
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tether_core::Instant;
-use tether_driver::launch::Launch;
-use tether_driver::tls::SocketTls;
-use tether_driver::{BoxFuture, ConnectError, HttpConnect, Runtime, WsConnect};
-
-use crate::http::ReqwestHttp;
-use crate::ws::TokioWs;
+use tether_driver::Runtime;
 
 /// tokio's monotonic clock seen from an origin taken when the runtime value was created.
 ///
@@ -60,30 +53,5 @@ impl Runtime for TokioRuntime {
         if sleep.deadline() != at {
             sleep.as_mut().reset(at);
         }
-    }
-}
-
-/// What tokio brings to start a driver: [`TokioRuntime`], tokio-tungstenite sockets, reqwest
-/// for NIP-11 documents, and `tokio::spawn` (so starting one panics outside a tokio runtime).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Tokio;
-
-impl Launch for Tokio {
-    type Runtime = TokioRuntime;
-
-    fn runtime(&self) -> TokioRuntime {
-        TokioRuntime::new()
-    }
-
-    fn ws(&self, tls: SocketTls) -> Arc<dyn WsConnect> {
-        TokioWs::new(tls)
-    }
-
-    fn http(&self) -> Result<Arc<dyn HttpConnect>, ConnectError> {
-        Ok(Arc::new(ReqwestHttp::default_client()?))
-    }
-
-    fn spawn(&self, task: BoxFuture<()>) {
-        tokio::spawn(task);
     }
 }

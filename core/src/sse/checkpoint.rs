@@ -9,9 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::parser::check_sendable;
 use super::request::{EndRules, Request, Resume};
-use super::resume::check_sendable;
-use super::session::SseSession;
+use super::session::{Restored, SseSession};
 use crate::checkpoint::{self, CheckpointError};
 
 /// The kind an SSE session's checkpoint says it is.
@@ -153,13 +153,6 @@ impl SseCheckpoint {
         };
         request
     }
-}
-
-/// What [`SseSession::connect`] does first in a restored session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Restored {
-    /// The request was out when the checkpoint was taken: its stream was lost then.
-    pub(crate) was_out: bool,
 }
 
 impl SseSession {

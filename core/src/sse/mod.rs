@@ -18,12 +18,12 @@ pub mod session;
 pub mod status;
 
 pub use checkpoint::SseCheckpoint;
+pub use parser::{check_sendable, Unsendable};
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use redirect::{RedirectPolicy, RedirectRefusal};
 pub use request::{
     Attempt, EndRules, ParseResumeError, Progress, Request, Resume, DEFAULT_REISSUE_FAILURES,
 };
-pub use resume::{check_sendable, Unsendable};
 pub use session::{
     is_event_stream, parse_retry_after, AttemptInfo, CloseReason, DropReason, EndReason, Event,
     FailReason, ResponseHead, SseConfig, SseSession, SseStats, Transmit, MAX_DETAIL_LEN,

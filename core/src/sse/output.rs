@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::link::{Epoch, SocketLoss};
+use crate::sse::parser::Unsendable;
 use crate::sse::parser::{Message, ParseError};
 use crate::sse::redirect::RedirectRefusal;
 use crate::sse::request::{Attempt, Progress, Request};
-use crate::sse::resume::Unsendable;
 use crate::time::Instant;
 
 /// What the driver must do on the wire.

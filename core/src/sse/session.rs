@@ -73,7 +73,6 @@ use crate::sse::request::{Attempt, Progress, Request, Requests, Resume};
 use crate::time::{Clock, Instant};
 use crate::wake::Wake;
 
-use crate::sse::checkpoint::Restored;
 pub use crate::sse::output::{
     CloseReason, DropReason, EndReason, Event, FailReason, SseStats, Transmit, MAX_DETAIL_LEN,
 };
@@ -81,6 +80,13 @@ use crate::sse::redirect::{judge, Hop, Redirect, RedirectPolicy, CREDENTIALS};
 use crate::sse::resume::{AfterDrop, Dropped, Resumes};
 use crate::sse::status::{classify, may_have_acted, Verdict};
 pub use crate::sse::status::{is_event_stream, parse_retry_after, ResponseHead};
+
+/// What [`SseSession::connect`] does first in a restored session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Restored {
+    /// The request was out when the checkpoint was taken: its stream was lost then.
+    pub(crate) was_out: bool,
+}
 
 /// Configuration of an [`SseSession`].
 #[derive(Clone, Copy, Debug, PartialEq)]
