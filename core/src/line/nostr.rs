@@ -561,3 +561,30 @@ impl<'a> TransmitLine<'a> {
         }
     }
 }
+
+/// An event copy a host must verify (the pool's `verify`): its `ticket`, the `relay` that
+/// sent it, the `id` it claims and the relay's JSON.
+#[derive(Clone, Debug, Serialize)]
+pub struct VerifyLine<'a> {
+    /// Answer with it.
+    pub ticket: u64,
+    /// The relay that sent the copy.
+    pub relay: u32,
+    /// The id it claims.
+    pub id: Hex<'a>,
+    /// Its JSON, embedded.
+    pub event: Cow<'a, RawValue>,
+}
+
+impl<'a> VerifyLine<'a> {
+    /// The line for `request`.
+    pub fn new(request: &'a crate::pool::VerifyRequest) -> VerifyLine<'a> {
+        VerifyLine {
+            ticket: request.ticket.0,
+            relay: request.relay.0,
+            id: Hex(&request.id.0),
+            event: embed(&request.raw),
+        }
+    }
+}
+

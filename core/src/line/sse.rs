@@ -1,10 +1,13 @@
-//! Lines of SSE sessions: [`Line`] for what the application hears.
+//! Lines of SSE sessions: [`Line`] for what the application hears, [`TransmitLine`] for
+//! what a host must do.
+
+use std::borrow::Cow;
 
 use serde::Serialize;
 
 use super::{is_zero, millis, millis_until};
-use crate::sse::session::{CloseReason, DropReason, EndReason, FailReason};
-use crate::sse::{Event, Progress};
+use crate::sse::session::{AttemptInfo, CloseReason, DropReason, EndReason, FailReason};
+use crate::sse::{request_headers, Event, Progress, Transmit};
 use crate::time::Instant;
 
 /// One line about an SSE stream.
@@ -283,5 +286,72 @@ mod tests {
         let later = Instant::from_millis(1_000);
         let json = serde_json::to_value(line.admit(&mut limiter, later).unwrap()).unwrap();
         assert_eq!(json["suppressed"], 1);
+    }
+}
+
+/// What an SSE session asks its host to do, as a line:
+///
+/// - `open`: send `method` with `headers` (the request's, after the rule of
+///   [`request_headers`](crate::sse::request_headers): `Accept`, `Cache-Control`,
+///   `Accept-Encoding` and an empty body's `Content-Length` unless the request sets them,
+///   none that `withhold` names), `body` (none when empty) and `Last-Event-ID:
+///   last_event_id` when not null, to the stream's URL or to `redirect` when not null (a
+///   hop of the same attempt, with the same `epoch`). `attempt` (`original`, `resume`,
+///   `reissue`), `number` (requests so far, this one included) and `after` (why the
+///   previous attempt ended) are for a host that builds each attempt's parts itself.
+/// - `close`: abort the request of `epoch`.
+/// - `end`: the stream is over; no request follows.
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[allow(missing_docs)] // The fields are the wire contract, documented on the type.
+pub enum TransmitLine<'a> {
+    /// Send a request.
+    Open {
+        epoch: u64,
+        last_event_id: Option<&'a str>,
+        redirect: Option<&'a str>,
+        method: &'a str,
+        headers: Vec<[&'a str; 2]>,
+        body: Cow<'a, str>,
+        withhold: &'static [&'static str],
+        attempt: &'static str,
+        number: u64,
+        after: Option<&'static str>,
+    },
+    /// Abort a request.
+    Close { epoch: u64 },
+    /// The stream is over.
+    End,
+}
+
+impl<'a> TransmitLine<'a> {
+    /// The line for `transmit`; `info` says which attempt an `open` is.
+    pub fn new(transmit: &'a Transmit, info: &AttemptInfo) -> TransmitLine<'a> {
+        match transmit {
+            Transmit::Open {
+                epoch,
+                last_event_id,
+                request,
+                redirect,
+                withhold,
+                ..
+            } => TransmitLine::Open {
+                epoch: epoch.0,
+                last_event_id: last_event_id.as_deref(),
+                redirect: redirect.as_deref(),
+                method: &request.method,
+                headers: request_headers(request, None)
+                    .filter(|(name, _)| !withhold.iter().any(|w| w.eq_ignore_ascii_case(name)))
+                    .map(|(name, value)| [name, value])
+                    .collect(),
+                body: String::from_utf8_lossy(&request.body),
+                withhold,
+                attempt: info.attempt.as_str(),
+                number: info.number,
+                after: info.after.map(DropReason::as_str),
+            },
+            Transmit::Close { epoch } => TransmitLine::Close { epoch: epoch.0 },
+            Transmit::End => TransmitLine::End,
+        }
     }
 }

@@ -130,7 +130,7 @@ impl RelayInfo {
 }
 
 /// What a session does with a [`RelayInfo`]: the values in force once it is applied.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct Applied {
     /// The subscription limit in force (configured, declared or learned).

@@ -121,6 +121,12 @@ pub struct RelaySession {
 const IDLE_TRANSMITS: usize = 4;
 
 impl RelaySession {
+    /// The latest `now` an input carried: what the relative times of the lines of its
+    /// outputs ([`line`](crate::line)) are measured from.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
     /// A disconnected session; `seed` determines every jittered delay.
     #[must_use]
     pub fn new(config: RelayConfig, seed: u64) -> Self {

@@ -201,6 +201,12 @@ enum Deadline {
 }
 
 impl RelayPool {
+    /// The latest `now` an input carried: what the relative times of the lines of its
+    /// outputs ([`line`](crate::line)) are measured from.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
     /// An empty pool; `seed` determines every relay session's jitter.
     #[must_use]
     pub fn new(config: PoolConfig, seed: u64) -> Self {

@@ -188,7 +188,7 @@ pub struct PublishOutcome {
 }
 
 /// What the pool counted for one relay.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct PoolStats {
     /// Events it delivered that another relay (or itself) had delivered first: dropped.

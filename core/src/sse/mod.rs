@@ -22,7 +22,8 @@ pub use parser::{check_sendable, Unsendable};
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use redirect::{RedirectPolicy, RedirectRefusal};
 pub use request::{
-    Attempt, EndRules, ParseResumeError, Progress, Request, Resume, DEFAULT_REISSUE_FAILURES,
+    request_headers, Attempt, EndRules, ParseResumeError, Progress, Request, Resume,
+    DEFAULT_REISSUE_FAILURES,
 };
 pub use session::{
     is_event_stream, parse_retry_after, AttemptInfo, CloseReason, DropReason, EndReason, Event,

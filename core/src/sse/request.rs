@@ -390,6 +390,52 @@ impl Requests {
     }
 }
 
+/// The headers an SSE request carries, in order: `Accept: text/event-stream`,
+/// `Cache-Control: no-cache` (an intermediary must not answer from a cache) and
+/// `Accept-Encoding: identity` (a compressed stream arrives only as the compressor flushes;
+/// see [`status`](crate::sse::status)) unless the
+/// application's request sets that header itself (MCP needs
+/// `Accept: application/json, text/event-stream`), `Content-Length: 0` for a POST, PUT or
+/// PATCH without a body, then the request's own headers as given,
+/// then `Last-Event-ID` when the core asked for one. A `Last-Event-ID` of the application's
+/// is left out: which id to resume from is the core's decision.
+///
+/// The core only hands out ids that are valid header values
+/// ([`check_sendable`](crate::sse::check_sendable)), so a client that refuses this header anyway has a bug of
+/// its own; it is reported as an invalid request by the driver, never retried. A header of the
+/// application's that the client refuses is reported the same way.
+pub fn request_headers<'a>(
+    request: &'a Request,
+    last_event_id: Option<&'a str>,
+) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+    let own = |name: &str| {
+        request
+            .headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case(name))
+    };
+    // A POST, PUT or PATCH with no body still says so: servers answer 411 (Length Required)
+    // to one that does not, and the HTTP clients add no length for an empty body.
+    let empty_body =
+        request.body.is_empty() && matches!(request.method.as_str(), "POST" | "PUT" | "PATCH");
+    let defaults = [
+        ("accept", "text/event-stream"),
+        ("cache-control", "no-cache"),
+        ("accept-encoding", "identity"),
+    ]
+    .into_iter()
+    .chain(empty_body.then_some(("content-length", "0")))
+    .filter(move |(name, _)| !own(name));
+    let app = request
+        .headers
+        .iter()
+        .filter(|(n, _)| !n.eq_ignore_ascii_case("last-event-id"))
+        .map(|(n, v)| (n.as_str(), v.as_str()));
+    defaults
+        .chain(app)
+        .chain(last_event_id.map(|id| ("last-event-id", id)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -228,6 +228,12 @@ struct Rejection {
 }
 
 impl SseSession {
+    /// The latest `now` an input carried: what the relative times of the lines of its
+    /// outputs ([`line`](crate::line)) are measured from.
+    pub fn now(&self) -> Instant {
+        self.clock.now()
+    }
+
     /// An idle session for a plain GET; `seed` drives its jitter (same seed + same inputs =
     /// same outputs).
     #[must_use]
