@@ -461,8 +461,8 @@ int32_t tether_pool_publish(struct TetherPool *pool,
                             size_t relay_count,
                             uint8_t *out_id);
 
-// Answer `relay`'s NIP-42 challenge `challenge` (the `id` of its `auth_challenge`, inside
-// a `relay` event) with a signed kind 22242 event.
+// Answer `relay`'s NIP-42 challenge `challenge` (the `id` of its `auth` event, with
+// its `relay`) with a signed kind 22242 event.
 //
 // # Errors
 // `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_INVALID_ARGUMENT`, `TETHER_ERR_WRONG_STATE`.
@@ -807,7 +807,7 @@ int32_t tether_relay_apply_relay_info(struct TetherRelay *relay,
                                       uint8_t *buf,
                                       size_t *len);
 
-// Answer the NIP-42 challenge `challenge` (the `id` of an `auth_challenge` event) with a
+// Answer the NIP-42 challenge `challenge` (the `id` of an `auth` event) with a
 // signed kind 22242 event (`len` bytes of JSON); its id goes to `out_id` unless null.
 //
 // # Errors

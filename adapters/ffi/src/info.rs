@@ -5,7 +5,7 @@
 
 use tether_core::nostr::{Applied, RelayInfo};
 
-use crate::encode::encode_applied;
+use tether_core::line::write_into;
 use crate::{ptr, Failure, TETHER_ERR_BUFFER_TOO_SMALL, TETHER_ERR_NULL, TETHER_OK};
 
 /// A `*_apply_relay_info` result: the relay's document was not read (larger than 64 KiB,
@@ -49,7 +49,7 @@ pub(crate) unsafe fn apply_document(
     let mut out = Vec::with_capacity(128);
     let code = match RelayInfo::parse(bytes) {
         Ok(info) => {
-            encode_applied(&apply(&info)?, &mut out);
+            write_into(&apply(&info)?, &mut out);
             TETHER_OK
         }
         Err(error) => {

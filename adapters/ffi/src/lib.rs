@@ -13,10 +13,15 @@
 //!
 //! # Outputs
 //!
-//! Each transmit and event is one JSON object (UTF-8, no terminating NUL) with a `"type"`
-//! field; the fields of each type are listed in `include/tether.h` and the README. A relay
-//! event's JSON is embedded byte for byte as the `"event"` member of a `received` object.
-//! Times are milliseconds on the host's `now_ms` scale, rounded up.
+//! Each transmit and event is one JSON object (UTF-8, no terminating NUL) in the core's one
+//! vocabulary, [`tether_core::line`]: the objects `tether req` and `tether sse` print as
+//! lines, with subscriptions and relays named by their ids, and the handles a host needs to
+//! answer (`id` on `event` and `auth`). A relay event's JSON is embedded as the `"event"`
+//! member of an `event` object, byte for byte unless it holds a line break (then compact).
+//! Times are relative to the `now_ms` of the input whose outputs are being polled
+//! (`reconnect_in_ms`, `in_ms`, `window_ms`, rounded down). At most 10 `peer_error` (and
+//! `invalid`) objects a second are handed out; the next says how many were left out
+//! (`suppressed`).
 //!
 //! Polling takes `buf` and `*len` (its capacity). On [`TETHER_OK`] `*len` is the length
 //! written; on [`TETHER_ERR_BUFFER_TOO_SMALL`] `*len` is the length needed and the item stays
@@ -43,7 +48,6 @@
 //! call; nothing is retained after a call returns. A handle must come from its `*_new` and
 //! be freed once with its `*_free`.
 
-mod encode;
 mod outbuf;
 #[allow(unsafe_code)]
 #[macro_use]
@@ -63,11 +67,6 @@ pub mod url;
 #[allow(unsafe_code)]
 pub mod verify;
 
-pub use encode::{
-    encode_applied, encode_pool_event, encode_pool_stats, encode_pool_transmit, encode_relay_event,
-    encode_relay_transmit, encode_sse_attempt, encode_sse_event, encode_sse_transmit,
-    encode_verify_request,
-};
 
 /// The version of this ABI, returned by [`tether_abi_version`]: bumped on any incompatible
 /// change (a removed or retyped function, a changed output field). Additions keep it.

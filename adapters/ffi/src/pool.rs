@@ -22,9 +22,8 @@ use tether_core::pool::{
 };
 use tether_core::Epoch;
 
-use crate::encode::{
-    encode_pool_event, encode_pool_stats, encode_pool_transmit, encode_verify_request,
-};
+use tether_core::line::nostr::{Line, TransmitLine, VerifyLine};
+use tether_core::line::{write_into, Ids, Label, Limiter};
 use crate::outbuf::Pending;
 use crate::relay::TetherRelayConfig;
 use crate::verify::verdict_reason;
@@ -176,6 +175,9 @@ pub struct TetherPool {
     verify: Pending,
     /// The latest `now_ms` seen: what `poll_timeout` says while output is held.
     now: u64,
+    /// How many `peer_error` and `invalid` lines a second reach the host.
+    peer_errors: Limiter,
+    invalid: Limiter,
     health: Health,
 }
 
@@ -196,6 +198,8 @@ impl TetherPool {
             event: Pending::default(),
             verify: Pending::default(),
             now: now_ms,
+            peer_errors: Limiter::default(),
+            invalid: Limiter::default(),
             health: Health::default(),
         }
     }
@@ -513,8 +517,8 @@ pub unsafe extern "C" fn tether_pool_publish(
     })
 }
 
-/// Answer `relay`'s NIP-42 challenge `challenge` (the `id` of its `auth_challenge`, inside
-/// a `relay` event) with a signed kind 22242 event.
+/// Answer `relay`'s NIP-42 challenge `challenge` (the `id` of its `auth` event, with
+/// its `relay`) with a signed kind 22242 event.
 ///
 /// # Errors
 /// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_INVALID_ARGUMENT`, `TETHER_ERR_WRONG_STATE`.
@@ -741,7 +745,9 @@ pub unsafe extern "C" fn tether_pool_poll_transmit(
         unsafe {
             deliver(transmit, buf, len, |out| {
                 pool.poll_transmit()
-                    .map(|(relay, t)| encode_pool_transmit(relay, &t, out))
+                    .map(|(relay, t)| {
+                        write_into(&TransmitLine::new(&t, Some(Label::Id(relay.0.into()))), out)
+                    })
                     .is_some()
             })
         }
@@ -762,13 +768,29 @@ pub unsafe extern "C" fn tether_pool_poll_event(
     len: *mut usize,
 ) -> i32 {
     guarded!(pool, |p: &mut TetherPool| {
-        let TetherPool { pool, event, .. } = p;
+        let TetherPool {
+            pool,
+            event,
+            peer_errors,
+            invalid,
+            ..
+        } = p;
         // SAFETY: the contract is the caller's.
         unsafe {
             deliver(event, buf, len, |out| {
-                pool.poll_event()
-                    .map(|e| encode_pool_event(&e, out))
-                    .is_some()
+                while let Some(e) = pool.poll_event() {
+                    let now = pool.now();
+                    let line = Line::pool_event(&e, now, &Ids);
+                    let limiter = match line {
+                        Line::Invalid { .. } => &mut *invalid,
+                        _ => &mut *peer_errors,
+                    };
+                    if let Some(line) = line.admit(limiter, now) {
+                        write_into(&line, out);
+                        return true;
+                    }
+                }
+                false
             })
         }
     })
@@ -796,7 +818,7 @@ pub unsafe extern "C" fn tether_pool_poll_verify(
         unsafe {
             deliver(verify, buf, len, |out| {
                 pool.poll_verify()
-                    .map(|r| encode_verify_request(&r, out))
+                    .map(|r| write_into(&VerifyLine::new(&r), out))
                     .is_some()
             })
         }
@@ -885,7 +907,7 @@ pub unsafe extern "C" fn tether_pool_relay_stats(
             return Err(pool_failure(&PoolError::UnknownRelay(RelayId(relay))));
         };
         let mut out = Vec::with_capacity(96);
-        encode_pool_stats(&stats, &mut out);
+        write_into(&stats, &mut out);
         // SAFETY: the contract is the caller's.
         Ok(unsafe { ptr::copy_out(&out, buf, len) })
     })

@@ -12,7 +12,8 @@ use tether_core::nostr::RelaySession;
 use tether_core::nostr::{ChallengeId, Error, Filter, Priority, RelayConfig, SubscriptionId};
 use tether_core::{Epoch, GateScope};
 
-use crate::encode::{encode_relay_event, encode_relay_transmit};
+use tether_core::line::nostr::{Line, TransmitLine};
+use tether_core::line::{write_into, Ids, Limiter};
 use crate::outbuf::Pending;
 use crate::{
     deliver, instant, ptr, socket, socket_loss, Failure, Guarded, Health,
@@ -113,6 +114,8 @@ pub struct TetherRelay {
     event: Pending,
     /// The latest `now_ms` seen: what `poll_timeout` says while output is held.
     now: u64,
+    /// How many `peer_error` lines a second reach the host.
+    peer_errors: Limiter,
     health: Health,
 }
 
@@ -133,6 +136,7 @@ impl TetherRelay {
             transmit: Pending::default(),
             event: Pending::default(),
             now: now_ms,
+            peer_errors: Limiter::default(),
             health: Health::default(),
         }
     }
@@ -411,7 +415,7 @@ pub unsafe extern "C" fn tether_relay_apply_relay_info(
     })
 }
 
-/// Answer the NIP-42 challenge `challenge` (the `id` of an `auth_challenge` event) with a
+/// Answer the NIP-42 challenge `challenge` (the `id` of an `auth` event) with a
 /// signed kind 22242 event (`len` bytes of JSON); its id goes to `out_id` unless null.
 ///
 /// # Errors
@@ -603,7 +607,7 @@ pub unsafe extern "C" fn tether_relay_poll_transmit(
             deliver(transmit, buf, len, |out| {
                 session
                     .poll_transmit()
-                    .map(|t| encode_relay_transmit(&t, out))
+                    .map(|t| write_into(&TransmitLine::new(&t, None), out))
                     .is_some()
             })
         }
@@ -624,14 +628,24 @@ pub unsafe extern "C" fn tether_relay_poll_event(
     len: *mut usize,
 ) -> i32 {
     guarded!(relay, |r: &mut TetherRelay| {
-        let TetherRelay { session, event, .. } = r;
+        let TetherRelay {
+            session,
+            event,
+            peer_errors,
+            ..
+        } = r;
         // SAFETY: the contract is the caller's.
         unsafe {
             deliver(event, buf, len, |out| {
-                session
-                    .poll_event()
-                    .map(|e| encode_relay_event(&e, out))
-                    .is_some()
+                while let Some(e) = session.poll_event() {
+                    let now = session.now();
+                    let line = Line::relay_event(&e, now, None, &Ids);
+                    if let Some(line) = line.admit(peer_errors, now) {
+                        write_into(&line, out);
+                        return true;
+                    }
+                }
+                false
             })
         }
     })

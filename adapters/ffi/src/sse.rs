@@ -11,7 +11,8 @@ use std::time::{Duration, UNIX_EPOCH};
 use tether_core::sse::{parse_retry_after, Request, ResponseHead, Resume, SseConfig, SseSession};
 use tether_core::Epoch;
 
-use crate::encode::{encode_sse_attempt, encode_sse_event, encode_sse_transmit};
+use tether_core::line::sse::{Line, TransmitLine};
+use tether_core::line::{write_into, Limiter};
 use crate::outbuf::Pending;
 use crate::{
     deliver, instant, ptr, socket, socket_failure, socket_loss, Failure, Guarded, Health,
@@ -89,6 +90,8 @@ pub struct TetherSse {
     /// `(now_ms, unix_secs)` from [`tether_sse_set_wall_clock`]: turns an HTTP-date
     /// `Retry-After` into a delay.
     wall: Option<(u64, u64)>,
+    /// How many `peer_error` lines a second reach the host.
+    peer_errors: Limiter,
     health: Health,
 }
 
@@ -110,6 +113,7 @@ impl TetherSse {
             event: Pending::default(),
             now: 0,
             wall: None,
+            peer_errors: Limiter::default(),
             health: Health::default(),
         }
     }
@@ -647,12 +651,7 @@ pub unsafe extern "C" fn tether_sse_poll_transmit(
             deliver(transmit, buf, len, |out| {
                 session
                     .poll_transmit()
-                    .map(|t| {
-                        encode_sse_transmit(&t, out);
-                        if matches!(t, tether_core::sse::Transmit::Open { .. }) {
-                            encode_sse_attempt(&session.attempt_info(), out);
-                        }
-                    })
+                    .map(|t| write_into(&TransmitLine::new(&t, &session.attempt_info()), out))
                     .is_some()
             })
         }
@@ -670,14 +669,26 @@ pub unsafe extern "C" fn tether_sse_poll_event(
     len: *mut usize,
 ) -> i32 {
     guarded!(sse, |s: &mut TetherSse| {
-        let TetherSse { session, event, .. } = s;
+        let TetherSse {
+            session,
+            event,
+            peer_errors,
+            ..
+        } = s;
         // SAFETY: the contract is the caller's.
         unsafe {
             deliver(event, buf, len, |out| {
-                session
-                    .poll_event()
-                    .map(|e| encode_sse_event(&e, out))
-                    .is_some()
+                while let Some(e) = session.poll_event() {
+                    let now = session.now();
+                    let Some(line) = Line::new(&e, now, session.last_event_id()) else {
+                        continue;
+                    };
+                    if let Some(line) = line.admit(peer_errors, now) {
+                        write_into(&line, out);
+                        return true;
+                    }
+                }
+                false
             })
         }
     })

@@ -12,7 +12,8 @@ use tether_core::nostr::{
     ChallengeId, Filter, Priority, RelayCheckpoint, RelayConfig, RelaySession, SubscriptionId,
 };
 use tether_core::{Epoch, Instant, SocketLoss};
-use tether_ffi::{encode_relay_event, encode_relay_transmit};
+use tether_core::line::nostr::{Line, TransmitLine};
+use tether_core::line::{write_into, Ids};
 
 fn at(step: &[Value], i: usize) -> u64 {
     step[i].as_u64().expect("a number")
@@ -114,7 +115,7 @@ fn transcript(scenario: &Value) -> String {
         loop {
             let mut buf = Vec::new();
             if let Some(t) = session.poll_transmit() {
-                encode_relay_transmit(&t, &mut buf);
+                write_into(&TransmitLine::new(&t, None), &mut buf);
                 writeln!(
                     out,
                     "{n} transmit {}",
@@ -124,7 +125,7 @@ fn transcript(scenario: &Value) -> String {
                 continue;
             }
             if let Some(e) = session.poll_event() {
-                encode_relay_event(&e, &mut buf);
+                write_into(&Line::relay_event(&e, session.now(), None, &Ids), &mut buf);
                 writeln!(out, "{n} event {}", String::from_utf8(buf).expect("UTF-8"))
                     .expect("write");
                 continue;

@@ -164,27 +164,27 @@ static void two_relays(void) {
     uint64_t sub = 9;
     CODE(subscribe(pool, 0, "[{\"kinds\":[1]}]", &sub), TETHER_OK);
     CHECK(sub == 1); /* subscription ids start at 1 */
-    TRANSMIT(pool, "{\"relay\":0,\"type\":\"open\",\"epoch\":1}");
-    TRANSMIT(pool, "{\"relay\":1,\"type\":\"open\",\"epoch\":1}");
+    TRANSMIT(pool, "{\"type\":\"open\",\"relay\":0,\"epoch\":1}");
+    TRANSMIT(pool, "{\"type\":\"open\",\"relay\":1,\"epoch\":1}");
     DRAINED(pool);
     CODE(tether_pool_poll_timeout(pool, &at), TETHER_OK);
     CHECK(at == 10000); /* the outcome deadline (the connect timeout is later) */
 
     CODE(tether_pool_handle_open(pool, 10, a, 1), TETHER_OK);
     CODE(tether_pool_handle_open(pool, 10, b, 1), TETHER_OK);
-    TRANSMIT(pool, "{\"relay\":0,\"type\":\"send\",\"text\":\"[\\\"REQ\\\",\\\"0:1\\\","
+    TRANSMIT(pool, "{\"type\":\"send\",\"relay\":0,\"text\":\"[\\\"REQ\\\",\\\"0:1\\\","
                    "{\\\"kinds\\\":[1]}]\",\"carries\":{\"req\":0}}");
-    TRANSMIT(pool, "{\"relay\":1,\"type\":\"send\",\"text\":\"[\\\"REQ\\\",\\\"0:1\\\","
+    TRANSMIT(pool, "{\"type\":\"send\",\"relay\":1,\"text\":\"[\\\"REQ\\\",\\\"0:1\\\","
                    "{\\\"kinds\\\":[1]}]\",\"carries\":{\"req\":0}}");
-    EVENT(pool, "{\"type\":\"relay\",\"relay\":0,\"sub\":null,\"event\":{\"type\":\"connected\"}}");
-    EVENT(pool, "{\"type\":\"relay\",\"relay\":1,\"sub\":null,\"event\":{\"type\":\"connected\"}}");
+    EVENT(pool, "{\"type\":\"connected\",\"relay\":0}");
+    EVENT(pool, "{\"type\":\"connected\",\"relay\":1}");
     DRAINED(pool);
 
     /* The same event from both relays is delivered once, from the first. */
     CODE(frame(pool, 20, b, 1, "[\"EVENT\",\"0:1\"," EV(ID1) "]"), TETHER_OK);
     CODE(frame(pool, 21, a, 1, "[\"EVENT\",\"0:1\"," EV(ID1) "]"), TETHER_OK);
     CODE(frame(pool, 22, a, 1, "[\"EOSE\",\"0:1\"]"), TETHER_OK);
-    EVENT(pool, "{\"type\":\"received\",\"sub\":1,\"relay\":1,\"id\":\"" ID1 "\",\"event\":" EV(ID1) "}");
+    EVENT(pool, "{\"type\":\"event\",\"sub\":1,\"relay\":1,\"id\":\"" ID1 "\",\"event\":" EV(ID1) "}");
     EVENT(pool, "{\"type\":\"eose\",\"sub\":1,\"relay\":0}");
     DRAINED(pool);
     /* A zero-capacity buffer is told the size and keeps the item. */
@@ -230,7 +230,7 @@ static void two_relays(void) {
     CODE(frame(pool, 31, a, 1, "not json"), TETHER_OK);
     len = sizeof buf;
     CODE(tether_pool_poll_event(pool, buf, &len), TETHER_OK);
-    CHECK(starts("{\"type\":\"relay\",\"relay\":0,\"sub\":null,\"event\":{\"type\":\"peer_error\""));
+    CHECK(starts("{\"type\":\"peer_error\",\"relay\":0,"));
     DRAINED(pool);
 
     /* A 100 MB frame: over the 4 MiB limit, it is a peer error and dropped undecoded. */
@@ -242,8 +242,8 @@ static void two_relays(void) {
         CODE(tether_pool_handle_frame(pool, 32, a, 1, big, huge), TETHER_OK);
         free(big);
     }
-    EVENT(pool, "{\"type\":\"relay\",\"relay\":0,\"sub\":null,\"event\":{\"type\":\"peer_error\","
-                "\"kind\":\"too_large\",\"error\":\"frame of 104857600 bytes exceeds the 4194304-byte limit\"}}");
+    EVENT(pool, "{\"type\":\"peer_error\",\"relay\":0,\"kind\":\"too_large\","
+                "\"excerpt\":\"frame of 104857600 bytes exceeds the 4194304-byte limit\"}");
     DRAINED(pool);
 
     /* Publish to relay b only: its OK is the outcome. */
@@ -256,11 +256,11 @@ static void two_relays(void) {
     uint32_t unknown[1] = {7};
     CODE(tether_pool_publish(pool, 40, text(ev), strlen(ev), unknown, 1, NULL),
          TETHER_ERR_UNKNOWN_ID);
-    TRANSMIT(pool, "{\"relay\":1,\"type\":\"send\",\"text\":\"[\\\"EVENT\\\"," EV_ESCAPED "]\","
+    TRANSMIT(pool, "{\"type\":\"send\",\"relay\":1,\"text\":\"[\\\"EVENT\\\"," EV_ESCAPED "]\","
                    "\"carries\":{\"event\":\"" ID2 "\"}}");
     DRAINED(pool);
     CODE(frame(pool, 41, b, 1, "[\"OK\",\"" ID2 "\",true,\"\"]"), TETHER_OK);
-    EVENT(pool, "{\"type\":\"published\",\"id\":\"" ID2 "\",\"relay\":1}");
+    EVENT(pool, "{\"type\":\"published\",\"relay\":1,\"id\":\"" ID2 "\"}");
     EVENT(pool, "{\"type\":\"publish_done\",\"id\":\"" ID2 "\",\"accepted\":[1],\"rejected\":[],\"pending\":[]}");
     DRAINED(pool);
 
@@ -277,8 +277,7 @@ static void two_relays(void) {
                           "\"max_message_length\":null,\"max_subid_length\":null,"
                           "\"auth_first\":false,\"max_limit\":500}";
     CHECK(len == strlen(applied) && memcmp(buf, applied, len) == 0);
-    EVENT(pool, "{\"type\":\"relay\",\"relay\":1,\"sub\":null,\"event\":"
-                "{\"type\":\"subscription_limit\",\"max\":20}}");
+    EVENT(pool, "{\"type\":\"subscription_limit\",\"relay\":1,\"max\":20}");
     DRAINED(pool);
     len = sizeof buf;
     CODE(tether_pool_apply_relay_info(pool, 50, b, text("<html>"), 6, buf, &len),
@@ -303,8 +302,8 @@ static void two_relays(void) {
     CODE(tether_pool_restore(&config, saved, saved_len, 0, 1700000100, &restored, NULL, NULL),
          TETHER_OK);
     CHECK(restored != NULL);
-    TRANSMIT(restored, "{\"relay\":0,\"type\":\"open\",\"epoch\":1}");
-    TRANSMIT(restored, "{\"relay\":1,\"type\":\"open\",\"epoch\":1}");
+    TRANSMIT(restored, "{\"type\":\"open\",\"relay\":0,\"epoch\":1}");
+    TRANSMIT(restored, "{\"type\":\"open\",\"relay\":1,\"epoch\":1}");
     CODE(tether_pool_unsubscribe(restored, 0, sub), TETHER_OK);
     tether_pool_free(restored);
     size_t why_len = sizeof buf;
@@ -315,7 +314,7 @@ static void two_relays(void) {
 
     /* Removing a relay closes its socket. */
     CODE(tether_pool_remove_relay(pool, 60, b), TETHER_OK);
-    TRANSMIT(pool, "{\"relay\":1,\"type\":\"close\",\"epoch\":1}");
+    TRANSMIT(pool, "{\"type\":\"close\",\"relay\":1,\"epoch\":1}");
     DRAINED(pool);
     tether_pool_free(pool);
 }
@@ -360,7 +359,7 @@ static void verification(void) {
     CODE(tether_pool_handle_verified(pool, 21, 1, verdict, NULL, 0), TETHER_OK);
     EVENT(pool, "{\"type\":\"invalid\",\"sub\":1,\"relay\":0,\"id\":\"" ID1 "\","
                 "\"reason\":\"id is not the hash of the event\"}");
-    EVENT(pool, "{\"type\":\"received\",\"sub\":1,\"relay\":0,\"id\":\"" ID2 "\",\"event\":" EV(ID2) "}");
+    EVENT(pool, "{\"type\":\"event\",\"sub\":1,\"relay\":0,\"id\":\"" ID2 "\",\"event\":" EV(ID2) "}");
     EVENT(pool, "{\"type\":\"eose\",\"sub\":1,\"relay\":0}");
     EVENT(pool, "{\"type\":\"complete\",\"sub\":1,\"outcome\":\"complete\",\"missing\":[]}");
     DRAINED(pool);

@@ -81,7 +81,7 @@ int main(void) {
 
     CODE(tether_sse_connect(sse, 0), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":1,\"last_event_id\":null,"
-                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":1,\"after\":null}");
+                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[[\"accept\",\"text/event-stream\"],[\"cache-control\",\"no-cache\"],[\"accept-encoding\",\"identity\"]],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":1,\"after\":null}");
     DRAINED(sse);
     size_t consumed = 0;
     CODE(tether_sse_handle_bytes(sse, 5, 1, text("data: x\n\n"), 9, &consumed),
@@ -118,38 +118,38 @@ int main(void) {
     /* The body ends: a reconnect no sooner than the retry field (2 s) and at most 20% later,
      * carrying Last-Event-ID. */
     CODE(tether_sse_handle_eof(sse, 1000, 1), TETHER_OK);
-    EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"eof\",\"status\":null,\"loss\":null,"
-               "\"attempt\":1,\"at_ms\":3116}");
+    EVENT(sse, "{\"type\":\"reconnecting\",\"in_ms\":2115,\"last_event_id\":\"1\","
+               "\"attempt\":1,\"why\":\"eof\",\"reason\":\"stream ended\"}");
     DRAINED(sse);
     if (deadline(sse) != 3116) failures++;
     CODE(tether_sse_handle_eof(sse, 1000, 1), TETHER_OK); /* stale: ignored */
     DRAINED(sse);
     CODE(tether_sse_handle_timeout(sse, 3116), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":2,\"last_event_id\":\"1\","
-                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":2,\"after\":\"eof\"}");
+                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[[\"accept\",\"text/event-stream\"],[\"cache-control\",\"no-cache\"],[\"accept-encoding\",\"identity\"]],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":2,\"after\":\"eof\"}");
     DRAINED(sse);
 
     /* 503 with Retry-After: 60 s: no sooner than that. */
     CODE(response(sse, 3140, 2, 503, "text/plain", "60"), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"close\",\"epoch\":2}");
-    EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"status\",\"status\":503,\"loss\":null,"
-               "\"attempt\":2,\"at_ms\":63140}");
+    EVENT(sse, "{\"type\":\"reconnecting\",\"in_ms\":60000,\"last_event_id\":\"1\","
+               "\"attempt\":2,\"why\":\"status\",\"status\":503,\"reason\":\"HTTP status 503\"}");
     DRAINED(sse);
     CODE(tether_sse_handle_timeout(sse, 63140), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":3,\"last_event_id\":\"1\","
-                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":3,\"after\":\"status\"}");
+                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[[\"accept\",\"text/event-stream\"],[\"cache-control\",\"no-cache\"],[\"accept-encoding\",\"identity\"]],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":3,\"after\":\"status\"}");
     DRAINED(sse);
     /* 429 with an HTTP-date 119 s after the wall clock's now (63 s after it was set). */
     CODE(response(sse, 63140, 3, 429, NULL, "Wed, 21 Oct 2015 07:31:02 GMT"), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"close\",\"epoch\":3}");
-    EVENT(sse, "{\"type\":\"reconnecting\",\"drop\":\"status\",\"status\":429,\"loss\":null,"
-               "\"attempt\":3,\"at_ms\":182140}");
+    EVENT(sse, "{\"type\":\"reconnecting\",\"in_ms\":119000,\"last_event_id\":\"1\","
+               "\"attempt\":3,\"why\":\"status\",\"status\":429,\"reason\":\"HTTP status 429\"}");
     DRAINED(sse);
 
     /* A 307 is the core's to follow: the same attempt and epoch, to the resolved Location. */
     CODE(tether_sse_handle_timeout(sse, 182140), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":4,\"last_event_id\":\"1\","
-                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":4,\"after\":\"status\"}");
+                  "\"redirect\":null,\"method\":\"GET\",\"headers\":[[\"accept\",\"text/event-stream\"],[\"cache-control\",\"no-cache\"],[\"accept-encoding\",\"identity\"]],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\",\"number\":4,\"after\":\"status\"}");
     DRAINED(sse);
     const char *url = "https://a.example/v1/stream";
     const char *location = "/v2/stream";
@@ -158,7 +158,7 @@ int main(void) {
                                 (const uint8_t *)url, strlen(url)),
          TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"open\",\"epoch\":4,\"last_event_id\":\"1\","
-                  "\"redirect\":\"https://a.example/v2/stream\",\"method\":\"GET\",\"headers\":[],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\","
+                  "\"redirect\":\"https://a.example/v2/stream\",\"method\":\"GET\",\"headers\":[[\"accept\",\"text/event-stream\"],[\"cache-control\",\"no-cache\"],[\"accept-encoding\",\"identity\"]],\"body\":\"\",\"withhold\":[],\"attempt\":\"original\","
                   "\"number\":5,\"after\":\"status\"}");
     DRAINED(sse);
 
@@ -166,20 +166,20 @@ int main(void) {
     CODE(tether_sse_disconnect(sse, 190000), TETHER_OK);
     TRANSMIT(sse, "{\"type\":\"close\",\"epoch\":4}");
     TRANSMIT(sse, "{\"type\":\"end\"}");
-    EVENT(sse, "{\"type\":\"closed\",\"why\":\"local\"}");
+    EVENT(sse, "{\"type\":\"closed\",\"reason\":\"closed\"}");
     DRAINED(sse);
     uint64_t at = 0;
     CODE(tether_sse_poll_timeout(sse, &at), TETHER_DONE);
     tether_sse_free(sse);
 
     /* A POST: each open says what it sends; a cut after it opened is the end (never). */
-    const char *post = "{\"method\":\"POST\",\"headers\":[[\"content-type\",\"application/json\"]],"
+    const char *post = "{\"method\":\"POST\",\"headers\":[[\"accept\",\"text/event-stream\"],[\"cache-control\",\"no-cache\"],[\"accept-encoding\",\"identity\"],[\"content-type\",\"application/json\"]],"
                        "\"body\":\"{}\",\"end_data\":\"[DONE]\"}";
     TetherSse *poster = NULL;
     CODE(tether_sse_new_request(&config, text(post), strlen(post), &poster), TETHER_OK);
     CODE(tether_sse_connect(poster, 0), TETHER_OK);
     TRANSMIT(poster, "{\"type\":\"open\",\"epoch\":1,\"last_event_id\":null,\"redirect\":null,"
-                     "\"method\":\"POST\",\"headers\":[[\"content-type\",\"application/json\"]],"
+                     "\"method\":\"POST\",\"headers\":[[\"accept\",\"text/event-stream\"],[\"cache-control\",\"no-cache\"],[\"accept-encoding\",\"identity\"],[\"content-type\",\"application/json\"]],"
                      "\"body\":\"{}\",\"withhold\":[],\"attempt\":\"original\",\"number\":1,"
                      "\"after\":null}");
     DRAINED(poster);
@@ -203,8 +203,9 @@ int main(void) {
          TETHER_OK);
     CODE(tether_sse_connect(again, 0), TETHER_OK);
     /* It was out when the checkpoint was taken and `never` may not send it again. */
-    EVENT(again, "{\"type\":\"failed\",\"why\":\"interrupted\",\"drop\":\"restarted\","
-                 "\"status\":null,\"loss\":null,\"events\":0,\"last_event_id\":\"\"}");
+    EVENT(again, "{\"type\":\"failed\",\"status\":null,\"reason\":\"stream lost (the process "
+                 "restarted) and the request may not be sent again\",\"kind\":\"interrupted\","
+                 "\"events\":0,\"last_event_id\":\"\"}");
     TRANSMIT(again, "{\"type\":\"end\"}");
     DRAINED(again);
     tether_sse_free(again);
