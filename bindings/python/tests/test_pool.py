@@ -38,7 +38,7 @@ def test_two_relays_deliver_each_event_once_and_one_outcome():
     events = []
     while (e := pool.poll_event()) is not None:
         events.append(e)
-    assert [e["type"] for e in events] == ["received", "eose", "eose", "complete"]
+    assert [e["type"] for e in events] == ["event", "eose", "eose", "complete"]
     assert events[0]["relay"] == b and events[0]["raw"] == event(1)
     assert events[3] == {"type": "complete", "sub": sub, "outcome": "complete", "missing": []}
     assert pool.relay_stats(a)["duplicates"] == 1
@@ -62,7 +62,7 @@ def test_verdicts_come_back_in_any_order_and_delivery_keeps_its_order():
     pool.handle_verified(3, first["ticket"], "bad_id")
     invalid, received = pool.poll_event(), pool.poll_event()
     assert invalid["type"] == "invalid" and invalid["reason"] == "id is not the hash of the event"
-    assert received["type"] == "received" and received["raw"] == event(2)
+    assert received["type"] == "event" and received["raw"] == event(2)
     with pytest.raises(TetherError):
         pool.handle_verified(4, first["ticket"], None)
 
@@ -112,7 +112,7 @@ def test_a_hung_relay_never_stalls_the_others(peer):
         started = time.monotonic()
 
         def five_and_eose() -> None:
-            received = [e for e in got if e["type"] == "received"]
+            received = [e for e in got if e["type"] == "event"]
             if len(received) == 5 and any(e["type"] == "eose" for e in got):
                 driver.stop()
 
@@ -124,7 +124,7 @@ def test_a_hung_relay_never_stalls_the_others(peer):
         return got, took
 
     got, took = asyncio.run(run())
-    received = [e for e in got if e["type"] == "received"]
+    received = [e for e in got if e["type"] == "event"]
     assert len(received) == 5 and all(e["relay"] == 1 for e in received)
     # The hung relay's connect timeout is 10 s: the live relay did not wait for it.
     assert took < 5, took
@@ -154,7 +154,7 @@ def test_verification_runs_on_threads_and_drops_forgeries(peer):
     got = asyncio.run(run())
     kinds = [e["type"] for e in got if e["type"] != "relay"]
     # The testpeer's events are not signed: every one is invalid, none delivered.
-    assert kinds.count("invalid") == 3 and "received" not in kinds, json.dumps(got)
+    assert kinds.count("invalid") == 3 and "event" not in kinds, json.dumps(got)
     live.frames()
 
 
@@ -192,6 +192,10 @@ def test_lagging_verifiers_hold_the_sockets_back_instead_of_dropping_events(peer
         return got, stats
 
     got, stats = asyncio.run(run())
-    assert sum(1 for e in got if e["type"] == "invalid") == 6000
+    # Every forgery is counted; at most 10 `invalid` lines a second reach the host, each
+    # saying how many were left out before it.
+    invalid = [e for e in got if e["type"] == "invalid"]
+    assert 0 < len(invalid) < 6000
+    assert sum(1 + e.get("suppressed", 0) for e in invalid) <= 6000
     assert stats["unverified_dropped"] == 0 and stats["invalid"] == 6000, stats
     live.frames()

@@ -117,10 +117,9 @@ def test_a_redirect_without_location_fails_typed_and_is_not_followed():
     assert events == [
         {
             "type": "failed",
-            "why": "redirect",
             "status": 302,
-            "location": "",
-            "refusal": "bad_location",
+            "reason": 'redirect to "" not followed: no usable Location',
+            "kind": "redirect",
         }
     ]
     assert [(m, p) for m, p, _, _ in server.log] == [("GET", "/events")]
@@ -137,10 +136,9 @@ def test_a_redirect_loop_stops_at_the_hop_limit():
     assert events == [
         {
             "type": "failed",
-            "why": "redirect",
             "status": 307,
-            "location": "/events",
-            "refusal": "too_many",
+            "reason": 'redirect to "/events" not followed: too many redirects',
+            "kind": "redirect",
         }
     ]
     # The request and 5 hops; the 6th redirect is refused, nothing more is sent.
@@ -187,7 +185,14 @@ def test_a_builder_that_raises_is_a_local_failure_and_nothing_is_sent():
         raise RuntimeError("no token")
 
     events, server = drive([stream(1, "one", False)], over, per_attempt=per_attempt)
-    assert events == [{"type": "failed", "why": "invalid_request", "detail": "no token"}]
+    assert events == [
+        {
+            "type": "failed",
+            "status": None,
+            "reason": "the request could not be built: no token",
+            "kind": "invalid_request",
+        }
+    ]
     assert server.log == []
 
 

@@ -500,13 +500,13 @@ class _Handle:
         return None if raw is None else json.loads(raw)
 
     def poll_event(self) -> dict | None:
-        """The next event, decoded, or ``None``. A ``received`` event also carries
-        ``"raw"``: the relay's event JSON exactly as it sent it."""
+        """The next event, decoded, or ``None``. An ``event`` also carries ``"raw"``: the
+        relay's event JSON as the core embedded it."""
         raw = self.poll_event_raw()
         if raw is None:
             return None
         event = json.loads(raw)
-        if event.get("type") == "received":
+        if event.get("type") == "event":
             event["raw"] = received_raw(raw)
         return event
 
@@ -562,8 +562,8 @@ _RECEIVED_MARK = b',"event":'
 
 
 def received_raw(encoded: bytes) -> str:
-    """The relay's event JSON inside a ``received`` object: the ABI writes it last, verbatim,
-    after fields (numbers and hex) that cannot contain the marker."""
+    """The relay's event JSON inside an ``event`` object: the ABI writes it last, after fields
+    (numbers and hex) that cannot contain the marker."""
     start = encoded.index(_RECEIVED_MARK) + len(_RECEIVED_MARK)
     return encoded[start:-1].decode("utf-8")
 

@@ -19,7 +19,6 @@ import ssl
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 from ._ffi import Pool, Relay, Sse, TetherError
 from .driver import AttemptInfo, RelayDriver, SseDriver, check_url
@@ -29,8 +28,6 @@ from .state import StateError, StateFile, canonical_filter
 SAVE_EVERY = 1.0
 
 DEFAULT_FILTER = '{"limit":10}'
-PEER_ERRORS_PER_SECOND = 10
-EXCERPT_CHARS = 64
 HEADER_CMD_LIMIT = 10.0
 
 
@@ -200,16 +197,36 @@ def _tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     return context
 
 
-def _embedded(raw: str) -> str:
-    """The relay's event as embedded in an ``event`` line: verbatim unless it holds a line
-    break (which would split the line), then compact."""
-    if "\n" not in raw and "\r" not in raw:
-        return raw
-    try:
-        value: Any = json.loads(raw)
-    except ValueError:
-        return json.dumps(raw, ensure_ascii=False)
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+# Not printed by `req`, which publishes nothing.
+_PUBLISH = ("published", "rejected", "publish_done")
+
+
+def _line(event: dict, labels: dict, urls: dict | None) -> str | None:
+    """The core's line (as the ABI hands it) as ``tether req`` prints it: a subscription by
+    its filter argument's index, a relay by its URL (``urls`` None: one relay, no field),
+    without the handles only a host that answers needs (the ids of ``event`` and ``auth``).
+    ``None`` for a subscription this run does not name."""
+    out: dict = {}
+    for key, value in event.items():
+        if key == "raw" or (key == "id" and event["type"] in ("event", "auth")):
+            continue
+        if key == "sub":
+            if value not in labels:
+                return None
+            value = labels[value]
+        elif key == "relay":
+            if urls is None:
+                continue
+            value = urls.get(value, "")
+        elif key == "missing" and urls is not None:
+            value = [urls.get(relay, "") for relay in value]
+        out[key] = value
+    if event["type"] != "event":
+        return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+    # The relay's bytes as the core embedded them, not re-encoded.
+    del out["event"]
+    head = json.dumps(out, separators=(",", ":"), ensure_ascii=False)
+    return head[:-1] + ',"event":' + event["raw"] + "}"
 
 
 class _Req:
@@ -223,81 +240,20 @@ class _Req:
         self.catching_up: dict = {}
         self.dirty = False
         self.driver: RelayDriver | None = None
-        self.peer_errors = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
 
     def on_event(self, event: dict, now: int) -> None:
-        kind = event["type"]
-        line: dict | None = None
-        sub = self.labels.get(event.get("sub"))
+        kind, sub = event["type"], event.get("sub")
         self.dirty = True
-        if kind == "connected":
-            line = {"type": "connected"}
-        elif kind == "disconnected":
-            at = event["reconnect_at_ms"]
-            line = {
-                "type": "disconnected",
-                "reconnect_in_ms": None if at is None else max(0, at - now),
-                "why": event["why"],
-            }
-            if event["close_code"] is not None:
-                line["close_code"] = event["close_code"]
-        elif kind == "received" and sub is not None:
-            self.out.write_raw(
-                '{"type":"event","sub":'
-                + json.dumps(sub)
-                + ',"event":'
-                + _embedded(event["raw"])
-                + "}"
-            )
-        elif kind == "eose" and sub is not None:
-            if not self.catching_up.get(event["sub"]):
-                self.done[event["sub"]] = True
-            line = {"type": "eose", "sub": sub}
-        elif kind == "retrying" and sub is not None:
-            line = {
-                "type": "retrying",
-                "sub": sub,
-                "in_ms": max(0, event["at_ms"] - now),
-                "attempt": event["attempt"],
-            }
-        elif kind == "caught_up" and sub is not None:
-            self.done[event["sub"]] = True
-            line = {
-                "type": "caught_up",
-                "sub": sub,
-                "method": event["method"],
-                "exact_since": event["exact_since"],
-                "recovered": event["recovered"],
-            }
-        elif kind in ("queued", "eose_timeout") and sub is not None:
-            line = {"type": kind, "sub": sub}
-        elif kind == "closed" and sub is not None:
-            self.done[event["sub"]] = True
-            self.ended[event["sub"]] = True
-            line = {
-                "type": "closed",
-                "sub": sub,
-                "reason": event["reason"],
-                "attempts": event["attempts"],
-            }
-        elif kind == "notice":
-            line = {"type": "notice", "message": event["message"]}
-        elif kind == "auth_challenge":
-            line = {"type": "auth", "challenge": event["challenge"]}
-        elif kind == "authenticated":
-            line = {"type": "authenticated"}
-        elif kind == "auth_failed":
-            line = {"type": "auth_failed", "reason": event["reason"]}
-        elif kind == "signer_failed":
-            line = {"type": "signer_failed", "error": event["error"]}
-        elif kind == "rate_limited":
-            line = {"type": "rate_limited", "window_ms": max(0, event["until_ms"] - now)}
-        elif kind == "subscription_limit":
-            line = {"type": "subscription_limit", "max": event["max"]}
-        elif kind == "peer_error":
-            line = _peer_error_line(self.peer_errors, event)
+        if kind in _PUBLISH:
+            return
+        if kind == "eose" and not self.catching_up.get(sub) or kind == "caught_up":
+            self.done[sub] = True
+        elif kind == "closed":
+            self.done[sub] = True
+            self.ended[sub] = True
+        line = _line(event, self.labels, None)
         if line is not None:
-            self.out.write(line)
+            self.out.write_raw(line)
         if self.out.closed and self.driver is not None:
             self.driver.stop()
         elif (
@@ -379,22 +335,6 @@ async def _run_req(args: argparse.Namespace) -> None:
     await _drive(args, driver, run, state, list(zip(keys, subs)), relay.checkpoint)
 
 
-def _peer_error_line(limit: _RateLimit, event: dict, relay: str | None = None) -> dict | None:
-    """A ``peer_error`` line (at most ``PEER_ERRORS_PER_SECOND``, the next one saying how
-    many were left out), or ``None`` when this one is left out."""
-    suppressed = limit.admit(time.monotonic())
-    if suppressed is None:
-        return None
-    line: dict = {"type": "peer_error"}
-    if relay is not None:
-        line["relay"] = relay
-    line["kind"] = event["kind"]
-    line["excerpt"] = event["error"][:EXCERPT_CHARS]
-    if suppressed:
-        line["suppressed"] = suppressed
-    return line
-
-
 def _distinct(relays: list[str]) -> list[str]:
     """Each relay once, in the order given (as the pool was given them: its relay ids)."""
     seen: set = set()
@@ -420,8 +360,6 @@ class _PoolReq:
         self.ended: dict[int, bool] = {}
         # A restored subscription: the relays that caught it up or gave up.
         self.answered: dict[int, set] = {}
-        self.peer_errors = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
-        self.invalid = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
         self.dirty = False
         self.driver: PoolDriver | None = None
 
@@ -448,132 +386,18 @@ class _PoolReq:
 
     def on_event(self, event: dict, now: int) -> None:
         self.dirty = True
-        line = self._line(event, now)
-        if line is not None:
-            self.out.write(line)
-        self._maybe_stop()
-
-    def _line(self, event: dict, now: int) -> dict | None:
-        kind = event["type"]
-        url = self.urls.get(event.get("relay"), "")
-        if kind == "relay":
-            return self._relay_line(event, url, now)
-        if kind in ("published", "rejected", "publish_done"):
-            return None  # `req` publishes nothing
-        sub = event["sub"]
-        label = self.labels.get(sub)
-        if label is None:
-            return None
-        if kind == "received":
-            self.out.write_raw(
-                '{"type":"event","sub":'
-                + json.dumps(label)
-                + ',"relay":'
-                + json.dumps(url)
-                + ',"event":'
-                + _embedded(event["raw"])
-                + "}"
-            )
-            return None
-        if kind == "eose":
-            return {"type": "eose", "sub": label, "relay": url}
-        if kind == "caught_up":
+        kind, sub = event["type"], event.get("sub")
+        if kind in ("caught_up", "closed") and sub in self.labels:
             self._answered_by(sub, event["relay"])
-            return {
-                "type": "caught_up",
-                "sub": label,
-                "relay": url,
-                "method": event["method"],
-                "exact_since": event["exact_since"],
-                "recovered": event["recovered"],
-            }
-        if kind == "relay_closed":
-            self._answered_by(sub, event["relay"])
-            return {
-                "type": "closed",
-                "sub": label,
-                "relay": url,
-                "reason": event["reason"],
-                "attempts": event["attempts"],
-            }
-        if kind == "complete":
+        elif kind == "complete":
             self.complete[sub] = True
-            missing = [self.urls.get(m["relay"], "") for m in event["missing"]]
-            return {
-                "type": "complete",
-                "sub": label,
-                "outcome": event["outcome"],
-                "missing": missing,
-            }
-        if kind == "ended":
+        elif kind == "ended":
             self.ended[sub] = True
             self.complete[sub] = True
-            return {"type": "ended", "sub": label}
-        if kind == "invalid":
-            suppressed = self.invalid.admit(time.monotonic())
-            if suppressed is None:
-                return None
-            line = {
-                "type": "invalid",
-                "sub": label,
-                "relay": url,
-                "id": event["id"],
-                "reason": event["reason"],
-            }
-            if suppressed:
-                line["suppressed"] = suppressed
-            return line
-        return None
-
-    def _relay_line(self, wrapped: dict, url: str, now: int) -> dict | None:
-        event, kind = wrapped["event"], wrapped["event"]["type"]
-        label = self.labels.get(wrapped.get("sub"))
-        if kind == "connected":
-            return {"type": "connected", "relay": url}
-        if kind == "disconnected":
-            at = event["reconnect_at_ms"]
-            line = {
-                "type": "disconnected",
-                "relay": url,
-                "reconnect_in_ms": None if at is None else max(0, at - now),
-                "why": event["why"],
-            }
-            if event["close_code"] is not None:
-                line["close_code"] = event["close_code"]
-            return line
-        if kind == "notice":
-            return {"type": "notice", "relay": url, "message": event["message"]}
-        if kind == "auth_challenge":
-            return {"type": "auth", "relay": url, "challenge": event["challenge"]}
-        if kind == "authenticated":
-            return {"type": "authenticated", "relay": url}
-        if kind == "auth_failed":
-            return {"type": "auth_failed", "relay": url, "reason": event["reason"]}
-        if kind == "signer_failed":
-            return {"type": "signer_failed", "relay": url, "error": event["error"]}
-        if kind == "rate_limited":
-            return {
-                "type": "rate_limited",
-                "relay": url,
-                "window_ms": max(0, event["until_ms"] - now),
-            }
-        if kind == "subscription_limit":
-            return {"type": "subscription_limit", "relay": url, "max": event["max"]}
-        if kind == "peer_error":
-            return _peer_error_line(self.peer_errors, event, url)
-        if label is None:
-            return None
-        if kind == "retrying":
-            return {
-                "type": "retrying",
-                "sub": label,
-                "relay": url,
-                "in_ms": max(0, event["at_ms"] - now),
-                "attempt": event["attempt"],
-            }
-        if kind in ("queued", "eose_timeout"):
-            return {"type": kind, "sub": label, "relay": url}
-        return None
+        line = None if kind in _PUBLISH else _line(event, self.labels, self.urls)
+        if line is not None:
+            self.out.write_raw(line)
+        self._maybe_stop()
 
 
 async def _run_req_pool(
@@ -732,165 +556,24 @@ def _sse_url(url: str) -> str:
         raise Usage(str(error)) from None
 
 
-def _drop_kind(event: dict) -> str:
-    return event["loss"] if event["drop"] == "network_error" else event["drop"]
-
-
-def _drop_reason(event: dict) -> str:
-    drop = event["drop"]
-    if drop == "status":
-        return f"HTTP status {event['status']}"
-    if drop == "network_error":
-        return f"network error ({event['loss']})"
-    return {
-        "eof": "stream ended",
-        "connect_timeout": "no response in time",
-        "idle_timeout": "idle timeout",
-    }.get(drop, drop)
-
-
-_REFUSALS = {
-    "bad_location": "no usable Location",
-    "downgrade": "https redirected to http",
-    "method_change": "the redirect would turn the request into a GET",
-    "too_many": "too many redirects",
-}
-
-
-def _failure(event: dict) -> tuple[int | None, str]:
-    why = event["why"]
-    if why == "status":
-        return event["status"], f"HTTP status {event['status']}"
-    if why == "content_type":
-        kind = event["content_type"] or "(none)"
-        return 200, f"content type {kind} is not text/event-stream"
-    if why == "content_encoding":
-        encoding = event["content_encoding"]
-        return 200, f"the stream is encoded with {encoding}, but identity was asked for"
-    if why == "redirect":
-        refusal = _REFUSALS.get(event["refusal"], event["refusal"])
-        location = json.dumps(event["location"], ensure_ascii=False)
-        return event["status"], f"redirect to {location} not followed: {refusal}"
-    if why == "exhausted":
-        status = event["status"] if event["drop"] == "status" else None
-        return status, f"gave up reconnecting; last: {_drop_reason(event)}"
-    if why == "invalid_request":
-        return None, f"the request could not be built: {event['detail']}"
-    if why == "rejected":
-        return event["status"], f"HTTP status {event['status']}; the request is not repeatable"
-    if why == "interrupted":
-        return None, (f"stream lost ({_drop_reason(event)}) and the request may not be sent again")
-    if why == "resume_exhausted":
-        return None, f"gave up resuming from the same event id; last: {_drop_reason(event)}"
-    if why == "reissue_exhausted":
-        return None, f"gave up re-issuing the request; last: {_drop_reason(event)}"
-    if why == "session_gone":
-        return 404, "the server no longer knows the session (404 on resume)"
-    if why == "error_event":
-        return None, "the server sent an error event"
-    return None, why
-
-
-class _RateLimit:
-    """At most ``limit`` lines per ``window`` seconds, counting what it left out."""
-
-    def __init__(self, limit: int, window: float) -> None:
-        self.limit, self.window = limit, window
-        self.started: float | None = None
-        self.admitted = 0
-        self.suppressed = 0
-
-    def admit(self, now: float) -> int | None:
-        if self.started is None or now - self.started >= self.window:
-            self.started, self.admitted = now, 0
-        if self.admitted >= self.limit:
-            self.suppressed += 1
-            return None
-        self.admitted += 1
-        suppressed, self.suppressed = self.suppressed, 0
-        return suppressed
-
-
 class _SseRun:
     def __init__(self, sse: Sse) -> None:
         self.sse = sse
         self.out = _Lines()
-        self.peer_errors = _RateLimit(PEER_ERRORS_PER_SECOND, 1.0)
         self.driver: SseDriver | None = None
         self.failed: str | None = None
 
     def on_event(self, event: dict, now: int) -> None:
         kind = event["type"]
         assert self.driver is not None
-        if kind == "open":
-            self.out.write({"type": "open"})
-        elif kind == "message":
-            self.out.write(
-                {
-                    "type": "message",
-                    "event": event["event"],
-                    "data": event["data"],
-                    "id": event["id"],
-                }
-            )
-        elif kind == "reconnecting":
-            line: dict = {
-                "type": "reconnecting",
-                "in_ms": max(0, event["at_ms"] - now),
-                "last_event_id": self.sse.last_event_id(),
-                "attempt": event["attempt"],
-                "why": _drop_kind(event),
-            }
-            if event["drop"] == "status":
-                line["status"] = event["status"]
-            line["reason"] = _drop_reason(event)
-            self.out.write(line)
-        elif kind == "reconnected":
-            self.out.write({"type": "reconnected", "gap_ms": event["gap_ms"]})
-        elif kind == "reissued":
-            self.out.write(
-                {"type": "reissued", "gap_ms": event["gap_ms"], "attempts": event["attempts"]}
-            )
-        elif kind == "ended":
-            line = {"type": "ended", "why": event["why"]}
-            if event.get("event") is not None:
-                line["event"] = event["event"]
-            line["events"] = event["events"]
-            line["last_event_id"] = event["last_event_id"]
-            self.out.write(line)
-            self.driver.stop()
-        elif kind in ("parse_error", "unsendable_id"):
+        if kind == "peer_error":
             print(f"tether: the server sent something wrong: {event}", file=sys.stderr)
-            suppressed = self.peer_errors.admit(time.monotonic())
-            if suppressed is not None:
-                if kind == "parse_error":
-                    name, excerpt = event["kind"], event["message"]
-                else:
-                    name, excerpt = "unsendable_id", event["id"]
-                line = {"type": "peer_error", "kind": name, "excerpt": excerpt[:EXCERPT_CHARS]}
-                if suppressed:
-                    line["suppressed"] = suppressed
-                self.out.write(line)
-        elif kind == "failed":
-            status, reason = _failure(event)
-            line = {"type": "failed", "status": status, "reason": reason, "kind": event["why"]}
-            # How far the stream got, and the server's own words, where the failure has them.
-            for key in ("events", "last_event_id"):
-                if key in event:
-                    line[key] = event[key]
-            body = event.get("body", event.get("data") if event["why"] == "error_event" else None)
-            if body is not None:
-                line["body"] = body
-            self.out.write(line)
-            self.failed = reason
-            self.driver.stop()
-        elif kind == "closed":
-            if event["why"] == "no_content":
-                self.out.write(
-                    {"type": "closed", "reason": "204 No Content: the server asked to stop"}
-                )
-            self.driver.stop()
-        if self.out.closed:
+        # A local close is this run's own stop: `tether sse` prints no line for it.
+        if not (kind == "closed" and event["reason"] == "closed"):
+            self.out.write(event)
+        if kind == "failed":
+            self.failed = event["reason"]
+        if kind in ("failed", "ended", "closed") or self.out.closed:
             self.driver.stop()
 
 

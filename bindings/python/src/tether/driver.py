@@ -211,7 +211,7 @@ class RelayDriver(_Loop):
             if event is None:
                 return
             self.on_event(event, self.now())
-            if event["type"] == "auth_challenge" and self.sign is not None:
+            if event["type"] == "auth" and self.sign is not None:
                 self._answer(event)
 
     def _answer(self, event: dict) -> None:
@@ -549,8 +549,9 @@ class SseDriver(_Loop):
     def _build(self, epoch: int, transmit: dict) -> list | None:
         """The headers of the attempt ``transmit`` opens, without ``Last-Event-ID``; ``None``
         when ``per_attempt`` failed (the session was told)."""
-        # The request's own headers (the core's, for this attempt), then the driver's.
-        own = [(n, v) for n, v in transmit.get("headers", ())] + list(self.headers)
+        # The core's headers for this attempt (its defaults included), then the driver's and
+        # the builder's, each replacing the core's of the same name: the application's wins.
+        own = _replace([(n, v) for n, v in transmit.get("headers", ())], self.headers)
         if self.per_attempt is not None:
             info = AttemptInfo(
                 number=transmit["number"], attempt=transmit["attempt"], after=transmit["after"]
@@ -564,24 +565,7 @@ class SseDriver(_Loop):
                 except TetherError as refused:
                     _warn(f"per_attempt failure: {refused}")
                 return None
-        names = {name.lower() for name, _ in own}
-        defaults = [
-            (name, value)
-            for name, value in (
-                ("Accept", "text/event-stream"),
-                ("Cache-Control", "no-cache"),
-                ("Accept-Encoding", "identity"),
-                # Servers answer 411 to a POST, PUT or PATCH that does not say its length.
-                *(
-                    [("Content-Length", "0")]
-                    if not transmit.get("body")
-                    and transmit.get("method", "GET") in ("POST", "PUT", "PATCH")
-                    else []
-                ),
-            )
-            if name.lower() not in names
-        ]
-        return defaults + [(n, v) for n, v in own if n.lower() != "last-event-id"]
+        return [(n, v) for n, v in own if n.lower() != "last-event-id"]
 
     async def _request(
         self, epoch: int, hop: int, url: str, method: str, body: bytes | None, headers: list

@@ -159,9 +159,8 @@ class PoolDriver(_Loop):
             if event is None:
                 break
             self.on_event(event, self.now())
-            inner = event.get("event") if event["type"] == "relay" else None
-            if inner is not None and inner["type"] == "auth_challenge" and self.sign:
-                self._answer(event["relay"], inner)
+            if event["type"] == "auth" and self.sign:
+                self._answer(event["relay"], event)
 
     def _feed(self, item: tuple) -> None:
         kind, now = item[0], self.now()
@@ -188,13 +187,7 @@ class PoolDriver(_Loop):
             signed = self.sign(url, challenge["challenge"])  # type: ignore[misc]
         except Exception as error:  # the signer's failure is reported
             self.on_event(
-                {
-                    "type": "relay",
-                    "relay": relay,
-                    "sub": None,
-                    "event": {"type": "signer_failed", "error": str(error)},
-                },
-                self.now(),
+                {"type": "signer_failed", "relay": relay, "error": str(error)}, self.now()
             )
             return
         try:
