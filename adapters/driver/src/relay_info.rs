@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures_util::future::{select, Either};
 use futures_util::StreamExt;
-use tether_core::sse::redirect::{is_redirect, resolve_location};
+use tether_core::sse::redirect::{next_get, RedirectRefusal};
 use tether_core::sse::Request;
 
 use crate::runtime::{BoxFuture, HttpConnect, Runtime};
@@ -64,6 +64,9 @@ pub enum InfoFetchError {
     Body(String),
     /// No complete document within [`InfoPolicy::timeout`].
     TimedOut(Duration),
+    /// A redirect that must not be followed (judged as an SSE stream's are: no https to
+    /// http, at most [`MAX_INFO_REDIRECTS`] hops).
+    Redirect(RedirectRefusal),
 }
 
 impl fmt::Display for InfoFetchError {
@@ -73,6 +76,7 @@ impl fmt::Display for InfoFetchError {
             InfoFetchError::Request(why) => write!(f, "request failed: {why}"),
             InfoFetchError::Status(status) => write!(f, "HTTP status {status}"),
             InfoFetchError::TooLarge { max } => write!(f, "document larger than {max} bytes"),
+            InfoFetchError::Redirect(why) => write!(f, "redirect not followed: {why}"),
             InfoFetchError::Body(why) => write!(f, "body failed: {why}"),
             InfoFetchError::TimedOut(after) => write!(f, "no document within {after:?}"),
         }
@@ -101,7 +105,7 @@ pub fn info_url(relay_url: &str) -> Result<String, InfoFetchError> {
 }
 
 /// Redirects followed to the document.
-const MAX_INFO_REDIRECTS: u32 = 3;
+pub const MAX_INFO_REDIRECTS: u32 = 3;
 
 /// The request that asks for the document.
 pub fn info_request() -> Request {
@@ -136,17 +140,15 @@ where
                     RequestError::Lost(_, error) => InfoFetchError::Request(error.to_string()),
                 })?;
             // The HTTP client follows no redirect; a document moved behind one (http to https,
-            // a trailing slash) is still the relay's.
-            let next = is_redirect(response.status)
-                .then_some(response.location.as_deref())
-                .flatten()
-                .and_then(|location| resolve_location(&url, location));
-            match next {
-                Some(next) if hops < MAX_INFO_REDIRECTS => {
+            // a trailing slash) is still the relay's, judged by the core's redirect rule.
+            let location = response.location.as_deref();
+            match next_get(&url, response.status, location, hops, MAX_INFO_REDIRECTS) {
+                Ok(Some(next)) => {
                     hops += 1;
                     url = next;
                 }
-                _ => break response,
+                Ok(None) => break response,
+                Err(why) => return Err(InfoFetchError::Redirect(why)),
             }
         };
         if response.status != 200 {

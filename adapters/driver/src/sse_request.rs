@@ -97,6 +97,7 @@ fn causes<'a>(error: &'a (dyn Error + 'static)) -> impl Iterator<Item = &'a (dyn
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tether_core::sse::Request;
 
     #[derive(Debug)]
     struct Wrap(&'static str, io::Error);

@@ -5,8 +5,8 @@
 
 use tether_core::nostr::{Applied, RelayInfo};
 
-use tether_core::line::write_into;
 use crate::{ptr, Failure, TETHER_ERR_BUFFER_TOO_SMALL, TETHER_ERR_NULL, TETHER_OK};
+use tether_core::line::write_into;
 
 /// A `*_apply_relay_info` result: the relay's document was not read (larger than 64 KiB,
 /// not JSON, not an object). The session is unchanged and `buf` holds

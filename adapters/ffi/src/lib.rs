@@ -67,7 +67,6 @@ pub mod url;
 #[allow(unsafe_code)]
 pub mod verify;
 
-
 /// The version of this ABI, returned by [`tether_abi_version`]: bumped on any incompatible
 /// change (a removed or retyped function, a changed output field). Additions keep it.
 pub const TETHER_ABI_VERSION: u32 = 1;

@@ -22,8 +22,6 @@ use tether_core::pool::{
 };
 use tether_core::Epoch;
 
-use tether_core::line::nostr::{Line, TransmitLine, VerifyLine};
-use tether_core::line::{write_into, Ids, Label, Limiter};
 use crate::outbuf::Pending;
 use crate::relay::TetherRelayConfig;
 use crate::verify::verdict_reason;
@@ -32,6 +30,8 @@ use crate::{
     TETHER_ERR_INVALID_ARGUMENT, TETHER_ERR_LIMIT, TETHER_ERR_NULL, TETHER_ERR_UNKNOWN_ID,
     TETHER_OK,
 };
+use tether_core::line::nostr::{Line, TransmitLine, VerifyLine};
+use tether_core::line::{write_into, Ids, Label, Limiter};
 
 /// Configuration of a pool. Size-versioned like [`TetherRelayConfig`]: set `struct_size` to
 /// `sizeof(TetherPoolConfig)`, call [`tether_pool_config_default`], change what you need.

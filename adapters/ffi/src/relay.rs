@@ -12,14 +12,14 @@ use tether_core::nostr::RelaySession;
 use tether_core::nostr::{ChallengeId, Error, Filter, Priority, RelayConfig, SubscriptionId};
 use tether_core::{Epoch, GateScope};
 
-use tether_core::line::nostr::{Line, TransmitLine};
-use tether_core::line::{write_into, Ids, Limiter};
 use crate::outbuf::Pending;
 use crate::{
     deliver, instant, ptr, socket, socket_loss, Failure, Guarded, Health,
     TETHER_ERR_INVALID_ARGUMENT, TETHER_ERR_LIMIT, TETHER_ERR_NULL, TETHER_ERR_UNKNOWN_ID,
     TETHER_ERR_WRONG_STATE, TETHER_OK,
 };
+use tether_core::line::nostr::{Line, TransmitLine};
+use tether_core::line::{write_into, Ids, Limiter};
 
 /// Configuration of a relay session. Size-versioned: set `struct_size` to
 /// `sizeof(TetherRelayConfig)`, call [`tether_relay_config_default`], change what you need,

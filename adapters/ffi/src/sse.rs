@@ -11,13 +11,13 @@ use std::time::{Duration, UNIX_EPOCH};
 use tether_core::sse::{parse_retry_after, Request, ResponseHead, Resume, SseConfig, SseSession};
 use tether_core::Epoch;
 
-use tether_core::line::sse::{Line, TransmitLine};
-use tether_core::line::{write_into, Limiter};
 use crate::outbuf::Pending;
 use crate::{
     deliver, instant, ptr, socket, socket_failure, socket_loss, Failure, Guarded, Health,
     TETHER_ERR_INVALID_ARGUMENT, TETHER_ERR_NULL, TETHER_OK,
 };
+use tether_core::line::sse::{Line, TransmitLine};
+use tether_core::line::{write_into, Limiter};
 
 /// Configuration of an SSE session; size-versioned like
 /// [`TetherRelayConfig`](crate::relay::TetherRelayConfig): set `struct_size`, call

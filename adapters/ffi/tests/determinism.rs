@@ -8,12 +8,12 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use serde_json::Value;
+use tether_core::line::nostr::{Line, TransmitLine};
+use tether_core::line::{write_into, Ids};
 use tether_core::nostr::{
     ChallengeId, Filter, Priority, RelayCheckpoint, RelayConfig, RelaySession, SubscriptionId,
 };
 use tether_core::{Epoch, Instant, SocketLoss};
-use tether_core::line::nostr::{Line, TransmitLine};
-use tether_core::line::{write_into, Ids};
 
 fn at(step: &[Value], i: usize) -> u64 {
     step[i].as_u64().expect("a number")

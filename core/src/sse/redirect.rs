@@ -106,6 +106,41 @@ pub fn is_redirect(status: u16) -> bool {
     matches!(status, 301 | 302 | 303 | 307 | 308)
 }
 
+/// Where a GET that was answered `status` with `location` goes next, by the same rule as a
+/// stream's redirects (the module docs): `Ok(None)` for a response that is not a redirect,
+/// `Ok(Some(url))` to follow, or why not (a location that is no `http(s)` URL, https to
+/// http, more than `max_hops` hops after `hops`). For GETs a driver makes outside a session,
+/// such as a relay's NIP-11 document.
+///
+/// # Errors
+/// The [`RedirectRefusal`] of a redirect that must not be followed.
+pub fn next_get(
+    from: &str,
+    status: u16,
+    location: Option<&str>,
+    hops: u32,
+    max_hops: u32,
+) -> Result<Option<String>, RedirectRefusal> {
+    if !is_redirect(status) {
+        return Ok(None);
+    }
+    let redirect = Redirect {
+        status,
+        method: "GET",
+        from: Some(from),
+        location,
+        hops,
+    };
+    let policy = RedirectPolicy {
+        max_hops,
+        ..RedirectPolicy::default()
+    };
+    match judge(&redirect, &policy) {
+        Hop::Follow { url, .. } => Ok(Some(url)),
+        Hop::Refuse(why) => Err(why),
+    }
+}
+
 /// What to do with one redirect.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum Hop {
@@ -183,6 +218,38 @@ fn resolve(from: Option<&str>, location: Option<&str>) -> Option<Url> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_get_outside_a_session_is_judged_by_the_same_rule() {
+        let from = "https://relay.example/";
+        assert_eq!(next_get(from, 200, None, 0, 3), Ok(None));
+        assert_eq!(
+            next_get(from, 301, Some("/nip11"), 0, 3),
+            Ok(Some("https://relay.example/nip11".into()))
+        );
+        assert_eq!(
+            next_get(from, 302, Some("http://relay.example/"), 0, 3),
+            Err(RedirectRefusal::Downgrade)
+        );
+        assert_eq!(
+            next_get(from, 307, Some("/again"), 3, 3),
+            Err(RedirectRefusal::TooMany)
+        );
+        assert_eq!(
+            next_get(from, 308, None, 0, 3),
+            Err(RedirectRefusal::BadLocation)
+        );
+        assert_eq!(
+            next_get(
+                "http://relay.example/",
+                301,
+                Some("https://relay.example/"),
+                0,
+                3
+            ),
+            Ok(Some("https://relay.example/".into()))
+        );
+    }
 
     fn hop(status: u16, method: &str, from: &str, location: &str, hops: u32) -> Hop {
         let redirect = Redirect {
