@@ -21,6 +21,8 @@ pub mod sse_invariants;
 pub mod sse_sim;
 pub mod storm;
 #[cfg(feature = "server")]
+pub mod trials;
+#[cfg(feature = "server")]
 pub mod wait;
 
 // The relay model and its server live in tether-testserver, which the `tether` binary can

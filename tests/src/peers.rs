@@ -2,11 +2,13 @@
 //! Python servers of `tests/peers/` ([`PythonServer`]), each on a free 127.0.0.1 port with
 //! every file it writes in a [`TempDir`], killed when dropped.
 //!
-//! A test asks for its binary with [`require_peer`] (or for a Python that has the packages it
-//! needs with [`require_python`]): when it is missing the test prints why and returns, unless
-//! `TETHER_REQUIRE_PEERS=1` (CI sets it), where a missing peer fails the test instead of
-//! passing it vacuously.
+//! A test asks for its binary with [`peer`] (or for a Python that has the packages it needs
+//! with [`python`]) and `?`: when it is missing the test returns [`Missing`], which the
+//! [`trials`](crate::trials) harness reports as `ignored` with the reason, or as a failure
+//! when `TETHER_REQUIRE_PEERS=1` (CI sets it). `TETHER_HIDE_PEERS` makes peers that are
+//! installed count as missing, to see those reports without uninstalling anything.
 
+use std::fmt;
 use std::fs::{self, OpenOptions};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
@@ -16,44 +18,89 @@ use std::time::Duration;
 
 pub use tether_testserver::files::{TempDir, TestCa};
 
-/// The environment variable that turns a missing peer from a skip into a failure.
+/// The environment variable that turns a missing peer from an ignored test into a failure.
 pub const REQUIRE_PEERS: &str = "TETHER_REQUIRE_PEERS";
 
-/// The environment variable naming the Python interpreter for [`require_python`] (default
+/// The environment variable naming peers to treat as missing although installed: names as
+/// given to [`peer`] and `python` for [`python`], separated by commas, or `*` for all.
+pub const HIDE_PEERS: &str = "TETHER_HIDE_PEERS";
+
+/// The environment variable naming the Python interpreter for [`python`] (default
 /// `python3` on `PATH`).
 pub const PYTHON: &str = "TETHER_PYTHON";
 
 /// How long a peer gets to start listening.
 const START_WITHIN: Duration = Duration::from_secs(20);
 
-/// The path of the peer binary `name`, or `None` after printing a skip message.
+/// A peer a test needs that this machine lacks: why (the ignored test's reason), and how to
+/// get it ([`Missing::fix`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Missing {
+    why: String,
+    fix: String,
+}
+
+impl Missing {
+    /// What would provide the peer.
+    pub fn fix(&self) -> &str {
+        &self.fix
+    }
+}
+
+impl fmt::Display for Missing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.why)
+    }
+}
+
+impl std::error::Error for Missing {}
+
+/// Whether `TETHER_HIDE_PEERS` names `name`.
+fn hidden(name: &str) -> bool {
+    std::env::var(HIDE_PEERS).is_ok_and(|list| {
+        list.split(',')
+            .map(str::trim)
+            .any(|hide| hide == "*" || hide == name)
+    })
+}
+
+/// The path of the peer binary `name`.
 ///
 /// Looks on `PATH`, then in `~/.cargo/bin` (where `cargo install` puts nostr-rs-relay) and
 /// `/usr/sbin` (where Debian puts nginx, off a normal user's `PATH`).
 ///
-/// # Panics
-/// When the binary is missing and `TETHER_REQUIRE_PEERS=1`.
-pub fn require_peer(name: &str) -> Option<PathBuf> {
-    if let Some(path) = find_peer(name) {
-        return Some(path);
-    }
-    let required = std::env::var(REQUIRE_PEERS).is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{name} not found on PATH, in ~/.cargo/bin or /usr/sbin, and {REQUIRE_PEERS}=1: \
-         run .ci/run (it installs the peers) or install {name}"
-    );
-    eprintln!("SKIPPED: {name} not found; set {REQUIRE_PEERS}=1 to make this a failure");
-    None
+/// # Errors
+/// [`Missing`] when it is in none of them, or `TETHER_HIDE_PEERS` names it.
+pub fn peer(name: &str) -> Result<PathBuf, Missing> {
+    let why = if hidden(name) {
+        format!("{name} hidden by {HIDE_PEERS}")
+    } else if let Some(path) = find_peer(name) {
+        return Ok(path);
+    } else {
+        format!("{name} not found on PATH, in ~/.cargo/bin or /usr/sbin")
+    };
+    Err(Missing {
+        why,
+        fix: format!("run .ci/run (it installs the peers) or install {name}"),
+    })
 }
 
 /// A Python interpreter (`$TETHER_PYTHON`, else `python3`) that has every module in
-/// `modules` installed, or `None` after printing a skip message.
+/// `modules` installed.
 ///
-/// # Panics
-/// When there is no such interpreter and `TETHER_REQUIRE_PEERS=1`.
-pub fn require_python(modules: &[&str]) -> Option<PathBuf> {
+/// # Errors
+/// [`Missing`] when the interpreter cannot run or lacks a module, or `TETHER_HIDE_PEERS`
+/// names `python`.
+pub fn python(modules: &[&str]) -> Result<PathBuf, Missing> {
     let python = std::env::var_os(PYTHON).map_or_else(|| PathBuf::from("python3"), PathBuf::from);
+    let fix = format!(
+        "run .ci/run, or `{} -m pip install -r tests/peers/requirements.txt` (or set {PYTHON})",
+        python.display()
+    );
+    if hidden("python") {
+        let why = format!("python hidden by {HIDE_PEERS}");
+        return Err(Missing { why, fix });
+    }
     // Found, not imported: importing the MCP SDK takes seconds, and the server does it anyway.
     let check = "import importlib.util, sys\n\
                  missing = [m for m in sys.argv[1:] if importlib.util.find_spec(m) is None]\n\
@@ -65,7 +112,7 @@ pub fn require_python(modules: &[&str]) -> Option<PathBuf> {
         .stdin(Stdio::null())
         .output()
     {
-        Ok(out) if out.status.success() => return Some(python),
+        Ok(out) if out.status.success() => return Ok(python),
         Ok(out) => format!(
             "{} lacks the Python modules {}",
             python.display(),
@@ -73,15 +120,7 @@ pub fn require_python(modules: &[&str]) -> Option<PathBuf> {
         ),
         Err(e) => format!("cannot run {}: {e}", python.display()),
     };
-    let required = std::env::var(REQUIRE_PEERS).is_ok_and(|v| v == "1");
-    assert!(
-        !required,
-        "{why}, and {REQUIRE_PEERS}=1: run .ci/run, or \
-         `{} -m pip install -r tests/peers/requirements.txt` (or set {PYTHON})",
-        python.display()
-    );
-    eprintln!("SKIPPED: {why}; set {REQUIRE_PEERS}=1 to make this a failure");
-    None
+    Err(Missing { why, fix })
 }
 
 /// Where `name` is installed, if anywhere this module looks.

@@ -1,7 +1,7 @@
 //! The SSE analysis's ingress scenario for real: tether-tokio's `EventSource` → nginx
 //! (`proxy_buffering off`, a chosen `proxy_read_timeout`) → an axum SSE server on 127.0.0.1,
-//! in real time with short timeouts. Skipped with a message when nginx is missing, failed
-//! when `TETHER_REQUIRE_PEERS=1`.
+//! in real time with short timeouts. Reported as ignored, with the reason, when nginx is
+//! missing (the testkit's `trials` harness), failed when `TETHER_REQUIRE_PEERS=1`.
 //!
 //! The server numbers every event it creates (`id: n`) and keeps them all, so a reconnect
 //! with `Last-Event-ID: n` is answered with everything after `n`: a client that resumes
@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use futures_util::{stream, StreamExt};
-use tether_testkit::peers::{require_peer, Nginx};
+use tether_testkit::peers::{peer, Missing, Nginx};
 use tether_tokio::sse::{DropReason, Event};
 use tether_tokio::tether_core::SocketLoss;
 use tether_tokio::{EventSource, EventSourceConfig};
@@ -115,11 +115,8 @@ async fn next(events: &mut EventSource, within: Duration) -> Event {
         .expect("the stream goes on")
 }
 
-#[tokio::test]
-async fn a_tight_proxy_read_timeout_cuts_the_stream_and_nothing_is_lost() {
-    let Some(nginx) = require_peer("nginx") else {
-        return;
-    };
+async fn a_tight_proxy_read_timeout_cuts_the_stream_and_nothing_is_lost() -> Result<(), Missing> {
+    let nginx = peer("nginx")?;
     // Heartbeats every 5 s cannot keep a 3 s proxy_read_timeout happy.
     let (upstream, server) = start_server(Some(Duration::from_secs(5))).await;
     let proxy = Nginx::start_sse_proxy(&nginx, upstream, Duration::from_secs(3))
@@ -196,13 +193,11 @@ async fn a_tight_proxy_read_timeout_cuts_the_stream_and_nothing_is_lost() {
         "{}",
         proxy.error_log()
     );
+    Ok(())
 }
 
-#[tokio::test]
-async fn heartbeats_inside_the_proxy_read_timeout_keep_the_stream_up() {
-    let Some(nginx) = require_peer("nginx") else {
-        return;
-    };
+async fn heartbeats_inside_the_proxy_read_timeout_keep_the_stream_up() -> Result<(), Missing> {
+    let nginx = peer("nginx")?;
     let (upstream, server) = start_server(Some(Duration::from_secs(2))).await;
     let proxy = Nginx::start_sse_proxy(&nginx, upstream, Duration::from_secs(10))
         .await
@@ -223,13 +218,11 @@ async fn heartbeats_inside_the_proxy_read_timeout_keep_the_stream_up() {
     };
     assert_eq!(second.id, "2");
     assert_eq!(server.requests(), vec![None]);
+    Ok(())
 }
 
-#[tokio::test]
-async fn a_silent_server_behind_a_patient_proxy_trips_the_idle_watchdog() {
-    let Some(nginx) = require_peer("nginx") else {
-        return;
-    };
+async fn a_silent_server_behind_a_patient_proxy_trips_the_idle_watchdog() -> Result<(), Missing> {
+    let nginx = peer("nginx")?;
     let (upstream, server) = start_server(None).await;
     let proxy = Nginx::start_sse_proxy(&nginx, upstream, Duration::from_secs(60))
         .await
@@ -256,4 +249,11 @@ async fn a_silent_server_behind_a_patient_proxy_trips_the_idle_watchdog() {
         Event::Reconnected { .. }
     ));
     assert_eq!(server.requests(), vec![None, Some(1)]);
+    Ok(())
 }
+
+tether_testkit::tokio_main!(
+    a_tight_proxy_read_timeout_cuts_the_stream_and_nothing_is_lost,
+    heartbeats_inside_the_proxy_read_timeout_keep_the_stream_up,
+    a_silent_server_behind_a_patient_proxy_trips_the_idle_watchdog,
+);

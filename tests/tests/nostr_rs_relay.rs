@@ -1,6 +1,6 @@
 //! tether-tokio against a real nostr-rs-relay 0.8 process on 127.0.0.1 (real time, real
-//! signatures). Skipped with a message when the binary is missing, failed when
-//! `TETHER_REQUIRE_PEERS=1`.
+//! signatures). Reported as ignored, with the reason, when the binary is missing (the
+//! testkit's `trials` harness), failed when `TETHER_REQUIRE_PEERS=1`.
 //!
 //! What nostr-rs-relay does that the tests lean on: it refuses the 33rd concurrent
 //! subscription with a NOTICE only (no subscription id); over `subscriptions_per_min` it
@@ -13,14 +13,14 @@ use std::time::Duration;
 
 use futures_util::future::join_all;
 use nostr::prelude::*;
-use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
+use tether_testkit::peers::{peer, Missing, NostrRsLimits, NostrRsRelay};
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
 use tether_testkit::wait::{connected, eventually, next_matching, until_eose};
 use tether_tokio::tether_core::nostr::CatchUpMethod;
 use tether_tokio::{Config, Filter, RelayClient, SessionEvent, SubscriptionEvent};
 
-fn binary() -> Option<PathBuf> {
-    require_peer("nostr-rs-relay")
+fn binary() -> Result<PathBuf, Missing> {
+    peer("nostr-rs-relay")
 }
 
 /// The tests in this file start real relay processes; run one at a time so a loaded CI
@@ -47,10 +47,9 @@ fn note(keys: &Keys, text: &str) -> Event {
     EventBuilder::text_note(text).sign_with_keys(keys).unwrap()
 }
 
-#[tokio::test]
-async fn forty_subscriptions_leave_thirty_two_live_and_the_rest_queued() {
+async fn forty_subscriptions_leave_thirty_two_live_and_the_rest_queued() -> Result<(), Missing> {
     let _one_at_a_time = SERIAL.lock().await;
-    let Some(binary) = binary() else { return };
+    let binary = binary()?;
     let relay = NostrRsRelay::start(&binary, NostrRsLimits::default())
         .await
         .unwrap();
@@ -131,12 +130,12 @@ async fn forty_subscriptions_leave_thirty_two_live_and_the_rest_queued() {
         assert!(matches!(item, SubscriptionEvent::Event(_)), "{item:?}");
     }
     assert_eq!(relay.reqs_received(), sent + 1);
+    Ok(())
 }
 
-#[tokio::test]
-async fn a_req_burst_over_subscriptions_per_min_ends_all_live() {
+async fn a_req_burst_over_subscriptions_per_min_ends_all_live() -> Result<(), Missing> {
     let _one_at_a_time = SERIAL.lock().await;
-    let Some(binary) = binary() else { return };
+    let binary = binary()?;
     // A burst of 30 REQs, then one every 2 s: REQs 31 and 32 stall the connection ~2 and ~4 s.
     let limits = NostrRsLimits {
         subscriptions_per_min: Some(30),
@@ -164,12 +163,12 @@ async fn a_req_burst_over_subscriptions_per_min_ends_all_live() {
         "the relay did stall: {took:?}"
     );
     assert_eq!(relay.reqs_received(), 32, "no REQ re-sent");
+    Ok(())
 }
 
-#[tokio::test]
-async fn two_hundred_publishes_are_all_ok_by_id() {
+async fn two_hundred_publishes_are_all_ok_by_id() -> Result<(), Missing> {
     let _one_at_a_time = SERIAL.lock().await;
-    let Some(binary) = binary() else { return };
+    let binary = binary()?;
     // 3 events/s averaged over a minute: a burst of 180, then one every 333 ms.
     let limits = NostrRsLimits {
         messages_per_sec: Some(3),
@@ -195,12 +194,13 @@ async fn two_hundred_publishes_are_all_ok_by_id() {
     let mut sub = client.subscribe(by_author(&keys)).await.unwrap();
     let stored = until_eose(&mut sub, Duration::from_secs(20)).await;
     assert_eq!(stored.len(), 200);
+    Ok(())
 }
 
-#[tokio::test]
-async fn a_killed_and_restarted_relay_gets_every_subscription_back_and_missed_events() {
+async fn a_killed_and_restarted_relay_gets_every_subscription_back_and_missed_events(
+) -> Result<(), Missing> {
     let _one_at_a_time = SERIAL.lock().await;
-    let Some(binary) = binary() else { return };
+    let binary = binary()?;
     let mut relay = NostrRsRelay::start(&binary, NostrRsLimits::default())
         .await
         .unwrap();
@@ -280,12 +280,12 @@ async fn a_killed_and_restarted_relay_gets_every_subscription_back_and_missed_ev
         assert_eq!(event.id.to_string(), after.id.to_hex());
     }
     assert_eq!(relay.reqs_received(), reqs_before + 10);
+    Ok(())
 }
 
-#[tokio::test]
-async fn its_information_document_is_fetched_and_declares_no_limits() {
+async fn its_information_document_is_fetched_and_declares_no_limits() -> Result<(), Missing> {
     let _one_at_a_time = SERIAL.lock().await;
-    let Some(binary) = binary() else { return };
+    let binary = binary()?;
     let relay = NostrRsRelay::start(&binary, NostrRsLimits::default())
         .await
         .unwrap();
@@ -327,4 +327,13 @@ async fn its_information_document_is_fetched_and_declares_no_limits() {
     assert_eq!(info.negentropy, Some(false), "{info:?}");
     assert_eq!(applied.subscription_limit, None);
     assert_eq!(applied.max_message_length, None);
+    Ok(())
 }
+
+tether_testkit::tokio_main!(
+    forty_subscriptions_leave_thirty_two_live_and_the_rest_queued,
+    a_req_burst_over_subscriptions_per_min_ends_all_live,
+    two_hundred_publishes_are_all_ok_by_id,
+    a_killed_and_restarted_relay_gets_every_subscription_back_and_missed_events,
+    its_information_document_is_fetched_and_declares_no_limits,
+);

@@ -6,9 +6,10 @@
 //! child process on 127.0.0.1. tether-tokio's `EventSource::connect_request` reaches them
 //! through the testkit's `FaultProxy`, which cuts the stream mid-way.
 //!
-//! Skipped with a message when python3 (or `$TETHER_PYTHON`) lacks the packages of
-//! `tests/peers/requirements.txt`; failed instead when `TETHER_REQUIRE_PEERS=1` (`.ci/run`
-//! installs them and sets it).
+//! Reported as ignored, with the reason (the testkit's `trials` harness), when python3 (or
+//! `$TETHER_PYTHON`) lacks the packages of `tests/peers/requirements.txt` or nginx is
+//! missing; failed instead when `TETHER_REQUIRE_PEERS=1` (`.ci/run` installs them and sets
+//! it).
 //!
 //! Each cut comes while the server is paused mid-generation (the servers take a pause as a
 //! parameter), so the client has read everything sent before it and the counts asserted are
@@ -20,7 +21,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::Value;
-use tether_testkit::peers::{require_peer, require_python, Nginx, PythonServer};
+use tether_testkit::peers::{peer, python, Missing, Nginx, PythonServer};
 use tether_testkit::proxy::FaultProxy;
 use tether_tokio::sse::{
     DropReason, EndReason, Event, FailReason, Message, Progress, Request, Resume,
@@ -42,11 +43,9 @@ const MCP_VERSION: &str = "2025-11-25";
 /// plus the pauses the servers are asked for.
 const STEP: Duration = Duration::from_secs(10);
 
-#[tokio::test]
-async fn an_mcp_tool_call_cut_mid_stream_resumes_with_get_and_last_event_id() {
-    let Some(python) = require_python(MCP_MODULES) else {
-        return;
-    };
+async fn an_mcp_tool_call_cut_mid_stream_resumes_with_get_and_last_event_id() -> Result<(), Missing>
+{
+    let python = python(MCP_MODULES)?;
     let server = PythonServer::start(&python, "mcp_server.py").await.unwrap();
     let http = reqwest::Client::new();
     let session = mcp_initialize(&http, &server.url("/mcp")).await;
@@ -157,13 +156,12 @@ async fn an_mcp_tool_call_cut_mid_stream_resumes_with_get_and_last_event_id() {
     );
     assert_eq!(proxy.connections(), 2);
     assert_eq!(events.stats().requests, 2);
+    Ok(())
 }
 
-#[tokio::test]
-async fn an_mcp_tool_call_checkpointed_mid_stream_resumes_in_a_new_process() {
-    let Some(python) = require_python(MCP_MODULES) else {
-        return;
-    };
+async fn an_mcp_tool_call_checkpointed_mid_stream_resumes_in_a_new_process() -> Result<(), Missing>
+{
+    let python = python(MCP_MODULES)?;
     let server = PythonServer::start(&python, "mcp_server.py").await.unwrap();
     let http = reqwest::Client::new();
     let url = server.url("/mcp");
@@ -237,13 +235,12 @@ async fn an_mcp_tool_call_checkpointed_mid_stream_resumes_in_a_new_process() {
         "{seen:?}\n{}",
         server.log()
     );
+    Ok(())
 }
 
-#[tokio::test]
-async fn an_mcp_resume_after_the_session_was_deleted_fails_as_session_gone() {
-    let Some(python) = require_python(MCP_MODULES) else {
-        return;
-    };
+async fn an_mcp_resume_after_the_session_was_deleted_fails_as_session_gone() -> Result<(), Missing>
+{
+    let python = python(MCP_MODULES)?;
     let server = PythonServer::start(&python, "mcp_server.py").await.unwrap();
     let http = reqwest::Client::new();
     let session = mcp_initialize(&http, &server.url("/mcp")).await;
@@ -289,13 +286,12 @@ async fn an_mcp_resume_after_the_session_was_deleted_fails_as_session_gone() {
         "{requests}"
     );
     assert_eq!(proxy.connections(), 2);
+    Ok(())
 }
 
-#[tokio::test]
-async fn an_llm_generation_cut_mid_way_is_reported_once_and_never_posted_again() {
-    let Some(python) = require_python(LLM_MODULES) else {
-        return;
-    };
+async fn an_llm_generation_cut_mid_way_is_reported_once_and_never_posted_again(
+) -> Result<(), Missing> {
+    let python = python(LLM_MODULES)?;
     let server = PythonServer::start(&python, "llm_server.py").await.unwrap();
     let proxy = FaultProxy::start(server.addr()).await.unwrap();
     // Eight words; the model stalls for 30 s after the third, and the proxy cuts it there.
@@ -335,13 +331,11 @@ async fn an_llm_generation_cut_mid_way_is_reported_once_and_never_posted_again()
     assert_eq!(posts(&server).await, 1, "{}", server.log());
     assert_eq!(proxy.connections(), 1);
     assert_eq!(events.stats().requests, 1);
+    Ok(())
 }
 
-#[tokio::test]
-async fn an_llm_generation_ends_on_done_without_an_error_or_a_reconnect() {
-    let Some(python) = require_python(LLM_MODULES) else {
-        return;
-    };
+async fn an_llm_generation_ends_on_done_without_an_error_or_a_reconnect() -> Result<(), Missing> {
+    let python = python(LLM_MODULES)?;
     let server = PythonServer::start(&python, "llm_server.py").await.unwrap();
     let proxy = FaultProxy::start(server.addr()).await.unwrap();
     let url = format!("http://{}/v1/chat/completions", proxy.addr());
@@ -370,13 +364,11 @@ async fn an_llm_generation_ends_on_done_without_an_error_or_a_reconnect() {
     assert_eq!(tokio::time::timeout(STEP, events.next()).await, Ok(None));
     assert_eq!(posts(&server).await, 1, "{}", server.log());
     assert_eq!(proxy.connections(), 1);
+    Ok(())
 }
 
-#[tokio::test]
-async fn an_llm_request_the_server_rejects_fails_with_its_error_body() {
-    let Some(python) = require_python(LLM_MODULES) else {
-        return;
-    };
+async fn an_llm_request_the_server_rejects_fails_with_its_error_body() -> Result<(), Missing> {
+    let python = python(LLM_MODULES)?;
     let server = PythonServer::start(&python, "llm_server.py").await.unwrap();
     let request = Request::post(r#"{"model":"tether-test","stream":true}"#)
         .header("content-type", "application/json")
@@ -399,16 +391,15 @@ async fn an_llm_request_the_server_rejects_fails_with_its_error_body() {
     );
     assert_eq!(tokio::time::timeout(STEP, events.next()).await, Ok(None));
     assert_eq!(posts(&server).await, 1, "{}", server.log());
+    Ok(())
 }
 
 /// The revision without sessions: every POST says its revision, method and name in headers.
 const MCP_2026: &str = "2026-07-28";
 
-#[tokio::test]
-async fn an_mcp_2026_listen_stream_cut_by_a_proxy_is_re_issued_with_a_new_id() {
-    let Some(python) = require_python(MCP_MODULES) else {
-        return;
-    };
+async fn an_mcp_2026_listen_stream_cut_by_a_proxy_is_re_issued_with_a_new_id() -> Result<(), Missing>
+{
+    let python = python(MCP_MODULES)?;
     let server = PythonServer::start(&python, "mcp2026_server.py")
         .await
         .unwrap();
@@ -490,13 +481,12 @@ async fn an_mcp_2026_listen_stream_cut_by_a_proxy_is_re_issued_with_a_new_id() {
         .collect();
     assert_eq!(seen, expected, "{}", server.log());
     assert_eq!(proxy.connections(), 3);
+    Ok(())
 }
 
-#[tokio::test]
-async fn an_mcp_2026_tool_call_ends_on_its_response_and_a_cut_one_is_not_re_sent() {
-    let Some(python) = require_python(MCP_MODULES) else {
-        return;
-    };
+async fn an_mcp_2026_tool_call_ends_on_its_response_and_a_cut_one_is_not_re_sent(
+) -> Result<(), Missing> {
+    let python = python(MCP_MODULES)?;
     let server = PythonServer::start(&python, "mcp2026_server.py")
         .await
         .unwrap();
@@ -558,16 +548,13 @@ async fn an_mcp_2026_tool_call_ends_on_its_response_and_a_cut_one_is_not_re_sent
         .collect();
     assert_eq!(calls, [1, 2], "{}", server.log());
     assert_eq!(proxy.connections(), 1);
+    Ok(())
 }
 
-#[tokio::test]
-async fn an_mcp_2026_listen_stream_behind_nginx_lives_on_the_servers_keep_alive_comments() {
-    let Some(python) = require_python(MCP_MODULES) else {
-        return;
-    };
-    let Some(nginx) = require_peer("nginx") else {
-        return;
-    };
+async fn an_mcp_2026_listen_stream_behind_nginx_lives_on_the_servers_keep_alive_comments(
+) -> Result<(), Missing> {
+    let python = python(MCP_MODULES)?;
+    let nginx = peer("nginx")?;
     // No notification for the whole test (a tick every 60 s): only the SDK's `: ping`
     // comments cross nginx, whose `proxy_read_timeout` is 1 s.
     for (keepalive, survives) in [("0.3", true), ("5", false)] {
@@ -602,6 +589,7 @@ async fn an_mcp_2026_listen_stream_behind_nginx_lives_on_the_servers_keep_alive_
             assert_eq!(events.stats().requests, 1);
         }
     }
+    Ok(())
 }
 
 /// A 2026-07-28 POST of `body`: the revision, method and (where there is one) name mirrored
@@ -771,3 +759,15 @@ async fn posts(server: &PythonServer) -> u64 {
     let counts = get_json(&reqwest::Client::new(), &server.url("/posts")).await;
     counts["posts"].as_u64().unwrap()
 }
+
+tether_testkit::tokio_main!(
+    an_mcp_tool_call_cut_mid_stream_resumes_with_get_and_last_event_id,
+    an_mcp_tool_call_checkpointed_mid_stream_resumes_in_a_new_process,
+    an_mcp_resume_after_the_session_was_deleted_fails_as_session_gone,
+    an_llm_generation_cut_mid_way_is_reported_once_and_never_posted_again,
+    an_llm_generation_ends_on_done_without_an_error_or_a_reconnect,
+    an_llm_request_the_server_rejects_fails_with_its_error_body,
+    an_mcp_2026_listen_stream_cut_by_a_proxy_is_re_issued_with_a_new_id,
+    an_mcp_2026_tool_call_ends_on_its_response_and_a_cut_one_is_not_re_sent,
+    an_mcp_2026_listen_stream_behind_nginx_lives_on_the_servers_keep_alive_comments,
+);

@@ -82,6 +82,10 @@ pub trait Harness: Timer + 'static {
         F::Output: Send + 'static;
 }
 
+// What `peer_suite!` expands to calls.
+#[doc(hidden)]
+pub use tether_testkit::trials::trial as __trial;
+
 // The waiting helpers, on the harness's clock (every harness is a `Timer`).
 pub use tether_testkit::wait::{
     eventually_on as eventually, next_matching_on as next_matching, within, Timer,
@@ -160,21 +164,37 @@ macro_rules! suite {
     };
 }
 
-/// The scenarios with peers in other processes (tinyproxy, nginx, openssl) as `#[test]`s for
-/// the harness `$h`, which must run in real time.
+/// The scenarios with peers in other processes (tinyproxy, nginx, openssl) as trials of
+/// tether-testkit's `trials` harness for the harness `$h`, which must run in real time: a
+/// `Vec<Trial>` for the `main` of a `harness = false` test file, each trial named
+/// `$runtime::sse_peers::<scenario>` and reported as ignored when its peer is missing.
 #[macro_export]
 macro_rules! peer_suite {
-    ($h:ty) => {
-        mod sse_peers {
-            $crate::__tests!(
-                $h,
-                sse,
-                [
-                    a_configured_proxy_carries_the_stream_and_no_proxy_is_honoured,
-                    https_through_a_tunnel_trusts_the_configured_root,
-                ]
-            );
-        }
+    ($h:ty, $runtime:literal) => {
+        $crate::__trials!(
+            $h,
+            $runtime,
+            sse_peers,
+            sse,
+            [
+                a_configured_proxy_carries_the_stream_and_no_proxy_is_honoured,
+                https_through_a_tunnel_trusts_the_configured_root,
+            ]
+        )
+    };
+}
+
+/// One trial per scenario of module `$m`, for harness `$h`, named `$runtime::$group::<name>`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __trials {
+    ($h:ty, $runtime:literal, $group:ident, $m:ident, [$($name:ident),* $(,)?]) => {
+        ::std::vec![$(
+            $crate::__trial(
+                ::std::concat!($runtime, "::", ::std::stringify!($group), "::", ::std::stringify!($name)),
+                || <$h as $crate::Harness>::run($crate::$m::$name::<$h>()),
+            )
+        ),*]
     };
 }
 

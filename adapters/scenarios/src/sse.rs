@@ -9,7 +9,7 @@ use tether_core::sse::{
     Resume, Unsendable,
 };
 use tether_driver::{EventSourceConfig, ProxyConfig};
-use tether_testkit::peers::{require_peer, Nginx, TestCa, Tinyproxy};
+use tether_testkit::peers::{peer, Missing, Nginx, TestCa, Tinyproxy};
 use tether_testserver::sse::{Message, Reply, ScriptedSse};
 
 use crate::{within, Harness};
@@ -477,10 +477,12 @@ pub async fn a_compressed_stream_is_a_typed_failure<H: Harness>() {
 
 /// A forward proxy (tinyproxy) from the configuration carries the stream: the server sees
 /// the proxy's `Via`. A host `no_proxy` covers goes direct.
-pub async fn a_configured_proxy_carries_the_stream_and_no_proxy_is_honoured<H: Harness>() {
-    let Some(binary) = require_peer("tinyproxy") else {
-        return;
-    };
+///
+/// # Errors
+/// [`Missing`] without tinyproxy.
+pub async fn a_configured_proxy_carries_the_stream_and_no_proxy_is_honoured<H: Harness>(
+) -> Result<(), Missing> {
+    let binary = peer("tinyproxy")?;
     let proxy = H::on_server(async move { Tinyproxy::start(&binary).await })
         .await
         .expect("tinyproxy on 127.0.0.1");
@@ -501,18 +503,17 @@ pub async fn a_configured_proxy_carries_the_stream_and_no_proxy_is_honoured<H: H
         .map(|r| r.header("via").is_some_and(|v| v.contains("tinyproxy")))
         .collect();
     assert_eq!(via, [true, false], "{log:?}");
+    Ok(())
 }
 
 /// An https:// stream through the proxy's `CONNECT` tunnel: refused as a TLS failure until
 /// the test's CA is among the configured roots, then open end to end.
-pub async fn https_through_a_tunnel_trusts_the_configured_root<H: Harness>() {
-    let (Some(tinyproxy), Some(nginx), Some(openssl)) = (
-        require_peer("tinyproxy"),
-        require_peer("nginx"),
-        require_peer("openssl"),
-    ) else {
-        return;
-    };
+///
+/// # Errors
+/// [`Missing`] without tinyproxy, nginx or openssl.
+pub async fn https_through_a_tunnel_trusts_the_configured_root<H: Harness>() -> Result<(), Missing>
+{
+    let (tinyproxy, nginx, openssl) = (peer("tinyproxy")?, peer("nginx")?, peer("openssl")?);
     let ca = std::sync::Arc::new(TestCa::new(&openssl).expect("a test CA"));
     let (url, server) = start::<H>(vec![Reply::events(&[("1", "a")], false)]).await;
     let upstream = url
@@ -559,6 +560,7 @@ pub async fn https_through_a_tunnel_trusts_the_configured_root<H: Harness>() {
         1,
         "the untrusted attempt never got through"
     );
+    Ok(())
 }
 
 /// A redirect to another origin (127.0.0.1 to localhost) carries no credentials: neither the

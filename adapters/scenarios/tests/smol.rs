@@ -1,3 +1,3 @@
-//! The scenario suite on tether-async-std under smol (real time).
+//! The scenario suite on tether-async-std under smol (real time); the scenarios with peers in
+//! other processes are in `peers.rs`.
 tether_scenarios::suite!(tether_scenarios::harness::Smol);
-tether_scenarios::peer_suite!(tether_scenarios::harness::Smol);

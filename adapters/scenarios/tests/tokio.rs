@@ -1,7 +1,3 @@
-//! The scenario suite on tether-tokio (paused tokio clock), and the scenarios with peers in
-//! other processes on a tokio runtime in real time.
+//! The scenario suite on tether-tokio (paused tokio clock); the scenarios with peers in other
+//! processes, on a tokio runtime in real time, are in `peers.rs`.
 tether_scenarios::suite!(tether_scenarios::harness::Tokio);
-
-mod real_time {
-    tether_scenarios::peer_suite!(tether_scenarios::harness::TokioRealTime);
-}

@@ -15,8 +15,8 @@
 //! a sentinel note published last on each relay (one connection delivers in order, so
 //! anything the relay sent before the sentinel has arrived by then).
 //!
-//! The nostr-rs-relay tests are skipped with a message when the binary is missing, and fail
-//! when `TETHER_REQUIRE_PEERS=1`.
+//! The nostr-rs-relay tests are reported as ignored, with the reason, when the binary is
+//! missing (the testkit's `trials` harness), and fail when `TETHER_REQUIRE_PEERS=1`.
 
 mod common;
 
@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use nostr::prelude::*;
-use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
+use tether_testkit::peers::{peer, Missing, NostrRsLimits, NostrRsRelay};
 use tether_testkit::proxy::{FaultProxy, ProxyFaults};
 use tether_tokio::tether_core::nostr::CatchUpMethod;
 use tether_tokio::tether_driver::relay::CaughtUp;
@@ -200,7 +200,6 @@ impl Heard {
     }
 }
 
-#[tokio::test]
 async fn nostr_relay_builder_catches_up_by_negentropy_every_note_once() {
     let (relay, relay_url) = common::start_builder().await;
     let proxy = FaultProxy::start(addr_of(&relay_url)).await.unwrap();
@@ -320,41 +319,39 @@ async fn nostr_relay_builder_catches_up_by_negentropy_every_note_once() {
     relay.shutdown();
 }
 
-#[tokio::test]
-async fn nostr_rs_relay_killed_and_restarted_catches_up_by_since_every_note_once() {
+async fn nostr_rs_relay_killed_and_restarted_catches_up_by_since_every_note_once(
+) -> Result<(), Missing> {
     // Its NIP-11 document lists no 77: NIP-77 is not tried at all.
-    let Some(session) = nostr_rs_relay_outage(true).await else {
-        return;
-    };
+    let session = nostr_rs_relay_outage(true).await?;
     assert!(
         !session
             .iter()
             .any(|e| matches!(e, SessionEvent::Notice { .. })),
         "{session:?}"
     );
+    Ok(())
 }
 
-#[tokio::test]
-async fn nostr_rs_relay_without_its_nip11_refuses_neg_open_and_the_catch_up_falls_back_to_since() {
+async fn nostr_rs_relay_without_its_nip11_refuses_neg_open_and_the_catch_up_falls_back_to_since(
+) -> Result<(), Missing> {
     // Without the document NIP-77 is tried: nostr-rs-relay answers the NEG-OPEN with a
     // NOTICE (no NEG-ERR), and the same subscription falls back to `since`.
-    let Some(session) = nostr_rs_relay_outage(false).await else {
-        return;
-    };
+    let session = nostr_rs_relay_outage(false).await?;
     assert!(
         session
             .iter()
             .any(|e| matches!(e, SessionEvent::Notice { .. })),
         "the NEG-OPEN was answered by a NOTICE: {session:?}"
     );
+    Ok(())
 }
 
 /// One outage of nostr-rs-relay (socket cut, process killed and restarted on its database,
 /// four notes missed, one of them 60 s late), with or without fetching its NIP-11 document;
 /// asserts every note once and a `since` catch-up, and returns the session's events.
-async fn nostr_rs_relay_outage(fetch_info: bool) -> Option<Vec<SessionEvent>> {
+async fn nostr_rs_relay_outage(fetch_info: bool) -> Result<Vec<SessionEvent>, Missing> {
     let _one_at_a_time = SERIAL.lock().await;
-    let binary = require_peer("nostr-rs-relay")?;
+    let binary = peer("nostr-rs-relay")?;
     let mut rs = NostrRsRelay::start(&binary, NostrRsLimits::default())
         .await
         .unwrap();
@@ -439,15 +436,12 @@ async fn nostr_rs_relay_outage(fetch_info: bool) -> Option<Vec<SessionEvent>> {
     })
     .await;
     assert!(all_said.is_ok(), "no requested disconnect: {events:?}");
-    Some(events)
+    Ok(events)
 }
 
-#[tokio::test]
-async fn a_pool_of_both_catches_up_per_relay_every_note_once() {
+async fn a_pool_of_both_catches_up_per_relay_every_note_once() -> Result<(), Missing> {
     let _one_at_a_time = SERIAL.lock().await;
-    let Some(binary) = require_peer("nostr-rs-relay") else {
-        return;
-    };
+    let binary = peer("nostr-rs-relay")?;
     let mut rs = NostrRsRelay::start(&binary, NostrRsLimits::default())
         .await
         .unwrap();
@@ -588,6 +582,7 @@ async fn a_pool_of_both_catches_up_per_relay_every_note_once() {
 
     pool.close().await.unwrap();
     builder.shutdown();
+    Ok(())
 }
 
 /// A gift wrap (NIP-59, kind 1059) to `to`, signed by a throwaway key as NIP-59 signs them,
@@ -645,7 +640,6 @@ async fn one_late_event(
     (heard, late)
 }
 
-#[tokio::test]
 async fn nostr_relay_builder_recovers_a_note_30_minutes_late_by_negentropy() {
     let (relay, relay_url) = common::start_builder().await;
     let proxy = FaultProxy::start(addr_of(&relay_url)).await.unwrap();
@@ -675,12 +669,9 @@ async fn nostr_relay_builder_recovers_a_note_30_minutes_late_by_negentropy() {
     relay.shutdown();
 }
 
-#[tokio::test]
-async fn nostr_rs_relay_recovers_a_gift_wrap_dated_30_hours_back_by_since() {
+async fn nostr_rs_relay_recovers_a_gift_wrap_dated_30_hours_back_by_since() -> Result<(), Missing> {
     let _one_at_a_time = SERIAL.lock().await;
-    let Some(binary) = require_peer("nostr-rs-relay") else {
-        return;
-    };
+    let binary = peer("nostr-rs-relay")?;
     let rs = NostrRsRelay::start(&binary, NostrRsLimits::default())
         .await
         .unwrap();
@@ -706,4 +697,14 @@ async fn nostr_rs_relay_recovers_a_gift_wrap_dated_30_hours_back_by_since() {
         c.exact_since <= t0 - 49 * 3_600 + 5,
         "the window reaches two days back: {c:?}"
     );
+    Ok(())
 }
+
+tether_testkit::tokio_main!(
+    nostr_relay_builder_catches_up_by_negentropy_every_note_once,
+    nostr_rs_relay_killed_and_restarted_catches_up_by_since_every_note_once,
+    nostr_rs_relay_without_its_nip11_refuses_neg_open_and_the_catch_up_falls_back_to_since,
+    a_pool_of_both_catches_up_per_relay_every_note_once,
+    nostr_relay_builder_recovers_a_note_30_minutes_late_by_negentropy,
+    nostr_rs_relay_recovers_a_gift_wrap_dated_30_hours_back_by_since,
+);

@@ -7,8 +7,8 @@
 //! of them 60 s late, plus the publish it sent again, each once, and none of the notes the
 //! first client already had.
 //!
-//! The nostr-rs-relay test is skipped with a message when the binary is missing, and fails
-//! when `TETHER_REQUIRE_PEERS=1`.
+//! The nostr-rs-relay test is reported as ignored, with the reason, when the binary is
+//! missing (the testkit's `trials` harness), and fails when `TETHER_REQUIRE_PEERS=1`.
 
 mod common;
 
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use nostr::prelude::*;
-use tether_testkit::peers::{require_peer, NostrRsLimits, NostrRsRelay};
+use tether_testkit::peers::{peer, Missing, NostrRsLimits, NostrRsRelay};
 use tether_tokio::tether_core::nostr::{CatchUpMethod, RelayCheckpoint};
 use tether_tokio::{Filter, RelayClient, Subscription, SubscriptionEvent};
 use tokio::time::timeout;
@@ -177,7 +177,6 @@ async fn restart_around_missed_notes(url: &str) -> CatchUpMethod {
     caught_up[0]
 }
 
-#[tokio::test]
 async fn nostr_relay_builder_restored_client_catches_up_by_negentropy() {
     // The relay must outlive the test's requests: keep it bound.
     let (_relay, url) = common::start_builder().await;
@@ -187,11 +186,8 @@ async fn nostr_relay_builder_restored_client_catches_up_by_negentropy() {
     );
 }
 
-#[tokio::test]
-async fn nostr_rs_relay_restored_client_catches_up_by_since() {
-    let Some(binary) = require_peer("nostr-rs-relay") else {
-        return;
-    };
+async fn nostr_rs_relay_restored_client_catches_up_by_since() -> Result<(), Missing> {
+    let binary = peer("nostr-rs-relay")?;
     let rs = NostrRsRelay::start(&binary, NostrRsLimits::default())
         .await
         .unwrap();
@@ -199,4 +195,10 @@ async fn nostr_rs_relay_restored_client_catches_up_by_since() {
         restart_around_missed_notes(&rs.url()).await,
         CatchUpMethod::Since
     );
+    Ok(())
 }
+
+tether_testkit::tokio_main!(
+    nostr_relay_builder_restored_client_catches_up_by_negentropy,
+    nostr_rs_relay_restored_client_catches_up_by_since,
+);
