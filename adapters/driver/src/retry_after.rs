@@ -2,22 +2,15 @@
 
 use std::time::{Duration, SystemTime};
 
-use tether_core::sse::parse_retry_after;
-
-/// The delay a `Retry-After` header value asks for: delta-seconds (`"120"`), or an HTTP-date
-/// converted against the wall clock (a date in the past means no delay). `None` when the
-/// value is neither.
-///
-/// The core only parses delta-seconds because it has no wall clock; the driver has one.
+/// The delay a `Retry-After` header value asks for, by the core's rule
+/// ([`tether_core::sse::status::retry_after`]), the wall clock read once, here, for the
+/// response that carried it.
 pub fn retry_after(value: &str) -> Option<Duration> {
-    if let Some(delay) = parse_retry_after(value) {
-        return Some(delay);
-    }
-    let at = httpdate::parse_http_date(value.trim()).ok()?;
-    Some(
-        at.duration_since(SystemTime::now())
-            .unwrap_or(Duration::ZERO),
-    )
+    let unix_now = SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .map(|d| d.as_secs());
+    tether_core::sse::status::retry_after(value, unix_now)
 }
 
 #[cfg(test)]

@@ -6,9 +6,9 @@
 //! [`tether_sse_handle_error`].
 
 use std::mem::size_of;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
-use tether_core::sse::{parse_retry_after, Request, ResponseHead, Resume, SseConfig, SseSession};
+use tether_core::sse::{Request, ResponseHead, Resume, SseConfig, SseSession};
 use tether_core::Epoch;
 
 use crate::outbuf::Pending;
@@ -131,14 +131,10 @@ impl TetherSse {
     /// The delay a `Retry-After` value asks for: delta-seconds, or an HTTP-date against the
     /// wall clock (none set: the date is ignored).
     fn retry_after(&self, value: &str) -> Option<Duration> {
-        if let Some(delay) = parse_retry_after(value) {
-            return Some(delay);
-        }
-        let at = httpdate::parse_http_date(value.trim()).ok()?;
-        let at_secs = at.duration_since(UNIX_EPOCH).ok()?.as_secs();
-        let (set_ms, set_secs) = self.wall?;
-        let now_secs = set_secs.saturating_add(self.now.saturating_sub(set_ms) / 1000);
-        Some(Duration::from_secs(at_secs.saturating_sub(now_secs)))
+        let unix_now = self.wall.map(|(set_ms, set_secs)| {
+            set_secs.saturating_add(self.now.saturating_sub(set_ms) / 1000)
+        });
+        tether_core::sse::status::retry_after(value, unix_now)
     }
 }
 

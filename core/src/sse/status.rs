@@ -20,6 +20,20 @@ pub fn parse_retry_after(value: &str) -> Option<Duration> {
     Some(Duration::from_secs(secs))
 }
 
+/// The delay a `Retry-After` value asks for, in either form: delta-seconds (`"120"`), or an
+/// HTTP-date against `unix_now` (the wall clock's Unix seconds, read once by the driver for
+/// the response that carried it; a date in the past is no delay; `None`: dates are not
+/// judged). `None` when the value is neither, or a date with no wall clock.
+#[must_use]
+pub fn retry_after(value: &str, unix_now: Option<u64>) -> Option<Duration> {
+    if let Some(delay) = parse_retry_after(value) {
+        return Some(delay);
+    }
+    let at = httpdate::parse_http_date(value.trim()).ok()?;
+    let at = at.duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    Some(Duration::from_secs(at.saturating_sub(unix_now?)))
+}
+
 /// Whether a `Content-Type` value is `text/event-stream`, ignoring case, spaces and
 /// parameters (`text/event-stream; charset=utf-8`).
 pub fn is_event_stream(content_type: &str) -> bool {
@@ -135,5 +149,22 @@ pub(crate) fn classify(head: &ResponseHead<'_>) -> Verdict {
         status if is_redirect(status) => Verdict::Redirect,
         408 | 429 | 500..=599 => Verdict::Retry,
         _ => Verdict::Fail(FailReason::Status(status)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_after_takes_seconds_or_a_date_against_the_given_wall_clock() {
+        // Wed, 21 Oct 2015 07:28:00 GMT
+        let set = 1_445_412_480;
+        let date = "Wed, 21 Oct 2015 07:31:02 GMT";
+        assert_eq!(retry_after(" 7 ", None), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(date, Some(set)), Some(Duration::from_secs(182)));
+        assert_eq!(retry_after(date, Some(set + 1_000)), Some(Duration::ZERO));
+        assert_eq!(retry_after(date, None), None, "no wall clock: a date is not judged");
+        assert_eq!(retry_after("soon", Some(set)), None);
     }
 }
