@@ -1180,6 +1180,26 @@ int32_t tether_check_url(const uint8_t *url,
                          uint8_t *why,
                          size_t *why_len);
 
+// Which relay `url` (UTF-8, `url_len` bytes, ws:// or wss://) is: its normal form, as the
+// pool and the Rust entry points compare relays (`wss://r:443` and `wss://r/` are one
+// relay; the path keeps its case). Two URLs are one relay exactly when their normal forms
+// are equal, so a host never decides that itself.
+//
+// On [`TETHER_OK`] the normal form is copied into `out` (capacity `*out_len`) and
+// `*out_len` becomes its length. Otherwise `out` receives the message, as
+// [`tether_check_url`] writes it.
+//
+// No handle and no state: callable from any thread at any time.
+//
+// # Errors
+// [`TETHER_ERR_INVALID_URL`] for a URL that is no relay URL; `TETHER_ERR_NULL`,
+// `TETHER_ERR_UTF8`; `TETHER_ERR_BUFFER_TOO_SMALL` when the text does not fit (`*out_len`
+// is the length needed); `TETHER_ERR_PANIC`.
+//
+// # Safety
+// As [`tether_check_url`], with `out` and `out_len` for `why` and `why_len`.
+int32_t tether_normalize_url(const uint8_t *url, size_t url_len, uint8_t *out, size_t *out_len);
+
 // Check one event (its JSON object, `event_len` bytes of UTF-8, as a relay sends it inside
 // `["EVENT", sub, ...]`): the id is the sha256 of its NIP-01 serialization and the signature
 // a BIP-340 Schnorr signature of it by the pubkey (libsecp256k1, as `tether-verify`).

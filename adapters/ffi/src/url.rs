@@ -1,8 +1,9 @@
-//! The URL rule through the ABI: [`tether_check_url`]. The host opens the sockets and
+//! The URL rule through the ABI: [`tether_check_url`], and relay identity:
+//! [`tether_normalize_url`]. The host opens the sockets and
 //! requests itself, so it checks a URL before it starts a session, with the same rule and
 //! the same words as the Rust entry points (`tether_driver::url`: the rule exists once).
 
-use tether_driver::url::{check_http_url, check_ws_url};
+use tether_driver::url::{check_http_url, check_ws_url, normalize_relay_url};
 
 use crate::{ptr, Failure, TETHER_ERR_INVALID_ARGUMENT, TETHER_OK};
 
@@ -68,6 +69,45 @@ pub unsafe extern "C" fn tether_check_url(
     };
     // SAFETY: the contract is the caller's.
     unsafe { ptr::code_with_message(code, &message, why, why_len) }
+}
+
+/// Which relay `url` (UTF-8, `url_len` bytes, ws:// or wss://) is: its normal form, as the
+/// pool and the Rust entry points compare relays (`wss://r:443` and `wss://r/` are one
+/// relay; the path keeps its case). Two URLs are one relay exactly when their normal forms
+/// are equal, so a host never decides that itself.
+///
+/// On [`TETHER_OK`] the normal form is copied into `out` (capacity `*out_len`) and
+/// `*out_len` becomes its length. Otherwise `out` receives the message, as
+/// [`tether_check_url`] writes it.
+///
+/// No handle and no state: callable from any thread at any time.
+///
+/// # Errors
+/// [`TETHER_ERR_INVALID_URL`] for a URL that is no relay URL; `TETHER_ERR_NULL`,
+/// `TETHER_ERR_UTF8`; `TETHER_ERR_BUFFER_TOO_SMALL` when the text does not fit (`*out_len`
+/// is the length needed); `TETHER_ERR_PANIC`.
+///
+/// # Safety
+/// As [`tether_check_url`], with `out` and `out_len` for `why` and `why_len`.
+#[no_mangle]
+pub unsafe extern "C" fn tether_normalize_url(
+    url: *const u8,
+    url_len: usize,
+    out: *mut u8,
+    out_len: *mut usize,
+) -> i32 {
+    let normalize = || -> Result<String, Failure> {
+        // SAFETY: the contract is the caller's.
+        let url = unsafe { ptr::text(url, url_len) }.map_err(|code| Failure::arg(code, "url"))?;
+        normalize_relay_url(url).map_err(|e| Failure::new(TETHER_ERR_INVALID_URL, e.to_string()))
+    };
+    let (code, text) = match std::panic::catch_unwind(normalize) {
+        Ok(Ok(normal)) => (TETHER_OK, normal),
+        Ok(Err(failure)) => (failure.code, failure.message),
+        Err(_) => (crate::TETHER_ERR_PANIC, "the URL rule panicked".to_owned()),
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::code_with_message(code, &text, out, out_len) }
 }
 
 #[cfg(test)]
@@ -206,5 +246,25 @@ mod tests {
                 TETHER_ERR_INVALID_URL
             ]
         );
+    }
+
+    fn normalize(url: &str) -> (i32, String) {
+        let mut out = [0u8; 256];
+        let mut len = out.len();
+        // SAFETY: `url` and `out` are live for their lengths; `len` is a local.
+        let code =
+            unsafe { tether_normalize_url(url.as_ptr(), url.len(), out.as_mut_ptr(), &mut len) };
+        (code, String::from_utf8(out[..len].to_vec()).unwrap())
+    }
+
+    #[test]
+    fn one_relay_one_normal_form() {
+        let (code, a) = normalize("wss://R.example:443/");
+        let (_, b) = normalize("wss://r.example");
+        assert_eq!((code, a.as_str()), (TETHER_OK, b.as_str()));
+        let (_, upper) = normalize("wss://r.example/A");
+        let (_, lower) = normalize("wss://r.example/a");
+        assert_ne!(upper, lower, "the path keeps its case");
+        assert_eq!(normalize("http://r.example").0, TETHER_ERR_INVALID_URL);
     }
 }

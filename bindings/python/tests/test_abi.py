@@ -283,3 +283,12 @@ def test_sse_a_redirect_to_another_origin_withholds_the_credentials():
     sse.handle_head(3, 1, 307, url="https://b.example/z", location="https://a.example/x")
     assert sse.poll_transmit()["withhold"] == ["authorization", "cookie", "proxy-authorization"]
     sse.close()
+
+
+def test_relay_identity_is_the_librarys():
+    from tether._ffi import normalize_url
+
+    assert normalize_url("wss://R.example:443/") == normalize_url("wss://r.example")
+    assert normalize_url("wss://r.example/A") != normalize_url("wss://r.example/a")
+    with pytest.raises(tether.TetherError):
+        normalize_url("http://r.example")

@@ -284,6 +284,7 @@ _SIGNATURES = {
     "tether_sse_poll_event": (_I32, [_P, _U8P, _SIZEP]),
     "tether_sse_poll_timeout": (_I32, [_P, _U64P]),
     "tether_check_url": (_I32, [ctypes.c_char_p, _SIZE, _U32, _U8P, _SIZEP]),
+    "tether_normalize_url": (_I32, [ctypes.c_char_p, _SIZE, _U8P, _SIZEP]),
     "tether_relay_checkpoint": (_I32, [_P, _U8P, _SIZEP]),
     "tether_relay_restore": (
         _I32,
@@ -414,6 +415,23 @@ def check_url(url: str, kind: int) -> str | None:
         if code in (ERR_INVALID_URL, ERR_UTF8):
             return message
         raise TetherError(code, message)
+
+
+def normalize_url(url: str) -> str:
+    """Which relay ``url`` is: its normal form (``tether_normalize_url``), equal for two URLs
+    exactly when they are one relay. :class:`TetherError` for a URL that is no relay URL."""
+    data = url.encode("utf-8", "surrogateescape")
+    out = (ctypes.c_uint8 * 512)()
+    while True:
+        length = ctypes.c_size_t(len(out))
+        code = lib().tether_normalize_url(data, len(data), out, ctypes.byref(length))
+        if code == ERR_BUFFER_TOO_SMALL:
+            out = (ctypes.c_uint8 * length.value)()
+            continue
+        text = bytes(memoryview(out)[: length.value]).decode("utf-8", "replace")
+        if code != OK:
+            raise TetherError(code, text)
+        return text
 
 
 def _restored(make) -> ctypes.c_void_p:

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from ._ffi import Pool, Relay, Sse, TetherError
+from ._ffi import Pool, Relay, Sse, TetherError, normalize_url
 from .driver import AttemptInfo, RelayDriver, SseDriver, check_url
 from .pool_driver import PoolDriver
 from .state import StateError, StateFile, canonical_filter
@@ -340,7 +340,10 @@ def _distinct(relays: list[str]) -> list[str]:
     seen: set = set()
     out = []
     for url in relays:
-        key = url.lower().rstrip("/")
+        try:
+            key = normalize_url(url)
+        except TetherError:
+            key = url
         if key not in seen:
             seen.add(key)
             out.append(url)
