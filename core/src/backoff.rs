@@ -153,7 +153,7 @@ impl Backoff {
 
     /// A counter for `policy` that has already handed out `attempts` delays; lets a caller
     /// keep just the count (a few bytes per subscription) instead of a whole `Backoff`.
-    pub fn with_attempts(policy: BackoffPolicy, attempts: u32) -> Self {
+    pub(crate) fn with_attempts(policy: BackoffPolicy, attempts: u32) -> Self {
         Backoff {
             policy,
             attempts,
@@ -183,7 +183,7 @@ impl Backoff {
     }
 
     /// Whether `max_attempts` delays have been handed out.
-    pub fn is_exhausted(&self) -> bool {
+    pub(crate) fn is_exhausted(&self) -> bool {
         matches!(self.policy.max_attempts, Some(max) if self.attempts >= max)
     }
 
@@ -209,7 +209,7 @@ impl Backoff {
     /// Resetting on every open turns a relay that accepts and immediately drops into a
     /// base-delay reconnect loop; waiting for stability keeps the delays growing.
     /// Returns whether it reset.
-    pub fn reset_if_stable(
+    pub(crate) fn reset_if_stable(
         &mut self,
         now: Instant,
         opened_at: Instant,
@@ -220,11 +220,6 @@ impl Backoff {
         }
         self.reset();
         true
-    }
-
-    /// Replace the base delay, keeping the attempt count.
-    pub fn set_base(&mut self, base: Duration) {
-        self.policy.base = base;
     }
 
     /// Replace the base delay with one the peer set (SSE's `retry:`), keeping the attempt

@@ -302,12 +302,12 @@ impl Link {
     }
 
     /// Whether an attempt waits for [`Link::admit`].
-    pub fn is_queued(&self) -> bool {
+    pub(crate) fn is_queued(&self) -> bool {
         matches!(self.state, LinkState::Queued { .. })
     }
 
     /// Whether a socket was requested and has not opened yet (a handshake in flight).
-    pub fn is_connecting(&self) -> bool {
+    pub(crate) fn is_connecting(&self) -> bool {
         matches!(self.state, LinkState::Connecting { .. })
     }
 
@@ -346,7 +346,7 @@ impl Link {
     }
 
     /// Whether the application wants to be connected (anything but `Idle`).
-    pub fn wants_connection(&self) -> bool {
+    pub(crate) fn wants_connection(&self) -> bool {
         self.state != LinkState::Idle
     }
 
@@ -361,7 +361,7 @@ impl Link {
     }
 
     /// The reconnect backoff, e.g. to replace its base from an SSE `retry:` field.
-    pub fn backoff_mut(&mut self) -> &mut Backoff {
+    pub(crate) fn backoff_mut(&mut self) -> &mut Backoff {
         &mut self.backoff
     }
 
@@ -388,7 +388,7 @@ impl Link {
     /// # Errors
     /// [`SocketError::UnknownEpoch`], or [`SocketError::NotOpen`] for the live epoch before
     /// its open was reported.
-    pub fn check_open(&self, epoch: Epoch) -> Result<bool, SocketError> {
+    pub(crate) fn check_open(&self, epoch: Epoch) -> Result<bool, SocketError> {
         if !self.check_epoch(epoch)? {
             return Ok(false);
         }
@@ -476,7 +476,7 @@ impl Link {
     }
 
     /// Inbound traffic arrived: the peer is alive.
-    pub fn on_inbound(&mut self, now: Instant) {
+    pub(crate) fn on_inbound(&mut self, now: Instant) {
         self.last_inbound = self.last_inbound.max(now);
         self.heard_at = self.heard_at.max(now);
         self.ping_sent_at = None;
@@ -488,17 +488,12 @@ impl Link {
     /// unread frames may be waiting in the socket, and the silence would be the driver's,
     /// not the peer's. Resuming restarts the silence clock at `now`. Connect timeouts and
     /// reconnect delays are not affected.
-    pub fn set_reading_paused(&mut self, now: Instant, paused: bool) {
+    pub(crate) fn set_reading_paused(&mut self, now: Instant, paused: bool) {
         if self.reading_paused && !paused {
             self.last_inbound = self.last_inbound.max(now);
             self.ping_sent_at = None;
         }
         self.reading_paused = paused;
-    }
-
-    /// Whether the driver said it stopped reading (see [`Link::set_reading_paused`]).
-    pub fn is_reading_paused(&self) -> bool {
-        self.reading_paused
     }
 
     // ----- the application's lifecycle --------------------------------------------------------
@@ -518,7 +513,7 @@ impl Link {
     }
 
     /// Whether the application is suspended.
-    pub fn is_suspended(&self) -> bool {
+    pub(crate) fn is_suspended(&self) -> bool {
         self.suspended.is_some()
     }
 
@@ -586,11 +581,6 @@ impl Link {
                 until: self.jittered(now, rng),
             };
         }
-    }
-
-    /// Whether the device is offline (see [`Link::set_online`]).
-    pub fn is_offline(&self) -> bool {
-        self.offline
     }
 
     /// Probe an open socket: a ping now (WebSocket) and a short deadline.

@@ -42,7 +42,8 @@ impl Instant {
     }
 
     /// `self + d`, or `None` if that is not representable.
-    pub fn checked_add(self, d: Duration) -> Option<Instant> {
+    #[cfg(test)]
+    pub(crate) fn checked_add(self, d: Duration) -> Option<Instant> {
         self.0.checked_add(d).map(Instant)
     }
 

@@ -85,7 +85,7 @@ pub fn millis(d: Duration) -> u64 {
 }
 
 /// Milliseconds from `now` until `at` (0 when it is past).
-pub fn millis_until(now: Instant, at: Instant) -> u64 {
+pub(crate) fn millis_until(now: Instant, at: Instant) -> u64 {
     millis(at.saturating_duration_since(now))
 }
 

@@ -358,12 +358,12 @@ impl<'a> Line<'a> {
     }
 
     /// Whether the line is one a [`Limiter`] bounds: a peer's errors and forgeries.
-    pub fn is_limited(&self) -> bool {
+    pub(crate) fn is_limited(&self) -> bool {
         matches!(self, Line::PeerError { .. } | Line::Invalid { .. })
     }
 
     /// The line if `limiter` admits it at `now` (carrying how many were left out before
-    /// it), `None` if not; a line that is not [limited](Self::is_limited) always passes.
+    /// it), `None` if not; a line that is neither a `peer_error` nor an `invalid` always passes.
     pub fn admit(mut self, limiter: &mut Limiter, now: Instant) -> Option<Line<'a>> {
         if !self.is_limited() {
             return Some(self);

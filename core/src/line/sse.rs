@@ -292,7 +292,7 @@ mod tests {
 /// What an SSE session asks its host to do, as a line:
 ///
 /// - `open`: send `method` with `headers` (the request's, after the rule of
-///   [`request_headers`](crate::sse::request_headers): `Accept`, `Cache-Control`,
+///   [`request_headers`]: `Accept`, `Cache-Control`,
 ///   `Accept-Encoding` and an empty body's `Content-Length` unless the request sets them,
 ///   none that `withhold` names), `body` (none when empty) and `Last-Event-ID:
 ///   last_event_id` when not null, to the stream's URL or to `redirect` when not null (a

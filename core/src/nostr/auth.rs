@@ -112,11 +112,13 @@ impl Auth {
     }
 
     /// Whether the relay accepted our AUTH on this socket.
+    #[cfg(test)]
     pub(crate) fn is_authenticated(&self) -> bool {
         self.authenticated
     }
 
     /// The latest challenge on this socket, with its id.
+    #[cfg(test)]
     pub(crate) fn challenge(&self) -> Option<(ChallengeId, &str)> {
         self.challenge.as_ref().map(|(id, c)| (*id, c.as_str()))
     }

@@ -135,7 +135,7 @@ impl RelaySession {
 
     /// [`RelaySession::new`] with a configuration shared with other sessions (a pool's).
     #[must_use]
-    pub fn with_shared_config(config: Arc<RelayConfig>, seed: u64) -> Self {
+    pub(crate) fn with_shared_config(config: Arc<RelayConfig>, seed: u64) -> Self {
         RelaySession {
             link: Link::new(config.link),
             gate: RateLimitGate::new(config.gate_default_window, config.gate_max_window),
@@ -765,11 +765,6 @@ impl RelaySession {
         }
     }
 
-    /// Whether REQs are waiting for authentication on this socket.
-    pub fn is_holding_for_auth(&self) -> bool {
-        self.auth.hold().is_some()
-    }
-
     /// One subscription, if registered.
     pub fn subscription(&self, id: SubscriptionId) -> Option<SubscriptionView> {
         self.subs.get(id).map(|s| view(s, &self.refusals))
@@ -791,16 +786,6 @@ impl RelaySession {
     /// Events waiting for their OK.
     pub fn outbox_len(&self) -> usize {
         self.outbox.len()
-    }
-
-    /// Whether the relay accepted our AUTH on this connection.
-    pub fn is_authenticated(&self) -> bool {
-        self.auth.is_authenticated()
-    }
-
-    /// The latest NIP-42 challenge on this connection, with its id.
-    pub fn auth_challenge(&self) -> Option<(ChallengeId, &str)> {
-        self.auth.challenge()
     }
 
     /// The configuration.

@@ -102,7 +102,7 @@ pub const CREDENTIALS: &[&str] = &["authorization", "cookie", "proxy-authorizati
 
 /// Whether `status` is a redirect the session acts on.
 #[must_use]
-pub fn is_redirect(status: u16) -> bool {
+pub(crate) fn is_redirect(status: u16) -> bool {
     matches!(status, 301 | 302 | 303 | 307 | 308)
 }
 

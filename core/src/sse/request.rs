@@ -163,7 +163,7 @@ pub struct EndRules {
 
 impl EndRules {
     /// Whether any clean end is defined: then a body that simply ends is a cut, not an end.
-    pub fn defines_end(&self) -> bool {
+    pub(crate) fn defines_end(&self) -> bool {
         self.data.is_some() || self.event.is_some() || self.jsonrpc_response
     }
 
@@ -297,7 +297,7 @@ impl Request {
     /// `Content-Type` and `Content-Length` (there is no body), no body, and repeatable (it
     /// only asks for events already produced).
     #[must_use]
-    pub fn resumed_with(&self, method: &str) -> Self {
+    pub(crate) fn resumed_with(&self, method: &str) -> Self {
         Request {
             method: method.to_owned(),
             headers: self

@@ -146,7 +146,7 @@ impl Default for SseConfig {
 impl SseConfig {
     /// The [`LinkConfig`] this configuration drives the connection with.
     #[must_use]
-    pub fn link_config(&self) -> LinkConfig {
+    pub(crate) fn link_config(&self) -> LinkConfig {
         LinkConfig {
             reconnect: self.reconnect,
             stable_after: self.stable_after,

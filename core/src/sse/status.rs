@@ -164,7 +164,11 @@ mod tests {
         assert_eq!(retry_after(" 7 ", None), Some(Duration::from_secs(7)));
         assert_eq!(retry_after(date, Some(set)), Some(Duration::from_secs(182)));
         assert_eq!(retry_after(date, Some(set + 1_000)), Some(Duration::ZERO));
-        assert_eq!(retry_after(date, None), None, "no wall clock: a date is not judged");
+        assert_eq!(
+            retry_after(date, None),
+            None,
+            "no wall clock: a date is not judged"
+        );
         assert_eq!(retry_after("soon", Some(set)), None);
     }
 }
