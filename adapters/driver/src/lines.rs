@@ -6,7 +6,7 @@
 //! `after`, `window`), so no `now` is needed here.
 
 use tether_core::line::nostr::Line;
-use tether_core::line::{embed, millis, Label, Labels};
+use tether_core::line::{millis, Checked, Label, Labels};
 
 use crate::pool::PoolItem;
 use crate::relay::{SessionEvent, SubscriptionEvent};
@@ -54,7 +54,7 @@ impl SubscriptionEvent {
                 sub,
                 relay,
                 id: None,
-                event: embed(&event.raw),
+                event: Checked::new(&event.raw, true),
             },
             SubscriptionEvent::Eose => Line::Eose { sub, relay },
             SubscriptionEvent::CaughtUp(c) => Line::CaughtUp {
@@ -91,7 +91,7 @@ impl PoolItem {
                 sub,
                 relay: relay(r),
                 id: None,
-                event: embed(raw),
+                event: Checked::new(raw, labels.lines()),
             },
             PoolItem::CaughtUp {
                 relay: r,

@@ -17,7 +17,8 @@
 //! vocabulary, [`tether_core::line`]: the objects `tether req` and `tether sse` print as
 //! lines, with subscriptions and relays named by their ids, and the handles a host needs to
 //! answer (`id` on `event` and `auth`). A relay event's JSON is embedded as the `"event"`
-//! member of an `event` object, byte for byte unless it holds a line break (then compact).
+//! member of an `event` object, byte for byte (the objects are length-delimited, so a line
+//! break in it is kept; the CLI's lines compact such an event).
 //! Times are relative to the `now_ms` of the input whose outputs are being polled
 //! (`reconnect_in_ms`, `in_ms`, `window_ms`, rounded down). At most 10 `peer_error` (and
 //! `invalid`) objects a second are handed out; the next says how many were left out

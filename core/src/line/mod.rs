@@ -58,6 +58,13 @@ pub trait Labels {
     fn handles(&self) -> bool {
         false
     }
+
+    /// Whether the lines are written one per line of text (JSON lines), so an embedded
+    /// event holding a line break is re-serialised compactly. The C ABI hands out objects
+    /// of known length: its events come verbatim, unscanned.
+    fn lines(&self) -> bool {
+        true
+    }
 }
 
 /// Labels by id: subscriptions and relays are numbers, and lines carry handles (the C ABI's
@@ -77,6 +84,10 @@ impl Labels for Ids {
     fn handles(&self) -> bool {
         true
     }
+
+    fn lines(&self) -> bool {
+        false
+    }
 }
 
 /// Milliseconds in `d`, rounded down, saturating.
@@ -95,14 +106,18 @@ pub struct Hex<'a>(pub &'a [u8; 32]);
 
 impl Serialize for Hex<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut text = [0u8; 64];
-        for (pair, b) in text.chunks_exact_mut(2).zip(self.0) {
+        let mut text = [b'"'; 66];
+        for (pair, b) in text[1..65].chunks_exact_mut(2).zip(self.0) {
             pair[0] = DIGITS[usize::from(b >> 4)];
             pair[1] = DIGITS[usize::from(b & 0xf)];
         }
-        // Hex digits are ASCII.
-        s.serialize_str(std::str::from_utf8(&text).unwrap_or_default())
+        // Hex digits need no escaping: written as raw JSON (a quoted string), unscanned.
+        let json = std::str::from_utf8(&text).unwrap_or_default();
+        let mut st = s.serialize_struct(RAW_TOKEN, 1)?;
+        st.serialize_field(RAW_TOKEN, json)?;
+        st.end()
     }
 }
 
@@ -112,11 +127,71 @@ impl Serialize for Hex<'_> {
 /// split a JSON line, so such an event is re-serialised compactly. Anything that is not
 /// valid JSON is embedded as a string rather than dropped.
 pub fn embed(raw: &str) -> Cow<'_, RawValue> {
-    if !raw.contains(['\n', '\r']) {
+    if !has_line_break(raw) {
         if let Ok(value) = serde_json::from_str::<&RawValue>(raw) {
             return Cow::Borrowed(value);
         }
     }
+    compact(raw)
+}
+
+/// The JSON of an event the core parsed, embedded verbatim: [`embed`] without parsing it
+/// again. The core's codec only hands out an event whose JSON it parsed as an object, so
+/// the bytes are JSON; re-checking them cost the C ABI about as much as decoding the frame.
+#[derive(Clone, Debug)]
+pub enum Checked<'a> {
+    /// Written as it is.
+    Verbatim(&'a str),
+    /// It held a line break: re-serialised compactly.
+    Compact(Cow<'static, RawValue>),
+}
+
+impl<'a> Checked<'a> {
+    /// `raw`, parsed by the core as a JSON object, for output written as JSON lines
+    /// ([`Labels::lines`]: compacted if it holds a line break) or not (verbatim).
+    pub fn new(raw: &'a str, lines: bool) -> Checked<'a> {
+        if lines && has_line_break(raw) {
+            return Checked::Compact(compact(raw));
+        }
+        Checked::Verbatim(raw)
+    }
+}
+
+impl Serialize for Checked<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let raw = match self {
+            Checked::Verbatim(raw) => raw,
+            Checked::Compact(value) => return value.serialize(s),
+        };
+        // serde_json writes a struct of this name as its one field's text, unescaped: how
+        // its own `RawValue` is written, without the validation `RawValue` construction does.
+        let mut st = s.serialize_struct(RAW_TOKEN, 1)?;
+        st.serialize_field(RAW_TOKEN, raw)?;
+        st.end()
+    }
+}
+
+/// serde_json's name for raw JSON in its serializer (see `serde_json::value::RawValue`'s
+/// `Serialize`). `core/tests/lines.rs` fails if a serde_json release stops honouring it.
+const RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
+fn has_line_break(raw: &str) -> bool {
+    // One pass, eight bytes at a time: every event of every subscription is scanned.
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let zero_byte = |v: u64| v.wrapping_sub(ONES) & !v & HIGHS != 0;
+    let mut words = raw.as_bytes().chunks_exact(8);
+    for word in &mut words {
+        let v = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        if zero_byte(v ^ (ONES * u64::from(b'\n'))) || zero_byte(v ^ (ONES * u64::from(b'\r'))) {
+            return true;
+        }
+    }
+    words.remainder().iter().any(|&b| b == b'\n' || b == b'\r')
+}
+
+fn compact(raw: &str) -> Cow<'static, RawValue> {
     let value = serde_json::from_str::<serde_json::Value>(raw)
         .unwrap_or_else(|_| serde_json::Value::String(raw.to_owned()));
     // Serialising a `Value` only fails for non-string map keys, which a `Value` cannot have.
@@ -133,4 +208,33 @@ pub fn write_into<T: Serialize>(line: &T, out: &mut Vec<u8>) {
 /// For `#[serde(skip_serializing_if = "is_zero")]`: a count of nothing is left out.
 fn is_zero(n: &u64) -> bool {
     *n == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_breaks_are_found_anywhere() {
+        assert!(!has_line_break(""));
+        assert!(!has_line_break(&"x".repeat(100)));
+        for at in 0..20 {
+            for br in ['\n', '\r'] {
+                let mut text: String = "y".repeat(20);
+                text.replace_range(at..=at, &br.to_string());
+                assert!(has_line_break(&text), "{at} {br:?}");
+            }
+        }
+        // Bytes that differ from \n and \r by one bit, and UTF-8.
+        assert!(!has_line_break("\u{0b}\u{0c}\u{0e}\u{8a}é✓"));
+    }
+
+    #[test]
+    fn hex_is_a_json_string() {
+        let id = [0xa5; 32];
+        assert_eq!(
+            serde_json::to_string(&Hex(&id)).unwrap(),
+            format!("\"{}\"", "a5".repeat(32))
+        );
+    }
 }

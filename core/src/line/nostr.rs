@@ -7,9 +7,8 @@
 use std::borrow::Cow;
 
 use serde::Serialize;
-use serde_json::value::RawValue;
 
-use super::{embed, is_zero, millis_until, Hex, Label, Labels, Limiter};
+use super::{is_zero, millis_until, Checked, Hex, Label, Labels, Limiter};
 use crate::link::SocketLoss;
 use crate::nostr::{Carries, Disconnect, Event, Rejection, Transmit};
 use crate::pool::{Outcome, PoolEvent, RelayId};
@@ -54,7 +53,7 @@ pub enum Line<'a> {
         relay: Option<Label<'a>>,
         #[serde(skip_serializing_if = "Option::is_none")]
         id: Option<Hex<'a>>,
-        event: Cow<'a, RawValue>,
+        event: Checked<'a>,
     },
     /// Stored events are done; the subscription is live.
     Eose {
@@ -226,7 +225,7 @@ impl<'a> Line<'a> {
                 sub: sub(s.0),
                 relay: relay(r),
                 id: labels.handles().then_some(Hex(&id.0)),
-                event: embed(raw),
+                event: Checked::new(raw, labels.lines()),
             },
             PoolEvent::CaughtUp {
                 sub: s,
@@ -394,7 +393,7 @@ impl<'a> Line<'a> {
                 sub: sub(s.0),
                 relay,
                 id: labels.handles().then_some(Hex(&id.0)),
-                event: embed(raw),
+                event: Checked::new(raw, labels.lines()),
             },
             Event::CaughtUp {
                 sub: s,
@@ -573,7 +572,7 @@ pub struct VerifyLine<'a> {
     /// The id it claims.
     pub id: Hex<'a>,
     /// Its JSON, embedded.
-    pub event: Cow<'a, RawValue>,
+    pub event: Checked<'a>,
 }
 
 impl<'a> VerifyLine<'a> {
@@ -583,7 +582,7 @@ impl<'a> VerifyLine<'a> {
             ticket: request.ticket.0,
             relay: request.relay.0,
             id: Hex(&request.id.0),
-            event: embed(&request.raw),
+            event: Checked::new(&request.raw, false),
         }
     }
 }

@@ -223,10 +223,15 @@ def _line(event: dict, labels: dict, urls: dict | None) -> str | None:
         out[key] = value
     if event["type"] != "event":
         return json.dumps(out, separators=(",", ":"), ensure_ascii=False)
-    # The relay's bytes as the core embedded them, not re-encoded.
+    # The relay's bytes as the ABI hands them (verbatim: its objects are length-delimited),
+    # made line-safe as the core makes the CLI's (`Labels::lines`): a line break would split
+    # the line, so such an event is written compactly.
     del out["event"]
+    raw = event["raw"]
+    if "\n" in raw or "\r" in raw:
+        raw = json.dumps(event["event"], separators=(",", ":"), ensure_ascii=False, sort_keys=True)
     head = json.dumps(out, separators=(",", ":"), ensure_ascii=False)
-    return head[:-1] + ',"event":' + event["raw"] + "}"
+    return head[:-1] + ',"event":' + raw + "}"
 
 
 class _Req:
