@@ -251,6 +251,18 @@ _SIGNATURES = {
     "tether_sse_config_default": (_I32, [ctypes.POINTER(SseConfig)]),
     "tether_sse_new": (_I32, [ctypes.POINTER(SseConfig), ctypes.POINTER(_P)]),
     "tether_verify_event": (_I32, [ctypes.c_char_p, _SIZE]),
+    "tether_public_key": (_I32, [_U8P, _U8P]),
+    "tether_sign_schnorr": (_I32, [_U8P, _U8P, ctypes.c_char_p, _U8P]),
+    "tether_sign_event": (
+        _I32,
+        [_U8P, _U64, _U32, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE]
+        + [ctypes.c_char_p, _U8P, _SIZEP],
+    ),
+    "tether_sign_auth": (
+        _I32,
+        [_U8P, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE, _U64, ctypes.c_char_p]
+        + [_U8P, _SIZEP],
+    ),
     "tether_verify_events": (
         _I32,
         [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_SIZE), _SIZE, ctypes.POINTER(_I32)],
