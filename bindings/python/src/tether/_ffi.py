@@ -165,7 +165,7 @@ def verify_events(events: list[str]) -> list[str | None]:
 
 
 class RelayConfig(ctypes.Structure):
-    """``TetherRelayConfig``, version 1."""
+    """``TetherRelayConfig``, version 2 (``info_refresh_ms``)."""
 
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -175,6 +175,7 @@ class RelayConfig(ctypes.Structure):
         ("max_frame", ctypes.c_uint64),
         ("eose_timeout_ms", ctypes.c_uint64),
         ("publish_timeout_ms", ctypes.c_uint64),
+        ("info_refresh_ms", ctypes.c_uint64),
     ]
 
 
