@@ -921,6 +921,107 @@ int32_t tether_relay_poll_event(struct TetherRelay *relay, uint8_t *buf, size_t 
 // As [`tether_relay_set_wall_clock`]; `out_ms` writable.
 int32_t tether_relay_poll_timeout(struct TetherRelay *relay, uint64_t *out_ms);
 
+// The x-only public key (BIP-340, the 32 bytes a Nostr `pubkey` is the hex of) of the
+// secret key at `secret_key` (32 bytes), written to `out_pubkey` (32 bytes).
+//
+// No handle and no shared state: every `tether_sign_*` and this are callable from any
+// thread. The 32 key bytes are read in place; the library's one copy, the libsecp256k1 key
+// pair, is overwritten before the call returns and nothing is kept between calls.
+//
+// # Errors
+// `TETHER_ERR_NULL` (`secret_key` or `out_pubkey` null), `TETHER_ERR_INVALID_ARGUMENT` (the
+// bytes are not a secret key: zero, or not below the curve order), `TETHER_ERR_PANIC`.
+//
+// # Safety
+// `secret_key` is null or valid for reads of 32 bytes; `out_pubkey` is null or valid for
+// writes of 32 bytes.
+int32_t tether_public_key(const uint8_t *secret_key, uint8_t *out_pubkey);
+
+// The BIP-340 Schnorr signature of the 32-byte message at `digest` (for an event: its
+// id) by the secret key at `secret_key` (32 bytes, treated as by [`tether_public_key`]),
+// written to `out_sig` (64 bytes).
+//
+// `aux_rand` is null or 32 bytes of BIP-340 auxiliary randomness. BIP-340 recommends 32
+// fresh random bytes per signature (they harden the nonce against side channels); null is
+// the same as 32 zero bytes and makes the signature a function of the key and the message
+// alone (reproducible). The nonce is derived from the key and the message either way. The
+// library has no random source of its own: the host brings the bytes.
+//
+// # Errors
+// `TETHER_ERR_NULL` (`secret_key`, `digest` or `out_sig` null),
+// `TETHER_ERR_INVALID_ARGUMENT` (not a secret key), `TETHER_ERR_PANIC`.
+//
+// # Safety
+// `secret_key`, `digest` and `aux_rand` are null or valid for reads of 32 bytes; `out_sig`
+// is null or valid for writes of 64 bytes.
+int32_t tether_sign_schnorr(const uint8_t *secret_key,
+                            const uint8_t *digest,
+                            const uint8_t *aux_rand,
+                            uint8_t *out_sig);
+
+// Sign an event with the secret key at `secret_key` (32 bytes): `created_at` (unix
+// seconds), `kind` (0-65535), `tags` (a JSON array of arrays of strings, `tags_len` bytes
+// of UTF-8, e.g. `[["e","<id>"],["t","tether"]]`) and `content` (`content_len` bytes of
+// UTF-8). The id is the sha256 of the NIP-01 serialization
+// `[0,pubkey,created_at,kind,tags,content]` (the serialization `tether_verify_event`
+// checks), the signature BIP-340 Schnorr of the id (`secret_key` and `aux_rand` as in
+// [`tether_sign_schnorr`]).
+//
+// The signed event, `{"id","pubkey","created_at","kind","tags","content","sig"}` (UTF-8, no
+// NUL), is copied to `buf` (capacity `*len`) and `*len` becomes its length: ready for
+// `tether_relay_publish` or `tether_pool_publish`. `TETHER_ERR_BUFFER_TOO_SMALL` sets `*len`
+// to the length needed and writes nothing; that length does not depend on `aux_rand`, so a
+// second call with that much room succeeds.
+//
+// # Errors
+// `TETHER_ERR_NULL` (`secret_key` or `len` null, `tags` or `content` null with a length, or
+// `buf` null with room asked for), `TETHER_ERR_UTF8`, `TETHER_ERR_INVALID_ARGUMENT` (not a
+// secret key, `tags` not a JSON array of arrays of strings, `kind` above 65535),
+// `TETHER_ERR_BUFFER_TOO_SMALL`, `TETHER_ERR_PANIC`.
+//
+// # Safety
+// `secret_key` and `aux_rand` are null or valid for reads of 32 bytes; `tags` and `content`
+// are null or valid for their lengths; `len` is null or valid for reads and writes of a
+// `size_t`; `buf` is null or valid for writes of `*len` bytes.
+int32_t tether_sign_event(const uint8_t *secret_key,
+                          uint64_t created_at,
+                          uint32_t kind,
+                          const uint8_t *tags,
+                          size_t tags_len,
+                          const uint8_t *content,
+                          size_t content_len,
+                          const uint8_t *aux_rand,
+                          uint8_t *buf,
+                          size_t *len);
+
+// Sign the NIP-42 answer to `challenge` (`challenge_len` bytes of UTF-8: the `AUTH`
+// challenge as the relay sent it) from the relay at `relay_url` (`relay_url_len` bytes of
+// UTF-8) with the secret key at `secret_key` (32 bytes): a kind 22242 event with the tags
+// `["relay",relay_url]` and `["challenge",challenge]`, empty content, and `created_at`
+// (unix seconds, the host's clock: relays refuse an answer far from their own);
+// `secret_key` and `aux_rand` as in [`tether_sign_schnorr`]. The event's JSON goes to `buf`
+// as [`tether_sign_event`] writes it, ready for `tether_relay_authenticate` or
+// `tether_pool_authenticate`.
+//
+// # Errors
+// `TETHER_ERR_NULL` (`secret_key` or `len` null, `relay_url` or `challenge` null with a
+// length, or `buf` null with room asked for), `TETHER_ERR_UTF8`,
+// `TETHER_ERR_INVALID_ARGUMENT` (not a secret key), `TETHER_ERR_BUFFER_TOO_SMALL`,
+// `TETHER_ERR_PANIC`.
+//
+// # Safety
+// As [`tether_sign_event`], for `relay_url` and `challenge` in place of `tags` and
+// `content`.
+int32_t tether_sign_auth(const uint8_t *secret_key,
+                         const uint8_t *relay_url,
+                         size_t relay_url_len,
+                         const uint8_t *challenge,
+                         size_t challenge_len,
+                         uint64_t created_at,
+                         const uint8_t *aux_rand,
+                         uint8_t *buf,
+                         size_t *len);
+
 // Fill `config` with the defaults for its `struct_size` (set that first).
 //
 // # Errors

@@ -62,6 +62,8 @@ pub mod pool;
 #[allow(unsafe_code)]
 pub mod relay;
 #[allow(unsafe_code)]
+pub mod sign;
+#[allow(unsafe_code)]
 pub mod sse;
 #[allow(unsafe_code)]
 pub mod url;

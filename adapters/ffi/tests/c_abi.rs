@@ -89,7 +89,7 @@ fn run(mut command: Command, what: &str) {
 }
 
 /// The C programs in `tests/c/`.
-const PROGRAMS: [&str; 3] = ["relay_session", "sse_session", "pool_session"];
+const PROGRAMS: [&str; 4] = ["relay_session", "sse_session", "pool_session", "sign"];
 
 #[test]
 fn c_programs_pass_every_check() {

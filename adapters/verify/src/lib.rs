@@ -1,5 +1,6 @@
 //! Nostr event verification: the id is the sha256 of the event's NIP-01 serialization, and
-//! the signature is a valid BIP-340 Schnorr signature of that id by the event's pubkey.
+//! the signature is a valid BIP-340 Schnorr signature of that id by the event's pubkey. And
+//! the inverse, signing: [`Keys`] computes the id the same way and signs it (libsecp256k1).
 //!
 //! One [`Verifier`] per thread (it holds a verification-only libsecp256k1 context); each
 //! check parses the event once, borrowing every field it can, and streams the serialization
@@ -19,8 +20,12 @@ use std::io::Write;
 
 use secp256k1::schnorr::Signature;
 use secp256k1::{Message, Secp256k1, VerifyOnly, XOnlyPublicKey};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+
+mod sign;
+
+pub use sign::{InvalidSecretKey, Keys, AUTH_KIND};
 
 /// Why an event is not genuine.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,7 +108,14 @@ impl Verifier {
         let event: Signed<'_> =
             serde_json::from_str(raw).map_err(|e| Invalid::Malformed(e.to_string()))?;
         let id = hex32(&event.id).ok_or(Invalid::BadId)?;
-        if event_hash(&event) != id {
+        let hash = event_hash(
+            &event.pubkey,
+            event.created_at,
+            event.kind,
+            &event.tags,
+            &event.content,
+        );
+        if hash != id {
             return Err(Invalid::BadId);
         }
         let pubkey = hex32(&event.pubkey)
@@ -119,17 +131,16 @@ impl Verifier {
 }
 
 /// sha256 of `[0, pubkey, created_at, kind, tags, content]`, serialized as NIP-01 says
-/// (serde_json's escaping is NIP-01's), streamed into the hash.
-fn event_hash(event: &Signed<'_>) -> [u8; 32] {
+/// (serde_json's escaping is NIP-01's), streamed into the hash. The one serialization both
+/// [`Verifier::verify`] and [`Keys::sign_event`] hash.
+fn event_hash<P, T, C>(pubkey: &P, created_at: u64, kind: u64, tags: &T, content: &C) -> [u8; 32]
+where
+    P: Serialize + ?Sized,
+    T: Serialize + ?Sized,
+    C: Serialize + ?Sized,
+{
     let mut hasher = HashWriter(Sha256::new());
-    let preimage = (
-        0u8,
-        &event.pubkey,
-        event.created_at,
-        event.kind,
-        &event.tags,
-        &event.content,
-    );
+    let preimage = (0u8, pubkey, created_at, kind, tags, content);
     // Writing into a hasher cannot fail, and these values always serialize.
     let _ = serde_json::to_writer(&mut hasher, &preimage);
     hasher.0.finalize().into()
@@ -156,6 +167,17 @@ fn hex32(text: &str) -> Option<[u8; 32]> {
 fn hex64(text: &str) -> Option<[u8; 64]> {
     let mut out = [0; 64];
     decode_hex(text, &mut out).then_some(out)
+}
+
+/// `bytes` in lowercase hex, as NIP-01 writes ids, pubkeys and signatures.
+fn hex_lower(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+    }
+    out
 }
 
 /// Lowercase hex only: NIP-01 ids, pubkeys and signatures are lowercase.

@@ -165,7 +165,7 @@ def verify_events(events: list[str]) -> list[str | None]:
 
 
 class RelayConfig(ctypes.Structure):
-    """``TetherRelayConfig``, version 1."""
+    """``TetherRelayConfig``, version 2 (``info_refresh_ms``)."""
 
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -175,6 +175,7 @@ class RelayConfig(ctypes.Structure):
         ("max_frame", ctypes.c_uint64),
         ("eose_timeout_ms", ctypes.c_uint64),
         ("publish_timeout_ms", ctypes.c_uint64),
+        ("info_refresh_ms", ctypes.c_uint64),
     ]
 
 
@@ -251,6 +252,18 @@ _SIGNATURES = {
     "tether_sse_config_default": (_I32, [ctypes.POINTER(SseConfig)]),
     "tether_sse_new": (_I32, [ctypes.POINTER(SseConfig), ctypes.POINTER(_P)]),
     "tether_verify_event": (_I32, [ctypes.c_char_p, _SIZE]),
+    "tether_public_key": (_I32, [_U8P, _U8P]),
+    "tether_sign_schnorr": (_I32, [_U8P, _U8P, ctypes.c_char_p, _U8P]),
+    "tether_sign_event": (
+        _I32,
+        [_U8P, _U64, _U32, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE]
+        + [ctypes.c_char_p, _U8P, _SIZEP],
+    ),
+    "tether_sign_auth": (
+        _I32,
+        [_U8P, ctypes.c_char_p, _SIZE, ctypes.c_char_p, _SIZE, _U64, ctypes.c_char_p]
+        + [_U8P, _SIZEP],
+    ),
     "tether_verify_events": (
         _I32,
         [ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(_SIZE), _SIZE, ctypes.POINTER(_I32)],

@@ -1,149 +1,215 @@
-"""NIP-42 answers signed with a secret key: BIP-340 Schnorr over secp256k1 in pure Python.
+"""Events signed with a secret key, through the C ABI: libsecp256k1's BIP-340 Schnorr.
 
-Written from the BIP-340 specification; slow (milliseconds per signature) but an AUTH is
-signed once per connection. The key lives here, in the application, never in the library.
+The key lives in the application, never in a session: :class:`SecretKey` keeps its 32 bytes
+in one ctypes buffer, hands that buffer to ``tether_public_key`` / ``tether_sign_*`` (which
+read it in place and erase their own copy before returning), and zeroes it on
+:meth:`SecretKey.close` (also on garbage collection and at the end of a ``with`` block).
+No curve arithmetic happens in Python.
+
+What a caller passes in stays the caller's: a ``str`` cannot be erased, so pass a
+``bytearray`` (and zero it yourself) to keep the key out of immutable objects. The hex or
+``nsec`` decoding writes into a ``bytearray`` that is zeroed as soon as the key is in the
+ctypes buffer.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import ctypes
 import json
 import os
 import time
-from typing import Optional
+from typing import Union
 
-_P = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEFFFFFC2F
-_N = 0xFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFEBAAEDCE6AF48A03BBFD25E8CD0364141
-_G = (
-    0x79BE667EF9DCBBAC55A06295CE870B07029BFCDB2DCE28D959F2815B16F81798,
-    0x483ADA7726A3C4655DA4FBFC0E1108A8FD17B448A68554199C47D08FFB10D4B8,
-)
+from . import _ffi
 
-Point = Optional[tuple[int, int]]
-
-
-def _add(a: Point, b: Point) -> Point:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    if a[0] == b[0] and (a[1] + b[1]) % _P == 0:
-        return None
-    if a == b:
-        slope = 3 * a[0] * a[0] * pow(2 * a[1], -1, _P) % _P
-    else:
-        slope = (b[1] - a[1]) * pow(b[0] - a[0], -1, _P) % _P
-    x = (slope * slope - a[0] - b[0]) % _P
-    return x, (slope * (a[0] - x) - a[1]) % _P
-
-
-def _mul(point: Point, k: int) -> Point:
-    result: Point = None
-    while k:
-        if k & 1:
-            result = _add(result, point)
-        point = _add(point, point)
-        k >>= 1
-    return result
-
-
-def _tagged(tag: str, data: bytes) -> bytes:
-    digest = hashlib.sha256(tag.encode()).digest()
-    return hashlib.sha256(digest + digest + data).digest()
-
-
-def _int(data: bytes) -> int:
-    return int.from_bytes(data, "big")
-
-
-def _bytes(n: int) -> bytes:
-    return n.to_bytes(32, "big")
-
+KeyBytes = Union[bytes, bytearray, memoryview]
 
 _BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 
 
-def _nsec(text: str) -> bytes:
-    """The 32 bytes of an ``nsec1...`` key (bech32; the checksum is verified)."""
+def _nsec(text: str) -> bytearray:
+    """The 32 bytes of an ``nsec1...`` key (bech32; the checksum is verified). The decoded
+    5-bit groups are overwritten before returning; the caller zeroes the result."""
     text = text.lower()
     hrp, _, data = text.rpartition("1")
     if hrp != "nsec" or any(c not in _BECH32 for c in data) or len(data) < 7:
         raise ValueError("not an nsec key")
     values = [_BECH32.index(c) for c in data]
-    generator = [0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3]
-    check = 1
-    for v in [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp] + values:
-        top = check >> 25
-        check = (check & 0x1FFFFFF) << 5 ^ v
-        for i in range(5):
-            check ^= generator[i] if (top >> i) & 1 else 0
-    if check != 1:
-        raise ValueError("bad nsec checksum")
-    acc, bits, out = 0, 0, bytearray()
-    for v in values[:-6]:
-        acc = (acc << 5) | v
-        bits += 5
-        while bits >= 8:
-            bits -= 8
-            out.append((acc >> bits) & 0xFF)
-    if len(out) != 32:
-        raise ValueError("an nsec key holds 32 bytes")
-    return bytes(out)
+    try:
+        generator = [0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3]
+        check = 1
+        for v in [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp] + values:
+            top = check >> 25
+            check = (check & 0x1FFFFFF) << 5 ^ v
+            for i in range(5):
+                check ^= generator[i] if (top >> i) & 1 else 0
+        if check != 1:
+            raise ValueError("bad nsec checksum")
+        acc, bits, out = 0, 0, bytearray()
+        for v in values[:-6]:
+            acc = ((acc << 5) | v) & 0xFFF
+            bits += 5
+            while bits >= 8:
+                bits -= 8
+                out.append((acc >> bits) & 0xFF)
+        if len(out) != 32:
+            out[:] = bytes(len(out))
+            raise ValueError("an nsec key holds 32 bytes")
+        return out
+    finally:
+        values[:] = [0] * len(values)
+
+
+def _decode(key: str | KeyBytes) -> bytearray:
+    """A fresh ``bytearray`` of the key's bytes (the caller zeroes it)."""
+    if isinstance(key, str):
+        text = key.strip()
+        if text.lower().startswith("nsec1"):
+            return _nsec(text)
+        return bytearray.fromhex(text)
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytearray(key)
+    raise TypeError(f"a secret key is hex or nsec text or 32 bytes, not {type(key).__name__}")
+
+
+def _aux(aux: bytes | None) -> bytes:
+    """BIP-340's auxiliary randomness: fresh bytes unless the caller fixed them."""
+    if aux is None:
+        return os.urandom(32)
+    if len(aux) != 32:
+        raise ValueError("aux_rand is 32 bytes")
+    return bytes(aux)
 
 
 class SecretKey:
-    """A secp256k1 secret key that signs Nostr events."""
+    """A secp256k1 secret key that signs Nostr events (through the library).
 
-    def __init__(self, text: str) -> None:
-        text = text.strip()
+    ``key`` is hex or ``nsec1...`` text (as ``--secret-key`` takes it) or 32 raw bytes.
+    ``aux`` arguments are BIP-340's auxiliary randomness: ``None`` (the default) draws 32
+    fresh bytes from ``os.urandom``, as BIP-340 recommends; 32 given bytes make the signature
+    reproducible (``bytes(32)`` is what the C ABI does with a null ``aux_rand``).
+    """
+
+    def __init__(self, key: str | KeyBytes) -> None:
+        self._secret: ctypes.Array | None = (ctypes.c_uint8 * 32)()
         try:
-            raw = _nsec(text) if text.lower().startswith("nsec1") else bytes.fromhex(text)
+            raw = _decode(key)
         except ValueError as error:
             raise ValueError(f"--secret-key is not a secret key: {error}") from None
-        if len(raw) != 32 or not 0 < _int(raw) < _N:
-            raise ValueError("--secret-key is not a secret key: expected 32 bytes in range")
-        self._d = _int(raw)
-        point = _mul(_G, self._d)
-        assert point is not None
-        self._point = point
-        self.public_hex = _bytes(point[0]).hex()
+        try:
+            if len(raw) != 32:
+                raise ValueError("--secret-key is not a secret key: expected 32 bytes")
+            self._secret[:] = raw  # element by element: no intermediate bytes object
+        finally:
+            raw[:] = bytes(len(raw))
+        public = (ctypes.c_uint8 * 32)()
+        code = _ffi.lib().tether_public_key(self._secret, public)
+        if code != _ffi.OK:
+            self.close()
+            if code == _ffi.ERR_INVALID_ARGUMENT:
+                raise ValueError("--secret-key is not a secret key: expected 32 bytes in range")
+            raise _ffi.TetherError(code, "tether_public_key")
+        self.public_hex = bytes(public).hex()
+        """The x-only public key in hex: the ``pubkey`` of the events this key signs."""
+
+    def _key(self) -> ctypes.Array:
+        """The key's buffer, for one call."""
+        if self._secret is None:
+            raise ValueError("the secret key was closed")
+        return self._secret
 
     def sign_schnorr(self, message: bytes, aux: bytes | None = None) -> bytes:
-        """BIP-340 signature of a 32-byte message."""
-        d = self._d if self._point[1] % 2 == 0 else _N - self._d
-        aux = os.urandom(32) if aux is None else aux
-        t = _bytes(d ^ _int(_tagged("BIP0340/aux", aux)))
-        px = _bytes(self._point[0])
-        k0 = _int(_tagged("BIP0340/nonce", t + px + message)) % _N
-        if k0 == 0:
-            raise ValueError("nonce is zero")
-        r = _mul(_G, k0)
-        assert r is not None
-        k = k0 if r[1] % 2 == 0 else _N - k0
-        rx = _bytes(r[0])
-        e = _int(_tagged("BIP0340/challenge", rx + px + message)) % _N
-        return rx + _bytes((k + e * d) % _N)
+        """BIP-340 signature of a 32-byte message (``tether_sign_schnorr``)."""
+        if len(message) != 32:
+            raise ValueError("a BIP-340 message here is 32 bytes")
+        sig = (ctypes.c_uint8 * 64)()
+        digest = (ctypes.c_uint8 * 32).from_buffer_copy(message)
+        code = _ffi.lib().tether_sign_schnorr(self._key(), digest, _aux(aux), sig)
+        if code != _ffi.OK:
+            raise _ffi.TetherError(code, "tether_sign_schnorr")
+        return bytes(sig)
 
-    def sign_event(self, kind: int, tags: list, content: str, created_at: int) -> str:
-        """A signed event as JSON (NIP-01: the id is the SHA-256 of its serialisation)."""
-        serialised = json.dumps(
-            [0, self.public_hex, created_at, kind, tags, content],
-            separators=(",", ":"),
-            ensure_ascii=False,
+    def sign_event(
+        self, kind: int, tags: list, content: str, created_at: int, aux: bytes | None = None
+    ) -> str:
+        """A signed event as JSON (``tether_sign_event``: the NIP-01 id, then BIP-340)."""
+        if not 0 <= kind <= 0xFFFF:
+            raise ValueError(f"kind {kind} is not in 0-65535")
+        if created_at < 0:
+            raise ValueError("created_at is unix seconds, not negative")
+        text = json.dumps(tags, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        body = content.encode("utf-8")
+        aux_rand = _aux(aux)
+        return self._signed(
+            "tether_sign_event",
+            lambda buf, length: _ffi.lib().tether_sign_event(
+                self._key(),
+                created_at,
+                kind,
+                text,
+                len(text),
+                body,
+                len(body),
+                aux_rand,
+                buf,
+                length,
+            ),
         )
-        event_id = hashlib.sha256(serialised.encode("utf-8")).digest()
-        event = {
-            "id": event_id.hex(),
-            "pubkey": self.public_hex,
-            "created_at": created_at,
-            "kind": kind,
-            "tags": tags,
-            "content": content,
-            "sig": self.sign_schnorr(event_id).hex(),
-        }
-        return json.dumps(event, separators=(",", ":"), ensure_ascii=False)
 
-    def sign_auth(self, relay_url: str, challenge: str) -> str:
-        """The kind 22242 answer to a NIP-42 challenge from ``relay_url``."""
-        tags = [["relay", relay_url], ["challenge", challenge]]
-        return self.sign_event(22242, tags, "", int(time.time()))
+    def sign_auth(
+        self,
+        relay_url: str,
+        challenge: str,
+        created_at: int | None = None,
+        aux: bytes | None = None,
+    ) -> str:
+        """The kind 22242 answer to a NIP-42 challenge from ``relay_url``
+        (``tether_sign_auth``), dated ``created_at`` (default: now)."""
+        when = int(time.time()) if created_at is None else created_at
+        url = relay_url.encode("utf-8")
+        said = challenge.encode("utf-8")
+        aux_rand = _aux(aux)
+        return self._signed(
+            "tether_sign_auth",
+            lambda buf, length: _ffi.lib().tether_sign_auth(
+                self._key(), url, len(url), said, len(said), when, aux_rand, buf, length
+            ),
+        )
+
+    @staticmethod
+    def _signed(name: str, call) -> str:
+        """Call a ``tether_sign_*`` that copies an event out, growing the buffer if asked."""
+        buf = (ctypes.c_uint8 * 1024)()
+        while True:
+            length = ctypes.c_size_t(len(buf))
+            code = call(buf, ctypes.byref(length))
+            if code == _ffi.ERR_BUFFER_TOO_SMALL:
+                buf = (ctypes.c_uint8 * length.value)()
+                continue
+            if code != _ffi.OK:
+                raise _ffi.TetherError(code, name)
+            return bytes(memoryview(buf)[: length.value]).decode("utf-8")
+
+    def close(self) -> None:
+        """Zero the key's bytes; the key signs nothing after this."""
+        if self._secret is not None:
+            ctypes.memset(self._secret, 0, 32)
+            self._secret = None
+
+    def __del__(self) -> None:
+        # Never raise from a finaliser (at interpreter exit ctypes may be half gone).
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def __enter__(self) -> SecretKey:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        public = getattr(self, "public_hex", None)
+        return (
+            f"SecretKey(public_hex={public!r})" if self._secret is not None else "SecretKey(closed)"
+        )
