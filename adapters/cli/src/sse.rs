@@ -241,26 +241,22 @@ async fn stream_lines(
             return Ok(());
         };
         let now = stream.now();
-        let Some(line) = SseLine::new(&event, now, stream.last_event_id()) else {
-            tracing::debug!(?event, "sse event");
-            continue;
-        };
+        let line = SseLine::new(&event, now, stream.last_event_id());
         if matches!(event, Event::ParseError(_) | Event::UnsendableId { .. }) {
             tracing::warn!(?event, "the server sent something wrong");
         }
+        let failed = match &line {
+            SseLine::Failed { reason, .. } => Some(format!("{}: {reason}", args.url)),
+            _ => None,
+        };
         if let Some(line) = line.admit(&mut peer_errors, now) {
             out.write(&line)?;
         }
-        match &event {
-            Event::Failed { .. } => {
-                let reason = match SseLine::new(&event, now, "") {
-                    Some(SseLine::Failed { reason, .. }) => reason,
-                    _ => String::new(),
-                };
-                return Err(Failure::Failed(format!("{}: {reason}", args.url)));
-            }
-            Event::Ended { .. } | Event::Closed { .. } => return Ok(()),
-            _ => {}
+        if let Some(why) = failed {
+            return Err(Failure::Failed(why));
+        }
+        if matches!(event, Event::Ended { .. } | Event::Closed { .. }) {
+            return Ok(());
         }
     }
     Ok(())

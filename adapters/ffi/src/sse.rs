@@ -676,9 +676,7 @@ pub unsafe extern "C" fn tether_sse_poll_event(
             deliver(event, buf, len, |out| {
                 while let Some(e) = session.poll_event() {
                     let now = session.now();
-                    let Some(line) = Line::new(&e, now, session.last_event_id()) else {
-                        continue;
-                    };
+                    let line = Line::new(&e, now, session.last_event_id());
                     if let Some(line) = line.admit(peer_errors, now) {
                         write_into(&line, out);
                         return true;

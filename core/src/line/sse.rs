@@ -75,9 +75,9 @@ pub enum Line<'a> {
 
 impl<'a> Line<'a> {
     /// The line for `event` at `now`, `last_event_id` being the session's (what a
-    /// reconnect resumes from). `None` for an event that has no line.
-    pub fn new(event: &'a Event, now: Instant, last_event_id: &'a str) -> Option<Line<'a>> {
-        Some(match event {
+    /// reconnect resumes from). Every event has one.
+    pub fn new(event: &'a Event, now: Instant, last_event_id: &'a str) -> Line<'a> {
+        match event {
             Event::Open => Line::Open,
             Event::Message(m) => Line::Message {
                 event: &m.event,
@@ -125,7 +125,7 @@ impl<'a> Line<'a> {
             Event::Closed { why } => Line::Closed {
                 reason: closed_reason(*why),
             },
-        })
+        }
     }
 
     /// The line if `limiter` admits it at `now`; only `peer_error` lines are limited.
@@ -266,12 +266,12 @@ mod tests {
             id: "\u{1}".repeat(100),
             why: Unsendable::Byte { at: 0, byte: 1 },
         };
-        let Some(Line::PeerError { kind, excerpt, .. }) = Line::new(&event, now, "") else {
+        let Line::PeerError { kind, excerpt, .. } = Line::new(&event, now, "") else {
             panic!("a peer error")
         };
         assert_eq!((kind, excerpt.chars().count()), ("unsendable_id", 64));
         let event = Event::ParseError(ParseError::LineTooLong { limit: 8 });
-        let line = Line::new(&event, now, "").unwrap();
+        let line = Line::new(&event, now, "");
         assert_eq!(
             serde_json::to_value(&line).unwrap(),
             serde_json::json!({

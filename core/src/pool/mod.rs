@@ -1041,7 +1041,14 @@ impl RelayPool {
                 self.publish_answer(id, relay, Some(why));
             }
             other => {
-                let sub = local_sub(&other).and_then(|local| route(self, local));
+                let local = local_sub(&other);
+                let sub = local.and_then(|local| route(self, local));
+                if local.is_some() && sub.is_none() {
+                    // About a subscription the pool no longer routes (unsubscribed while the
+                    // session still spoke of it): no subscription of the application's to
+                    // name, so a host would file it under the session's own id.
+                    return;
+                }
                 self.events.push_back(PoolEvent::Relay {
                     relay,
                     sub,
