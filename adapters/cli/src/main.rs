@@ -15,7 +15,6 @@ mod info;
 mod mcp;
 mod output;
 mod req;
-mod req_pool;
 mod signer;
 mod sse;
 mod state;

@@ -1,30 +1,33 @@
-//! `tether req`: subscriptions on a real relay, as JSON lines.
+//! `tether req`: subscriptions on real relays, as JSON lines.
+//!
+//! One path for one relay and many: the relays are a pool, one relay a pool of one. What
+//! differs is only how it is written ([`Form`]): one relay's lines carry no `relay` and no
+//! `complete`, and its run ends with the socket's closing `disconnected`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::pin::pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::stream::{select_all, StreamExt};
-use tether_tokio::tether_driver::check_ws_url;
-use tether_tokio::tether_driver::tether_core::nostr::RelayCheckpoint;
+use tether_tokio::tether_core::checkpoint::CheckpointError;
+use tether_tokio::tether_core::line::{Label, Labels, Limiter};
+use tether_tokio::tether_core::nostr::RelayCheckpoint;
+use tether_tokio::tether_core::pool::{PoolCheckpoint, SubId};
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
+use tether_tokio::tether_driver::{check_ws_url, normalize_relay_url, PoolEvents, PoolHandle};
 use tether_tokio::{
-    Config, Filter, Lifecycle, RelayClient, SessionEvent, SessionEvents, Signer, Subscription,
-    SubscriptionEvent, SubscriptionId,
+    Config, Filter, Lifecycle, PoolConfig, PoolItem, PoolSubscription, RelayId, SessionEvent,
+    Signer,
 };
-
-use tether_tokio::tether_core::line::{Label, Limiter};
 
 use crate::output::{monotonic, JsonLines};
 use crate::signer::KeySigner;
-use crate::state::StateFile;
+use crate::state::{Loaded, StateFile};
 use crate::{parse_secs, stop_requested, Failure};
 
 /// The filter used when none is given.
 const DEFAULT_FILTER: &str = r#"{"limit":10}"#;
-
-/// How long a clean shutdown waits for the driver to confirm the socket is closed.
-const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
 
 /// `tether req <URL> [FILTER_JSON ...]`
 ///
@@ -116,8 +119,8 @@ pub(crate) struct Args {
 /// Run `tether req`.
 ///
 /// # Errors
-/// [`Failure::Usage`] for a bad URL, filter or key; [`Failure::Failed`] when the driver
-/// stops on its own.
+/// [`Failure::Usage`] for a bad URL, filter, key or state file; [`Failure::Failed`] when
+/// the driver stops on its own.
 pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     let extra = args
         .filters
@@ -132,6 +135,174 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         check_ws_url(url).map_err(|e| Failure::Usage(e.to_string()))?;
     }
     let filters = parse_filters(&args.filters[extra..])?;
+    let config = driver_config(&args)?;
+    let form = if relays.len() == 1 && !args.verify {
+        Form::One
+    } else {
+        Form::Pool
+    };
+    let mut pool_config = PoolConfig::default();
+    pool_config.relay = config.relay.clone();
+    if let Some(deadline) = args.eose_timeout {
+        pool_config.eose_deadline = deadline;
+    }
+    let eose_deadline = pool_config.eose_deadline;
+    let state = args
+        .state
+        .clone()
+        .map(|path| StateFile::new(path, "req", relays.clone()));
+    let loaded = match &state {
+        Some(state) => state.load()?,
+        None => None,
+    };
+    let stop = stop_requested()?;
+    let opened = open(pool_config, config, &relays, form, state.as_ref(), loaded).await?;
+    let Opened {
+        pool,
+        urls,
+        mut remembered,
+        checkpoint,
+    } = opened;
+    let Some(mut relay_events) = pool.events() else {
+        return Err(Failure::Failed("pool events already taken".into()));
+    };
+    let mut streams = Vec::with_capacity(filters.len());
+    let mut keys = Vec::with_capacity(filters.len());
+    let mut ids = Vec::with_capacity(filters.len());
+    let mut answered = Vec::with_capacity(filters.len());
+    for (index, filter) in filters.into_iter().enumerate() {
+        let key = filter.json().to_owned();
+        // A filter the state remembers goes on where it stopped; a new one starts fresh.
+        let (sub, restored) = match remembered.iter().position(|(f, _)| *f == key) {
+            Some(at) => (remembered.swap_remove(at).1, true),
+            None => (
+                pool.subscribe(vec![filter])
+                    .await
+                    .map_err(|e| Failure::Failed(format!("subscribe: {e}")))?,
+                false,
+            ),
+        };
+        keys.push(key);
+        ids.push(sub.id());
+        // One relay is done by its own answer; in a pool a new subscription is done at its
+        // outcome, and a restored one (its outcome was reported in an earlier run) once
+        // every relay answered.
+        answered.push((form == Form::One || restored).then(BTreeSet::new));
+        streams.push(sub.map(move |item| (index, item)));
+    }
+    // Remembered subscriptions whose filter is no longer given are dropped (unsubscribed).
+    drop(remembered);
+    let mut run = Run {
+        out: JsonLines::new(),
+        form,
+        complete: vec![false; streams.len()],
+        answered,
+        relays: urls.len(),
+        urls,
+        ids: ids.clone(),
+        checkpoint,
+        ended: vec![false; streams.len()],
+        peer_errors: Limiter::default(),
+        invalid: Limiter::default(),
+    };
+    let mut items = select_all(streams);
+    let mut stop = pin!(stop);
+    let mut signals = crate::StopContinue::install()?;
+    let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
+    let mut deadline = pin!(deadline);
+    let mut saves = tokio::time::interval(SAVE_EVERY);
+    let mut dirty = false;
+    // A restored pool subscription whose relays do not all answer (one never live before,
+    // one down) is done at the outcome deadline, as a new one would be.
+    let restored_deadline = tokio::time::sleep(eose_deadline);
+    let mut restored_deadline = pin!(restored_deadline);
+    let mut restored_pending = form == Form::Pool && run.answered.iter().any(Option::is_some);
+    loop {
+        tokio::select! {
+            biased;
+            () = &mut stop => break,
+            () = &mut deadline, if args.duration.is_some() => break,
+            () = &mut restored_deadline, if restored_pending => {
+                restored_pending = false;
+                for (done, answered) in run.complete.iter_mut().zip(&run.answered) {
+                    *done |= answered.is_some();
+                }
+                if args.until_eose && run.complete.iter().all(|&c| c) {
+                    break;
+                }
+            }
+            _ = saves.tick(), if dirty && state.is_some() => {
+                dirty = false;
+                if let Some(state) = &state {
+                    if let Err(error) = save(state, &pool, &keys, &ids, &run.ended).await {
+                        tracing::warn!(%error, "--state not written");
+                    }
+                }
+            }
+            // Ctrl-Z and continued: an app to the background and back; a socket that died
+            // meanwhile is found by the resume probe.
+            signal = signals.next() => {
+                if pool.lifecycle(signal).await.is_err() {
+                    return Err(Failure::Failed("the relay driver stopped".into()));
+                }
+                if signal == Lifecycle::Suspended {
+                    crate::stop_self();
+                }
+            }
+            // Relay events first: a `connected` line then precedes the replay's EOSEs.
+            event = relay_events.next() => {
+                let Some((relay, event)) = event else {
+                    return Err(Failure::Failed("the relay driver stopped".into()));
+                };
+                run.relay_event(relay, &event)?;
+                dirty = true;
+            }
+            item = items.next() => {
+                let Some((index, item)) = item else {
+                    // Every subscription ended: nothing left to stream.
+                    break;
+                };
+                run.item(index, &item)?;
+                dirty = true;
+                if args.until_eose && run.complete.iter().all(|&c| c) {
+                    break;
+                }
+            }
+        }
+    }
+    // Before the shutdown unsubscribes: the state keeps the subscriptions.
+    if let Some(state) = &state {
+        save(state, &pool, &keys, &ids, &run.ended)
+            .await
+            .map_err(|e| Failure::Failed(format!("--state not written: {e}")))?;
+    }
+    // Every subscription still open is CLOSEd before the sockets close.
+    for sub in items.into_iter().map(|stream| stream.into_inner()) {
+        if let Err(error) = sub.unsubscribe().await {
+            tracing::debug!(%error, "unsubscribe at shutdown");
+        }
+    }
+    run.shut_down(&pool, &mut relay_events).await
+}
+
+/// How `tether req`'s lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    /// One relay: no `relay` field, no `complete` or `ended` line (its `closed` says it),
+    /// and a subscription is done at that relay's answer.
+    One,
+    /// Several relays, or `--verify`: every line about one relay names it.
+    Pool,
+}
+
+/// How long a clean shutdown waits for the driver to confirm the socket is closed.
+const SHUTDOWN_WAIT: Duration = Duration::from_secs(2);
+
+/// How often `--state` is written while anything changes.
+const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// The driver's configuration from the arguments.
+fn driver_config(args: &Args) -> Result<Config, Failure> {
     let signer = match &args.secret_key {
         Some(key) => {
             Some(Arc::new(KeySigner::parse(key).map_err(Failure::Usage)?) as Arc<dyn Signer>)
@@ -149,161 +320,106 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     config.verifier = args
         .verify
         .then(|| Arc::new(Verifier::new()) as Arc<dyn Verify>);
-    let state = args
-        .state
-        .clone()
-        .map(|path| StateFile::new(path, "req", relays.clone()));
-    let loaded = match &state {
-        Some(state) => state.load()?,
-        None => None,
-    };
-    if relays.len() > 1 || args.verify {
-        return crate::req_pool::run(crate::req_pool::PoolArgs {
-            relays,
-            filters,
-            config,
-            until_eose: args.until_eose,
-            duration: args.duration,
-            eose_timeout: args.eose_timeout,
-            state: state.zip(Some(loaded)),
-        })
-        .await;
-    }
-    let stop = stop_requested()?;
-    let (client, mut remembered, checkpoint) = match (&state, loaded) {
-        (Some(state), Some(loaded)) => {
-            let checkpoint = RelayCheckpoint::from_json(&loaded.checkpoint)
-                .map_err(|e| state.refuse(&e.to_string()))?;
-            let (client, subs) = RelayClient::restore(&args.url, config, &checkpoint)
-                .map_err(|e| state.refuse(&e.to_string()))?;
-            let remembered = remembered_streams(loaded.subscriptions, subs);
-            (client, remembered, Some(checkpoint))
-        }
-        _ => (
-            RelayClient::connect(&args.url, config).map_err(|e| Failure::Usage(e.to_string()))?,
-            Vec::new(),
-            None,
-        ),
-    };
-    let Some(mut session) = client.events() else {
-        return Err(Failure::Failed("session events already taken".into()));
-    };
-    let mut ids = Vec::with_capacity(filters.len());
-    let mut keys = Vec::with_capacity(filters.len());
-    let mut catching_up = Vec::with_capacity(filters.len());
-    let mut streams = Vec::with_capacity(filters.len());
-    for (index, filter) in filters.into_iter().enumerate() {
-        let key = filter.json().to_owned();
-        // A filter the state remembers goes on where it stopped; a new one starts fresh.
-        let sub = match remembered.iter().position(|(f, _)| *f == key) {
-            Some(at) => remembered.swap_remove(at).1,
-            None => client
-                .subscribe(vec![filter])
-                .await
-                .map_err(|e| Failure::Failed(format!("subscribe: {e}")))?,
-        };
-        catching_up.push(checkpoint.as_ref().is_some_and(|c| c.catches_up(sub.id())));
-        ids.push(sub.id());
-        keys.push(key);
-        streams.push(sub.map(move |item| (index, item)));
-    }
-    // Remembered subscriptions whose filter is no longer given are dropped (unsubscribed).
-    drop(remembered);
-    let mut run = Run {
-        out: JsonLines::new(),
-        labels: (0..ids.len()).map(|i| i.to_string()).collect(),
-        done: vec![false; ids.len()],
-        catching_up,
-        ended: vec![false; ids.len()],
-        peer_errors: Limiter::default(),
-    };
-    let mut items = select_all(streams);
-    let mut stop = pin!(stop);
-    let mut signals = crate::StopContinue::install()?;
-    let deadline = tokio::time::sleep(args.duration.unwrap_or(Duration::MAX / 4));
-    let mut deadline = pin!(deadline);
-    let mut saves = tokio::time::interval(SAVE_EVERY);
-    let mut dirty = false;
-    loop {
-        tokio::select! {
-            biased;
-            () = &mut stop => break,
-            () = &mut deadline, if args.duration.is_some() => break,
-            _ = saves.tick(), if dirty && state.is_some() => {
-                dirty = false;
-                if let Some(state) = &state {
-                    if let Err(error) = save(state, &client, &keys, &ids, &run.ended).await {
-                        tracing::warn!(%error, "--state not written");
-                    }
-                }
-            }
-            // Ctrl-Z and continued: an app to the background and back; a socket that died
-            // meanwhile is found by the resume probe.
-            signal = signals.next() => {
-                if client.lifecycle(signal).await.is_err() {
-                    return Err(Failure::Failed("the relay driver stopped".into()));
-                }
-                if signal == Lifecycle::Suspended {
-                    crate::stop_self();
-                }
-            }
-            // Session events first: a `connected` line then precedes the replay's EOSEs.
-            event = session.next() => {
-                let Some(event) = event else {
-                    return Err(Failure::Failed("the relay driver stopped".into()));
-                };
-                run.session_event(&event)?;
-                dirty = true;
-            }
-            item = items.next() => {
-                let Some((index, item)) = item else {
-                    // Every subscription was closed by the relay: nothing left to stream.
-                    break;
-                };
-                run.sub_event(index, &item)?;
-                dirty = true;
-                if args.until_eose && run.done.iter().all(|&d| d) {
-                    break;
-                }
-            }
-        }
-    }
-    // Before the shutdown unsubscribes: the state keeps the subscriptions.
-    if let Some(state) = &state {
-        save(state, &client, &keys, &ids, &run.ended)
-            .await
-            .map_err(|e| Failure::Failed(format!("--state not written: {e}")))?;
-    }
-    run.shut_down(&client, &ids, &mut session).await
+    Ok(config)
 }
 
-/// How often `--state` is written while anything changes.
-const SAVE_EVERY: Duration = Duration::from_secs(1);
+/// The running pool, its relays' URLs by id, and what a state file brought back.
+struct Opened {
+    pool: PoolHandle,
+    urls: BTreeMap<RelayId, String>,
+    /// Each remembered subscription's filter and its restored stream.
+    remembered: Vec<(String, PoolSubscription)>,
+    checkpoint: Option<PoolCheckpoint>,
+}
 
-/// Pair each remembered subscription's filter with its restored stream (a stream the state
-/// does not name is dropped: unsubscribed).
-fn remembered_streams(
-    saved: Vec<(String, u64)>,
-    mut subs: Vec<Subscription>,
-) -> Vec<(String, Subscription)> {
-    saved
+/// Start the pool: restored from `loaded` when the state file held a run, else fresh with
+/// every relay added in the order given.
+async fn open(
+    pool_config: PoolConfig,
+    config: Config,
+    relays: &[String],
+    form: Form,
+    state: Option<&StateFile>,
+    loaded: Option<Loaded>,
+) -> Result<Opened, Failure> {
+    let (Some(state), Some(loaded)) = (state, loaded) else {
+        let pool = tether_tokio::pool(pool_config, config);
+        let mut urls = BTreeMap::new();
+        for url in relays {
+            let relay = pool
+                .add_relay(url)
+                .await
+                .map_err(|e| Failure::Usage(e.to_string()))?;
+            urls.insert(relay, url.clone());
+        }
+        return Ok(Opened {
+            pool,
+            urls,
+            remembered: Vec::new(),
+            checkpoint: None,
+        });
+    };
+    let checkpoint =
+        read_checkpoint(&loaded.checkpoint, form).map_err(|e| state.refuse(&e.to_string()))?;
+    // Relays were added in the order given, one id per distinct relay.
+    let urls = distinct_relays(relays);
+    let by_id: Vec<(RelayId, String)> = urls.clone().into_iter().collect();
+    let (pool, subs) = tether_tokio::pool_restored(pool_config, config, &checkpoint, &by_id)
+        .map_err(|e| state.refuse(&e.to_string()))?;
+    let mut subs: Vec<Option<PoolSubscription>> = subs.into_iter().map(Some).collect();
+    let remembered = loaded
+        .subscriptions
         .into_iter()
         .filter_map(|(filter, id)| {
-            let at = subs.iter().position(|s| s.id() == SubscriptionId(id))?;
-            Some((filter, subs.swap_remove(at)))
+            let at = subs
+                .iter()
+                .position(|s| s.as_ref().is_some_and(|s| s.id().0 == id))?;
+            Some((filter, subs[at].take()?))
         })
-        .collect()
+        .collect();
+    Ok(Opened {
+        pool,
+        urls,
+        remembered,
+        checkpoint: Some(checkpoint),
+    })
 }
 
-/// Write the session's checkpoint and each live subscription's filter and id to `state`.
+/// The pool's checkpoint in a state file. A one-relay run before `tether req` ran one relay
+/// as a pool of one saved that relay session's checkpoint: it goes on as a pool of one.
+fn read_checkpoint(json: &[u8], form: Form) -> Result<PoolCheckpoint, CheckpointError> {
+    match PoolCheckpoint::from_json(json) {
+        Err(CheckpointError::WrongKind { .. }) if form == Form::One => {
+            PoolCheckpoint::of_one_relay(RelayCheckpoint::from_json(json)?)
+        }
+        other => other,
+    }
+}
+
+/// Each distinct relay (by its normalised URL) with the id the pool gave it: the order
+/// they were added in, a relay given twice being one relay.
+fn distinct_relays(relays: &[String]) -> BTreeMap<RelayId, String> {
+    let mut seen = BTreeSet::new();
+    let mut out = BTreeMap::new();
+    for url in relays {
+        let key = normalize_relay_url(url).unwrap_or_else(|_| url.clone());
+        if seen.insert(key) {
+            let id = RelayId(u32::try_from(out.len()).unwrap_or(u32::MAX));
+            out.insert(id, url.clone());
+        }
+    }
+    out
+}
+
+/// Write the pool's checkpoint and each live subscription's filter and id to `state`.
 async fn save(
     state: &StateFile,
-    client: &RelayClient,
+    pool: &PoolHandle,
     keys: &[String],
-    ids: &[SubscriptionId],
+    ids: &[SubId],
     ended: &[bool],
 ) -> Result<(), String> {
-    let checkpoint = client.checkpoint().await.map_err(|e| e.to_string())?;
+    let checkpoint = pool.checkpoint().await.map_err(|e| e.to_string())?;
     state.store_live(
         keys,
         ids.iter().map(|id| id.0),
@@ -315,20 +431,51 @@ async fn save(
 /// What `tether req` is writing.
 struct Run {
     out: JsonLines,
-    labels: Vec<String>,
-    /// Had EOSE (or, restored with a gap, its `caught_up`) or was closed.
-    done: Vec<bool>,
-    /// Restored with a gap: done at its `caught_up`, which follows the EOSE.
-    catching_up: Vec<bool>,
-    /// Closed: gone from the session.
+    form: Form,
+    urls: BTreeMap<RelayId, String>,
+    /// By filter index: done for `--until-eose`.
+    complete: Vec<bool>,
+    /// For a subscription done by its relays' answers, the relays that answered: EOSE
+    /// (or, restored with a gap there, its `caught_up`), or gave up.
+    answered: Vec<Option<BTreeSet<RelayId>>>,
+    relays: usize,
+    ids: Vec<SubId>,
+    /// What the run was restored from: which relays catch which subscriptions up.
+    checkpoint: Option<PoolCheckpoint>,
+    /// Ended: no relay serves it any more.
     ended: Vec<bool>,
     peer_errors: Limiter,
+    /// `invalid` lines: a relay flooding forgeries must not flood stdout.
+    invalid: Limiter,
 }
 
 impl Run {
-    fn session_event(&mut self, event: &SessionEvent) -> Result<(), Failure> {
-        let Some(line) = event.line(None) else {
-            tracing::debug!(?event, "session event");
+    /// `relay` answered (or gave up on) subscription `index`: once every relay has, it is
+    /// done.
+    fn answered_by(&mut self, index: usize, relay: RelayId) {
+        let Some(Some(answered)) = self.answered.get_mut(index) else {
+            return;
+        };
+        answered.insert(relay);
+        if answered.len() >= self.relays {
+            self.complete[index] = true;
+        }
+    }
+
+    /// Whether `relay`'s `caught_up` for subscription `index` follows its EOSE.
+    fn catches_up(&self, index: usize, relay: RelayId) -> bool {
+        self.checkpoint
+            .as_ref()
+            .is_some_and(|c| c.catches_up(self.ids[index], relay))
+    }
+
+    fn relay_event(&mut self, relay: RelayId, event: &SessionEvent) -> Result<(), Failure> {
+        let labels = Urls {
+            urls: &self.urls,
+            form: self.form,
+        };
+        let Some(line) = event.line(labels.relay(relay.0)) else {
+            tracing::debug!(?event, relay = url(&self.urls, relay), "relay event");
             return Ok(());
         };
         if let SessionEvent::PeerError { error } = event {
@@ -340,43 +487,52 @@ impl Run {
         Ok(self.out.write(&line)?)
     }
 
-    fn sub_event(&mut self, index: usize, item: &SubscriptionEvent) -> Result<(), Failure> {
+    fn item(&mut self, index: usize, item: &PoolItem) -> Result<(), Failure> {
         match item {
-            SubscriptionEvent::Eose => self.done[index] |= !self.catching_up[index],
-            SubscriptionEvent::CaughtUp(_) => self.done[index] = true,
-            SubscriptionEvent::Closed { .. } => {
-                self.done[index] = true;
+            PoolItem::Eose { relay } if !self.catches_up(index, *relay) => {
+                self.answered_by(index, *relay);
+            }
+            PoolItem::CaughtUp { relay, .. } | PoolItem::RelayClosed { relay, .. } => {
+                self.answered_by(index, *relay);
+            }
+            PoolItem::Complete(_) if self.form == Form::Pool => self.complete[index] = true,
+            PoolItem::Ended { .. } => {
                 self.ended[index] = true;
+                self.complete[index] = true;
             }
             _ => {}
         }
-        let sub = Label::Name(self.labels[index].as_str().into());
-        match item.line(sub, None) {
-            Some(line) => self.out.write(&line)?,
-            None => tracing::debug!(index, ?item, "subscription event"),
+        if self.form == Form::One && matches!(item, PoolItem::Complete(_) | PoolItem::Ended { .. })
+        {
+            return Ok(());
         }
-        Ok(())
+        let sub = index.to_string();
+        let labels = Urls {
+            urls: &self.urls,
+            form: self.form,
+        };
+        let Some(line) = item.line(Label::Name(sub.as_str().into()), &labels) else {
+            tracing::debug!(index, ?item, "pool item");
+            return Ok(());
+        };
+        let Some(line) = line.admit(&mut self.invalid, monotonic()) else {
+            return Ok(());
+        };
+        Ok(self.out.write(&line)?)
     }
 
-    /// CLOSE every subscription still open, close the socket, and wait (bounded) for the
-    /// driver to say it is closed.
+    /// Close every socket. One relay's run then waits (bounded) for the driver to say its
+    /// socket is closed, and writes that as its last line.
     async fn shut_down(
         mut self,
-        client: &RelayClient,
-        ids: &[SubscriptionId],
-        session: &mut SessionEvents,
+        pool: &PoolHandle,
+        events: &mut PoolEvents,
     ) -> Result<(), Failure> {
-        for (&id, _) in ids.iter().zip(&self.ended).filter(|(_, &ended)| !ended) {
-            // The relay may have closed it a moment ago; either way it is gone.
-            if let Err(error) = client.unsubscribe(id).await {
-                tracing::debug!(%error, "unsubscribe at shutdown");
-            }
-        }
-        if client.disconnect().await.is_err() {
+        if pool.close().await.is_err() || self.form == Form::Pool {
             return Ok(());
         }
         let closed = async {
-            while let Some(event) = session.next().await {
+            while let Some((relay, event)) = events.next().await {
                 let last = matches!(
                     event,
                     SessionEvent::Disconnected {
@@ -384,7 +540,7 @@ impl Run {
                         ..
                     }
                 );
-                self.session_event(&event)?;
+                self.relay_event(relay, &event)?;
                 if last {
                     break;
                 }
@@ -397,6 +553,31 @@ impl Run {
                 tracing::debug!("the driver did not confirm the close in time");
                 Ok(())
             }
+        }
+    }
+}
+
+/// The URL `relay` was added with, as given on the command line.
+fn url(urls: &BTreeMap<RelayId, String>, relay: RelayId) -> &str {
+    urls.get(&relay).map_or("", String::as_str)
+}
+
+/// The CLI's relay labels: each relay by its URL as given on the command line, none for one
+/// relay.
+struct Urls<'a> {
+    urls: &'a BTreeMap<RelayId, String>,
+    form: Form,
+}
+
+impl Labels for Urls<'_> {
+    fn sub(&self, sub: u64) -> Label<'_> {
+        Label::Id(sub)
+    }
+
+    fn relay(&self, relay: u32) -> Option<Label<'_>> {
+        match self.form {
+            Form::One => None,
+            Form::Pool => Some(Label::Name(url(self.urls, RelayId(relay)).into())),
         }
     }
 }

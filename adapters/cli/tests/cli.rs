@@ -1154,6 +1154,66 @@ async fn req_state_resumes_with_only_what_was_missed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A state file written before one relay ran as a pool of one holds that relay session's
+/// own checkpoint: the run goes on from it, and saves a pool's.
+#[tokio::test]
+async fn req_state_of_a_relay_session_resumes_as_a_pool_of_one() {
+    use futures_util::StreamExt as _;
+    use tether_tokio::{Config, Filter, RelayClient, SubscriptionEvent};
+    let now = unix_now();
+    let mut model = RelayModel::with_events(0);
+    model.events.push(StoredEvent::new(1, now - 20, 1));
+    let relay = TestRelay::start(model).await.unwrap();
+    let url = relay.url();
+    let filter = r#"{"kinds":[1]}"#;
+    let client = RelayClient::connect(&url, Config::default()).unwrap();
+    let mut sub = client
+        .subscribe(vec![Filter::new(filter).unwrap()])
+        .await
+        .unwrap();
+    let id = sub.id().0;
+    while let Some(item) = sub.next().await {
+        if matches!(item, SubscriptionEvent::Eose) {
+            break;
+        }
+    }
+    let checkpoint = client.checkpoint().await.unwrap();
+    let _ = client.disconnect().await;
+    let dir = state_dir("session");
+    let file = dir.join("state.json");
+    let old = format!(
+        r#"{{"tether":"state","version":1,"command":"req","targets":["{url}"],"subscriptions":[{{"filter":{filter:?},"id":{id}}}],"checkpoint":{}}}"#,
+        String::from_utf8(checkpoint.to_json()).unwrap()
+    );
+    std::fs::write(&file, old).unwrap();
+    relay.store(StoredEvent::new(2, unix_now(), 1));
+    let state = file.to_str().unwrap();
+    let output = run(&["req", &url, filter, "--until-eose", "--state", state]).await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    assert_eq!(
+        event_ids(&lines),
+        [format!("{:064x}", 2)],
+        "{}",
+        explain(&output)
+    );
+    let caught_up = of_type(&lines, "caught_up");
+    assert_eq!(caught_up.len(), 1, "{}", explain(&output));
+    assert_eq!(caught_up[0]["sub"], "0");
+    assert!(caught_up[0].get("relay").is_none(), "{}", explain(&output));
+    assert!(
+        of_type(&lines, "complete").is_empty(),
+        "{}",
+        explain(&output)
+    );
+    // tether-py still runs one relay as a session, and keeps saving the session's kind.
+    if !other_binary() {
+        let saved: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert_eq!(saved["checkpoint"]["tether"], "pool");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A DM inbox across a restart: a gift wrap that reaches the relay while the process is
 /// stopped is dated (NIP-59) 20 h back, far past the 2-minute lookback of other kinds.
 #[tokio::test]

@@ -127,6 +127,55 @@ impl PoolCheckpoint {
     }
 }
 
+impl PoolCheckpoint {
+    /// A pool of one relay (id 0) from that relay session's own checkpoint: each of its
+    /// subscriptions becomes the logical subscription of the same id, on every relay, its
+    /// outcome already reported. A host that ran one relay as a session and now runs it as a
+    /// pool of one goes on from where the session stopped.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Invalid`] when a subscription's filters are not a JSON array.
+    pub fn of_one_relay(session: RelayCheckpoint) -> Result<PoolCheckpoint, CheckpointError> {
+        let mut subscriptions = Vec::new();
+        let mut routes = Vec::new();
+        for (id, filters) in session.subscriptions() {
+            let everywhere: Vec<Box<RawValue>> = serde_json::from_str(filters)
+                .map_err(|e| CheckpointError::Invalid(format!("{id}'s filters: {e}")))?;
+            routes.push((id.0, id.0));
+            subscriptions.push(SavedLogical {
+                id: id.0,
+                everywhere: Some(everywhere),
+                relays: vec![(0, id.0)],
+                reported: true,
+                seen: Vec::new(),
+            });
+        }
+        Ok(PoolCheckpoint {
+            tether: KIND.into(),
+            version: checkpoint::VERSION,
+            next_sub: subscriptions.iter().map(|s| s.id).max().unwrap_or(0),
+            subscriptions,
+            relays: vec![Some(SavedMember { session, routes })],
+            publishes: Vec::new(),
+            held: Vec::new(),
+        })
+    }
+
+    /// Whether `relay` will catch `sub` up after the restore (it had been live there): its
+    /// `caught_up` follows the EOSE. Otherwise that relay's EOSE is the whole answer.
+    #[must_use]
+    pub fn catches_up(&self, sub: SubId, relay: RelayId) -> bool {
+        let Some(Some(member)) = self.relays.get(relay.0 as usize) else {
+            return false;
+        };
+        member
+            .routes
+            .iter()
+            .filter(|&&(_, logical)| logical == sub.0)
+            .any(|&(local, _)| member.session.catches_up(SubscriptionId(local)))
+    }
+}
+
 impl RelayPool {
     /// Its durable state now (see [`PoolCheckpoint`]). Taking one changes nothing.
     #[must_use]

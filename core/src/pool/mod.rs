@@ -357,6 +357,17 @@ impl RelayPool {
         while let Some(t) = member.session.poll_transmit() {
             self.transmits.push_back((relay, t));
         }
+        // The host hears that the socket it asked to close is closed, as a session's host
+        // does; what the session says about its subscriptions ends with them below.
+        while let Some(event) = member.session.poll_event() {
+            if matches!(event, Event::Disconnected { .. }) {
+                self.events.push_back(PoolEvent::Relay {
+                    relay,
+                    sub: None,
+                    event,
+                });
+            }
+        }
         self.pacing.forget(relay, member.pace);
         if let Some(at) = member.deadline {
             let mut slot = Some(at);

@@ -262,9 +262,12 @@ impl App for PoolApp {
                 }
                 let _ = reply.send(result);
             }
-            PoolCommand::Unsubscribe { sub } => {
+            PoolCommand::Unsubscribe { sub, reply } => {
                 parts.delivery.remove_sub(sub);
                 let _ = parts.machine.unsubscribe(now, sub);
+                if let Some(reply) = reply {
+                    let _ = reply.send(());
+                }
             }
             PoolCommand::Publish { event, reply } => {
                 match parts.machine.publish(now, &event, None) {

@@ -150,6 +150,8 @@ pub(crate) enum PoolCommand {
     },
     Unsubscribe {
         sub: SubId,
+        /// Answered once the pool has let go of it (its CLOSEs are queued).
+        reply: Option<oneshot::Sender<()>>,
     },
     Publish {
         event: String,
@@ -332,6 +334,26 @@ impl PoolSubscription {
     pub fn id(&self) -> SubId {
         self.sub
     }
+
+    /// Unsubscribe, and return once the pool has let go of it: its CLOSEs are on their way
+    /// to the relays ahead of anything asked after. Dropping it unsubscribes too, without
+    /// waiting.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Shutdown`] when the driver is gone.
+    pub async fn unsubscribe(mut self) -> Result<(), PoolClientError> {
+        self.ended = true;
+        let (reply, answer) = oneshot::channel();
+        let mut commands = self.commands.clone();
+        commands
+            .send(PoolCommand::Unsubscribe {
+                sub: self.sub,
+                reply: Some(reply),
+            })
+            .await
+            .map_err(|_| PoolClientError::Shutdown)?;
+        answer.await.map_err(|_| PoolClientError::Shutdown)
+    }
 }
 
 impl Stream for PoolSubscription {
@@ -351,9 +373,10 @@ impl Drop for PoolSubscription {
         if !self.ended {
             // Best effort: a full command channel means the driver is busy or gone; the
             // driver also notices the closed channel when it next delivers.
-            let _ = self
-                .commands
-                .try_send(PoolCommand::Unsubscribe { sub: self.sub });
+            let _ = self.commands.try_send(PoolCommand::Unsubscribe {
+                sub: self.sub,
+                reply: None,
+            });
         }
     }
 }
