@@ -50,7 +50,7 @@ impl BackoffPolicy {
     /// has reached the cap, +-20% bunches every retry into a 12 s window and the first
     /// seconds after the return peak at 2.5x the uniform-spread ideal; +-50% spreads them over
     /// 30 s (1.2x) and takes fewer attempts in all (the `storm` simulation in tether-testkit;
-    /// README, "Reconnect storm"). The price: a single client at the cap may wait 45 s.
+    /// `docs/storm.md`). The price: a single client at the cap may wait 45 s.
     pub const fn reconnect() -> Self {
         BackoffPolicy {
             base: Duration::from_secs(1),

@@ -52,3 +52,8 @@ pub use rng::Rng;
 pub use sse::{SseConfig, SseSession};
 pub use time::{Clock, Instant, WallClock};
 pub use wake::Wake;
+
+/// `docs/core.md`'s example is run as a doctest, so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/core.md")]
+struct CoreDoctests;

@@ -417,7 +417,7 @@ fn what_is_not_a_checkpoint_is_a_typed_error() {
     assert!(matches!(err, CheckpointError::Invalid(_)), "{err:?}");
 }
 
-/// The size the README and the checkpoint's docs state: 1 000 subscriptions sharing the
+/// The size `docs/restarts.md` and the checkpoint's docs state: 1 000 subscriptions sharing the
 /// session's whole memory (65 536 events).
 #[test]
 fn a_thousand_subscriptions_with_full_memories_fit_the_stated_size() {

@@ -55,7 +55,7 @@ fn same_seed_same_storm() {
     );
 }
 
-/// The goal for tether's default, at a tenth of the README's fleet (same ratios): the peak
+/// The goal for tether's default, at a tenth of `docs/storm.md`'s fleet (same ratios): the peak
 /// after the server returns is within 1.5x the uniform-spread ideal, and of the policies
 /// that reconnect 99% of clients within 2 minutes it makes the fewest attempts.
 #[test]

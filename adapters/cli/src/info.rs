@@ -20,7 +20,7 @@ use crate::{parse_secs, Failure};
     max_subscriptions: the starting subscription cap, corrected by what the relay does; \
     max_message_length: no larger frame is sent, a larger publish is refused locally; \
     max_subid_length: wire subscription ids are kept this short; auth_first: with a signer \
-    (--key in tether req), REQs wait for NIP-42 on each connection; max_limit: the relay's \
+    (--secret-key in tether req), REQs wait for NIP-42 on each connection; max_limit: the relay's \
     clamp on filter limits, reported and not rewritten). A null is a value the document \
     does not declare (or declares unusably). When no usable document comes back: \
     unavailable (relay, reason), then applied with every value null, exit 1.\n\
@@ -90,7 +90,7 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         }
     };
     // What a session makes of it: the core decides, as it will when connecting (with a
-    // signer, so `auth_first` says what happens with --key).
+    // signer, so `auth_first` says what happens with --secret-key).
     let mut config = RelayConfig::default();
     config.authenticates = true;
     let applied = RelaySession::new(config, 0)

@@ -4,7 +4,7 @@
  * Drive a session from your own event loop: call an input, then poll transmits and events
  * until both return TETHER_DONE, then sleep until poll_timeout and call handle_timeout with
  * a fresh now_ms. Outputs are JSON objects (UTF-8, not NUL-terminated) with a "type" field;
- * see the README's "Embedding" section. One thread at a time per handle; no globals.
+ * see docs/embedding.md. One thread at a time per handle; no globals.
  */
 
 #ifndef TETHER_H

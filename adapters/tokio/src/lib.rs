@@ -74,8 +74,25 @@ pub use tether_driver::{
 };
 pub use {tether_core, tether_driver};
 
-/// The README's examples are compiled (and the core one run) as doctests so they stay true;
-/// they live here because this crate sees both the core and the tokio client.
+/// The README's examples are compiled as doctests so they stay true; they live here because
+/// this crate sees both the core and the tokio client. So are those of the pages in `docs/`
+/// that use the tokio client (the core's own page, `docs/core.md`, is tether-core's doctest).
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 struct ReadmeDoctests;
+
+/// `docs/pool.md`'s examples (the verification one needs this crate's dev-dependency on
+/// tether-driver's `verify`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/pool.md")]
+struct PoolDoctests;
+
+/// `docs/sse.md`'s examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/sse.md")]
+struct SseDoctests;
+
+/// `docs/restarts.md`'s examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/restarts.md")]
+struct RestartsDoctests;

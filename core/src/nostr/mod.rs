@@ -2,6 +2,7 @@
 
 mod auth;
 pub mod catch_up;
+pub mod checkpoint;
 pub mod config;
 pub mod error;
 mod inbound;
@@ -18,10 +19,11 @@ pub mod stats;
 pub mod subscription;
 
 pub use catch_up::{CatchUpConfig, CatchUpMethod, Lookbacks, GIFT_WRAP};
+pub use checkpoint::RelayCheckpoint;
 pub use config::RelayConfig;
 pub use error::Error;
 pub use output::{Carries, ChallengeId, Disconnect, Event, Rejection, Transmit};
 pub use relay_info::{Applied, InfoError, RelayInfo};
-pub use session::{RelayCheckpoint, RelaySession};
+pub use session::RelaySession;
 pub use stats::Stats;
 pub use subscription::{Filter, Priority, SubState, SubscriptionId};

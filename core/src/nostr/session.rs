@@ -48,10 +48,7 @@ use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
 use crate::wake::{earliest, Wake};
 
-pub use checkpoint::RelayCheckpoint;
-
 mod catch_up;
-mod checkpoint;
 #[cfg(feature = "fuzzing")]
 mod consistency;
 mod frames;
@@ -84,34 +81,36 @@ pub struct SubscriptionView {
 /// input, as the contract requires; nothing the peer sends can make one input produce more.
 #[derive(Debug)]
 pub struct RelaySession {
+    // The `pub(super)` fields are for the checkpoint (`nostr/checkpoint.rs`), which reads
+    // and restores them.
     /// Shared by every session of a pool (536 bytes each would add up over thousands).
-    config: Arc<RelayConfig>,
-    clock: Clock,
+    pub(super) config: Arc<RelayConfig>,
+    pub(super) clock: Clock,
     rng: Rng,
-    link: Link,
+    pub(super) link: Link,
     gate: RateLimitGate,
-    subs: Registry,
+    pub(super) subs: Registry,
     /// Each subscription's single timer: retry, EOSE timeout or auth hold.
     timers: Timers<SubscriptionId>,
     /// When each REQ goes out: queue, limit, pacing.
-    scheduler: Scheduler,
+    pub(super) scheduler: Scheduler,
     /// What refusals mean, and the retry state they leave.
     refusals: Refusals,
     /// Subscriptions registered so far: the next one's registration order.
-    registered: u64,
-    outbox: Outbox,
+    pub(super) registered: u64,
+    pub(super) outbox: Outbox,
     /// NIP-42: the challenge, our answer, and the hold that keeps REQs back until then.
     auth: Auth,
     /// The wall clock, for judging `created_at`; `None` until the driver sets it.
-    wall: Option<WallClock>,
+    pub(super) wall: Option<WallClock>,
     /// What the relay's NIP-11 document declares (nothing until one is applied).
-    declared: RelayInfo,
+    pub(super) declared: RelayInfo,
     /// When the relay's information document was last asked for ([`Transmit::FetchInfo`]).
-    info_asked_at: Option<Instant>,
+    pub(super) info_asked_at: Option<Instant>,
     /// Whether NIP-77 may be tried with this relay.
-    negentropy: Support,
+    pub(super) negentropy: Support,
     /// Events remembered across all subscriptions (bounded by `memory_total`).
-    remembered: usize,
+    pub(super) remembered: usize,
     transmits: VecDeque<Transmit>,
     events: VecDeque<Event>,
     stats: Stats,
@@ -934,7 +933,7 @@ impl RelaySession {
     }
 
     /// Wall-clock seconds now, if the driver gave the wall clock.
-    fn unix_now(&self) -> Option<u64> {
+    pub(super) fn unix_now(&self) -> Option<u64> {
         self.wall.map(|w| w.unix_secs(self.clock.now()))
     }
 
@@ -1083,7 +1082,7 @@ impl RelaySession {
     }
 
     /// The outbox with the parts of the session it acts through, borrowed side by side.
-    fn outbox(&mut self) -> (&mut Outbox, Env<'_>) {
+    pub(super) fn outbox(&mut self) -> (&mut Outbox, Env<'_>) {
         let env = Env {
             config: &self.config,
             gate: &mut self.gate,

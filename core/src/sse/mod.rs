@@ -9,6 +9,7 @@
 //! [`SseSession::handle_request_invalid`]).
 
 pub mod checkpoint;
+pub mod config;
 pub mod output;
 pub mod parser;
 pub mod redirect;
@@ -18,6 +19,7 @@ pub mod session;
 pub mod status;
 
 pub use checkpoint::SseCheckpoint;
+pub use config::SseConfig;
 pub use parser::{check_sendable, Unsendable};
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use redirect::{RedirectPolicy, RedirectRefusal};
@@ -27,5 +29,5 @@ pub use request::{
 };
 pub use session::{
     is_event_stream, parse_retry_after, AttemptInfo, CloseReason, DropReason, EndReason, Event,
-    FailReason, ResponseHead, SseConfig, SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
+    FailReason, ResponseHead, SseSession, SseStats, Transmit, MAX_DETAIL_LEN,
 };

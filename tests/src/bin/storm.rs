@@ -67,7 +67,7 @@ fn out_dir() -> PathBuf {
     target.join("storm")
 }
 
-/// The README table: peak, peak over the uniform ideal, total attempts, time to 99%.
+/// The table of `docs/storm.md`: peak, peak over the uniform ideal, total attempts, time to 99%.
 pub fn table(storm: &Storm, outcomes: &[Outcome]) -> String {
     let ideal = storm.uniform_ideal();
     let mut out = format!(

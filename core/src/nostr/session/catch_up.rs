@@ -18,7 +18,7 @@ const DEFAULT_MEMORY: (usize, usize) = (1_024, 65_536);
 
 impl RelaySession {
     /// `(per subscription, total)` events remembered at most.
-    pub(super) fn memory_bounds(&self) -> (usize, usize) {
+    pub(in crate::nostr) fn memory_bounds(&self) -> (usize, usize) {
         self.config
             .catch_up
             .as_ref()

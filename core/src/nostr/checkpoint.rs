@@ -10,7 +10,6 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use super::RelaySession;
 use crate::checkpoint::{self, hex_id, CheckpointError};
 use crate::nostr::catch_up::{Anchors, CatchUp, Item, Memory, Support};
 use crate::nostr::config::RelayConfig;
@@ -18,6 +17,7 @@ use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::registry::Registry;
 use crate::nostr::relay_info::RelayInfo;
 use crate::nostr::scheduler::Cap;
+use crate::nostr::session::RelaySession;
 use crate::nostr::subscription::{Filter, Priority, Subscription, SubscriptionId};
 use crate::time::Instant;
 
