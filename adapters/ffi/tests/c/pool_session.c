@@ -312,9 +312,11 @@ static void two_relays(void) {
     CHECK(why_len > 0);
     free(saved);
 
-    /* Removing a relay closes its socket. */
+    /* Removing a relay closes its socket, and the host hears it closed on request. */
     CODE(tether_pool_remove_relay(pool, 60, b), TETHER_OK);
     TRANSMIT(pool, "{\"type\":\"close\",\"relay\":1,\"epoch\":1}");
+    EVENT(pool, "{\"type\":\"disconnected\",\"relay\":1,\"reconnect_in_ms\":null,"
+                "\"why\":\"requested\"}");
     DRAINED(pool);
     tether_pool_free(pool);
 }
