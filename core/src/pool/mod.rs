@@ -46,6 +46,7 @@ mod logical;
 mod output;
 mod pacing;
 mod publish;
+pub mod router;
 mod verify;
 
 use std::collections::{BTreeMap, VecDeque};

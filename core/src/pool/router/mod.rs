@@ -1,0 +1,695 @@
+//! [`Router`]: which relays to ask about which people, learned from what relays deliver.
+//!
+//! An application knows people ("the 400 accounts I follow", "my direct messages"); where
+//! their events are is in their relay lists (kind 10002, NIP-65; kind 10050, NIP-17) and,
+//! as the field measured, often somewhere else: only about a third of declared (author,
+//! relay) pairs hold the author's events, and four in ten authors publish no list. The router
+//! takes lists, deliveries, silences and relay health as inputs, and gives the routed
+//! subscription: per relay, the authors to ask it about, within a connection budget.
+//!
+//! # The policy: evidence-weighted coverage with pooled relay rates
+//! - Every (author, relay) pair has an estimate that the relay holds the author's events: a
+//!   decaying tally of sessions in which it delivered them or stayed silent while they came
+//!   from elsewhere, over a prior. The prior is the relay's *own* rate over every author
+//!   whose list declares it (or, for authors that do not declare it, its rate beyond the
+//!   lists, seeded by how many follows declare it). One author's evidence thus teaches about
+//!   every other author on that relay: a relay that holds none of the eight authors who
+//!   declared it is not believed for the ninth.
+//! - Relays are chosen greedily by expected new events: each author weighs by how much they
+//!   post (learned), times the chance that none of the relays chosen so far has them, plus a
+//!   bonus towards [`RouterConfig::redundancy`] relays each. Greedy is within 1 - 1/e of the
+//!   best set for such a coverage objective.
+//! - A relay already routed keeps its place unless a candidate is better by
+//!   [`RouterConfig::hysteresis`]: routes do not flap.
+//! - [`RouterConfig::probe_slots`] of the budget rotate through candidates chosen by an
+//!   optimistic estimate (the mean plus an uncertainty bonus that shrinks with evidence): a
+//!   probe is asked about everyone it may hold, answers, and what it delivered decides
+//!   whether it stays. Content on undeclared relays is found this way without a connection
+//!   per declared relay.
+//! - A relay that failed is no candidate while it waits out its backoff, at most
+//!   [`RouterConfig::max_attempts`] tries in [`RouterConfig::retry_window`], and after that
+//!   only when no healthy candidate adds anything.
+//!
+//! # Driving
+//! Inputs: [`Router::follow`], [`Router::handle_list`], [`Router::handle_event`],
+//! [`Router::handle_eose`], [`Router::handle_opened`], [`Router::handle_failed`],
+//! [`Router::handle_refused`], [`Router::hint_live`]; [`Router::set_wall_clock`] for the
+//! decay. Output: [`Router::route`] returns the routes and their coverage, and
+//! [`Router::poll_timeout`] says when a waiting relay may be tried again (route again then).
+//! The router does no I/O and keeps no socket: a pool does ([`RelayPool`](super::RelayPool)).
+//!
+//! # Bounds
+//! [`RouterConfig::max_authors`], [`RouterConfig::max_list_relays`],
+//! [`RouterConfig::max_known_relays`] and [`RouterConfig::max_pairs_per_author`]: a hostile
+//! list of 10 000 relays adds at most `max_list_relays` relays and changes nothing else.
+
+mod checkpoint;
+mod config;
+mod evidence;
+mod health;
+mod lists;
+mod plan;
+pub mod relay_url;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::time::{Clock, Instant, WallClock};
+
+pub use checkpoint::RouterCheckpoint;
+pub use config::{RouterConfig, DEFAULT_INDEXERS};
+use evidence::{RelayTallies, Tally};
+use health::Health;
+pub use health::Refusal;
+pub use lists::{ListError, ListKind, INBOX_KIND, OUTBOX_KIND};
+
+/// The router. See the [module docs](self).
+#[derive(Debug)]
+pub struct Router {
+    config: RouterConfig,
+    clock: Clock,
+    wall: Option<WallClock>,
+    authors: Vec<Author>,
+    by_key: BTreeMap<String, u32>,
+    relays: Vec<Relay>,
+    by_url: BTreeMap<String, u32>,
+    /// Learned (author, relay) tallies.
+    pairs: BTreeMap<(u32, u32), Tally>,
+    /// What the last [`Router::route`] returned, by relay: what hysteresis keeps.
+    current: BTreeMap<u32, Role>,
+    session: Session,
+}
+
+/// One relay to ask, and whom to ask it about.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Route {
+    /// The relay's normalised URL.
+    pub url: String,
+    /// Why it is routed.
+    pub role: Role,
+    /// The authors (hex public keys) to ask it about, in the order they were followed.
+    pub authors: Vec<String>,
+}
+
+/// Why a relay is in the routes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
+    /// An indexer, asked for relay lists (and for content, as any relay).
+    Indexer,
+    /// Chosen for the authors it is believed to hold.
+    Assigned,
+    /// Tried to learn what it holds; its slot rotates.
+    Probe,
+}
+
+/// What the routes cover: what an application hears whenever routing changes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Coverage {
+    /// Relays routed.
+    pub relays: usize,
+    /// Each author asked on relays their list declares or that delivered their events
+    /// before, with how many such relays.
+    pub covered: Vec<(String, usize)>,
+    /// Authors asked only on other relays: the indexers, and the relays most likely to
+    /// hold content beyond the lists.
+    pub fallback_only: Vec<String>,
+    /// Authors asked nowhere: no usable relay is a candidate for them (their relays are
+    /// dead, or the budget went to others).
+    pub uncovered: Vec<String>,
+}
+
+/// The routes and their coverage.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Routes {
+    /// The relays, indexers first, then by URL.
+    pub relays: Vec<Route>,
+    /// What they cover.
+    pub coverage: Coverage,
+}
+
+/// What [`Router::handle_list`] did with a list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ListUpdate {
+    /// It replaced the author's list of its kind (or was the first).
+    Applied {
+        /// The author, hex.
+        author: String,
+        /// Which list.
+        kind: ListKind,
+        /// Relays kept.
+        relays: usize,
+        /// Entries left out: junk URLs, or past [`RouterConfig::max_list_relays`].
+        refused: usize,
+    },
+    /// A list at least as new is already held (a replaceable event is replaced only by a
+    /// newer `created_at`, or the lower id at the same second).
+    Stale,
+    /// The author is not known and the author table is full.
+    TooManyAuthors,
+}
+
+/// Local misuse of the router (peer input never gives these: it gives [`ListError`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RouterError {
+    /// Not 64 lowercase hex digits.
+    BadPublicKey(String),
+    /// Past [`RouterConfig::max_authors`].
+    TooManyAuthors {
+        /// The bound.
+        max: usize,
+    },
+}
+
+impl std::fmt::Display for RouterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RouterError::BadPublicKey(key) => {
+                let key: String = key.chars().take(70).collect();
+                write!(f, "not a hex public key: {key:?}")
+            }
+            RouterError::TooManyAuthors { max } => write!(f, "more than {max} authors"),
+        }
+    }
+}
+
+impl std::error::Error for RouterError {}
+
+#[derive(Clone, Debug, Default)]
+struct Author {
+    key: String,
+    followed: bool,
+    outbox: Option<List>,
+    inbox: Option<List>,
+    /// Events delivered, decaying: how much the author posts.
+    activity: Tally,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct List {
+    created_at: u64,
+    id: String,
+    write: Vec<u32>,
+    read: Vec<u32>,
+}
+
+#[derive(Clone, Debug)]
+struct Relay {
+    url: String,
+    health: Health,
+    tallies: RelayTallies,
+    /// Followed authors whose list declares it as a write relay.
+    declared_by: u32,
+    indexer: bool,
+}
+
+/// What this run has seen: what resolves a relay's silence into evidence.
+#[derive(Clone, Debug, Default)]
+struct Session {
+    /// Events each relay delivered for each author.
+    delivered: BTreeMap<(u32, u32), u32>,
+    /// The most events one relay delivered for each author.
+    best: BTreeMap<u32, u32>,
+    /// Relays that answered EOSE with nothing for an author not yet seen active.
+    pending: BTreeMap<u32, Vec<u32>>,
+    /// Relays that answered in this run.
+    probed: BTreeSet<u32>,
+    /// Probes started in this run.
+    probes_started: usize,
+}
+
+impl Router {
+    /// A router with no authors; the indexers of `config` are known relays from the start.
+    #[must_use]
+    pub fn new(config: RouterConfig) -> Self {
+        let mut router = Router {
+            config,
+            clock: Clock::default(),
+            wall: None,
+            authors: Vec::new(),
+            by_key: BTreeMap::new(),
+            relays: Vec::new(),
+            by_url: BTreeMap::new(),
+            pairs: BTreeMap::new(),
+            current: BTreeMap::new(),
+            session: Session::default(),
+        };
+        for url in router.config.indexers.clone() {
+            if let Ok(url) = relay_url::normalize(&url, true) {
+                if let Some(ix) = router.relay_ix(&url) {
+                    router.relays[ix as usize].indexer = true;
+                }
+            }
+        }
+        router
+    }
+
+    /// The configuration it runs by.
+    pub fn config(&self) -> &RouterConfig {
+        &self.config
+    }
+
+    /// The wall clock read `unix_secs` at `now`: what learned evidence decays by.
+    pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
+        let now = self.clock.observe(now);
+        self.wall = Some(WallClock::new(now, unix_secs));
+    }
+
+    /// Follow `authors` (hex public keys), in addition to those followed already.
+    ///
+    /// # Errors
+    /// [`RouterError::BadPublicKey`] (nothing is followed then), or
+    /// [`RouterError::TooManyAuthors`] (those before the bound are followed).
+    pub fn follow<'a>(
+        &mut self,
+        authors: impl IntoIterator<Item = &'a str>,
+    ) -> Result<(), RouterError> {
+        let authors: Vec<&str> = authors.into_iter().collect();
+        if let Some(bad) = authors.iter().find(|a| !lists::is_hex64(a)) {
+            return Err(RouterError::BadPublicKey((*bad).to_owned()));
+        }
+        for key in authors {
+            let Some(ix) = self.author_ix(key) else {
+                return Err(RouterError::TooManyAuthors {
+                    max: self.config.max_authors,
+                });
+            };
+            if !self.authors[ix as usize].followed {
+                self.authors[ix as usize].followed = true;
+                self.count_declarations(ix, 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// Stop following `author`; what was learned about them is kept.
+    pub fn unfollow(&mut self, author: &str) {
+        let Some(&ix) = self.by_key.get(author) else {
+            return;
+        };
+        if self.authors[ix as usize].followed {
+            self.authors[ix as usize].followed = false;
+            self.count_declarations(ix, -1);
+        }
+    }
+
+    /// The authors followed, in the order they were first followed.
+    pub fn followed(&self) -> impl Iterator<Item = &str> {
+        self.authors
+            .iter()
+            .filter(|a| a.followed)
+            .map(|a| a.key.as_str())
+    }
+
+    /// A relay list event (kind 10002 or 10050) from any relay. The caller has verified its
+    /// signature where verification is on: the router reads only its fields.
+    ///
+    /// # Errors
+    /// [`ListError`] for an event that is no relay list.
+    pub fn handle_list(&mut self, now: Instant, json: &str) -> Result<ListUpdate, ListError> {
+        let _ = self.clock.observe(now);
+        let parsed = lists::parse(
+            json,
+            self.config.max_list_relays,
+            self.config.allow_private_relays,
+        )?;
+        let Some(ix) = self.author_ix(&parsed.author) else {
+            return Ok(ListUpdate::TooManyAuthors);
+        };
+        let held = match parsed.kind {
+            ListKind::Outbox => &self.authors[ix as usize].outbox,
+            ListKind::Inbox => &self.authors[ix as usize].inbox,
+        };
+        if held.as_ref().is_some_and(|l| !newer(&parsed, l)) {
+            return Ok(ListUpdate::Stale);
+        }
+        let mut list = List {
+            created_at: parsed.created_at,
+            id: parsed.id,
+            write: Vec::new(),
+            read: Vec::new(),
+        };
+        let mut refused = parsed.refused;
+        for entry in &parsed.entries {
+            let Some(relay) = self.relay_ix(&entry.url) else {
+                refused += 1;
+                continue;
+            };
+            if entry.write {
+                list.write.push(relay);
+            }
+            if entry.read {
+                list.read.push(relay);
+            }
+        }
+        let relays = list
+            .write
+            .iter()
+            .chain(&list.read)
+            .collect::<BTreeSet<_>>()
+            .len();
+        let followed = self.authors[ix as usize].followed;
+        if followed && parsed.kind == ListKind::Outbox {
+            self.count_declarations(ix, -1);
+        }
+        let author = &mut self.authors[ix as usize];
+        match parsed.kind {
+            ListKind::Outbox => author.outbox = Some(list),
+            ListKind::Inbox => author.inbox = Some(list),
+        }
+        if followed && parsed.kind == ListKind::Outbox {
+            self.count_declarations(ix, 1);
+        }
+        Ok(ListUpdate::Applied {
+            author: parsed.author,
+            kind: parsed.kind,
+            relays,
+            refused,
+        })
+    }
+
+    /// The relays `author`'s outbox list declares for writing, in the list's order.
+    pub fn write_relays(&self, author: &str) -> Vec<&str> {
+        self.list_urls(author, ListKind::Outbox, true)
+    }
+
+    /// Where `author` receives direct messages (NIP-17): their kind 10050 relays, or
+    /// without that list the read relays of their kind 10002.
+    pub fn inbox_relays(&self, author: &str) -> Vec<&str> {
+        let dm = self.list_urls(author, ListKind::Inbox, false);
+        if dm.is_empty() {
+            self.list_urls(author, ListKind::Outbox, false)
+        } else {
+            dm
+        }
+    }
+
+    /// Where an event by `author` that p-tags `tagged` should be published: the author's
+    /// write relays, then each tagged person's read relays (their DM relays for kind 1059),
+    /// distinct, at most [`RouterConfig::max_relays`].
+    pub fn publish_relays(&self, author: &str, kind: u64, tagged: &[&str]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let add = |urls: Vec<&str>, out: &mut Vec<String>| {
+            for url in urls {
+                if out.len() < self.config.max_relays && !out.iter().any(|u| u == url) {
+                    out.push(url.to_owned());
+                }
+            }
+        };
+        add(self.write_relays(author), &mut out);
+        for person in tagged {
+            let urls = if kind == 1059 {
+                self.inbox_relays(person)
+            } else {
+                self.list_urls(person, ListKind::Outbox, false)
+            };
+            add(urls, &mut out);
+        }
+        out
+    }
+
+    /// `url` delivered an event by `author` (an event the subscription's filter matched; the
+    /// pool checks that before it delivers).
+    pub fn handle_event(&mut self, now: Instant, url: &str, author: &str) {
+        let _ = self.clock.observe(now);
+        let (Some(&relay), Some(&ix)) = (self.by_url.get(url), self.by_key.get(author)) else {
+            return;
+        };
+        let count = self.session.delivered.entry((relay, ix)).or_insert(0);
+        *count = count.saturating_add(1);
+    }
+
+    /// `url` answered EOSE to a request for `asked`: each asked author it delivered nothing
+    /// for is a silence, counted as a miss once the author's events come from elsewhere.
+    pub fn handle_eose<'a>(
+        &mut self,
+        now: Instant,
+        url: &str,
+        asked: impl IntoIterator<Item = &'a str>,
+    ) {
+        let _ = self.clock.observe(now);
+        let Some(&relay) = self.by_url.get(url) else {
+            return;
+        };
+        self.session.probed.insert(relay);
+        let unix = self.unix_now();
+        for author in asked {
+            let Some(&ix) = self.by_key.get(author) else {
+                continue;
+            };
+            let count = self
+                .session
+                .delivered
+                .get(&(relay, ix))
+                .copied()
+                .unwrap_or(0);
+            if count > 0 {
+                self.hit(ix, relay, count, unix);
+            } else if self.session.best.get(&ix).copied().unwrap_or(0) > 0 {
+                self.miss(ix, relay, unix);
+            } else {
+                let pending = self.session.pending.entry(ix).or_default();
+                if !pending.contains(&relay) && pending.len() < self.config.max_relays * 4 {
+                    pending.push(relay);
+                }
+            }
+        }
+    }
+
+    /// `url`'s socket opened.
+    pub fn handle_opened(&mut self, now: Instant, url: &str) {
+        let _ = self.clock.observe(now);
+        if let Some(relay) = self.known_relay(url) {
+            relay.health.opened();
+        }
+    }
+
+    /// `url`'s socket closed after it had opened (a failure to open is
+    /// [`Router::handle_failed`]).
+    pub fn handle_closed(&mut self, now: Instant, url: &str) {
+        let _ = self.clock.observe(now);
+        if let Some(relay) = self.known_relay(url) {
+            relay.health.closed();
+        }
+    }
+
+    /// A connection to `url` failed.
+    pub fn handle_failed(&mut self, now: Instant, url: &str) {
+        let now = self.clock.observe(now);
+        let (max, window) = (self.config.max_attempts, self.config.retry_window);
+        if let Some(relay) = self.known_relay(url) {
+            relay.health.failed(now, max, window);
+        }
+    }
+
+    /// `url` refused to serve.
+    pub fn handle_refused(&mut self, now: Instant, url: &str, why: Refusal) {
+        let now = self.clock.observe(now);
+        let (max, window) = (self.config.max_attempts, self.config.retry_window);
+        if let Some(relay) = self.known_relay(url) {
+            relay.health.refused(now, why, max, window);
+        }
+    }
+
+    /// A liveness hint (NIP-66 kind 30166, or the application's own list): `alive` or not.
+    /// It weighs a relay's estimate; it never rules a relay out.
+    pub fn hint_live(&mut self, url: &str, alive: bool) {
+        let Ok(url) = relay_url::normalize(url, true) else {
+            return;
+        };
+        if let Some(relay) = self.known_relay(&url) {
+            relay.health.hinted_dead = !alive;
+        }
+    }
+
+    /// The earliest time a relay waiting out its backoff may be tried again: route again
+    /// then.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.relays.iter().filter_map(|r| r.health.retry_at()).min()
+    }
+
+    /// Route: the relays to ask, within [`RouterConfig::max_relays`], and what they cover.
+    /// Each call may move authors; routes already given keep their place unless a
+    /// candidate is better by [`RouterConfig::hysteresis`].
+    pub fn route(&mut self, now: Instant) -> Routes {
+        let now = self.clock.observe(now);
+        let chosen = plan::choose(self, now);
+        let started = chosen
+            .iter()
+            .filter(|c| c.role == Role::Probe && self.current.get(&c.relay) != Some(&Role::Probe))
+            .count();
+        self.session.probes_started += started;
+        self.current = chosen.iter().map(|c| (c.relay, c.role)).collect();
+        plan::routes(self, &chosen)
+    }
+
+    /// Authors whose lists to watch on the indexers: every followed author, for a filter of
+    /// kinds 10002 and 10050.
+    pub fn list_authors(&self) -> Vec<&str> {
+        self.followed().collect()
+    }
+
+    // ----- internals ------------------------------------------------------------------------
+
+    fn unix_now(&self) -> u64 {
+        self.wall.map_or(0, |w| w.unix_secs(self.clock.now()))
+    }
+
+    fn half_life(&self) -> u64 {
+        self.config.half_life.as_secs()
+    }
+
+    fn hit(&mut self, author: u32, relay: u32, count: u32, unix: u64) {
+        let half_life = self.half_life();
+        let best = self.session.best.entry(author).or_insert(0);
+        if count > *best {
+            let more = f64::from(count - *best);
+            *best = count;
+            let activity = &mut self.authors[author as usize].activity;
+            activity.decay_to(unix, half_life);
+            activity.hits += more;
+        }
+        self.pair(author, relay, unix, true);
+        // Silences elsewhere before this author showed up active are misses now.
+        for other in self.session.pending.remove(&author).unwrap_or_default() {
+            self.miss(author, other, unix);
+        }
+    }
+
+    fn miss(&mut self, author: u32, relay: u32, unix: u64) {
+        self.pair(author, relay, unix, false);
+    }
+
+    fn pair(&mut self, author: u32, relay: u32, unix: u64, hit: bool) {
+        let half_life = self.half_life();
+        let declared = self.declares_write(author, relay);
+        let tallies = &mut self.relays[relay as usize].tallies;
+        let tally = if declared {
+            &mut tallies.declared
+        } else {
+            &mut tallies.undeclared
+        };
+        if hit {
+            tally.hit(unix, half_life);
+        } else {
+            tally.miss(unix, half_life);
+        }
+        if !self.pairs.contains_key(&(author, relay)) {
+            self.make_room_for_pair(author);
+        }
+        let pair = self.pairs.entry((author, relay)).or_default();
+        if hit {
+            pair.hit(unix, half_life);
+        } else {
+            pair.miss(unix, half_life);
+        }
+    }
+
+    /// Keep at most `max_pairs_per_author - 1` pairs of `author` before one is added: the
+    /// one with the least evidence goes.
+    fn make_room_for_pair(&mut self, author: u32) {
+        let range = (author, 0)..=(author, u32::MAX);
+        let held: Vec<((u32, u32), f64)> = self
+            .pairs
+            .range(range)
+            .map(|(&k, t)| (k, t.weight()))
+            .collect();
+        if held.len() < self.config.max_pairs_per_author.max(1) {
+            return;
+        }
+        if let Some((weakest, _)) = held
+            .iter()
+            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
+        {
+            self.pairs.remove(weakest);
+        }
+    }
+
+    fn declares_write(&self, author: u32, relay: u32) -> bool {
+        self.authors[author as usize]
+            .outbox
+            .as_ref()
+            .is_some_and(|l| l.write.contains(&relay))
+    }
+
+    fn count_declarations(&mut self, author: u32, by: i32) {
+        let Some(list) = self.authors[author as usize].outbox.clone() else {
+            return;
+        };
+        for relay in list.write {
+            let r = &mut self.relays[relay as usize];
+            r.declared_by = r.declared_by.saturating_add_signed(by);
+        }
+    }
+
+    fn list_urls(&self, author: &str, kind: ListKind, write: bool) -> Vec<&str> {
+        let Some(&ix) = self.by_key.get(author) else {
+            return Vec::new();
+        };
+        let a = &self.authors[ix as usize];
+        let list = match kind {
+            ListKind::Outbox => a.outbox.as_ref(),
+            ListKind::Inbox => a.inbox.as_ref(),
+        };
+        let Some(list) = list else {
+            return Vec::new();
+        };
+        let relays = if write { &list.write } else { &list.read };
+        relays
+            .iter()
+            .map(|&r| self.relays[r as usize].url.as_str())
+            .collect()
+    }
+
+    fn known_relay(&mut self, url: &str) -> Option<&mut Relay> {
+        let ix = *self.by_url.get(url)?;
+        self.relays.get_mut(ix as usize)
+    }
+
+    /// The index of the author `key`, added if there is room.
+    fn author_ix(&mut self, key: &str) -> Option<u32> {
+        if let Some(&ix) = self.by_key.get(key) {
+            return Some(ix);
+        }
+        if self.authors.len() >= self.config.max_authors {
+            return None;
+        }
+        let ix = u32::try_from(self.authors.len()).ok()?;
+        self.authors.push(Author {
+            key: key.to_owned(),
+            ..Author::default()
+        });
+        self.by_key.insert(key.to_owned(), ix);
+        Some(ix)
+    }
+
+    /// The index of the relay `url` (normalised), added if there is room.
+    fn relay_ix(&mut self, url: &str) -> Option<u32> {
+        if let Some(&ix) = self.by_url.get(url) {
+            return Some(ix);
+        }
+        if self.relays.len() >= self.config.max_known_relays {
+            return None;
+        }
+        let ix = u32::try_from(self.relays.len()).ok()?;
+        self.relays.push(Relay {
+            url: url.to_owned(),
+            health: Health::default(),
+            tallies: RelayTallies::default(),
+            declared_by: 0,
+            indexer: false,
+        });
+        self.by_url.insert(url.to_owned(), ix);
+        Some(ix)
+    }
+}
+
+/// Whether `parsed` replaces `held`: a newer `created_at`, or the lower id at the same
+/// second (NIP-01's rule for replaceable events).
+fn newer(parsed: &lists::ParsedList, held: &List) -> bool {
+    parsed.created_at > held.created_at
+        || (parsed.created_at == held.created_at && parsed.id < held.id)
+}

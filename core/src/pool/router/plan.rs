@@ -1,0 +1,457 @@
+//! Choosing the routes: candidates with estimates, a lazy greedy over expected new events
+//! within the budget, then the probe slots.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap};
+
+use super::evidence::{
+    DECLARED_PRIOR, DECLARED_STRENGTH, PAIR_STRENGTH, UNDECLARED_PRIOR, UNDECLARED_STRENGTH,
+};
+use super::{Coverage, Role, Route, Router, Routes};
+use crate::time::Instant;
+
+/// An estimate at or above this says the relay holds the author: what coverage counts.
+pub(super) const BELIEVED: f64 = 0.2;
+/// How much each relay towards the redundancy target is worth, beside expected new events.
+const REDUNDANCY_BONUS: f64 = 0.15;
+/// How far the uncertainty bonus lifts an unexplored pair for probing.
+const EXPLORATION: f64 = 0.3;
+/// The lift an undeclared pair gets on the relay most follows declare: popular relays hold
+/// content beyond the lists that name them.
+const POPULARITY_LIFT: f64 = 0.25;
+/// A gain below this adds nothing worth a connection.
+const NOTHING: f64 = 1e-3;
+
+/// A relay chosen, and what it is asked.
+#[derive(Clone, Debug)]
+pub(super) struct Chosen {
+    pub(super) relay: u32,
+    pub(super) role: Role,
+    /// `(author, estimate)`, by author.
+    pub(super) asked: Vec<(u32, f64)>,
+}
+
+/// One candidate pair.
+#[derive(Clone, Copy, Debug)]
+struct Pair {
+    author: u32,
+    p: f64,
+    optimistic: f64,
+}
+
+pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
+    let unix = router.unix_now();
+    let weights = weights(router, unix);
+    let candidates = candidates(router, now);
+    let mut miss: BTreeMap<u32, f64> = weights.keys().map(|&a| (a, 1.0)).collect();
+    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut chosen: Vec<Chosen> = Vec::new();
+    let budget = router.config.max_relays;
+    // Indexers first: they are connected for the lists anyway.
+    for (&relay, pairs) in &candidates {
+        if router.relays[relay as usize].indexer && chosen.len() < budget {
+            take(
+                &mut chosen,
+                &mut miss,
+                &mut count,
+                relay,
+                Role::Indexer,
+                pairs,
+                router,
+            );
+        }
+    }
+    let probes_left = router
+        .config
+        .max_probes
+        .saturating_sub(router.session.probes_started);
+    let probe_slots = router.config.probe_slots.min(probes_left);
+    let main = budget.saturating_sub(probe_slots);
+    let weigh =
+        |relay: u32, pairs: &[Pair], miss: &BTreeMap<u32, f64>, count: &BTreeMap<u32, usize>| {
+            let sticky = if router.current.contains_key(&relay) {
+                1.0 + router.config.hysteresis
+            } else {
+                1.0
+            };
+            gain(pairs, &weights, miss, count, router.config.redundancy) * sticky
+        };
+    for failing in [false, true] {
+        let pool: Vec<u32> = candidates
+            .keys()
+            .copied()
+            .filter(|&r| router.relays[r as usize].health.failing() == failing)
+            .filter(|r| !chosen.iter().any(|c| c.relay == *r))
+            .collect();
+        lazy_greedy(&pool, main, &mut chosen, |relay, chosen_now, take_it| {
+            let pairs = &candidates[&relay];
+            if take_it {
+                take(
+                    chosen_now,
+                    &mut miss,
+                    &mut count,
+                    relay,
+                    Role::Assigned,
+                    pairs,
+                    router,
+                );
+                0.0
+            } else {
+                weigh(relay, pairs, &miss, &count)
+            }
+        });
+        if chosen.len() >= main {
+            break;
+        }
+    }
+    probes(router, &candidates, &weights, &miss, &mut chosen, budget);
+    chosen
+}
+
+/// Lazy greedy: gains only fall as relays are chosen (the objective is submodular), so a
+/// relay whose re-weighed gain still tops the heap is the best one.
+fn lazy_greedy(
+    pool: &[u32],
+    limit: usize,
+    chosen: &mut Vec<Chosen>,
+    mut weigh_or_take: impl FnMut(u32, &mut Vec<Chosen>, bool) -> f64,
+) {
+    let mut heap: BinaryHeap<Gain> = pool
+        .iter()
+        .map(|&relay| Gain(weigh_or_take(relay, chosen, false), relay))
+        .collect();
+    while chosen.len() < limit {
+        let Some(Gain(_, relay)) = heap.pop() else {
+            return;
+        };
+        let fresh = weigh_or_take(relay, chosen, false);
+        if fresh <= NOTHING {
+            continue;
+        }
+        if heap.peek().is_some_and(|next| *next > Gain(fresh, relay)) {
+            heap.push(Gain(fresh, relay));
+            continue;
+        }
+        weigh_or_take(relay, chosen, true);
+    }
+}
+
+fn take(
+    chosen: &mut Vec<Chosen>,
+    miss: &mut BTreeMap<u32, f64>,
+    count: &mut BTreeMap<u32, usize>,
+    relay: u32,
+    role: Role,
+    pairs: &[Pair],
+    router: &Router,
+) {
+    let threshold = router.config.ask_threshold;
+    let mut asked = Vec::new();
+    for pair in pairs {
+        let p = if role == Role::Probe {
+            pair.optimistic
+        } else {
+            pair.p
+        };
+        if p < threshold {
+            continue;
+        }
+        asked.push((pair.author, pair.p));
+        if let Some(m) = miss.get_mut(&pair.author) {
+            *m *= 1.0 - pair.p;
+        }
+        if pair.p >= BELIEVED {
+            *count.entry(pair.author).or_insert(0) += 1;
+        }
+    }
+    chosen.push(Chosen { relay, role, asked });
+}
+
+fn gain(
+    pairs: &[Pair],
+    weights: &BTreeMap<u32, f64>,
+    miss: &BTreeMap<u32, f64>,
+    count: &BTreeMap<u32, usize>,
+    redundancy: usize,
+) -> f64 {
+    pairs
+        .iter()
+        .map(|pair| {
+            let w = weights.get(&pair.author).copied().unwrap_or(1.0);
+            let m = miss.get(&pair.author).copied().unwrap_or(1.0);
+            let short = count.get(&pair.author).copied().unwrap_or(0) < redundancy;
+            let bonus = if short && pair.p >= BELIEVED {
+                REDUNDANCY_BONUS * pair.p
+            } else {
+                0.0
+            };
+            w * (pair.p * m + bonus)
+        })
+        .sum()
+}
+
+/// Fill what is left of the budget with probes: relays not yet probed in this run, by the
+/// new events an optimistic estimate expects of them. A probe still waiting for its answer
+/// keeps its slot.
+fn probes(
+    router: &Router,
+    candidates: &BTreeMap<u32, Vec<Pair>>,
+    weights: &BTreeMap<u32, f64>,
+    miss: &BTreeMap<u32, f64>,
+    chosen: &mut Vec<Chosen>,
+    budget: usize,
+) {
+    let mut scored: Vec<(f64, u32)> = candidates
+        .iter()
+        .filter(|(r, _)| !chosen.iter().any(|c| c.relay == **r))
+        .filter(|(r, _)| !router.relays[**r as usize].health.failing())
+        .filter(|(r, _)| !router.session.probed.contains(r))
+        .map(|(&r, pairs)| {
+            let waiting = router.current.get(&r) == Some(&Role::Probe);
+            let score: f64 = pairs
+                .iter()
+                .map(|p| {
+                    let w = weights.get(&p.author).copied().unwrap_or(1.0);
+                    w * miss.get(&p.author).copied().unwrap_or(1.0) * p.optimistic
+                })
+                .sum();
+            (if waiting { f64::INFINITY } else { score }, r)
+        })
+        .filter(|(s, _)| *s > NOTHING)
+        .collect();
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    let left = router
+        .config
+        .max_probes
+        .saturating_sub(router.session.probes_started);
+    let mut dummy_miss = miss.clone();
+    let mut dummy_count = BTreeMap::new();
+    for (_, relay) in scored.into_iter().take(left) {
+        if chosen.len() >= budget {
+            break;
+        }
+        let pairs = &candidates[&relay];
+        take(
+            chosen,
+            &mut dummy_miss,
+            &mut dummy_count,
+            relay,
+            Role::Probe,
+            pairs,
+            router,
+        );
+    }
+}
+
+/// Each followed author's weight: one, plus the log of the events they are known to post,
+/// so a prolific author counts more without drowning the rest.
+fn weights(router: &Router, unix: u64) -> BTreeMap<u32, f64> {
+    let half_life = router.half_life();
+    router
+        .authors
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.followed)
+        .map(|(i, a)| {
+            let mut activity = a.activity;
+            activity.decay_to(unix, half_life);
+            (
+                u32::try_from(i).unwrap_or(u32::MAX),
+                1.0 + activity.hits.ln_1p(),
+            )
+        })
+        .collect()
+}
+
+/// Every usable relay that may hold a followed author, with its pairs: declared write
+/// relays, relays with evidence, and the relays most likely to hold content beyond the
+/// lists, for every author.
+fn candidates(router: &Router, now: Instant) -> BTreeMap<u32, Vec<Pair>> {
+    let unix = router.unix_now();
+    let usable = |r: u32| router.relays[r as usize].health.usable(now);
+    let mut out: BTreeMap<u32, BTreeMap<u32, Pair>> = BTreeMap::new();
+    let followed: Vec<u32> = router
+        .authors
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.followed)
+        .filter_map(|(i, _)| u32::try_from(i).ok())
+        .collect();
+    for &a in &followed {
+        let Some(list) = router.authors[a as usize].outbox.as_ref() else {
+            continue;
+        };
+        for &r in list.write.iter().filter(|&&r| usable(r)) {
+            out.entry(r)
+                .or_default()
+                .insert(a, estimate(router, a, r, unix));
+        }
+    }
+    for &(a, r) in router.pairs.keys() {
+        if router.authors[a as usize].followed && usable(r) {
+            out.entry(r)
+                .or_default()
+                .insert(a, estimate(router, a, r, unix));
+        }
+    }
+    for r in wide(router, now) {
+        let pairs = out.entry(r).or_default();
+        for &a in &followed {
+            pairs
+                .entry(a)
+                .or_insert_with(|| estimate(router, a, r, unix));
+        }
+    }
+    out.into_iter()
+        .map(|(r, pairs)| (r, pairs.into_values().collect()))
+        .collect()
+}
+
+/// The relays asked about every author: the usable indexers, and the `max_relays` relays
+/// with the best rate beyond the lists.
+fn wide(router: &Router, now: Instant) -> Vec<u32> {
+    let usable = router
+        .relays
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.health.usable(now))
+        .filter_map(|(i, r)| Some((u32::try_from(i).ok()?, r)));
+    let mut out: Vec<u32> = Vec::new();
+    let mut ranked: Vec<(f64, u32)> = Vec::new();
+    for (i, relay) in usable {
+        if relay.indexer {
+            out.push(i);
+        } else if relay.declared_by > 0 || relay.tallies.undeclared.weight() > 0.0 {
+            ranked.push((undeclared_rate(router, i), i));
+        }
+    }
+    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    out.extend(
+        ranked
+            .into_iter()
+            .take(router.config.max_relays)
+            .filter(|(rate, _)| *rate >= router.config.ask_threshold)
+            .map(|(_, r)| r),
+    );
+    out
+}
+
+fn undeclared_rate(router: &Router, r: u32) -> f64 {
+    let most = router
+        .relays
+        .iter()
+        .map(|r| r.declared_by)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let relay = &router.relays[r as usize];
+    let popularity = f64::from(relay.declared_by) / f64::from(most);
+    let prior = UNDECLARED_PRIOR + POPULARITY_LIFT * popularity;
+    relay.tallies.undeclared.mean(prior, UNDECLARED_STRENGTH)
+}
+
+/// The chance that relay `r` holds author `a`'s events, and an optimistic version of it.
+fn estimate(router: &Router, a: u32, r: u32, unix: u64) -> Pair {
+    let relay = &router.relays[r as usize];
+    let declared = router.declares_write(a, r);
+    let (base, evidence) = if declared {
+        let t = &relay.tallies.declared;
+        (t.mean(DECLARED_PRIOR, DECLARED_STRENGTH), t.weight())
+    } else {
+        (
+            undeclared_rate(router, r),
+            relay.tallies.undeclared.weight(),
+        )
+    };
+    let (p, pair_evidence) = match router.pairs.get(&(a, r)) {
+        Some(tally) => {
+            let mut tally = *tally;
+            tally.decay_to(unix, router.half_life());
+            (tally.mean(base, PAIR_STRENGTH), tally.weight())
+        }
+        None => (base, 0.0),
+    };
+    let factor = relay.health.factor();
+    let uncertainty = 1.0 / (1.0 + evidence + 4.0 * pair_evidence).sqrt();
+    Pair {
+        author: a,
+        p: p * factor,
+        optimistic: ((p + EXPLORATION * uncertainty) * factor).min(1.0),
+    }
+}
+
+/// The routes for `chosen`, and their coverage: an author is covered by the relays their
+/// list declares or that delivered their events before, and served only by fallback when
+/// asked only elsewhere.
+pub(super) fn routes(router: &Router, chosen: &[Chosen]) -> Routes {
+    let mut asked: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut grounded: BTreeMap<u32, usize> = BTreeMap::new();
+    let mut relays: Vec<Route> = chosen
+        .iter()
+        .map(|c| {
+            for &(a, _) in &c.asked {
+                *asked.entry(a).or_insert(0) += 1;
+                let seen = router
+                    .pairs
+                    .get(&(a, c.relay))
+                    .is_some_and(|t| t.hits > 0.0);
+                if seen || router.declares_write(a, c.relay) {
+                    *grounded.entry(a).or_insert(0) += 1;
+                }
+            }
+            Route {
+                url: router.relays[c.relay as usize].url.clone(),
+                role: c.role,
+                authors: c
+                    .asked
+                    .iter()
+                    .map(|&(a, _)| router.authors[a as usize].key.clone())
+                    .collect(),
+            }
+        })
+        .collect();
+    relays
+        .sort_by(|a, b| (a.role != Role::Indexer, &a.url).cmp(&(b.role != Role::Indexer, &b.url)));
+    let mut coverage = Coverage {
+        relays: relays.len(),
+        ..Coverage::default()
+    };
+    for (i, author) in router.authors.iter().enumerate() {
+        if !author.followed {
+            continue;
+        }
+        let ix = u32::try_from(i).unwrap_or(u32::MAX);
+        match (grounded.get(&ix), asked.contains_key(&ix)) {
+            (Some(&n), _) => coverage.covered.push((author.key.clone(), n)),
+            (None, true) => coverage.fallback_only.push(author.key.clone()),
+            (None, false) => coverage.uncovered.push(author.key.clone()),
+        }
+    }
+    Routes { relays, coverage }
+}
+
+/// A gain in the heap, ordered by value then by the lower relay index (determinism).
+#[derive(Clone, Copy, Debug)]
+struct Gain(f64, u32);
+
+impl PartialEq for Gain {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Gain {}
+
+impl PartialOrd for Gain {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Gain {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0
+            .total_cmp(&other.0)
+            .then_with(|| other.1.cmp(&self.1))
+    }
+}

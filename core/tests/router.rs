@@ -1,0 +1,261 @@
+//! The router's rules through its public API: the budget, lists replaced only by newer ones,
+//! learning from silence, dead relays kept out of the budget, coverage named, and what a
+//! checkpoint carries across a restart.
+
+use std::time::Duration;
+
+use tether_core::pool::router::{
+    ListUpdate, Refusal, Role, Router, RouterCheckpoint, RouterConfig,
+};
+use tether_core::Instant;
+
+fn key(i: u32) -> String {
+    format!("{i:064x}")
+}
+
+fn event_id(i: u32) -> String {
+    format!("{:064x}", 0xe000_0000_u64 + u64::from(i))
+}
+
+fn outbox(author: u32, created_at: u64, relays: &[&str]) -> String {
+    let tags: Vec<String> = relays
+        .iter()
+        .map(|r| format!(r#"["r","{r}","write"]"#))
+        .collect();
+    format!(
+        r#"{{"id":"{}","pubkey":"{}","created_at":{created_at},"kind":10002,"tags":[{}],"content":"","sig":""}}"#,
+        event_id(author * 1000 + u32::try_from(created_at % 1000).unwrap()),
+        key(author),
+        tags.join(",")
+    )
+}
+
+fn config(max_relays: usize) -> RouterConfig {
+    let mut config = RouterConfig::default();
+    config.indexers = vec!["wss://index.example".into()];
+    config.max_relays = max_relays;
+    config.probe_slots = 0;
+    config
+}
+
+fn at(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+fn router_with(config: RouterConfig, lists: &[(u32, &[&str])]) -> Router {
+    let mut router = Router::new(config);
+    router.set_wall_clock(at(0), 1_700_000_000);
+    let keys: Vec<String> = lists.iter().map(|(a, _)| key(*a)).collect();
+    router.follow(keys.iter().map(String::as_str)).unwrap();
+    for (a, relays) in lists {
+        router.handle_list(at(0), &outbox(*a, 100, relays)).unwrap();
+    }
+    router
+}
+
+fn urls(routes: &tether_core::pool::router::Routes) -> Vec<&str> {
+    routes.relays.iter().map(|r| r.url.as_str()).collect()
+}
+
+#[test]
+fn routes_never_exceed_the_budget_and_cover_what_they_can() {
+    let relays: Vec<String> = (0..40).map(|i| format!("wss://r{i}.example")).collect();
+    let lists: Vec<(u32, Vec<&str>)> = (0..100)
+        .map(|a| {
+            let mine = (0..3).map(|k| relays[((a * 7 + k * 13) % 40) as usize].as_str());
+            (a, mine.collect())
+        })
+        .collect();
+    let borrowed: Vec<(u32, &[&str])> = lists.iter().map(|(a, r)| (*a, r.as_slice())).collect();
+    let mut router = router_with(config(8), &borrowed);
+    let routes = router.route(at(0));
+    assert_eq!(routes.relays.len(), 8);
+    assert_eq!(routes.relays[0].role, Role::Indexer);
+    assert_eq!(routes.coverage.relays, 8);
+    let c = &routes.coverage;
+    let covered = c.covered.len();
+    assert_eq!(covered + c.fallback_only.len() + c.uncovered.len(), 100);
+    // Greedy over 7 content relays, of 40 each declared by about 7 authors.
+    assert_eq!(covered, 41);
+}
+
+#[test]
+fn a_list_is_replaced_only_by_a_newer_one() {
+    let mut router = router_with(config(20), &[(1, &["wss://a.example"])]);
+    let older = outbox(1, 99, &["wss://old.example"]);
+    assert_eq!(router.handle_list(at(0), &older), Ok(ListUpdate::Stale));
+    assert_eq!(router.write_relays(&key(1)), ["wss://a.example"]);
+    let newer = outbox(1, 200, &["wss://b.example", "wss://B.example:443/"]);
+    assert!(matches!(
+        router.handle_list(at(0), &newer),
+        Ok(ListUpdate::Applied { relays: 1, .. })
+    ));
+    assert_eq!(router.write_relays(&key(1)), ["wss://b.example"]);
+    let routes = router.route(at(0));
+    assert_eq!(urls(&routes), ["wss://index.example", "wss://b.example"]);
+}
+
+#[test]
+fn a_hostile_list_adds_at_most_its_bound() {
+    let mut router = router_with(config(20), &[(1, &["wss://a.example"])]);
+    let many: Vec<String> = (0..10_000)
+        .map(|i| format!("wss://spam{i}.example"))
+        .collect();
+    let many: Vec<&str> = many.iter().map(String::as_str).collect();
+    let hostile = outbox(1, 300, &many);
+    assert_eq!(
+        router.handle_list(at(0), &hostile),
+        Ok(ListUpdate::Applied {
+            author: key(1),
+            kind: tether_core::pool::router::ListKind::Outbox,
+            relays: 16,
+            refused: 10_000 - 16,
+        })
+    );
+    let size = router.checkpoint().to_json().len();
+    assert!(size < 8_000, "{size} bytes");
+    assert!(router.route(at(0)).relays.len() <= 20);
+}
+
+#[test]
+fn silence_where_an_author_is_found_elsewhere_moves_them() {
+    // The author declares a, b and c; only b holds their events.
+    let mut router = router_with(
+        config(3),
+        &[(
+            1,
+            &["wss://a.example", "wss://b.example", "wss://c.example"],
+        )],
+    );
+    let first = router.route(at(0));
+    assert_eq!(
+        urls(&first),
+        ["wss://index.example", "wss://a.example", "wss://b.example"]
+    );
+    let k1 = key(1);
+    router.handle_eose(at(90), "wss://a.example", [k1.as_str()]);
+    router.handle_event(at(100), "wss://b.example", &k1);
+    router.handle_eose(at(100), "wss://b.example", [k1.as_str()]);
+    // a's silence counts once b shows the author posts: c, untried, is the better bet.
+    let second = router.route(at(200));
+    assert_eq!(
+        urls(&second),
+        ["wss://index.example", "wss://b.example", "wss://c.example"]
+    );
+    assert_eq!(second.coverage.covered, [(k1, 2)]);
+}
+
+#[test]
+fn a_dead_relay_waits_while_a_live_candidate_serves() {
+    let mut router = router_with(
+        config(2),
+        &[(1, &["wss://dead.example", "wss://live.example"])],
+    );
+    let first = router.route(at(0));
+    assert_eq!(urls(&first), ["wss://index.example", "wss://dead.example"]);
+    router.handle_failed(at(300), "wss://dead.example");
+    let second = router.route(at(301));
+    assert_eq!(urls(&second), ["wss://index.example", "wss://live.example"]);
+    assert_eq!(router.poll_timeout(), Some(at(2_300)));
+    // Its backoff over, it is still kept out: the live relay serves the author.
+    router.handle_opened(at(400), "wss://live.example");
+    assert_eq!(
+        urls(&router.route(at(3_000))),
+        ["wss://index.example", "wss://live.example"]
+    );
+}
+
+#[test]
+fn a_rate_limited_relay_sits_out_its_wait() {
+    let mut router = router_with(config(2), &[(1, &["wss://a.example", "wss://b.example"])]);
+    assert_eq!(urls(&router.route(at(0)))[1], "wss://a.example");
+    router.handle_refused(
+        at(10),
+        "wss://a.example",
+        Refusal::RateLimited(Duration::from_secs(30)),
+    );
+    assert_eq!(urls(&router.route(at(11)))[1], "wss://b.example");
+}
+
+#[test]
+fn an_author_with_no_usable_relay_is_named() {
+    let mut router = router_with(config(20), &[(1, &["wss://a.example"]), (2, &[])]);
+    let routes = router.route(at(0));
+    assert_eq!(routes.coverage.covered, [(key(1), 1)]);
+    assert_eq!(routes.coverage.fallback_only, [key(2)]);
+    assert!(routes.coverage.uncovered.is_empty());
+    let mut alone = config(20);
+    alone.indexers = Vec::new();
+    let mut router = router_with(alone, &[(1, &["wss://a.example"]), (2, &[])]);
+    assert_eq!(router.route(at(0)).coverage.fallback_only, [key(2)]);
+    router.handle_failed(at(1), "wss://a.example");
+    let routes = router.route(at(2));
+    assert!(routes.relays.is_empty());
+    assert_eq!(routes.coverage.uncovered, [key(1), key(2)]);
+}
+
+#[test]
+fn the_inbox_is_the_dm_list_or_else_the_read_relays() {
+    let mut router = router_with(config(20), &[(1, &[])]);
+    let me = key(1);
+    let nip65 = format!(
+        r#"{{"id":"{}","pubkey":"{me}","created_at":500,"kind":10002,"tags":[["r","wss://w.example","write"],["r","wss://rd.example","read"]]}}"#,
+        event_id(1)
+    );
+    router.handle_list(at(0), &nip65).unwrap();
+    assert_eq!(router.inbox_relays(&me), ["wss://rd.example"]);
+    let nip17 = format!(
+        r#"{{"id":"{}","pubkey":"{me}","created_at":500,"kind":10050,"tags":[["relay","wss://dm.example"]]}}"#,
+        event_id(2)
+    );
+    router.handle_list(at(0), &nip17).unwrap();
+    assert_eq!(router.inbox_relays(&me), ["wss://dm.example"]);
+    assert_eq!(
+        router.publish_relays(&me, 1059, &[&me]),
+        ["wss://w.example", "wss://dm.example"]
+    );
+    assert_eq!(
+        router.publish_relays(&me, 1, &[&me]),
+        ["wss://w.example", "wss://rd.example"]
+    );
+}
+
+#[test]
+fn a_restored_router_routes_where_content_was() {
+    let mut router = router_with(
+        config(3),
+        &[(
+            1,
+            &["wss://a.example", "wss://b.example", "wss://c.example"],
+        )],
+    );
+    let k1 = key(1);
+    let _ = router.route(at(0));
+    router.handle_eose(at(50), "wss://a.example", [k1.as_str()]);
+    router.handle_event(at(60), "wss://b.example", &k1);
+    router.handle_eose(at(60), "wss://b.example", [k1.as_str()]);
+    let json = router.checkpoint().to_json();
+    let saved = RouterCheckpoint::from_json(&json).unwrap();
+    let mut restored = Router::restore(config(3), &saved).unwrap();
+    assert_eq!(restored.checkpoint(), saved);
+    let routes = restored.route(at(0));
+    assert_eq!(routes.relays[1].url, "wss://b.example");
+    assert_eq!(routes.relays[1].authors, [k1]);
+}
+
+#[test]
+fn a_checkpoint_past_the_bounds_is_refused() {
+    let router = router_with(
+        config(3),
+        &[(1, &["wss://a.example"]), (2, &["wss://b.example"])],
+    );
+    let saved = router.checkpoint();
+    let mut small = config(3);
+    small.max_authors = 1;
+    assert!(Router::restore(small, &saved).is_err());
+    let json = String::from_utf8(saved.to_json()).unwrap();
+    let broken = json.replace("\"write\":[1]", "\"write\":[99]");
+    assert_ne!(broken, json);
+    let broken = RouterCheckpoint::from_json(broken.as_bytes()).unwrap();
+    assert!(Router::restore(config(3), &broken).is_err());
+}
