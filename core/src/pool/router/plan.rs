@@ -47,18 +47,18 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
     let mut count: BTreeMap<u32, usize> = BTreeMap::new();
     let mut chosen: Vec<Chosen> = Vec::new();
     let budget = router.config.max_relays;
-    // Indexers first: they are connected for the lists anyway.
-    for (&relay, pairs) in &candidates {
-        if router.relays[relay as usize].indexer && chosen.len() < budget {
-            take(
-                &mut chosen,
-                &mut miss,
-                &mut count,
-                relay,
-                Role::Indexer,
-                pairs,
-                router,
-            );
+    // Indexers first: they are connected for the lists, and asked for nothing else (they
+    // keep lists, not notes).
+    for (i, relay) in router.relays.iter().enumerate() {
+        let Ok(ix) = u32::try_from(i) else {
+            break;
+        };
+        if relay.indexer && relay.health.usable(now) && chosen.len() < budget {
+            chosen.push(Chosen {
+                relay: ix,
+                role: Role::Indexer,
+                asked: Vec::new(),
+            });
         }
     }
     let probes_left = router
@@ -307,33 +307,27 @@ fn candidates(router: &Router, now: Instant) -> BTreeMap<u32, Vec<Pair>> {
         .collect()
 }
 
-/// The relays asked about every author: the usable indexers, and the `max_relays` relays
-/// with the best rate beyond the lists.
+/// The relays asked about every author: the `max_relays` relays with the best rate beyond
+/// the lists (indexers keep lists, not notes).
 fn wide(router: &Router, now: Instant) -> Vec<u32> {
-    let usable = router
+    let mut ranked: Vec<(f64, u32)> = router
         .relays
         .iter()
         .enumerate()
-        .filter(|(_, r)| r.health.usable(now))
-        .filter_map(|(i, r)| Some((u32::try_from(i).ok()?, r)));
-    let mut out: Vec<u32> = Vec::new();
-    let mut ranked: Vec<(f64, u32)> = Vec::new();
-    for (i, relay) in usable {
-        if relay.indexer {
-            out.push(i);
-        } else if relay.declared_by > 0 || relay.tallies.undeclared.weight() > 0.0 {
-            ranked.push((undeclared_rate(router, i), i));
-        }
-    }
+        .filter(|(_, r)| r.health.usable(now) && !r.indexer)
+        .filter(|(_, r)| r.declared_by > 0 || r.tallies.undeclared.weight() > 0.0)
+        .filter_map(|(i, _)| {
+            let r = u32::try_from(i).ok()?;
+            Some((undeclared_rate(router, r), r))
+        })
+        .collect();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    out.extend(
-        ranked
-            .into_iter()
-            .take(router.config.max_relays)
-            .filter(|(rate, _)| *rate >= router.config.ask_threshold)
-            .map(|(_, r)| r),
-    );
-    out
+    ranked
+        .into_iter()
+        .take(router.config.max_relays)
+        .filter(|(rate, _)| *rate >= router.config.ask_threshold)
+        .map(|(_, r)| r)
+        .collect()
 }
 
 fn undeclared_rate(router: &Router, r: u32) -> f64 {
