@@ -259,3 +259,115 @@ fn a_checkpoint_past_the_bounds_is_refused() {
     let broken = RouterCheckpoint::from_json(broken.as_bytes()).unwrap();
     assert!(Router::restore(config(3), &broken).is_err());
 }
+
+mod properties {
+    use std::collections::BTreeSet;
+
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// One input to the router.
+    #[derive(Clone, Debug)]
+    enum Input {
+        List {
+            author: u32,
+            created_at: u64,
+            relays: Vec<u8>,
+        },
+        Event {
+            relay: u8,
+            author: u32,
+        },
+        Eose {
+            relay: u8,
+        },
+        Failed {
+            relay: u8,
+        },
+        Opened {
+            relay: u8,
+        },
+        Junk(String),
+        Route,
+    }
+
+    fn input() -> impl Strategy<Value = Input> {
+        prop_oneof![
+            (
+                0..12u32,
+                0..50u64,
+                proptest::collection::vec(0..30u8, 0..40)
+            )
+                .prop_map(|(author, created_at, relays)| Input::List {
+                    author,
+                    created_at,
+                    relays
+                }),
+            (0..30u8, 0..12u32).prop_map(|(relay, author)| Input::Event { relay, author }),
+            (0..30u8).prop_map(|relay| Input::Eose { relay }),
+            (0..30u8).prop_map(|relay| Input::Failed { relay }),
+            (0..30u8).prop_map(|relay| Input::Opened { relay }),
+            ".{0,40}".prop_map(Input::Junk),
+            Just(Input::Route),
+        ]
+    }
+
+    fn url(r: u8) -> String {
+        format!("wss://r{r}.example")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Whatever the lists, deliveries and failures: the routes stay within the budget,
+        /// name each relay once, ask only followed authors, and the coverage names every
+        /// followed author exactly once; the checkpoint restores to the same state.
+        #[test]
+        fn routes_stay_within_their_bounds(inputs in proptest::collection::vec(input(), 1..60)) {
+            let mut cfg = config(6);
+            cfg.probe_slots = 2;
+            cfg.max_list_relays = 8;
+            let mut router = Router::new(cfg.clone());
+            let keys: Vec<String> = (0..10).map(key).collect();
+            router.follow(keys.iter().map(String::as_str)).unwrap();
+            let mut now = 0;
+            for input in inputs {
+                now += 150;
+                let t = at(now);
+                match input {
+                    Input::List { author, created_at, relays } => {
+                        let urls: Vec<String> = relays.into_iter().map(url).collect();
+                        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+                        let _ = router.handle_list(t, &outbox(author, created_at, &urls));
+                    }
+                    Input::Event { relay, author } => router.handle_event(t, &url(relay), &key(author)),
+                    Input::Eose { relay } => router.handle_eose(t, &url(relay), keys.iter().map(String::as_str)),
+                    Input::Failed { relay } => router.handle_failed(t, &url(relay)),
+                    Input::Opened { relay } => router.handle_opened(t, &url(relay)),
+                    Input::Junk(text) => prop_assert!(router.handle_list(t, &text).is_err()),
+                    Input::Route => {}
+                }
+                let routes = router.route(t);
+                prop_assert!(routes.relays.len() <= 6);
+                let distinct: BTreeSet<&str> = routes.relays.iter().map(|r| r.url.as_str()).collect();
+                prop_assert_eq!(distinct.len(), routes.relays.len());
+                for route in &routes.relays {
+                    for author in &route.authors {
+                        prop_assert!(keys.contains(author));
+                    }
+                }
+                let c = &routes.coverage;
+                let mut named: Vec<&str> = c.covered.iter().map(|(k, _)| k.as_str())
+                    .chain(c.fallback_only.iter().map(String::as_str))
+                    .chain(c.uncovered.iter().map(String::as_str))
+                    .collect();
+                named.sort_unstable();
+                prop_assert_eq!(named, keys.iter().map(String::as_str).collect::<Vec<_>>());
+            }
+            let saved = router.checkpoint();
+            let restored = Router::restore(cfg, &RouterCheckpoint::from_json(&saved.to_json()).unwrap()).unwrap();
+            prop_assert_eq!(restored.checkpoint(), saved);
+        }
+    }
+}
