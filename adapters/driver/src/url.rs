@@ -208,6 +208,30 @@ fn valid_port(text: &str) -> Result<u16, String> {
 mod tests {
     use super::*;
 
+    /// The router reads strangers' relay lists with the core's URL rule; a relay it names
+    /// must be the relay the pool dials, so the two spellings agree.
+    #[test]
+    fn the_router_spells_relays_as_the_pool_does() {
+        for url in [
+            "wss://Relay.Example.com:443/",
+            "wss://relay.example.com",
+            "ws://relay.example.com:80/",
+            "wss://relay.example.com:4848",
+            "wss://relay.example.com/inbox",
+            "wss://relay.example.com/?a=1",
+            "wss://user@relay.example.com/x?y",
+            "ws://127.0.0.1:7777/",
+            "ws://[::1]:7777",
+            "wss://relay.example.com/#frag",
+        ] {
+            assert_eq!(
+                tether_core::pool::router::relay_url::normalize(url, true).ok(),
+                normalize_relay_url(url).ok(),
+                "{url}"
+            );
+        }
+    }
+
     fn why(result: Result<impl std::fmt::Debug, ConnectError>) -> String {
         match result {
             Err(ConnectError::InvalidUrl(why)) => why,
