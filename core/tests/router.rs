@@ -371,3 +371,57 @@ mod properties {
         }
     }
 }
+
+/// The routes as a review surface: each step, then every relay with its role and authors
+/// (by number), then the coverage.
+fn transcript(steps: &mut Vec<String>, what: &str, routes: &tether_core::pool::router::Routes) {
+    let name = |k: &String| {
+        u32::from_str_radix(k.trim_start_matches('0'), 16)
+            .unwrap_or(0)
+            .to_string()
+    };
+    steps.push(format!("# {what}"));
+    for r in &routes.relays {
+        let authors: Vec<String> = r.authors.iter().map(name).collect();
+        steps.push(format!(
+            "{:<22} {:?} [{}]",
+            r.url,
+            r.role,
+            authors.join(" ")
+        ));
+    }
+    let c = &routes.coverage;
+    let covered: Vec<String> = c
+        .covered
+        .iter()
+        .map(|(k, n)| format!("{}x{n}", name(k)))
+        .collect();
+    let fallback: Vec<String> = c.fallback_only.iter().map(name).collect();
+    let uncovered: Vec<String> = c.uncovered.iter().map(name).collect();
+    steps.push(format!(
+        "covered [{}] fallback_only [{}] uncovered [{}]",
+        covered.join(" "),
+        fallback.join(" "),
+        uncovered.join(" ")
+    ));
+}
+
+#[test]
+fn transcript_a_list_update_moves_an_author_and_a_dead_relay_is_replaced() {
+    let mut router = router_with(
+        config(4),
+        &[
+            (1, &["wss://a.example", "wss://b.example"]),
+            (2, &["wss://b.example", "wss://c.example"]),
+            (3, &[]),
+        ],
+    );
+    let mut steps = Vec::new();
+    transcript(&mut steps, "first routes", &router.route(at(0)));
+    let moved = outbox(1, 200, &["wss://d.example"]);
+    router.handle_list(at(1_000), &moved).unwrap();
+    transcript(&mut steps, "author 1 moves to d", &router.route(at(1_000)));
+    router.handle_failed(at(2_000), "wss://b.example");
+    transcript(&mut steps, "b fails", &router.route(at(2_000)));
+    insta::assert_snapshot!(steps.join("\n"));
+}
