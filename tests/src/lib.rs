@@ -9,6 +9,7 @@
 pub mod fuzz;
 pub mod invariants;
 mod net;
+pub mod outbox;
 #[cfg(feature = "server")]
 pub mod peers;
 pub mod pool_sim;

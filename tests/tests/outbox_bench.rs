@@ -1,0 +1,55 @@
+//! The outbox comparison: every baseline over a seeded world of 200 and of 2000 follows,
+//! 5 sessions, budget 20, seed 1, plus the ground-truth oracle as a bound. Prints the table
+//! (`cargo test -p tether-testkit --test outbox_bench -- --nocapture`) and holds what every
+//! run must keep: no capped strategy passes the budget, the ceiling recalls at least as much
+//! as any capped baseline. Both sizes take well under a second in the dev profile (the
+//! testkit is built at opt-level 2 there).
+
+use tether_testkit::outbox::{
+    baselines, run_all, run_sessions, table, Strategy as _, World, WorldConfig,
+};
+
+const SESSIONS: u32 = 5;
+const BUDGET: usize = 20;
+const SEED: u64 = 1;
+
+fn bench(follows: usize) {
+    let world = World::generate(&WorldConfig::new(SEED, follows));
+    let stats = world.stats();
+    let mut strategies = baselines::all(SEED);
+    let mut rows = run_all(&world, &mut strategies, BUDGET, SESSIONS);
+    let ceiling = rows.last().expect("the ceiling is last").1.clone();
+    for (name, scores) in &rows[..rows.len() - 1] {
+        for (s, c) in scores.iter().zip(&ceiling) {
+            assert_eq!(s.over_budget, 0, "{name}");
+            assert!(s.peak_connections <= BUDGET, "{name}");
+            assert!(s.recall <= c.recall, "{name}");
+        }
+    }
+    let mut oracle = baselines::Oracle::new(&world);
+    let oracle_scores = run_sessions(&world, &mut oracle, BUDGET, SESSIONS);
+    assert!(oracle_scores.iter().all(|s| s.over_budget == 0));
+    rows.push((oracle.name(), oracle_scores));
+    println!(
+        "\n{follows} follows, {} relays, budget {BUDGET}, {SESSIONS} sessions, seed {SEED}\n\
+         {stats:?}\nauthors with a list hold {:.1}% of the reachable events\n\n{}",
+        world.relays.len(),
+        100.0 * stats.events_reachable_listed as f64 / stats.events_reachable as f64,
+        table(&rows)
+    );
+    println!("per-session recall:");
+    for (name, scores) in &rows {
+        let recall: Vec<f64> = scores.iter().map(|s| s.recall).collect();
+        println!("  {name}: {recall:.3?}");
+    }
+}
+
+#[test]
+fn outbox_bench_200_follows() {
+    bench(200);
+}
+
+#[test]
+fn outbox_bench_2000_follows() {
+    bench(2000);
+}
