@@ -5,6 +5,7 @@
 //! as any capped baseline. Both sizes take well under a second in the dev profile (the
 //! testkit is built at opt-level 2 there).
 
+use tether_testkit::outbox::router::Tether;
 use tether_testkit::outbox::{
     baselines, run_all, run_sessions, table, Strategy as _, World, WorldConfig,
 };
@@ -26,6 +27,13 @@ fn bench(follows: usize) {
             assert!(s.recall <= c.recall, "{name}");
         }
     }
+    let mut tether = Tether::new();
+    let tether_scores = run_sessions(&world, &mut tether, BUDGET, SESSIONS);
+    for s in &tether_scores {
+        assert_eq!(s.over_budget, 0, "tether");
+        assert!(s.peak_connections <= BUDGET, "tether");
+    }
+    rows.insert(0, (tether.name(), tether_scores));
     let mut oracle = baselines::Oracle::new(&world);
     let oracle_scores = run_sessions(&world, &mut oracle, BUDGET, SESSIONS);
     assert!(oracle_scores.iter().all(|s| s.over_budget == 0));

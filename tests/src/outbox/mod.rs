@@ -17,6 +17,7 @@
 //! ```
 
 pub mod baselines;
+pub mod router;
 mod report;
 mod sample;
 mod session;
