@@ -17,8 +17,8 @@
 //! ```
 
 pub mod baselines;
-pub mod router;
 mod report;
+pub mod router;
 mod sample;
 mod session;
 pub mod world;

@@ -58,18 +58,34 @@ impl Strategy for Tether {
             }
             None => Router::new(config),
         };
-        router.set_wall_clock(Instant::ZERO, 1_700_000_000 + u64::from(view.session) * SESSION_GAP_SECS);
+        router.set_wall_clock(
+            Instant::ZERO,
+            1_700_000_000 + u64::from(view.session) * SESSION_GAP_SECS,
+        );
         let keys: Vec<&str> = view.follows.iter().map(|&a| view.pubkey(a)).collect();
-        router.follow(keys.iter().copied()).expect("world keys are hex");
+        router
+            .follow(keys.iter().copied())
+            .expect("world keys are hex");
         for &a in view.follows {
             if view.has_list(a) {
                 let list = list_json(view, a, view.session);
                 router.handle_list(Instant::ZERO, &list).expect("a list");
             }
         }
-        let relay_ix = (0..view.relay_count()).map(|r| (view.url(r).to_owned(), r)).collect();
-        let author_ix = view.follows.iter().map(|&a| (view.pubkey(a).to_owned(), a)).collect();
-        let mut run = Run { router, relay_ix, author_ix, open: BTreeMap::new() };
+        let relay_ix = (0..view.relay_count())
+            .map(|r| (view.url(r).to_owned(), r))
+            .collect();
+        let author_ix = view
+            .follows
+            .iter()
+            .map(|&a| (view.pubkey(a).to_owned(), a))
+            .collect();
+        let mut run = Run {
+            router,
+            relay_ix,
+            author_ix,
+            open: BTreeMap::new(),
+        };
         let routes = run.router.route(Instant::ZERO);
         let changes = run.apply(&routes);
         self.run = Some(run);
@@ -82,7 +98,13 @@ impl Strategy for Tether {
             .collect()
     }
 
-    fn answered(&mut self, view: &View<'_>, at_ms: u64, relay: usize, answer: &Answer) -> Vec<Change> {
+    fn answered(
+        &mut self,
+        view: &View<'_>,
+        at_ms: u64,
+        relay: usize,
+        answer: &Answer,
+    ) -> Vec<Change> {
         let Some(run) = self.run.as_mut() else {
             return Vec::new();
         };
@@ -124,11 +146,19 @@ impl Run {
             let Some(&relay) = self.relay_ix.get(&route.url) else {
                 continue;
             };
-            let authors = route.authors.iter().filter_map(|k| self.author_ix.get(k).copied());
+            let authors = route
+                .authors
+                .iter()
+                .filter_map(|k| self.author_ix.get(k).copied());
             wanted.insert(relay, authors.collect());
         }
         let mut changes = Vec::new();
-        let gone: Vec<usize> = self.open.keys().copied().filter(|r| !wanted.contains_key(r)).collect();
+        let gone: Vec<usize> = self
+            .open
+            .keys()
+            .copied()
+            .filter(|r| !wanted.contains_key(r))
+            .collect();
         for relay in gone {
             self.open.remove(&relay);
             changes.push(Change::Drop(relay));
@@ -137,7 +167,10 @@ impl Run {
             let asked = self.open.entry(relay).or_default();
             let new: Vec<usize> = authors.into_iter().filter(|a| asked.insert(*a)).collect();
             if !new.is_empty() {
-                changes.push(Change::Ask(Ask { relay, authors: new }));
+                changes.push(Change::Ask(Ask {
+                    relay,
+                    authors: new,
+                }));
             }
         }
         changes

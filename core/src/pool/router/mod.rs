@@ -589,21 +589,24 @@ impl Router {
     }
 
     /// Keep at most `max_pairs_per_author - 1` pairs of `author` before one is added: the
-    /// one with the least evidence goes.
+    /// one with the fewest hits goes, the least evidence first among equals. Where an
+    /// author's events were found is what routing needs; a forgotten silence costs only a
+    /// relay being asked about them again.
     fn make_room_for_pair(&mut self, author: u32) {
         let range = (author, 0)..=(author, u32::MAX);
-        let held: Vec<((u32, u32), f64)> = self
+        let held: Vec<((u32, u32), (f64, f64))> = self
             .pairs
             .range(range)
-            .map(|(&k, t)| (k, t.weight()))
+            .map(|(&k, t)| (k, (t.hits, t.weight())))
             .collect();
         if held.len() < self.config.max_pairs_per_author.max(1) {
             return;
         }
-        if let Some((weakest, _)) = held
-            .iter()
-            .min_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)))
-        {
+        if let Some((weakest, _)) = held.iter().min_by(|a, b| {
+            (a.1 .0.total_cmp(&b.1 .0))
+                .then(a.1 .1.total_cmp(&b.1 .1))
+                .then(a.0.cmp(&b.0))
+        }) {
             self.pairs.remove(weakest);
         }
     }
