@@ -72,6 +72,11 @@ fn pool_corpus() {
 }
 
 #[test]
+fn router_corpus() {
+    replay("router", fuzz::router);
+}
+
+#[test]
 fn sse_session_corpus() {
     replay("sse_session", fuzz::sse_session);
 }

@@ -16,6 +16,9 @@
 //! - [`sse_session()`]: an [`SseSim`](crate::sse_sim::SseSim) (the SSE simulator the
 //!   transcripts use) driven input by input, with its
 //!   [`SseInvariants`](crate::sse_invariants::SseInvariants) checked after every input.
+//! - [`router()`]: relay lists (hostile and junk included), deliveries, silences, failures
+//!   and hints into the outbox router: routes within the budget, each relay once, only
+//!   followed authors, coverage naming every follow once; the checkpoint restores.
 //! - [`checkpoint()`]: arbitrary bytes restored as a relay, pool and SSE checkpoint (small
 //!   bounds, so trimming is reached): never a panic, and whatever restores passes the
 //!   consistency checks, before and after it connects and runs.
@@ -34,10 +37,12 @@ mod negentropy;
 mod pool;
 mod relay_frame;
 mod relay_session;
+mod router;
 mod sse_parser;
 mod sse_session;
 
 pub use checkpoint::checkpoint;
+pub use router::router;
 pub use negentropy::negentropy;
 pub use pool::{pool, pool_transcript, POOL_MAX_OPS, POOL_MAX_SCRIPT};
 pub use relay_frame::relay_frame;
