@@ -42,11 +42,11 @@ mod sse_parser;
 mod sse_session;
 
 pub use checkpoint::checkpoint;
-pub use router::router;
 pub use negentropy::negentropy;
 pub use pool::{pool, pool_transcript, POOL_MAX_OPS, POOL_MAX_SCRIPT};
 pub use relay_frame::relay_frame;
 pub use relay_session::{relay_session, relay_session_transcript, RelayScript, MAX_SCRIPT};
+pub use router::router;
 pub use sse_parser::sse_parser;
 pub use sse_session::sse_session;
 

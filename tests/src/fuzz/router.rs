@@ -41,7 +41,11 @@ fn list(u: &mut Unstructured<'_>) -> Result<String> {
     let created_at: u64 = u.int_in_range(0..=20)?;
     let kind = if u.ratio(1, 4)? { 10_050 } else { 10_002 };
     let name = if kind == 10_050 { "relay" } else { "r" };
-    let n = if u.ratio(1, 16)? { 2_000 } else { u.int_in_range(0..=12)? };
+    let n = if u.ratio(1, 16)? {
+        2_000
+    } else {
+        u.int_in_range(0..=12)?
+    };
     let mut tags = Vec::new();
     for _ in 0..n {
         let marker = match u.int_in_range(0..=3u8)? {
@@ -119,11 +123,18 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
 
 fn check(router: &mut Router, now: Instant, budget: usize, keys: &[String]) {
     let routes = router.route(now);
-    assert!(routes.relays.len() <= budget, "{} > {budget}", routes.relays.len());
+    assert!(
+        routes.relays.len() <= budget,
+        "{} > {budget}",
+        routes.relays.len()
+    );
     let distinct: BTreeSet<&str> = routes.relays.iter().map(|r| r.url.as_str()).collect();
     assert_eq!(distinct.len(), routes.relays.len(), "a relay twice");
     for route in &routes.relays {
-        assert!(route.authors.iter().all(|a| keys.contains(a)), "an unfollowed author asked");
+        assert!(
+            route.authors.iter().all(|a| keys.contains(a)),
+            "an unfollowed author asked"
+        );
     }
     let c = &routes.coverage;
     let mut named: Vec<&str> = c
