@@ -39,6 +39,8 @@ pub enum Wake {
     Outcome,
     /// A pool publish's aggregate deadline.
     PublishOutcome,
+    /// A pool routing subscriptions by people routes again.
+    Reroute,
 }
 
 impl Wake {
@@ -58,6 +60,7 @@ impl Wake {
             Wake::ReplayBatch => "replay-batch",
             Wake::AuthHold => "auth-hold",
             Wake::Outcome => "outcome",
+            Wake::Reroute => "reroute",
             Wake::PublishOutcome => "publish-outcome",
         }
     }

@@ -95,6 +95,14 @@ pub enum PoolAction {
     /// A new process restores the pool from the checkpoint [`PoolAction::Kill`] took, at this
     /// time and wall clock; every relay connects.
     Restore,
+    /// Subscribe to people with this filter (`pool.subscribe_outbox`): the pool opens the
+    /// relays of [`PoolSim::world`] it routes to.
+    SubscribeOutbox(String),
+    /// The relay at this URL stores an event (whether or not the pool is connected to it).
+    StoreAt(String, StoredEvent),
+    /// The relay at this URL goes down (`true`: refuses connections, drops its connection)
+    /// or comes back up.
+    DownAt(String, bool),
 }
 
 /// What the PoolSim's network carries.
@@ -153,6 +161,8 @@ pub struct Peer {
     pub mute: bool,
     /// Its handshakes never complete.
     pub hangs: bool,
+    /// The URL of a relay the pool opened for routing.
+    pub url: Option<String>,
     conn: Option<u64>,
     accepted: Option<u64>,
 }
@@ -163,6 +173,10 @@ pub struct PoolSim {
     pub pool: RelayPool,
     /// Its relays.
     pub peers: BTreeMap<RelayId, Peer>,
+    /// Relays by URL that routing may open: a relay's model moves into `peers` while the pool
+    /// holds it and back when the pool lets it go. A URL not here is a relay that does not
+    /// exist (every connection refused).
+    pub world: BTreeMap<String, RelayModel>,
     /// Keep the whole transcript (default); when `false` only a tail is kept.
     pub keep_transcript: bool,
     /// Write no transcript at all (a fuzz run: formatting every line was a third of its
@@ -239,6 +253,7 @@ impl PoolSim {
         PoolSim {
             pool,
             peers: BTreeMap::new(),
+            world: BTreeMap::new(),
             keep_transcript: true,
             quiet: false,
             verifier: SimVerifier::default(),
@@ -651,6 +666,44 @@ impl PoolSim {
                     }
                 }
             }
+            PoolAction::SubscribeOutbox(filter) => {
+                let result = Filter::new(&filter)
+                    .map_err(|e| tether_core::pool::PoolError::Session(e.into()))
+                    .and_then(|f| self.pool.subscribe_outbox(now, f));
+                self.subscribed.extend(result.as_ref().ok());
+                self.reply(result.map(|s| s.to_string()));
+            }
+            PoolAction::StoreAt(url, event) => {
+                let held = self
+                    .peers
+                    .iter()
+                    .find(|(_, p)| p.url.as_deref() == Some(url.as_str()))
+                    .map(|(r, _)| *r);
+                match held {
+                    Some(relay) => self.script(PoolAction::Store(relay, event)),
+                    None => {
+                        if let Some(model) = self.world.get_mut(&url) {
+                            let _ = model.store(event);
+                        }
+                    }
+                }
+            }
+            PoolAction::DownAt(url, down) => {
+                let held = self
+                    .peers
+                    .iter()
+                    .find(|(_, p)| p.url.as_deref() == Some(url.as_str()))
+                    .map(|(r, _)| *r);
+                match (held, down) {
+                    (Some(relay), true) => self.script(PoolAction::Down(relay)),
+                    (Some(relay), false) => self.script(PoolAction::Up(relay)),
+                    (None, _) => {
+                        if let Some(model) = self.world.get_mut(&url) {
+                            model.down = down;
+                        }
+                    }
+                }
+            }
             PoolAction::RelayFrame(relay, frame) => {
                 let open = self
                     .peers
@@ -710,6 +763,7 @@ impl PoolSim {
                         model,
                         mute,
                         hangs: false,
+                        url: None,
                         conn: None,
                         accepted: None,
                     },
@@ -893,6 +947,51 @@ impl PoolSim {
         }
     }
 
+    /// Before a socket opens for `relay`: if routing opened it for a URL, the peer there is
+    /// the world's relay at that URL (the model of a relay the pool let go of goes back to
+    /// the world, and what its connections had in flight is gone with it).
+    fn bring_routed(&mut self, relay: RelayId) {
+        let Some(url) = self.pool.relay_url(relay).map(str::to_owned) else {
+            return;
+        };
+        if self.peers.get(&relay).and_then(|p| p.url.as_deref()) == Some(url.as_str()) {
+            return;
+        }
+        if let Some(mut old) = self.peers.remove(&relay) {
+            if let Some(conn) = old.conn.take() {
+                old.model.drop_conn(conn);
+            }
+            if let Some(old_url) = old.url {
+                self.world.insert(old_url, old.model);
+            }
+            self.net.retain(|item| match item {
+                Item::Accept(r, _)
+                | Item::ToPool(r, ..)
+                | Item::ToRelay(r, ..)
+                | Item::Cut(r, _)
+                | Item::Flood { relay: r, .. } => *r != relay,
+                Item::Script(_) | Item::Verdict(..) => true,
+            });
+        }
+        let model = self.world.remove(&url).unwrap_or_else(|| {
+            let mut none = RelayModel::default();
+            none.down = true;
+            none
+        });
+        self.line("io", &format!("{relay} is {url}"));
+        self.peers.insert(
+            relay,
+            Peer {
+                model,
+                mute: false,
+                hangs: false,
+                url: Some(url),
+                conn: None,
+                accepted: None,
+            },
+        );
+    }
+
     /// The pool's events so far; whether there were any.
     fn drain_events(&mut self) -> bool {
         let mut any = false;
@@ -907,6 +1006,7 @@ impl PoolSim {
         let (now, latency) = (self.net.now(), self.net.latency);
         match t {
             Transmit::Open { epoch } => {
+                self.bring_routed(relay);
                 self.relay_line(relay, "tx", "Open");
                 self.opened.push((now, relay));
                 self.connecting.insert(relay);
@@ -1131,6 +1231,8 @@ fn is_relay_side(action: &PoolAction) -> bool {
             | PoolAction::Mute(..)
             | PoolAction::Hang(..)
             | PoolAction::Relay(..)
+            | PoolAction::StoreAt(..)
+            | PoolAction::DownAt(..)
             | PoolAction::Restore
     )
 }

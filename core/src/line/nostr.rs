@@ -188,6 +188,25 @@ pub enum Line<'a> {
         rejected: Vec<RelayReason<'a>>,
         pending: Vec<Label<'a>>,
     },
+    /// What routing by people gives a subscription, whenever it changes: the relays asked
+    /// (URLs), each covered author with how many relays hold them, the authors asked only on
+    /// fallback relays, and the authors asked nowhere.
+    Routed {
+        sub: Label<'a>,
+        relays: Vec<&'a str>,
+        covered: Vec<AuthorRelays<'a>>,
+        fallback_only: Vec<&'a str>,
+        uncovered: Vec<&'a str>,
+    },
+}
+
+/// An author and how many relays are asked about them, in a `routed` line.
+#[derive(Clone, Debug, Serialize)]
+pub struct AuthorRelays<'a> {
+    /// The author, hex.
+    pub author: &'a str,
+    /// Relays asked about them that their list declares or that delivered their events.
+    pub relays: usize,
 }
 
 /// A relay and what it said, in a `publish_done` line.
@@ -299,6 +318,20 @@ impl<'a> Line<'a> {
                     })
                     .collect(),
                 pending: outcome.pending.iter().filter_map(relay).collect(),
+            },
+            PoolEvent::Routed { sub: s, report } => Line::Routed {
+                sub: sub(s.0),
+                relays: report.relays.iter().map(|(_, url)| url.as_str()).collect(),
+                covered: report
+                    .covered
+                    .iter()
+                    .map(|(author, relays)| AuthorRelays {
+                        author,
+                        relays: *relays,
+                    })
+                    .collect(),
+                fallback_only: report.fallback_only.iter().map(String::as_str).collect(),
+                uncovered: report.uncovered.iter().map(String::as_str).collect(),
             },
             PoolEvent::Relay {
                 relay: r,

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 use super::dedup::Seen;
 use super::logical::{Logical, Targets};
 use super::publish::Fanout;
+use super::router::RouterCheckpoint;
 use super::{Deadline, Member, PoolConfig, PublishOutcome, RelayId, RelayPool, SubId};
 use crate::checkpoint::{self, hex_id, CheckpointError};
 use crate::nostr::message::{EventId, RawEvent};
@@ -49,6 +50,17 @@ pub struct PoolCheckpoint {
     next_sub: u64,
     publishes: Vec<SavedPublish>,
     held: Vec<SavedCopy>,
+    /// Routing by people: what the router learned, and the wall clock the routed
+    /// subscriptions catch up from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outbox: Option<SavedOutbox>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct SavedOutbox {
+    router: RouterCheckpoint,
+    /// The wall clock when the checkpoint was taken (0 unknown).
+    unix: u64,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -63,6 +75,9 @@ struct SavedLogical {
     id: u64,
     /// The filters of a subscription on every relay; `None` for a routed one.
     everywhere: Option<Vec<Box<RawValue>>>,
+    /// The filter of a subscription by people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    outbox: Option<Box<RawValue>>,
     /// `(relay, its session's subscription)` for each relay serving it.
     relays: Vec<(u32, u64)>,
     reported: bool,
@@ -148,6 +163,7 @@ impl PoolCheckpoint {
                 relays: vec![(0, id.0)],
                 reported: true,
                 seen: Vec::new(),
+                outbox: None,
             });
         }
         Ok(PoolCheckpoint {
@@ -158,6 +174,7 @@ impl PoolCheckpoint {
             relays: vec![Some(SavedMember { session, routes })],
             publishes: Vec::new(),
             held: Vec::new(),
+            outbox: None,
         })
     }
 
@@ -180,21 +197,34 @@ impl RelayPool {
     /// Its durable state now (see [`PoolCheckpoint`]). Taking one changes nothing.
     #[must_use]
     pub fn checkpoint(&self) -> PoolCheckpoint {
+        let routed: BTreeMap<u64, String> = self.routed_filters().into_iter().collect();
         let held = self.held.undelivered();
         let held_ids: BTreeSet<(SubId, EventId)> =
             held.iter().map(|&(sub, _, id, _)| (sub, id)).collect();
         PoolCheckpoint {
             tether: KIND.into(),
             version: checkpoint::VERSION,
+            // Routing's relays are opened again by routing after a restore.
             relays: self
                 .relays
                 .iter()
-                .map(|m| m.as_deref().map(save_member))
+                .enumerate()
+                .map(|(i, m)| {
+                    let routed = self.relay_url(RelayId(i as u32)).is_some();
+                    m.as_deref().filter(|_| !routed).map(save_member)
+                })
                 .collect(),
             subscriptions: self
                 .subs
                 .iter()
-                .map(|(&id, logical)| save_logical(id, logical, &held_ids))
+                .filter(|(&id, _)| !self.is_routed(id) || routed.contains_key(&id.0))
+                .map(|(&id, logical)| {
+                    let mut saved = save_logical(id, logical, &held_ids);
+                    saved.outbox = routed
+                        .get(&id.0)
+                        .and_then(|f| RawValue::from_string(f.clone()).ok());
+                    saved
+                })
                 .collect(),
             next_sub: self.next_sub,
             publishes: self
@@ -212,6 +242,10 @@ impl RelayPool {
                     })
                 })
                 .collect(),
+            outbox: self.router().map(|router| SavedOutbox {
+                router: router.checkpoint(),
+                unix: self.wall.map_or(0, |w| w.unix_secs(self.clock.now())),
+            }),
         }
     }
 
@@ -261,7 +295,16 @@ impl RelayPool {
             }
         }
         pool.free.reverse();
+        if let Some(saved) = &checkpoint.outbox {
+            let router = super::router::Router::restore(pool.config.router.clone(), &saved.router)?;
+            pool.start_routing(Some(router));
+        }
         for saved in &checkpoint.subscriptions {
+            if let Some(filter) = &saved.outbox {
+                let unix = checkpoint.outbox.as_ref().map_or(0, |o| o.unix);
+                pool.restore_outbox_logical(saved, filter.get(), unix, now)?;
+                continue;
+            }
             pool.restore_logical(saved, now)?;
         }
         pool.check_routes()?;
@@ -281,7 +324,33 @@ impl RelayPool {
             }
             pool.settle(now, relay);
         }
+        pool.restart_routing(now)
+            .map_err(|e| CheckpointError::Invalid(format!("routing: {e}")))?;
         Ok(pool)
+    }
+
+    fn restore_outbox_logical(
+        &mut self,
+        saved: &SavedLogical,
+        filter: &str,
+        unix: u64,
+        now: Instant,
+    ) -> Result<(), CheckpointError> {
+        let invalid =
+            |what: String| CheckpointError::Invalid(format!("subscription {}: {what}", saved.id));
+        if saved.id == 0 || self.subs.contains_key(&SubId(saved.id)) || self.outbox.is_none() {
+            return Err(invalid("saved twice, or routed with no router".into()));
+        }
+        let mut seen = Seen::new(self.config.dedup_capacity, self.config.seen_on_max);
+        for SavedSeen(event, bytes, relays) in &saved.seen {
+            seen.restore_delivered(*event, *bytes, relays.iter().map(|&r| RelayId(r)).collect());
+        }
+        self.restore_routed(SubId(saved.id), filter, unix, seen, now)
+            .map_err(invalid)?;
+        if saved.reported {
+            self.routed_reported(SubId(saved.id));
+        }
+        Ok(())
     }
 
     fn restore_member(
@@ -449,8 +518,9 @@ fn save_logical(id: SubId, logical: &Logical, held: &BTreeSet<(SubId, EventId)>)
                     .filter_map(|f| RawValue::from_string(f.json().to_owned()).ok())
                     .collect(),
             ),
-            Targets::Routed => None,
+            Targets::Routed | Targets::Outbox => None,
         },
+        outbox: None,
         relays: logical
             .relays
             .iter()

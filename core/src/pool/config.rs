@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::router::RouterConfig;
 use crate::nostr::RelayConfig;
 
 /// Configuration of a [`RelayPool`](super::RelayPool).
@@ -52,6 +53,10 @@ pub struct PoolConfig {
     /// internet (a few hundred ms a handshake) about 100 relays a second: raise it for an
     /// indexer that reads thousands of relays.
     pub max_connecting: usize,
+    /// How subscriptions by people are routed
+    /// ([`RelayPool::subscribe_outbox`](super::RelayPool::subscribe_outbox)): the connection
+    /// budget, the indexers, the learning rates.
+    pub router: RouterConfig,
 }
 
 impl Default for PoolConfig {
@@ -68,6 +73,7 @@ impl Default for PoolConfig {
             verify: false,
             max_unverified: 4096,
             max_connecting: 32,
+            router: RouterConfig::default(),
         }
     }
 }

@@ -15,6 +15,9 @@ pub(crate) enum Targets {
     All(Vec<Filter>),
     /// The relays given at subscribe time only, each with its own filters.
     Routed,
+    /// Routed by people ([`RelayPool::subscribe_outbox`](super::RelayPool::subscribe_outbox)):
+    /// the pool's routing keeps its relays and outcome; this keeps its dedup memory only.
+    Outbox,
 }
 
 #[derive(Debug)]
@@ -117,7 +120,9 @@ impl Logical {
     /// Whether any relay still serves it. A subscription on every relay is served by the
     /// relays to come, too, so it never ends on its own... unless relays it had all gave up.
     pub(crate) fn served(&self) -> bool {
-        self.serving > 0 || (self.relays.is_empty() && matches!(self.targets, Targets::All(_)))
+        self.serving > 0
+            || matches!(self.targets, Targets::Outbox)
+            || (self.relays.is_empty() && matches!(self.targets, Targets::All(_)))
     }
 
     /// Add (`1`) or remove (`-1`) `target` from the counters.
@@ -143,7 +148,7 @@ impl Logical {
     /// The outcome, the first time it is known: every relay answered, or (`deadline`) time
     /// is up and whoever has not answered is missing.
     pub(crate) fn outcome(&mut self, deadline: bool) -> Option<Outcome> {
-        if self.reported {
+        if self.reported || matches!(self.targets, Targets::Outbox) {
             return None;
         }
         if !deadline && (self.waiting > 0 || self.relays.is_empty()) {

@@ -43,6 +43,7 @@ mod checkpoint;
 mod config;
 mod dedup;
 mod logical;
+mod outbox;
 mod output;
 mod pacing;
 mod publish;
@@ -69,6 +70,7 @@ pub use config::PoolConfig;
 pub use dedup::DedupStats;
 use dedup::Seen;
 use logical::{Logical, Targets};
+pub use outbox::{split, RouteReport, REROUTE_DELAY};
 pub use output::{
     Missing, Outcome, PoolError, PoolEvent, PoolStats, PublishOutcome, RelayId, SubId,
 };
@@ -99,6 +101,8 @@ pub struct RelayPool {
     events: VecDeque<PoolEvent>,
     held: Held,
     pacing: Pacing,
+    /// Routing by people, once a subscription asked for it.
+    outbox: Option<Box<outbox::Outbox>>,
 }
 
 /// One relay of the pool.
@@ -134,6 +138,7 @@ enum Deadline {
     Relay(RelayId),
     Outcome(SubId),
     Publish(EventId),
+    Reroute,
 }
 
 impl RelayPool {
@@ -162,6 +167,7 @@ impl RelayPool {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             held: Held::default(),
+            outbox: None,
         }
     }
 
@@ -175,6 +181,9 @@ impl RelayPool {
         self.wall = Some(WallClock::new(now, unix_secs));
         for member in self.relays.iter_mut().flatten() {
             member.session.set_wall_clock(now, unix_secs);
+        }
+        if let Some(outbox) = self.outbox.as_deref_mut() {
+            outbox.router.set_wall_clock(now, unix_secs);
         }
     }
 
@@ -237,6 +246,12 @@ impl RelayPool {
     /// [`PoolError::TooManyRelays`] past `max_relays`.
     pub fn add_relay(&mut self, now: Instant) -> Result<RelayId, PoolError> {
         let now = self.clock.observe(now);
+        self.add_member(now, true)
+    }
+
+    /// Add a relay; with `everywhere`, every subscription on all relays is registered on it
+    /// (routing's relays serve routed subscriptions only).
+    fn add_member(&mut self, now: Instant, everywhere: bool) -> Result<RelayId, PoolError> {
         if self.relay_count() >= self.config.max_relays {
             return Err(PoolError::TooManyRelays {
                 max: self.config.max_relays,
@@ -261,7 +276,7 @@ impl RelayPool {
         let everywhere: Vec<SubId> = self
             .subs
             .iter()
-            .filter(|(_, l)| matches!(l.targets, Targets::All(_)))
+            .filter(|(_, l)| everywhere && matches!(l.targets, Targets::All(_)))
             .map(|(&id, _)| id)
             .collect();
         for sub in everywhere {
@@ -328,7 +343,10 @@ impl RelayPool {
         if filters.is_empty() {
             return Err(PoolError::Session(Error::NoFilters));
         }
-        let relays: Vec<RelayId> = self.relay_ids().collect();
+        let relays: Vec<RelayId> = self
+            .relay_ids()
+            .filter(|r| self.relay_url(*r).is_none())
+            .collect();
         let routing: Vec<(RelayId, Vec<Filter>)> =
             relays.into_iter().map(|r| (r, filters.clone())).collect();
         self.register(now, Targets::All(filters), routing)
@@ -382,6 +400,7 @@ impl RelayPool {
         };
         self.cancel_outcome_timer(sub, logical.deadline);
         self.held.drop_sub(sub);
+        self.routed_unsubscribe(now, sub);
         for (&relay, target) in &logical.relays {
             let Some(local) = target.local else {
                 continue;
@@ -545,8 +564,13 @@ impl RelayPool {
                     };
                     let mut slot = logical.deadline.take();
                     self.timers.set(due, &mut slot, None);
-                    self.report_outcome(sub, true);
+                    if self.is_routed(sub) {
+                        self.routed_outcome(sub, true);
+                    } else {
+                        self.report_outcome(sub, true);
+                    }
                 }
+                Deadline::Reroute => self.reroute(now),
                 Deadline::Publish(id) => {
                     let Some(fanout) = self.publishes.get_mut(&id) else {
                         continue;
@@ -570,7 +594,12 @@ impl RelayPool {
     /// The next thing the application should hear.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<PoolEvent> {
-        self.events.pop_front()
+        loop {
+            let event = self.events.pop_front()?;
+            if self.outbox.is_none() || self.routed_heard(&event) {
+                return Some(event);
+            }
+        }
     }
 
     /// The next event copy to verify ([`PoolConfig::verify`]); answer each with
@@ -649,6 +678,7 @@ impl RelayPool {
                 .map_or(Wake::Output, |(_, why)| why),
             Deadline::Outcome(_) => Wake::Outcome,
             Deadline::Publish(_) => Wake::PublishOutcome,
+            Deadline::Reroute => Wake::Reroute,
         };
         Some((at, why))
     }
@@ -728,6 +758,9 @@ impl RelayPool {
     #[must_use]
     pub fn serving(&self, sub: SubId) -> Option<Vec<RelayId>> {
         let logical = self.subs.get(&sub)?;
+        if let Some(routed) = self.outbox.as_deref().and_then(|o| o.subs.get(&sub)) {
+            return Some(routed.relays());
+        }
         Some(
             logical
                 .relays
@@ -903,12 +936,18 @@ impl RelayPool {
                 let Some(logical_id) = route(self, sub) else {
                     return;
                 };
+                if self.is_routed(logical_id) && !self.routed_admits(logical_id, relay, &raw) {
+                    return;
+                }
                 self.deliver(logical_id, relay, id, raw);
             }
             Event::Eose { sub } => {
                 let Some(logical_id) = route(self, sub) else {
                     return;
                 };
+                if self.is_routed(logical_id) {
+                    return self.routed_eose(now, relay, sub, logical_id);
+                }
                 self.emit(
                     logical_id,
                     PoolEvent::Eose {
@@ -942,6 +981,9 @@ impl RelayPool {
                 };
                 if let Some(member) = self.member_mut(relay) {
                     member.routes.remove(&sub);
+                }
+                if self.is_routed(logical_id) {
+                    return self.routed_closed(now, relay, sub, logical_id, reason, attempts);
                 }
                 self.emit(
                     logical_id,
@@ -988,6 +1030,9 @@ impl RelayPool {
                 self.publish_answer(id, relay, Some(why));
             }
             other => {
+                if self.outbox.is_some() {
+                    self.routed_link(now, relay, &other);
+                }
                 let local = local_sub(&other);
                 let sub = local.and_then(|local| route(self, local));
                 if local.is_some() && sub.is_none() {

@@ -126,6 +126,14 @@ pub enum PoolEvent {
         /// Who accepted, who refused, who never answered.
         outcome: PublishOutcome,
     },
+    /// What routing gives a subscription by people changed: the relays asked and who is
+    /// covered (see [`RelayPool::subscribe_outbox`](super::RelayPool::subscribe_outbox)).
+    Routed {
+        /// The subscription.
+        sub: SubId,
+        /// Its routes now.
+        report: super::RouteReport,
+    },
     /// Anything else one relay's session reported (connected, retrying, rate limited, auth
     /// challenge, ...), with the logical subscription it concerns, if any.
     Relay {
@@ -199,6 +207,9 @@ pub struct PoolStats {
     pub invalid: u64,
     /// New events dropped because `max_unverified` copies were under verification.
     pub unverified_dropped: u64,
+    /// Events of a routed subscription that do not match its filter (a relay that ignores
+    /// `#p`, say): dropped, never delivered.
+    pub unmatched: u64,
 }
 
 /// Local misuse of a pool.

@@ -161,6 +161,9 @@ pub struct RelayModel {
     pub down: bool,
     /// Close every connection this long after accepting it (accept-then-drop).
     pub drop_after: Option<Duration>,
+    /// Ignore tag filters (`#p`, `#e`, ...): answer as if the filter had none, as some
+    /// deployed relays do with tags they do not index.
+    pub ignores_tags: bool,
     conns: BTreeMap<u64, Conn>,
     req_times: VecDeque<Instant>,
     challenges: u64,
@@ -296,7 +299,7 @@ impl RelayModel {
         let mut out = Vec::new();
         for (&conn, c) in &self.conns {
             for (sub, filters) in &c.subs {
-                if filters.iter().any(|f| matches(f, &event)) {
+                if filters.iter().any(|f| self.matches(f, &event)) {
                     out.push((conn, event_frame(sub, &event)));
                 }
             }
@@ -408,7 +411,7 @@ impl RelayModel {
         let mut picked = BTreeSet::new();
         for filter in filters {
             let mut hits: Vec<usize> = (0..self.events.len())
-                .filter(|&i| matches(filter, &self.events[i]))
+                .filter(|&i| self.matches(filter, &self.events[i]))
                 .collect();
             let limit = filter
                 .get("limit")
@@ -463,7 +466,11 @@ impl RelayModel {
         }
         match frame {
             NegFrame::Open { sub, filter, hex } => {
-                let matched = self.events.iter().filter(|e| matches(&filter, e)).count();
+                let matched = self
+                    .events
+                    .iter()
+                    .filter(|e| self.matches(&filter, e))
+                    .count();
                 if let Some(max) = self.neg_max_items.filter(|&max| matched > max) {
                     if let Some(c) = self.conns.get_mut(&conn) {
                         c.negs.remove(&sub);
@@ -474,7 +481,7 @@ impl RelayModel {
                     )];
                 }
                 let mut storage = NegentropyStorageVector::with_capacity(self.events.len());
-                for e in self.events.iter().filter(|e| matches(&filter, e)) {
+                for e in self.events.iter().filter(|e| self.matches(&filter, e)) {
                     // Cannot fail: the storage is not sealed yet.
                     let _ = storage.insert(e.created_at, Id::from_byte_array(e.wire_id().0));
                 }
@@ -649,9 +656,51 @@ fn newest_first(a: &StoredEvent, b: &StoredEvent) -> Ordering {
         .then_with(|| a.wire_id().cmp(&b.wire_id()))
 }
 
+impl RelayModel {
+    /// Whether `e` matches `filter`, as this relay applies filters.
+    fn matches(&self, filter: &Map<String, Value>, e: &StoredEvent) -> bool {
+        matches(filter, e) && matches_people(filter, e, self.ignores_tags)
+    }
+}
+
+/// Whether `e` matches `filter`'s `authors` and single-letter tag filters (`#p`: a tag `p`
+/// whose value is listed), as deployed relays apply them; with `ignore_tags`, tag filters
+/// match everything. The event's JSON is read only when the filter has such a field.
+fn matches_people(filter: &Map<String, Value>, e: &StoredEvent, ignore_tags: bool) -> bool {
+    let people = |k: &String| k == "authors" || (k.len() == 2 && k.starts_with('#'));
+    if !filter.keys().any(people) {
+        return true;
+    }
+    let Ok(event) = serde_json::from_str::<Map<String, Value>>(&e.json) else {
+        return false;
+    };
+    let listed = |want: &Value, have: Option<&str>| {
+        want.as_array().is_some_and(|l| {
+            l.iter()
+                .any(|v| v.as_str().is_some_and(|v| Some(v) == have))
+        })
+    };
+    filter.iter().all(|(key, want)| match key.as_str() {
+        "authors" => listed(want, event.get("pubkey").and_then(Value::as_str)),
+        tag if tag.len() == 2 && tag.starts_with('#') => {
+            ignore_tags
+                || event
+                    .get("tags")
+                    .and_then(Value::as_array)
+                    .is_some_and(|tags| {
+                        tags.iter().filter_map(Value::as_array).any(|t| {
+                            t.first().and_then(Value::as_str) == Some(&tag[1..])
+                                && listed(want, t.get(1).and_then(Value::as_str))
+                        })
+                    })
+        }
+        _ => true,
+    })
+}
+
 /// Whether `e` matches `filter` on `ids`, `kinds`, `since` and `until` (inclusive bounds).
-/// `limit` is not a match condition; other fields (`authors`, tags) are not modelled and
-/// match everything. `ids` are full 64-hex ids: prefixes, which NIP-01 no longer allows,
+/// `limit` is not a match condition; `authors` and tags are matched by
+/// [`matches_people`]. `ids` are full 64-hex ids: prefixes, which NIP-01 no longer allows,
 /// match nothing.
 fn matches(filter: &Map<String, Value>, e: &StoredEvent) -> bool {
     let since_ok = filter

@@ -285,6 +285,12 @@ impl Router {
         Ok(())
     }
 
+    /// Set the connection budget ([`RouterConfig::max_relays`]): a pool lowers it by the
+    /// inbox relays it holds beside the routes.
+    pub fn set_max_relays(&mut self, max: usize) {
+        self.config.max_relays = max;
+    }
+
     /// Stop following `author`; what was learned about them is kept.
     pub fn unfollow(&mut self, author: &str) {
         let Some(&ix) = self.by_key.get(author) else {
@@ -688,6 +694,11 @@ impl Router {
         self.by_url.insert(url.to_owned(), ix);
         Some(ix)
     }
+}
+
+/// Whether `key` is a public key as the router takes them: 64 lowercase hex digits.
+pub fn is_public_key(key: &str) -> bool {
+    lists::is_hex64(key)
 }
 
 /// Whether `parsed` replaces `held`: a newer `created_at`, or the lower id at the same

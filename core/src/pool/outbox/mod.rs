@@ -1,0 +1,1063 @@
+//! Subscriptions by people: the pool routes them with its [`Router`] and keeps them exact
+//! while their routes move.
+//!
+//! [`RelayPool::subscribe_outbox`] takes one filter naming people: its `authors` (a follow
+//! feed) or, with no `authors`, a single `#p` key (an inbox: the gift wraps for that user).
+//! The pool then owns the relays: it fetches and watches the people's relay lists on the
+//! indexers, asks the router where each person is, opens those relays (announced to the
+//! driver by [`RelayPool::relay_url`]), and asks each relay about the people routed there,
+//! cut to the relay's limits ([`split`]).
+//!
+//! # What keeps it exact
+//! - **Each event once**: one dedup memory per subscription, across every relay and every
+//!   route it ever had, as for any pool subscription.
+//! - **Only what the filter asked**: an event is delivered only if it matches the
+//!   subscription's filter ([`matches`]): a relay that ignores `#p` does not leak another
+//!   user's wraps.
+//! - **A route move loses nothing**: the pool remembers, per person, until when their
+//!   events were served live (a relay holding them was open and past EOSE). A relay that
+//!   takes a person over is asked from then, less the filter's lookback (two days and an
+//!   hour for gift wraps, 2 minutes otherwise), without `limit`: the new relay's answer
+//!   covers the gap, and dedup drops what was delivered already.
+//! - **Learning from what arrives**: each delivered event and each EOSE is the router's
+//!   evidence; failures, refusals and AUTH are its health input. Routing runs again a second
+//!   after anything changed ([`REROUTE_DELAY`]) and whenever a relay's backoff ends.
+//!
+//! # Budget
+//! Relays the pool opens for routing are at most the router's `max_relays` (indexers and
+//! inbox relays included). They serve only routed subscriptions: a subscription made with
+//! [`RelayPool::subscribe`] ("every relay") is not sent to them.
+
+mod matches;
+pub mod split;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::logical::{Logical, Targets};
+use super::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
+use super::{dedup::Seen, Deadline, Member, PoolError, PoolEvent, RelayId, RelayPool, SubId};
+use crate::nostr::Lookbacks;
+use crate::nostr::{Disconnect, Error, Filter, Priority, SubscriptionId};
+use crate::time::Instant;
+use matches::Fields;
+use split::Group;
+
+/// How long after a change (a list, an EOSE, a failure) routing runs again (1 s): changes
+/// that arrive together are routed once.
+pub const REROUTE_DELAY: Duration = Duration::from_secs(1);
+/// Catch-up starts of moved authors are rounded down to this (600 s), so one REQ asks many
+/// moved authors from one `since`.
+const SINCE_BUCKET: u64 = 600;
+/// Most inbox relays asked per inbox (4): NIP-17 asks users to keep their list small.
+const MAX_INBOX_RELAYS: usize = 4;
+
+/// What routing gives one subscription, reported whenever it changes
+/// ([`PoolEvent::Routed`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RouteReport {
+    /// The relays asked, with their URLs.
+    pub relays: Vec<(RelayId, String)>,
+    /// Authors asked on relays their list declares or that delivered their events, with how
+    /// many such relays.
+    pub covered: Vec<(String, usize)>,
+    /// Authors asked only on fallback relays (indexers, relays where content was found
+    /// beyond the lists).
+    pub fallback_only: Vec<String>,
+    /// Authors asked on no relay: none of theirs is live, or the budget went to others.
+    pub uncovered: Vec<String>,
+}
+
+/// The pool's routing state, present once the first routed subscription is made.
+#[derive(Debug)]
+pub(crate) struct Outbox {
+    pub(crate) router: Router,
+    /// The relays the pool opened for routing, both ways.
+    by_url: BTreeMap<String, RelayId>,
+    url_of: BTreeMap<RelayId, String>,
+    /// Relays whose socket opened since their last connect: a loss then is a close, not a
+    /// failure to connect.
+    opened: BTreeSet<RelayId>,
+    pub(crate) subs: BTreeMap<SubId, Routed>,
+    /// The subscription watching relay lists on the indexers; its events are the router's.
+    lists: Option<SubId>,
+    /// When routing runs next (registered as [`Deadline::Reroute`]).
+    pub(crate) reroute_at: Option<Instant>,
+    lookbacks: Lookbacks,
+}
+
+/// One routed subscription.
+#[derive(Debug)]
+pub(crate) struct Routed {
+    /// The user's filter: what every delivered event must match.
+    pub(crate) filter: Map<String, Value>,
+    /// The filter without the people: what each relay's REQs are built from.
+    base: Map<String, Value>,
+    want: Want,
+    /// The filter's lookback, in seconds.
+    lookback: u64,
+    /// Per relay, the people asked there and the REQs asking them.
+    placed: BTreeMap<RelayId, Placed>,
+    /// Per person, the wall-clock second until which their events were served live.
+    live: BTreeMap<String, u64>,
+    /// After a restore: the checkpoint's wall-clock second, the catch-up start of everyone.
+    pub(crate) restored_at: Option<u64>,
+    reported: bool,
+    report: Option<RouteReport>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Want {
+    /// A feed: these authors.
+    Feed(Vec<String>),
+    /// An inbox: events p-tagging this key, on its DM relays.
+    Inbox(String),
+    /// Relay lists of everyone followed, on the indexers (the pool's own).
+    Lists,
+}
+
+#[derive(Debug, Default)]
+struct Placed {
+    authors: BTreeSet<String>,
+    chunks: BTreeMap<SubscriptionId, Chunk>,
+    /// Its EOSE was reported (once every chunk answered).
+    eosed: bool,
+}
+
+#[derive(Debug)]
+struct Chunk {
+    authors: Vec<String>,
+    eosed: bool,
+}
+
+impl Outbox {
+    fn new(router: Router, lookbacks: Lookbacks) -> Self {
+        Outbox {
+            router,
+            by_url: BTreeMap::new(),
+            url_of: BTreeMap::new(),
+            opened: BTreeSet::new(),
+            subs: BTreeMap::new(),
+            lists: None,
+            reroute_at: None,
+            lookbacks,
+        }
+    }
+}
+
+impl RelayPool {
+    /// Turn routing on with `router` ([`PoolConfig::router`](super::PoolConfig::router)'s
+    /// on the first routed subscription): a router already running is kept.
+    pub(crate) fn start_routing(&mut self, router: Option<Router>) {
+        if self.outbox.is_none() {
+            let mut router = router.unwrap_or_else(|| Router::new(self.config.router.clone()));
+            if let Some(wall) = self.wall {
+                let now = self.clock.now();
+                router.set_wall_clock(now, wall.unix_secs(now));
+            }
+            let lookbacks = self
+                .config
+                .relay
+                .catch_up
+                .as_ref()
+                .map_or_else(Lookbacks::default, |c| c.lookback.clone());
+            self.outbox = Some(Box::new(Outbox::new(router, lookbacks)));
+        }
+    }
+
+    /// The router, once routing is on.
+    #[must_use]
+    pub fn router(&self) -> Option<&Router> {
+        self.outbox.as_deref().map(|o| &o.router)
+    }
+
+    /// The URL of a relay the pool opened for routing: a driver opens its socket there
+    /// (relays added with [`RelayPool::add_relay`] have no URL in the pool).
+    #[must_use]
+    pub fn relay_url(&self, relay: RelayId) -> Option<&str> {
+        self.outbox
+            .as_deref()?
+            .url_of
+            .get(&relay)
+            .map(String::as_str)
+    }
+
+    /// What routing gives `sub` now (the last [`PoolEvent::Routed`]).
+    #[must_use]
+    pub fn route_report(&self, sub: SubId) -> Option<&RouteReport> {
+        self.outbox.as_deref()?.subs.get(&sub)?.report.as_ref()
+    }
+
+    /// A relay list (kind 10002 or 10050) the application got elsewhere: the router reads
+    /// it as one delivered by a relay. Routing runs again shortly if it changed anything.
+    ///
+    /// # Errors
+    /// [`PoolError::Session`] with [`Error::InvalidEvent`] for an event that is no relay list.
+    pub fn handle_relay_list(&mut self, now: Instant, event_json: &str) -> Result<(), PoolError> {
+        let now = self.clock.observe(now);
+        self.start_routing(None);
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return Ok(());
+        };
+        match outbox.router.handle_list(now, event_json) {
+            Ok(super::router::ListUpdate::Applied { .. }) => {
+                self.schedule_reroute(now);
+                Ok(())
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(PoolError::Session(Error::InvalidEvent {
+                detail: e.to_string(),
+            })),
+        }
+    }
+
+    /// Subscribe to people: `filter`'s `authors` (a feed), or with no `authors` its one `#p`
+    /// key (an inbox). The pool finds their relays and keeps the subscription exact as its
+    /// routes move (see the [module docs](self)). Its events, EOSEs (one per relay, once
+    /// all of that relay's REQs answered) and one outcome arrive as for any subscription,
+    /// plus [`PoolEvent::Routed`] whenever routing changes.
+    ///
+    /// # Errors
+    /// [`PoolError::Session`] for a filter that names no people (or a bad key), and
+    /// [`PoolError::TooManySubscriptions`].
+    pub fn subscribe_outbox(&mut self, now: Instant, filter: Filter) -> Result<SubId, PoolError> {
+        let now = self.clock.observe(now);
+        let map: Map<String, Value> =
+            serde_json::from_str(filter.json()).map_err(|e| invalid_filter(e.to_string()))?;
+        let want = want_of(&map).map_err(invalid_filter)?;
+        self.start_routing(None);
+        if let Want::Feed(authors) = &want {
+            let outbox = self.outbox.as_deref_mut().expect("set above");
+            outbox
+                .router
+                .follow(authors.iter().map(String::as_str))
+                .map_err(|e| invalid_filter(e.to_string()))?;
+        }
+        let sub = self.register_routed(now, map, want)?;
+        self.ensure_lists_watch(now)?;
+        self.reroute(now);
+        Ok(sub)
+    }
+
+    /// Register a routed subscription's logical part (dedup, outcome) and its routing state.
+    fn register_routed(
+        &mut self,
+        now: Instant,
+        filter: Map<String, Value>,
+        want: Want,
+    ) -> Result<SubId, PoolError> {
+        if self.subs.len() >= self.config.max_subscriptions {
+            return Err(PoolError::TooManySubscriptions {
+                max: self.config.max_subscriptions,
+            });
+        }
+        self.next_sub += 1;
+        let sub = SubId(self.next_sub);
+        let mut logical = Logical::new(
+            Targets::Outbox,
+            Seen::new(self.config.dedup_capacity, self.config.seen_on_max),
+        );
+        if want != Want::Lists {
+            let at = now.saturating_add(self.config.eose_deadline);
+            self.timers
+                .set(Deadline::Outcome(sub), &mut logical.deadline, Some(at));
+        } else {
+            logical.mark_reported();
+        }
+        self.subs.insert(sub, logical);
+        let outbox = self.outbox.as_deref_mut().expect("routing is on");
+        let lookback = outbox
+            .lookbacks
+            .for_filter(&Value::Object(filter.clone()).to_string())
+            .as_secs();
+        let mut base = filter.clone();
+        base.remove(if matches!(want, Want::Inbox(_)) {
+            "#p"
+        } else {
+            "authors"
+        });
+        if want == Want::Lists {
+            outbox.lists = Some(sub);
+        }
+        outbox.subs.insert(
+            sub,
+            Routed {
+                filter,
+                base,
+                want,
+                lookback,
+                placed: BTreeMap::new(),
+                live: BTreeMap::new(),
+                restored_at: None,
+                reported: false,
+                report: None,
+            },
+        );
+        Ok(sub)
+    }
+
+    /// The pool's own subscription to the relay lists of everyone it routes for.
+    fn ensure_lists_watch(&mut self, now: Instant) -> Result<(), PoolError> {
+        if self.outbox.as_deref().is_some_and(|o| o.lists.is_some()) {
+            return Ok(());
+        }
+        let mut filter = Map::new();
+        filter.insert("kinds".into(), Value::from(vec![OUTBOX_KIND, INBOX_KIND]));
+        self.register_routed(now, filter, Want::Lists).map(drop)
+    }
+
+    /// Run routing again at `now + REROUTE_DELAY`, unless it is due sooner.
+    pub(crate) fn schedule_reroute(&mut self, now: Instant) {
+        let at = now.saturating_add(REROUTE_DELAY);
+        self.schedule_reroute_at(at);
+    }
+
+    fn schedule_reroute_at(&mut self, at: Instant) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        if outbox.reroute_at.is_some_and(|t| t <= at) {
+            return;
+        }
+        let mut slot = outbox.reroute_at.take();
+        self.timers.set(Deadline::Reroute, &mut slot, Some(at));
+        if let Some(outbox) = self.outbox.as_deref_mut() {
+            outbox.reroute_at = slot;
+        }
+    }
+
+    /// Route every routed subscription again: open the relays routing wants, move people
+    /// between them (each newcomer asked from when it was last served live), close the
+    /// relays no longer wanted, and report what changed.
+    pub(crate) fn reroute(&mut self, now: Instant) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        let mut slot = outbox.reroute_at.take();
+        self.timers.set(Deadline::Reroute, &mut slot, None);
+        self.mark_live(now);
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        // Inbox relays come first and count against the budget.
+        let mut inbox_urls: Vec<String> = Vec::new();
+        for routed in outbox.subs.values() {
+            if let Want::Inbox(me) = &routed.want {
+                for url in outbox
+                    .router
+                    .inbox_relays(me)
+                    .into_iter()
+                    .take(MAX_INBOX_RELAYS)
+                {
+                    if !inbox_urls.iter().any(|u| u == url) {
+                        inbox_urls.push(url.to_owned());
+                    }
+                }
+            }
+        }
+        let budget = outbox.router.config().max_relays;
+        outbox
+            .router
+            .set_max_relays(budget.saturating_sub(inbox_urls.len()).max(1));
+        let routes = outbox.router.route(now);
+        outbox.router.set_max_relays(budget);
+        let coverage = routes.coverage.clone();
+        let followed: Vec<String> = outbox.router.followed().map(str::to_owned).collect();
+        let inbox_owners: Vec<String> = outbox
+            .subs
+            .values()
+            .filter_map(|r| match &r.want {
+                Want::Inbox(me) => Some(me.clone()),
+                _ => None,
+            })
+            .collect();
+        // The relays wanted, by URL: who to ask there, for feeds; whether it is an indexer.
+        let mut wanted: BTreeMap<String, (Role, BTreeSet<String>)> = BTreeMap::new();
+        for route in routes.relays {
+            wanted.insert(route.url, (route.role, route.authors.into_iter().collect()));
+        }
+        for url in &inbox_urls {
+            wanted
+                .entry(url.clone())
+                .or_insert((Role::Assigned, BTreeSet::new()));
+        }
+        let mut ids: BTreeMap<String, RelayId> = BTreeMap::new();
+        for url in wanted.keys() {
+            if let Some(relay) = self.routed_relay(now, url) {
+                ids.insert(url.clone(), relay);
+            }
+        }
+        let subs: Vec<SubId> = self
+            .outbox
+            .as_deref()
+            .map(|o| o.subs.keys().copied().collect())
+            .unwrap_or_default();
+        for sub in subs {
+            let Some(outbox) = self.outbox.as_deref() else {
+                return;
+            };
+            let Some(routed) = outbox.subs.get(&sub) else {
+                continue;
+            };
+            let mut desired: BTreeMap<RelayId, BTreeSet<String>> = BTreeMap::new();
+            for (url, (role, authors)) in &wanted {
+                let Some(&relay) = ids.get(url) else {
+                    continue;
+                };
+                let asked: BTreeSet<String> = match &routed.want {
+                    Want::Feed(people) => people
+                        .iter()
+                        .filter(|p| authors.contains(*p))
+                        .cloned()
+                        .collect(),
+                    Want::Inbox(me) if inbox_urls.contains(url) => BTreeSet::from([me.clone()]),
+                    Want::Inbox(_) => BTreeSet::new(),
+                    Want::Lists if *role == Role::Indexer => {
+                        followed.iter().chain(&inbox_owners).cloned().collect()
+                    }
+                    Want::Lists => BTreeSet::new(),
+                };
+                if !asked.is_empty() {
+                    desired.insert(relay, asked);
+                }
+            }
+            self.place(now, sub, desired);
+            self.report_route(sub, &coverage, &inbox_urls);
+        }
+        // Relays no longer wanted close, once nobody is asked there.
+        let unwanted: Vec<RelayId> = self
+            .outbox
+            .as_deref()
+            .map(|o| {
+                o.url_of
+                    .iter()
+                    .filter(|(_, url)| !wanted.contains_key(*url))
+                    .map(|(&r, _)| r)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for relay in unwanted {
+            self.drop_routed_relay(now, relay);
+        }
+        let next = self.outbox.as_deref().and_then(|o| o.router.poll_timeout());
+        if let Some(at) = next {
+            self.schedule_reroute_at(at.max(now.saturating_add(REROUTE_DELAY)));
+        }
+    }
+
+    /// Every person asked on a relay that is open and past EOSE was served live until now.
+    fn mark_live(&mut self, now: Instant) {
+        let Some(unix) = self.wall.map(|w| w.unix_secs(now)) else {
+            return;
+        };
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        for routed in outbox.subs.values_mut() {
+            for (relay, placed) in &routed.placed {
+                let live = self.relays[relay.0 as usize]
+                    .as_deref()
+                    .is_some_and(|m| m.session.link().is_open());
+                if !live || !placed.eosed {
+                    continue;
+                }
+                for author in &placed.authors {
+                    routed.live.insert(author.clone(), unix);
+                }
+            }
+        }
+    }
+
+    /// The pool's relay for `url`, opened for routing if it is not yet.
+    fn routed_relay(&mut self, now: Instant, url: &str) -> Option<RelayId> {
+        if let Some(&relay) = self.outbox.as_deref()?.by_url.get(url) {
+            return Some(relay);
+        }
+        let relay = self.add_member(now, false).ok()?;
+        let outbox = self.outbox.as_deref_mut()?;
+        outbox.by_url.insert(url.to_owned(), relay);
+        outbox.url_of.insert(relay, url.to_owned());
+        Some(relay)
+    }
+
+    /// Close a relay routing no longer wants.
+    fn drop_routed_relay(&mut self, now: Instant, relay: RelayId) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        for routed in outbox.subs.values_mut() {
+            routed.placed.remove(&relay);
+        }
+        outbox.opened.remove(&relay);
+        if let Some(url) = outbox.url_of.remove(&relay) {
+            outbox.by_url.remove(&url);
+        }
+        let _ = self.remove_relay(now, relay);
+    }
+
+    /// Ask each relay of `sub` about exactly `desired`: a relay whose people changed gets
+    /// new REQs (its newcomers from when they were last served live), one no longer wanted
+    /// is told CLOSE.
+    fn place(&mut self, now: Instant, sub: SubId, desired: BTreeMap<RelayId, BTreeSet<String>>) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        let Some(routed) = outbox.subs.get_mut(&sub) else {
+            return;
+        };
+        let current: Vec<RelayId> = routed.placed.keys().copied().collect();
+        let mut changes: Vec<(RelayId, Option<Placed>, BTreeSet<String>)> = Vec::new();
+        for relay in current {
+            if !desired.contains_key(&relay) {
+                let old = routed.placed.remove(&relay);
+                changes.push((relay, old, BTreeSet::new()));
+            }
+        }
+        for (relay, authors) in desired {
+            if routed
+                .placed
+                .get(&relay)
+                .is_some_and(|p| p.authors == authors)
+            {
+                continue;
+            }
+            let old = routed.placed.remove(&relay);
+            changes.push((relay, old, authors));
+        }
+        for (relay, old, authors) in changes {
+            if let Some(old) = old {
+                self.close_chunks(now, relay, old);
+            }
+            if !authors.is_empty() {
+                self.open_chunks(now, sub, relay, authors);
+            }
+        }
+    }
+
+    fn close_chunks(&mut self, now: Instant, relay: RelayId, old: Placed) {
+        let Some(member) = self.member_mut(relay) else {
+            return;
+        };
+        for local in old.chunks.keys() {
+            member.routes.remove(local);
+            let _ = member.session.unsubscribe(now, *local);
+        }
+        self.settle(now, relay);
+    }
+
+    fn open_chunks(&mut self, now: Instant, sub: SubId, relay: RelayId, authors: BTreeSet<String>) {
+        let unix = self.wall.map(|w| w.unix_secs(now));
+        let Some(outbox) = self.outbox.as_deref() else {
+            return;
+        };
+        let Some(routed) = outbox.subs.get(&sub) else {
+            return;
+        };
+        let groups = routed.groups(&authors, unix);
+        let key = if matches!(routed.want, Want::Inbox(_)) {
+            "#p"
+        } else {
+            "authors"
+        };
+        let Some(member) = member_in(&mut self.relays, relay) else {
+            return;
+        };
+        let reqs = split::reqs(&routed.base, key, &groups, &member.session.applied());
+        let mut placed = Placed {
+            authors,
+            ..Placed::default()
+        };
+        for (filters, asked) in reqs {
+            let Ok(local) = member.session.subscribe(now, filters, Priority::NORMAL) else {
+                continue;
+            };
+            member.routes.insert(local, sub);
+            placed.chunks.insert(
+                local,
+                Chunk {
+                    authors: asked,
+                    eosed: false,
+                },
+            );
+        }
+        if let Some(routed) = self
+            .outbox
+            .as_deref_mut()
+            .and_then(|o| o.subs.get_mut(&sub))
+        {
+            routed.placed.insert(relay, placed);
+        }
+        self.settle(now, relay);
+    }
+
+    /// Report `sub`'s routing if it changed.
+    fn report_route(&mut self, sub: SubId, coverage: &Coverage, inbox_urls: &[String]) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        let url_of = &outbox.url_of;
+        let lists = outbox.lists;
+        let subs_placed: BTreeMap<SubId, BTreeSet<RelayId>> = lists
+            .and_then(|l| Some((l, outbox.subs.get(&l)?.placed.keys().copied().collect())))
+            .into_iter()
+            .collect();
+        // The indexers serve every subscription (its people's lists): they are used for it.
+        let indexers: BTreeSet<RelayId> = lists
+            .and_then(|l| subs_placed.get(&l).cloned())
+            .unwrap_or_default();
+        let Some(routed) = outbox.subs.get_mut(&sub) else {
+            return;
+        };
+        let relays: Vec<(RelayId, String)> = routed
+            .placed
+            .keys()
+            .chain(indexers.iter())
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .filter_map(|r| Some((*r, url_of.get(r)?.clone())))
+            .collect();
+        let report = match &routed.want {
+            Want::Lists => return,
+            Want::Feed(people) => {
+                let mine: BTreeSet<&String> = people.iter().collect();
+                RouteReport {
+                    relays,
+                    covered: coverage
+                        .covered
+                        .iter()
+                        .filter(|(a, _)| mine.contains(a))
+                        .cloned()
+                        .collect(),
+                    fallback_only: keep(&coverage.fallback_only, &mine),
+                    uncovered: keep(&coverage.uncovered, &mine),
+                }
+            }
+            Want::Inbox(me) => {
+                let n = routed.placed.len();
+                let declared = inbox_urls.len();
+                RouteReport {
+                    relays,
+                    covered: if n > 0 {
+                        vec![(me.clone(), n)]
+                    } else {
+                        Vec::new()
+                    },
+                    fallback_only: Vec::new(),
+                    uncovered: if n == 0 || declared == 0 {
+                        vec![me.clone()]
+                    } else {
+                        Vec::new()
+                    },
+                }
+            }
+        };
+        if routed.report.as_ref() == Some(&report) {
+            return;
+        }
+        routed.report = Some(report.clone());
+        self.emit(sub, PoolEvent::Routed { sub, report });
+    }
+
+    // ----- what the sessions say about routed subscriptions ----------------------------------
+
+    /// Whether `sub` is routed by people.
+    pub(crate) fn is_routed(&self, sub: SubId) -> bool {
+        self.outbox
+            .as_deref()
+            .is_some_and(|o| o.subs.contains_key(&sub))
+    }
+
+    /// An event of a routed subscription, before dedup: whether it matches what was asked.
+    pub(crate) fn routed_admits(&mut self, sub: SubId, relay: RelayId, raw: &str) -> bool {
+        let Some(routed) = self.outbox.as_deref().and_then(|o| o.subs.get(&sub)) else {
+            return true;
+        };
+        let ok = Fields::of(raw).is_some_and(|e| matches::matches(&routed.filter, &e));
+        if !ok {
+            self.count(relay, |s| s.unmatched += 1);
+        }
+        ok
+    }
+
+    /// A routed subscription's event on its way to the application: the router's evidence,
+    /// and for the pool's own list watch, its input. Returns whether the application hears it.
+    pub(crate) fn routed_heard(&mut self, event: &PoolEvent) -> bool {
+        let PoolEvent::Received {
+            sub, relay, raw, ..
+        } = event
+        else {
+            return true;
+        };
+        let now = self.clock.now();
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return true;
+        };
+        let Some(routed) = outbox.subs.get(sub) else {
+            return true;
+        };
+        let own = routed.want == Want::Lists;
+        let Some(fields) = Fields::of(raw) else {
+            return !own;
+        };
+        if let Some(url) = outbox.url_of.get(relay) {
+            outbox.router.handle_event(now, url, fields.author());
+        }
+        let mut changed = false;
+        if fields.kind() == OUTBOX_KIND || fields.kind() == INBOX_KIND {
+            changed = matches!(
+                outbox.router.handle_list(now, raw),
+                Ok(super::router::ListUpdate::Applied { .. })
+            );
+        }
+        if changed {
+            self.schedule_reroute(now);
+        }
+        !own
+    }
+
+    /// `relay` answered EOSE to one REQ of routed `sub`: the router hears who it was asked
+    /// about; the relay's EOSE is reported once all its REQs answered.
+    pub(crate) fn routed_eose(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        local: SubscriptionId,
+        sub: SubId,
+    ) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        let url = outbox.url_of.get(&relay).cloned();
+        let Some(routed) = outbox.subs.get_mut(&sub) else {
+            return;
+        };
+        let Some(placed) = routed.placed.get_mut(&relay) else {
+            return;
+        };
+        let Some(chunk) = placed.chunks.get_mut(&local) else {
+            return;
+        };
+        if chunk.eosed {
+            return;
+        }
+        chunk.eosed = true;
+        let asked = chunk.authors.clone();
+        let all = placed.chunks.values().all(|c| c.eosed);
+        let first = all && !placed.eosed;
+        if first {
+            placed.eosed = true;
+        }
+        if let (Some(url), false) = (url, routed.want == Want::Lists) {
+            outbox
+                .router
+                .handle_eose(now, &url, asked.iter().map(String::as_str));
+        }
+        self.schedule_reroute(now);
+        if first && !self.is_lists(sub) {
+            self.emit(sub, PoolEvent::Eose { sub, relay });
+            self.routed_outcome(sub, false);
+        }
+    }
+
+    /// `relay` gave up on one REQ of routed `sub`: the router hears it refused, the app
+    /// hears the relay closed, and routing runs again.
+    pub(crate) fn routed_closed(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        local: SubscriptionId,
+        sub: SubId,
+        reason: String,
+        attempts: u32,
+    ) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        if let Some(placed) = outbox
+            .subs
+            .get_mut(&sub)
+            .and_then(|r| r.placed.get_mut(&relay))
+        {
+            placed.chunks.remove(&local);
+        }
+        if let Some(url) = outbox.url_of.get(&relay) {
+            let why = refusal_of(&reason);
+            outbox.router.handle_refused(now, url, why);
+        }
+        self.schedule_reroute(now);
+        if !self.is_lists(sub) {
+            self.emit(
+                sub,
+                PoolEvent::RelayClosed {
+                    sub,
+                    relay,
+                    reason,
+                    attempts,
+                },
+            );
+        }
+    }
+
+    /// A routed relay's socket opened or was lost: the router's health input.
+    pub(crate) fn routed_link(
+        &mut self,
+        now: Instant,
+        relay: RelayId,
+        event: &crate::nostr::Event,
+    ) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        let Some(url) = outbox.url_of.get(&relay).cloned() else {
+            return;
+        };
+        match event {
+            crate::nostr::Event::Connected => {
+                outbox.opened.insert(relay);
+                outbox.router.handle_opened(now, &url);
+            }
+            crate::nostr::Event::Disconnected {
+                why: Disconnect::Lost(_),
+                ..
+            } => {
+                if outbox.opened.remove(&relay) {
+                    outbox.router.handle_closed(now, &url);
+                } else {
+                    outbox.router.handle_failed(now, &url);
+                }
+                self.schedule_reroute(now);
+            }
+            _ => {}
+        }
+    }
+
+    /// Report routed `sub`'s outcome once: every relay it is placed on answered EOSE, or
+    /// (`deadline`) time is up.
+    pub(crate) fn routed_outcome(&mut self, sub: SubId, deadline: bool) {
+        let Some(routed) = self
+            .outbox
+            .as_deref_mut()
+            .and_then(|o| o.subs.get_mut(&sub))
+        else {
+            return;
+        };
+        if routed.reported
+            || (!deadline && (routed.placed.is_empty() || routed.placed.values().any(|p| !p.eosed)))
+        {
+            return;
+        }
+        routed.reported = true;
+        let missing: Vec<(RelayId, super::Missing)> = routed
+            .placed
+            .iter()
+            .filter(|(_, p)| !p.eosed)
+            .map(|(&r, _)| (r, super::Missing::NoEose))
+            .collect();
+        let outcome = if missing.is_empty() && !routed.placed.is_empty() {
+            super::Outcome::Complete
+        } else {
+            super::Outcome::Partial { missing }
+        };
+        if let Some(logical) = self.subs.get_mut(&sub) {
+            logical.mark_reported();
+            let slot = logical.deadline.take();
+            self.cancel_outcome_timer(sub, slot);
+        }
+        self.emit(sub, PoolEvent::Complete { sub, outcome });
+    }
+
+    /// Routed `sub`'s outcome was reported before a checkpoint: not again.
+    pub(crate) fn routed_reported(&mut self, sub: SubId) {
+        if let Some(routed) = self
+            .outbox
+            .as_deref_mut()
+            .and_then(|o| o.subs.get_mut(&sub))
+        {
+            routed.reported = true;
+        }
+        if let Some(logical) = self.subs.get_mut(&sub) {
+            logical.mark_reported();
+            let slot = logical.deadline.take();
+            self.cancel_outcome_timer(sub, slot);
+        }
+    }
+
+    /// Routed `sub` is dropped: its REQs close; relays routing no longer needs close at the
+    /// next routing.
+    pub(crate) fn routed_unsubscribe(&mut self, now: Instant, sub: SubId) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        let Some(routed) = outbox.subs.remove(&sub) else {
+            return;
+        };
+        if let Want::Feed(people) = &routed.want {
+            let still: BTreeSet<&String> = outbox
+                .subs
+                .values()
+                .filter_map(|r| match &r.want {
+                    Want::Feed(p) => Some(p.iter()),
+                    _ => None,
+                })
+                .flatten()
+                .collect();
+            for person in people.iter().filter(|p| !still.contains(p)) {
+                outbox.router.unfollow(person);
+            }
+        }
+        for (relay, placed) in routed.placed {
+            self.close_chunks(now, relay, placed);
+        }
+        self.schedule_reroute(now);
+    }
+
+    fn is_lists(&self, sub: SubId) -> bool {
+        self.outbox.as_deref().is_some_and(|o| o.lists == Some(sub))
+    }
+
+    /// The routed subscriptions and their filters, for a checkpoint (the pool's own list
+    /// watch is made again on restore).
+    pub(crate) fn routed_filters(&self) -> Vec<(u64, String)> {
+        self.outbox
+            .as_deref()
+            .map(|o| {
+                o.subs
+                    .iter()
+                    .filter(|(_, r)| r.want != Want::Lists)
+                    .map(|(s, r)| (s.0, Value::Object(r.filter.clone()).to_string()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Restore routed subscription `sub` with `filter`, caught up from `unix` (the
+    /// checkpoint's wall clock); its dedup memory is restored beside it.
+    pub(crate) fn restore_routed(
+        &mut self,
+        sub: SubId,
+        filter: &str,
+        unix: u64,
+        seen: Seen,
+        now: Instant,
+    ) -> Result<(), String> {
+        let map: Map<String, Value> = serde_json::from_str(filter).map_err(|e| e.to_string())?;
+        let want = want_of(&map)?;
+        if let Want::Feed(authors) = &want {
+            let outbox = self.outbox.as_deref_mut().ok_or("routing is off")?;
+            outbox
+                .router
+                .follow(authors.iter().map(String::as_str))
+                .map_err(|e| e.to_string())?;
+        }
+        let next = self.next_sub;
+        self.next_sub = sub.0 - 1;
+        let registered = self.register_routed(now, map, want);
+        self.next_sub = next.max(sub.0);
+        registered.map_err(|e| e.to_string())?;
+        if let Some(logical) = self.subs.get_mut(&sub) {
+            logical.seen = seen;
+        }
+        if let Some(routed) = self
+            .outbox
+            .as_deref_mut()
+            .and_then(|o| o.subs.get_mut(&sub))
+        {
+            routed.restored_at = Some(unix);
+        }
+        Ok(())
+    }
+
+    /// After a restore: watch the lists again and route.
+    pub(crate) fn restart_routing(&mut self, now: Instant) -> Result<(), PoolError> {
+        if self.outbox.as_deref().is_none_or(|o| o.subs.is_empty()) {
+            return Ok(());
+        }
+        self.ensure_lists_watch(now)?;
+        self.reroute(now);
+        Ok(())
+    }
+}
+
+impl Routed {
+    /// The relays it is placed on.
+    pub(crate) fn relays(&self) -> Vec<RelayId> {
+        self.placed.keys().copied().collect()
+    }
+
+    /// `authors` in groups by where their catch-up starts: when each was last served live,
+    /// or after a restore the checkpoint's time, less the lookback; a person never served
+    /// is asked with the user's filter as it is.
+    fn groups(&self, authors: &BTreeSet<String>, unix: Option<u64>) -> Vec<Group> {
+        let mut by_since: BTreeMap<Option<u64>, Vec<String>> = BTreeMap::new();
+        for author in authors {
+            let served = self.live.get(author).copied().or(self.restored_at);
+            let since = match (served, unix) {
+                (Some(t), _) => Some(t.saturating_sub(self.lookback) / SINCE_BUCKET * SINCE_BUCKET),
+                (None, _) => None,
+            };
+            by_since.entry(since).or_default().push(author.clone());
+        }
+        by_since
+            .into_iter()
+            .map(|(since, authors)| Group { authors, since })
+            .collect()
+    }
+}
+
+/// Who a filter names: its `authors`, or with none its one `#p` key.
+fn want_of(filter: &Map<String, Value>) -> Result<Want, String> {
+    let keys = |v: &Value| -> Result<Vec<String>, String> {
+        let list = v.as_array().ok_or("not a list")?;
+        list.iter()
+            .map(|k| {
+                k.as_str()
+                    .filter(|k| super::router::is_public_key(k))
+                    .map(str::to_owned)
+                    .ok_or_else(|| format!("not a hex public key: {k}"))
+            })
+            .collect()
+    };
+    if let Some(authors) = filter.get("authors") {
+        let authors = keys(authors)?;
+        if authors.is_empty() {
+            return Err("a routed filter names no authors".into());
+        }
+        return Ok(Want::Feed(authors));
+    }
+    if let Some(p) = filter.get("#p") {
+        let mut p = keys(p)?;
+        if p.len() == 1 {
+            return Ok(Want::Inbox(p.remove(0)));
+        }
+    }
+    Err("a routed filter needs `authors`, or one `#p` key for an inbox".into())
+}
+
+fn invalid_filter(why: String) -> PoolError {
+    PoolError::Session(Error::InvalidFilter(
+        crate::nostr::subscription::InvalidFilter(why),
+    ))
+}
+
+fn keep(list: &[String], mine: &BTreeSet<&String>) -> Vec<String> {
+    list.iter().filter(|a| mine.contains(a)).cloned().collect()
+}
+
+/// What the router should make of a relay's CLOSED reason.
+fn refusal_of(reason: &str) -> Refusal {
+    if reason.starts_with("rate-limited") {
+        Refusal::RateLimited(Duration::from_secs(30))
+    } else if reason.starts_with("auth-required") {
+        Refusal::AuthRequired
+    } else {
+        Refusal::Blocked
+    }
+}
+
+fn member_in(relays: &mut [Option<Box<Member>>], relay: RelayId) -> Option<&mut Member> {
+    relays
+        .get_mut(relay.0 as usize)
+        .and_then(Option::as_deref_mut)
+}

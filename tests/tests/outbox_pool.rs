@@ -1,0 +1,304 @@
+//! Subscriptions by people in the pool (`RelayPool::subscribe_outbox`), against relay models
+//! that apply `authors` and `#p` as deployed relays do: relay lists fetched from the
+//! indexer, routes that follow a list update without losing what arrived meanwhile, an
+//! inbox that does not leak another user's wraps, a follow feed cut to the relay's frame
+//! size, and a restart that routes straight back.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use tether_core::nostr::Carries;
+use tether_core::pool::router::RouterConfig;
+use tether_core::pool::{PoolConfig, PoolEvent, RelayId, SubId};
+use tether_testkit::pool_sim::{PoolAction, PoolSim};
+use tether_testkit::sim::UNIX_START;
+use tether_testkit::{RelayModel, StoredEvent};
+
+const INDEXER: &str = "wss://index.example";
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn key(n: u64) -> String {
+    format!("{:064x}", 0xa000_0000 + n)
+}
+
+fn url(name: &str) -> String {
+    format!("wss://{name}.example")
+}
+
+/// An event numbered `n` by `author`, dated `at` seconds after the Sim's wall-clock start.
+fn note(n: u64, author: &str, at: u64, kind: u64, tags: &str) -> StoredEvent {
+    let created_at = UNIX_START + at;
+    StoredEvent {
+        n,
+        created_at,
+        kind,
+        json: format!(
+            r#"{{"id":"{n:064x}","pubkey":"{author}","created_at":{created_at},"kind":{kind},"tags":[{tags}],"content":"","sig":"{n:0128x}"}}"#
+        ),
+    }
+}
+
+/// `author`'s relay list of `kind` (10002 or 10050) naming `relays`.
+fn list(n: u64, author: &str, at: u64, kind: u64, relays: &[&str]) -> StoredEvent {
+    let tag = if kind == 10002 { "r" } else { "relay" };
+    let tags: Vec<String> = relays
+        .iter()
+        .map(|r| format!(r#"["{tag}","{}"]"#, url(r)))
+        .collect();
+    note(n, author, at, kind, &tags.join(","))
+}
+
+fn config() -> PoolConfig {
+    let mut router = RouterConfig::default();
+    router.indexers = vec![INDEXER.to_owned()];
+    let mut config = PoolConfig::default();
+    config.router = router;
+    config
+}
+
+fn world(s: &mut PoolSim, relays: &[(&str, Vec<StoredEvent>)]) {
+    for (name, events) in relays {
+        let mut model = RelayModel::default();
+        model.events = events.clone();
+        let at = if *name == "index" {
+            INDEXER.to_owned()
+        } else {
+            url(name)
+        };
+        s.world.insert(at, model);
+    }
+}
+
+/// Event numbers delivered to `sub`, each with how many times.
+fn delivered(s: &PoolSim, sub: SubId) -> BTreeMap<u64, usize> {
+    let mut out = BTreeMap::new();
+    for n in s.heard(|e| match e {
+        PoolEvent::Received { sub: q, id, .. } if *q == sub => {
+            Some(u64::from_be_bytes(id.0[24..].try_into().expect("8 bytes")))
+        }
+        _ => None,
+    }) {
+        *out.entry(n).or_default() += 1;
+    }
+    out
+}
+
+fn relay_of(s: &PoolSim, name: &str) -> Option<RelayId> {
+    s.peers
+        .iter()
+        .find(|(_, p)| p.url.as_deref() == Some(url(name).as_str()))
+        .map(|(r, _)| *r)
+}
+
+fn reqs_to(s: &PoolSim, name: &str) -> Vec<String> {
+    let Some(relay) = relay_of(s, name) else {
+        return Vec::new();
+    };
+    s.sent
+        .iter()
+        .filter(|(_, r, c, _)| *r == relay && matches!(c, Carries::Req(_)))
+        .map(|(_, _, _, text)| text.clone())
+        .collect()
+}
+
+#[test]
+fn a_list_update_moves_an_author_and_what_arrived_meanwhile_is_delivered_once() {
+    let (a, b) = (key(1), key(2));
+    let mut s = PoolSim::new(config(), 7);
+    world(
+        &mut s,
+        &[
+            (
+                "index",
+                vec![
+                    list(100, &a, 0, 10002, &["r1"]),
+                    list(101, &b, 0, 10002, &["r2"]),
+                ],
+            ),
+            ("r1", vec![note(1, &a, 1, 1, ""), note(2, &a, 2, 1, "")]),
+            ("r2", vec![note(3, &b, 3, 1, "")]),
+            ("r3", vec![]),
+        ],
+    );
+    let filter = format!(r#"{{"kinds":[1],"authors":["{a}","{b}"]}}"#);
+    s.at(secs(0), PoolAction::SubscribeOutbox(filter));
+    // A moves to r3 at 20 s; an event of A's dated 15 s reached only r3, before the move.
+    s.at(
+        secs(16),
+        PoolAction::StoreAt(url("r3"), note(4, &a, 15, 1, "")),
+    );
+    s.at(
+        secs(20),
+        PoolAction::StoreAt(INDEXER.into(), list(102, &a, 20, 10002, &["r3"])),
+    );
+    s.at(
+        secs(30),
+        PoolAction::StoreAt(url("r3"), note(5, &a, 30, 1, "")),
+    );
+    s.run_for(secs(40));
+    let sub = SubId(1);
+    assert_eq!(
+        delivered(&s, sub),
+        BTreeMap::from([(1, 1), (2, 1), (3, 1), (4, 1), (5, 1)]),
+        "{}",
+        s.transcript()
+    );
+    let r3 = reqs_to(&s, "r3");
+    assert!(
+        r3.iter()
+            .any(|req| req.contains(&a) && req.contains("\"since\"")),
+        "r3 is asked about A from when A was last served: {r3:?}"
+    );
+    let routed = s.heard(|e| match e {
+        PoolEvent::Routed { report, .. } => Some(report.clone()),
+        _ => None,
+    });
+    let last = routed.last().expect("routing was reported");
+    assert!(last.relays.iter().any(|(_, u)| *u == url("r3")), "{last:?}");
+    assert!(last.uncovered.is_empty(), "{last:?}");
+    assert_eq!(last.covered.len(), 2, "{last:?}");
+}
+
+#[test]
+fn an_inbox_is_routed_to_the_dm_relays_and_a_relay_ignoring_p_leaks_nothing() {
+    let (me, other, sender) = (key(1), key(2), key(3));
+    let mut s = PoolSim::new(config(), 7);
+    world(
+        &mut s,
+        &[
+            (
+                "index",
+                vec![
+                    list(100, &me, 0, 10050, &["dm"]),
+                    list(101, &me, 0, 10002, &["public"]),
+                ],
+            ),
+            (
+                "dm",
+                vec![
+                    note(1, &sender, 1, 1059, &format!(r#"["p","{me}"]"#)),
+                    note(2, &sender, 2, 1059, &format!(r#"["p","{other}"]"#)),
+                ],
+            ),
+            (
+                "public",
+                vec![note(3, &sender, 3, 1059, &format!(r#"["p","{me}"]"#))],
+            ),
+        ],
+    );
+    if let Some(dm) = s.world.get_mut(&url("dm")) {
+        dm.ignores_tags = true;
+    }
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(r##"{{"kinds":[1059],"#p":["{me}"]}}"##)),
+    );
+    s.run_for(secs(10));
+    assert_eq!(
+        delivered(&s, SubId(1)),
+        BTreeMap::from([(1, 1)]),
+        "only my wrap, only from my DM relay: {}",
+        s.transcript()
+    );
+    let dm = relay_of(&s, "dm").expect("the DM relay was opened");
+    assert_eq!(s.pool.relay_stats(dm).map(|st| st.unmatched), Some(1));
+    assert!(
+        relay_of(&s, "public").is_none(),
+        "a 10050 list wins over 10002"
+    );
+}
+
+#[test]
+fn a_follow_feed_of_2000_is_cut_to_64_kib_frames() {
+    let authors: Vec<String> = (0..2_000).map(key).collect();
+    let lists: Vec<StoredEvent> = authors
+        .iter()
+        .enumerate()
+        .map(|(i, a)| list(10_000 + i as u64, a, 0, 10002, &["big"]))
+        .collect();
+    let mut s = PoolSim::new(config(), 7);
+    world(
+        &mut s,
+        &[
+            ("index", lists),
+            ("big", vec![note(1, &authors[1_999], 5, 1, "")]),
+        ],
+    );
+    let quoted: Vec<String> = authors.iter().map(|a| format!("\"{a}\"")).collect();
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(
+            r#"{{"kinds":[1],"authors":[{}]}}"#,
+            quoted.join(",")
+        )),
+    );
+    s.run_for(secs(10));
+    let reqs = reqs_to(&s, "big");
+    assert!(reqs.len() >= 3, "{} REQs", reqs.len());
+    assert!(
+        reqs.iter().all(|r| r.len() <= 64 * 1024),
+        "{:?}",
+        reqs.iter().map(String::len).collect::<Vec<_>>()
+    );
+    for a in &authors {
+        assert!(
+            reqs.iter().any(|r| r.contains(a.as_str())),
+            "{a} asked nowhere"
+        );
+    }
+    assert_eq!(delivered(&s, SubId(1)), BTreeMap::from([(1, 1)]));
+    // The indexer's lists frames are cut the same way.
+    let index_reqs: Vec<&String> = s
+        .sent
+        .iter()
+        .filter(|(_, _, c, t)| matches!(c, Carries::Req(_)) && t.contains("10002"))
+        .map(|(_, _, _, t)| t)
+        .collect();
+    assert!(index_reqs.iter().all(|r| r.len() <= 64 * 1024));
+}
+
+#[test]
+fn a_restart_routes_straight_back_and_catches_up_what_arrived_while_down() {
+    let a = key(1);
+    let mut s = PoolSim::new(config(), 7);
+    world(
+        &mut s,
+        &[
+            ("index", vec![list(100, &a, 0, 10002, &["r1"])]),
+            ("r1", vec![note(1, &a, 1, 1, "")]),
+        ],
+    );
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
+    );
+    s.at(secs(10), PoolAction::Kill);
+    s.at(
+        secs(15),
+        PoolAction::StoreAt(url("r1"), note(2, &a, 14, 1, "")),
+    );
+    s.at(secs(20), PoolAction::Restore);
+    s.run_for(secs(30));
+    assert_eq!(
+        delivered(&s, SubId(1)),
+        BTreeMap::from([(1, 1), (2, 1)]),
+        "{}",
+        s.transcript()
+    );
+    // After the restart r1 is asked at once (from the checkpoint's router), not after the
+    // indexer answered again.
+    let r1 = relay_of(&s, "r1").expect("r1");
+    let first_req_after = s
+        .sent
+        .iter()
+        .filter(|(t, r, c, _)| {
+            *r == r1 && matches!(c, Carries::Req(_)) && t.since_origin() >= secs(20)
+        })
+        .map(|(t, ..)| t.since_origin())
+        .min()
+        .expect("r1 asked after the restart");
+    assert!(first_req_after < secs(21), "{first_req_after:?}");
+}
