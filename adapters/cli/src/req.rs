@@ -13,6 +13,7 @@ use futures_util::stream::{select_all, StreamExt};
 use tether_tokio::tether_core::checkpoint::CheckpointError;
 use tether_tokio::tether_core::line::{Label, Labels, Limiter};
 use tether_tokio::tether_core::nostr::RelayCheckpoint;
+use tether_tokio::tether_core::pool::router::relay_url;
 use tether_tokio::tether_core::pool::{PoolCheckpoint, SubId};
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
 use tether_tokio::tether_driver::{check_ws_url, normalize_relay_url, PoolEvents, PoolHandle};
@@ -56,13 +57,19 @@ const DEFAULT_FILTER: &str = r#"{"limit":10}"#;
     it any more; --until-eose exits 0 after every subscription's `complete`. With \
     --verify, an event whose id or signature is wrong is dropped and written as `invalid` \
     (sub, relay, id, reason).\n\
+    With --outbox there is no relay argument: each filter names people (`authors`, or one \
+    `#p` key for an inbox), their relays come from their relay lists (NIP-65 kind 10002, \
+    NIP-17 kind 10050) on the indexers, and each subscription gets a `routed` line whenever \
+    its routes change (sub, relays: URLs asked, covered: [{author, relays}], fallback_only, \
+    uncovered), beside the pool's lines.\n\
     Exit codes: 0 done (--until-eose, --duration, Ctrl-C), 1 failure, 2 bad arguments."
 )]
 pub(crate) struct Args {
     /// The relay, ws:// or wss://. More relays may follow (as in `nak req`): then the
     /// subscriptions span all of them through one pool, each event is written once, and
-    /// every line about one relay carries `relay`.
-    url: String,
+    /// every line about one relay carries `relay`. None with --outbox.
+    #[arg(value_name = "URL")]
+    url: Option<String>,
     /// One subscription per filter: a NIP-01 filter object as JSON [default: {"limit":10}].
     /// Leading ws:// or wss:// arguments are further relays.
     #[arg(value_name = "FILTER_JSON")]
@@ -114,6 +121,18 @@ pub(crate) struct Args {
     /// beside the built-in webpki roots.
     #[arg(long)]
     native_roots: bool,
+    /// Subscribe to people, not relays: route each filter's `authors` (or its one `#p` key,
+    /// an inbox) to their relays, learned from their relay lists and from what relays
+    /// deliver. Takes no relay URL.
+    #[arg(long)]
+    outbox: bool,
+    /// With --outbox: fetch relay lists from this relay (repeatable; replaces the default
+    /// indexers purplepag.es, user.kindpag.es, indexer.coracle.social).
+    #[arg(long, value_name = "URL")]
+    indexer: Vec<String>,
+    /// With --outbox: most relays connected at once, the indexers included [default: 20].
+    #[arg(long, value_name = "N")]
+    max_relays: Option<usize>,
 }
 
 /// Run `tether req`.
@@ -121,13 +140,26 @@ pub(crate) struct Args {
 /// # Errors
 /// [`Failure::Usage`] for a bad URL, filter, key or state file; [`Failure::Failed`] when
 /// the driver stops on its own.
-pub(crate) async fn run(args: Args) -> Result<(), Failure> {
+pub(crate) async fn run(mut args: Args) -> Result<(), Failure> {
+    if args.outbox {
+        return run_outbox(args).await;
+    }
+    if !args.indexer.is_empty() || args.max_relays.is_some() {
+        return Err(Failure::Usage(
+            "--indexer and --max-relays go with --outbox".into(),
+        ));
+    }
+    let Some(first) = args.url.take() else {
+        return Err(Failure::Usage(
+            "a relay URL is required (or --outbox)".into(),
+        ));
+    };
     let extra = args
         .filters
         .iter()
         .take_while(|a| a.starts_with("ws://") || a.starts_with("wss://"))
         .count();
-    let mut relays = vec![args.url.clone()];
+    let mut relays = vec![first];
     relays.extend(args.filters[..extra].iter().cloned());
     // Every relay URL before anything starts: a port out of range would otherwise reach a
     // socket as the default port and be retried forever.
@@ -141,11 +173,82 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
     } else {
         Form::Pool
     };
+    let pool_config = pool_config(&args, &config);
+    stream(args, config, pool_config, relays, filters, form, Mode::Relays).await
+}
+
+/// `tether req --outbox`: no relay given; the pool routes each filter by its people.
+async fn run_outbox(mut args: Args) -> Result<(), Failure> {
+    let mut filters = args.filters.clone();
+    if let Some(first) = args.url.take() {
+        if first.starts_with("ws://") || first.starts_with("wss://") {
+            return Err(Failure::Usage(
+                "--outbox takes no relay URL: its relays come from the people's relay lists"
+                    .into(),
+            ));
+        }
+        filters.insert(0, first);
+    }
+    if filters.is_empty() {
+        return Err(Failure::Usage(
+            "--outbox needs a filter naming people (`authors`, or one `#p` key)".into(),
+        ));
+    }
+    let filters = parse_filters(&filters)?;
+    for url in &args.indexer {
+        check_ws_url(url).map_err(|e| Failure::Usage(format!("--indexer: {e}")))?;
+    }
+    let config = driver_config(&args)?;
+    let mut pool_config = pool_config(&args, &config);
+    let router = &mut pool_config.router;
+    if !args.indexer.is_empty() {
+        router.indexers = args.indexer.clone();
+        // An indexer the user runs on a private network vouches for the relays its lists
+        // name there (a test bed, a company relay); a public one does not.
+        router.allow_private_relays = args
+            .indexer
+            .iter()
+            .any(|u| relay_url::normalize(u, false).is_err());
+    }
+    if let Some(max) = args.max_relays {
+        if max == 0 {
+            return Err(Failure::Usage("--max-relays must be at least 1".into()));
+        }
+        router.max_relays = max;
+    }
+    // The state file is this run's: its targets name the mode and the indexers.
+    let mut targets = vec!["outbox".to_owned()];
+    targets.extend(pool_config.router.indexers.iter().cloned());
+    stream(args, config, pool_config, targets, filters, Form::Pool, Mode::Outbox).await
+}
+
+/// Whether the pool's relays are given or routed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Relays,
+    Outbox,
+}
+
+/// The pool's configuration from the arguments.
+fn pool_config(args: &Args, config: &Config) -> PoolConfig {
     let mut pool_config = PoolConfig::default();
     pool_config.relay = config.relay.clone();
     if let Some(deadline) = args.eose_timeout {
         pool_config.eose_deadline = deadline;
     }
+    pool_config
+}
+
+/// Subscribe with `filters` and write every line until the run ends.
+async fn stream(
+    args: Args,
+    config: Config,
+    pool_config: PoolConfig,
+    relays: Vec<String>,
+    filters: Vec<Filter>,
+    form: Form,
+    mode: Mode,
+) -> Result<(), Failure> {
     let eose_deadline = pool_config.eose_deadline;
     let state = args
         .state
@@ -156,7 +259,8 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         None => None,
     };
     let stop = stop_requested()?;
-    let opened = open(pool_config, config, &relays, form, state.as_ref(), loaded).await?;
+    let given: &[String] = if mode == Mode::Outbox { &[] } else { &relays };
+    let opened = open(pool_config, config, given, form, state.as_ref(), loaded).await?;
     let Opened {
         pool,
         urls,
@@ -175,12 +279,19 @@ pub(crate) async fn run(args: Args) -> Result<(), Failure> {
         // A filter the state remembers goes on where it stopped; a new one starts fresh.
         let (sub, restored) = match remembered.iter().position(|(f, _)| *f == key) {
             Some(at) => (remembered.swap_remove(at).1, true),
-            None => (
-                pool.subscribe(vec![filter])
-                    .await
-                    .map_err(|e| Failure::Failed(format!("subscribe: {e}")))?,
-                false,
-            ),
+            None => {
+                let sub = match mode {
+                    Mode::Relays => pool
+                        .subscribe(vec![filter])
+                        .await
+                        .map_err(|e| Failure::Failed(format!("subscribe: {e}")))?,
+                    Mode::Outbox => pool
+                        .subscribe_outbox(filter)
+                        .await
+                        .map_err(|e| Failure::Usage(format!("filter {index}: {e}")))?,
+                };
+                (sub, false)
+            }
         };
         keys.push(key);
         ids.push(sub.id());
@@ -496,6 +607,12 @@ impl Run {
                 self.answered_by(index, *relay);
             }
             PoolItem::Complete(_) if self.form == Form::Pool => self.complete[index] = true,
+            // Routed relays are named by the pool: their lines carry those URLs.
+            PoolItem::Routed(report) => {
+                for (relay, url) in &report.relays {
+                    self.urls.insert(*relay, url.clone());
+                }
+            }
             PoolItem::Ended { .. } => {
                 self.ended[index] = true;
                 self.complete[index] = true;

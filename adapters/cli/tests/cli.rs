@@ -38,6 +38,7 @@ const REQ_TYPES: &[&str] = &[
     "complete",
     "ended",
     "invalid",
+    "routed",
 ];
 
 /// Every `type` `tether sse` may write.
@@ -1633,4 +1634,90 @@ async fn sse_goes_through_the_environments_proxy_unless_told_otherwise() {
     assert_eq!(targets, [url.clone(), url.clone()]);
     let bad = run(&["sse", &url, "--proxy", "socks5://127.0.0.1:1"]).await;
     assert_eq!(bad.status.code(), Some(2), "{}", explain(&bad));
+}
+
+/// An event by `author` numbered `n`, of `kind`, with `tags` (JSON), dated `created_at`.
+fn authored(n: u64, author: &str, kind: u64, created_at: u64, tags: &str) -> StoredEvent {
+    StoredEvent {
+        n,
+        created_at,
+        kind,
+        json: format!(
+            r#"{{"id":"{n:064x}","pubkey":"{author}","created_at":{created_at},"kind":{kind},"tags":[{tags}],"content":"","sig":"{n:0128x}"}}"#
+        ),
+    }
+}
+
+#[tokio::test]
+async fn req_outbox_routes_people_to_their_relays_and_writes_routed_lines() {
+    if other_binary() {
+        // tether-py does not route by people yet (issue 42 names it as still to come).
+        return;
+    }
+    let author = format!("{:064x}", 0xa1);
+    let mut model = RelayModel::default();
+    model.events.push(authored(1, &author, 1, 1_000_001, ""));
+    let content = TestRelay::start(model).await.unwrap();
+    let mut elsewhere = RelayModel::default();
+    elsewhere.events.push(authored(2, &author, 1, 1_000_002, ""));
+    let undeclared = TestRelay::start(elsewhere).await.unwrap();
+    let mut index = RelayModel::default();
+    index.events.push(authored(
+        3,
+        &author,
+        10002,
+        1_000_000,
+        &format!(r#"["r","{}"]"#, content.url()),
+    ));
+    let indexer = TestRelay::start(index).await.unwrap();
+    let filter = format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#);
+    let output = run(&[
+        "req",
+        "--outbox",
+        "--indexer",
+        &indexer.url(),
+        "--max-relays",
+        "5",
+        &filter,
+        "--until-eose",
+        "--eose-timeout",
+        "8",
+    ])
+    .await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let lines = json_lines(&output, REQ_TYPES);
+    let events = of_type(&lines, "event");
+    assert_eq!(events.len(), 1, "{}", explain(&output));
+    assert_eq!(events[0]["relay"], content.url());
+    assert_eq!(events[0]["event"]["id"], format!("{:064x}", 1));
+    let routed = of_type(&lines, "routed");
+    let last = routed.last().expect("a routed line");
+    assert_eq!(last["sub"], "0");
+    let relays: Vec<&str> = last["relays"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r.as_str().unwrap())
+        .collect();
+    assert!(relays.contains(&content.url().as_str()), "{relays:?}");
+    assert!(!relays.contains(&undeclared.url().as_str()), "{relays:?}");
+    assert_eq!(
+        last["covered"],
+        serde_json::json!([{"author": author, "relays": 1}])
+    );
+    assert_eq!(last["uncovered"], serde_json::json!([]));
+    let complete = of_type(&lines, "complete");
+    assert_eq!(complete.len(), 1, "{}", explain(&output));
+    assert_eq!(complete[0]["outcome"], "complete", "{}", explain(&output));
+}
+
+#[tokio::test]
+async fn req_outbox_refuses_a_relay_argument() {
+    if other_binary() {
+        return;
+    }
+    let output = run(&["req", "--outbox", "wss://relay.example", r#"{"authors":[]}"#]).await;
+    assert_usage_error(&output);
+    let output = run(&["req", "--indexer", "wss://i.example", r#"{"kinds":[1]}"#]).await;
+    assert_usage_error(&output);
 }

@@ -270,6 +270,15 @@ impl<A: App, R: Runtime> Driver<A, R> {
         match transmit {
             Transmit::FetchInfo => self.start_fetch(key),
             Transmit::Open { epoch } => {
+                // A relay the machine opened itself is held at the URL it names; a slot it
+                // reuses for another URL gets a fresh socket.
+                if let Some(url) = self.parts.machine.relay_url(key) {
+                    if self.parts.relays.url(key).map(|u| &**u) != Some(url) {
+                        let url: Arc<str> = Arc::from(url);
+                        self.parts.relays.remove(key);
+                        self.parts.relays.add(key, url);
+                    }
+                }
                 if let Some(url) = self.parts.relays.url(key) {
                     info!(%url, epoch = epoch.0, "connecting");
                 }

@@ -118,6 +118,7 @@ impl PoolItem {
                 attempts: *attempts,
             },
             PoolItem::Complete(outcome) => Line::complete(sub, outcome, labels),
+            PoolItem::Routed(report) => Line::routed(sub, report),
             PoolItem::Ended { .. } => Line::Ended { sub },
             PoolItem::Invalid {
                 relay: r,

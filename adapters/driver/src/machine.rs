@@ -62,6 +62,10 @@ pub(crate) trait Machine: Send + 'static {
     fn set_info_refresh(&mut self, refresh: Option<Duration>);
     /// The relay and challenge of an AUTH challenge event, for the signer.
     fn challenge(event: &Self::Event) -> Option<(Self::Key, ChallengeId, &str)>;
+    /// The URL of a relay the machine opened on its own (a pool routing by people).
+    fn relay_url(&self, _key: Self::Key) -> Option<&str> {
+        None
+    }
 }
 
 impl Machine for RelaySession {
@@ -207,6 +211,10 @@ impl Machine for RelayPool {
 
     fn set_info_refresh(&mut self, refresh: Option<Duration>) {
         RelayPool::set_info_refresh(self, refresh);
+    }
+
+    fn relay_url(&self, relay: RelayId) -> Option<&str> {
+        RelayPool::relay_url(self, relay)
     }
 
     fn challenge(event: &PoolEvent) -> Option<(RelayId, ChallengeId, &str)> {

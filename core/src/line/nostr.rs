@@ -11,7 +11,7 @@ use serde::Serialize;
 use super::{is_zero, millis_until, Checked, Hex, Label, Labels, Limiter};
 use crate::link::SocketLoss;
 use crate::nostr::{Carries, Disconnect, Event, Rejection, Transmit};
-use crate::pool::{Outcome, PoolEvent, RelayId};
+use crate::pool::{Outcome, PoolEvent, RelayId, RouteReport};
 use crate::time::Instant;
 
 /// One line about a relay session or a pool.
@@ -319,25 +319,30 @@ impl<'a> Line<'a> {
                     .collect(),
                 pending: outcome.pending.iter().filter_map(relay).collect(),
             },
-            PoolEvent::Routed { sub: s, report } => Line::Routed {
-                sub: sub(s.0),
-                relays: report.relays.iter().map(|(_, url)| url.as_str()).collect(),
-                covered: report
-                    .covered
-                    .iter()
-                    .map(|(author, relays)| AuthorRelays {
-                        author,
-                        relays: *relays,
-                    })
-                    .collect(),
-                fallback_only: report.fallback_only.iter().map(String::as_str).collect(),
-                uncovered: report.uncovered.iter().map(String::as_str).collect(),
-            },
+            PoolEvent::Routed { sub: s, report } => Line::routed(sub(s.0), report),
             PoolEvent::Relay {
                 relay: r,
                 sub: s,
                 event,
             } => Self::session_event(event, now, relay(r), s.map(|s| s.0), labels),
+        }
+    }
+
+    /// The `routed` line of `sub`'s routing `report`.
+    pub fn routed(sub: Label<'a>, report: &'a RouteReport) -> Line<'a> {
+        Line::Routed {
+            sub,
+            relays: report.relays.iter().map(|(_, url)| url.as_str()).collect(),
+            covered: report
+                .covered
+                .iter()
+                .map(|(author, relays)| AuthorRelays {
+                    author,
+                    relays: *relays,
+                })
+                .collect(),
+            fallback_only: report.fallback_only.iter().map(String::as_str).collect(),
+            uncovered: report.uncovered.iter().map(String::as_str).collect(),
         }
     }
 

@@ -262,6 +262,17 @@ impl App for PoolApp {
                 }
                 let _ = reply.send(result);
             }
+            PoolCommand::SubscribeOutbox {
+                filter,
+                items,
+                reply,
+            } => {
+                let result = parts.machine.subscribe_outbox(now, filter);
+                if let Ok(sub) = result {
+                    parts.delivery.add_sub(sub, items);
+                }
+                let _ = reply.send(result);
+            }
             PoolCommand::Unsubscribe { sub, reply } => {
                 parts.delivery.remove_sub(sub);
                 let _ = parts.machine.unsubscribe(now, sub);
@@ -332,6 +343,7 @@ impl App for PoolApp {
                 },
             ),
             PoolEvent::Complete { sub, outcome } => Route::Sub(sub, PoolItem::Complete(outcome)),
+            PoolEvent::Routed { sub, report } => Route::Sub(sub, PoolItem::Routed(report)),
             PoolEvent::Ended { sub, reasons } => Route::Sub(sub, PoolItem::Ended { reasons }),
             PoolEvent::Invalid {
                 sub,

@@ -9,7 +9,7 @@ use futures_util::SinkExt;
 use tether_core::nostr::message::EventId;
 use tether_core::nostr::Filter;
 use tether_core::pool::{
-    Outcome, PoolCheckpoint, PoolError, PoolStats, PublishOutcome, RelayId, SubId,
+    Outcome, PoolCheckpoint, PoolError, PoolStats, PublishOutcome, RelayId, RouteReport, SubId,
 };
 use tether_core::Lifecycle;
 
@@ -67,6 +67,8 @@ pub enum PoolItem {
         /// What the verifier said.
         reason: String,
     },
+    /// Where a subscription by people is asked, and who is covered, whenever that changes.
+    Routed(RouteReport),
     /// What one relay's session reports about this subscription: retrying (with the
     /// delay), queued for a slot, no answer to its REQ.
     Relay {
@@ -145,6 +147,11 @@ pub(crate) enum PoolCommand {
     },
     Subscribe {
         filters: Vec<Filter>,
+        items: mpsc::Sender<PoolItem>,
+        reply: oneshot::Sender<Result<SubId, PoolError>>,
+    },
+    SubscribeOutbox {
+        filter: Filter,
         items: mpsc::Sender<PoolItem>,
         reply: oneshot::Sender<Result<SubId, PoolError>>,
     },
@@ -243,6 +250,37 @@ impl PoolHandle {
         let sub = self
             .call(|reply| PoolCommand::Subscribe {
                 filters,
+                items,
+                reply,
+            })
+            .await?
+            .map_err(PoolClientError::Pool)?;
+        Ok(PoolSubscription {
+            sub,
+            items: rx,
+            commands: self.commands.clone(),
+            ended: false,
+        })
+    }
+
+    /// Subscribe to people: `filter`'s `authors` (a follow feed), or with no `authors` its
+    /// one `#p` key (an inbox). The pool finds their relays from their relay lists on
+    /// [`RouterConfig::indexers`](tether_core::pool::router::RouterConfig::indexers), opens
+    /// them within the router's budget and keeps the subscription exact while routes move
+    /// (see [`RelayPool::subscribe_outbox`](tether_core::pool::RelayPool::subscribe_outbox));
+    /// [`PoolItem::Routed`] says where it is asked whenever that changes.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for a filter that names no people, or too many
+    /// subscriptions.
+    pub async fn subscribe_outbox(
+        &self,
+        filter: Filter,
+    ) -> Result<PoolSubscription, PoolClientError> {
+        let (items, rx) = mpsc::channel(self.subscription_capacity.max(1) - 1);
+        let sub = self
+            .call(|reply| PoolCommand::SubscribeOutbox {
+                filter,
                 items,
                 reply,
             })
@@ -388,6 +426,7 @@ impl std::fmt::Debug for PoolCommand {
             PoolCommand::RemoveRelay { .. } => "RemoveRelay",
             PoolCommand::RelayStats { .. } => "RelayStats",
             PoolCommand::Subscribe { .. } => "Subscribe",
+            PoolCommand::SubscribeOutbox { .. } => "SubscribeOutbox",
             PoolCommand::Unsubscribe { .. } => "Unsubscribe",
             PoolCommand::Publish { .. } => "Publish",
             PoolCommand::Close { .. } => "Close",
