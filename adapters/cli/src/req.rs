@@ -174,7 +174,16 @@ pub(crate) async fn run(mut args: Args) -> Result<(), Failure> {
         Form::Pool
     };
     let pool_config = pool_config(&args, &config);
-    stream(args, config, pool_config, relays, filters, form, Mode::Relays).await
+    stream(
+        args,
+        config,
+        pool_config,
+        relays,
+        filters,
+        form,
+        Mode::Relays,
+    )
+    .await
 }
 
 /// `tether req --outbox`: no relay given; the pool routes each filter by its people.
@@ -183,8 +192,7 @@ async fn run_outbox(mut args: Args) -> Result<(), Failure> {
     if let Some(first) = args.url.take() {
         if first.starts_with("ws://") || first.starts_with("wss://") {
             return Err(Failure::Usage(
-                "--outbox takes no relay URL: its relays come from the people's relay lists"
-                    .into(),
+                "--outbox takes no relay URL: its relays come from the people's relay lists".into(),
             ));
         }
         filters.insert(0, first);
@@ -219,7 +227,16 @@ async fn run_outbox(mut args: Args) -> Result<(), Failure> {
     // The state file is this run's: its targets name the mode and the indexers.
     let mut targets = vec!["outbox".to_owned()];
     targets.extend(pool_config.router.indexers.iter().cloned());
-    stream(args, config, pool_config, targets, filters, Form::Pool, Mode::Outbox).await
+    stream(
+        args,
+        config,
+        pool_config,
+        targets,
+        filters,
+        Form::Pool,
+        Mode::Outbox,
+    )
+    .await
 }
 
 /// Whether the pool's relays are given or routed.

@@ -1659,7 +1659,9 @@ async fn req_outbox_routes_people_to_their_relays_and_writes_routed_lines() {
     model.events.push(authored(1, &author, 1, 1_000_001, ""));
     let content = TestRelay::start(model).await.unwrap();
     let mut elsewhere = RelayModel::default();
-    elsewhere.events.push(authored(2, &author, 1, 1_000_002, ""));
+    elsewhere
+        .events
+        .push(authored(2, &author, 1, 1_000_002, ""));
     let undeclared = TestRelay::start(elsewhere).await.unwrap();
     let mut index = RelayModel::default();
     index.events.push(authored(
@@ -1716,7 +1718,13 @@ async fn req_outbox_refuses_a_relay_argument() {
     if other_binary() {
         return;
     }
-    let output = run(&["req", "--outbox", "wss://relay.example", r#"{"authors":[]}"#]).await;
+    let output = run(&[
+        "req",
+        "--outbox",
+        "wss://relay.example",
+        r#"{"authors":[]}"#,
+    ])
+    .await;
     assert_usage_error(&output);
     let output = run(&["req", "--indexer", "wss://i.example", r#"{"kinds":[1]}"#]).await;
     assert_usage_error(&output);

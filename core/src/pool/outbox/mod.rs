@@ -215,7 +215,10 @@ impl RelayPool {
 
     /// Subscribe to people: `filter`'s `authors` (a feed), or with no `authors` its one `#p`
     /// key (an inbox). The pool finds their relays and keeps the subscription exact as its
-    /// routes move (see the [module docs](self)). Its events, EOSEs (one per relay, once
+    /// routes move: a relay that takes a person over is asked from when they were last
+    /// served live, less the filter's lookback (49 h for gift wraps), with no `limit`, and
+    /// an event that does not match `filter` is dropped (counted as
+    /// [`PoolStats::unmatched`](super::PoolStats::unmatched)). Its events, EOSEs (one per relay, once
     /// all of that relay's REQs answered) and one outcome arrive as for any subscription,
     /// plus [`PoolEvent::Routed`] whenever routing changes.
     ///

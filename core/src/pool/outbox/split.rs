@@ -95,7 +95,7 @@ fn pack(filters: Vec<(String, Vec<String>)>, max_frame: usize) -> Vec<(Vec<Filte
         };
         let fits = out
             .last()
-            .is_some_and(|(f, _)| f.len() < FILTERS_PER_REQ && size + json.len() + 1 <= max_frame);
+            .is_some_and(|(f, _)| f.len() < FILTERS_PER_REQ && size + json.len() < max_frame);
         if !fits {
             out.push((Vec::new(), Vec::new()));
             size = REQ_OVERHEAD;
