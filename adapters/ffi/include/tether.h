@@ -633,7 +633,7 @@ int32_t tether_pool_handle_verified(struct TetherPool *pool,
 int32_t tether_pool_poll_timeout(struct TetherPool *pool, uint64_t *out_ms);
 
 // What the pool counted for `relay`, into `buf` (capacity `*len`):
-// `{"duplicates":N,"conflicts":N,"invalid":N,"unverified_dropped":N}`.
+// `{"duplicates":N,"conflicts":N,"invalid":N,"unverified_dropped":N,"unmatched":N}`.
 //
 // # Errors
 // `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_BUFFER_TOO_SMALL`, `TETHER_ERR_NULL`.

@@ -888,7 +888,7 @@ pub unsafe extern "C" fn tether_pool_poll_timeout(pool: *mut TetherPool, out_ms:
 }
 
 /// What the pool counted for `relay`, into `buf` (capacity `*len`):
-/// `{"duplicates":N,"conflicts":N,"invalid":N,"unverified_dropped":N}`.
+/// `{"duplicates":N,"conflicts":N,"invalid":N,"unverified_dropped":N,"unmatched":N}`.
 ///
 /// # Errors
 /// `TETHER_ERR_UNKNOWN_ID`, `TETHER_ERR_BUFFER_TOO_SMALL`, `TETHER_ERR_NULL`.

@@ -200,7 +200,7 @@ static void two_relays(void) {
     DRAINED(pool);
     len = sizeof buf;
     CODE(tether_pool_relay_stats(pool, a, buf, &len), TETHER_OK);
-    CHECK(len == strlen("{\"duplicates\":1,\"conflicts\":0,\"invalid\":0,\"unverified_dropped\":0}"));
+    CHECK(len == strlen("{\"duplicates\":1,\"conflicts\":0,\"invalid\":0,\"unverified_dropped\":0,\"unmatched\":0}"));
     CHECK(starts("{\"duplicates\":1,"));
     len = sizeof buf;
     CODE(tether_pool_relay_stats(pool, 7, buf, &len), TETHER_ERR_UNKNOWN_ID);
@@ -383,7 +383,7 @@ static void verification(void) {
     CHECK(strstr((const char *)buf, "\"reason\":\"revoked key\"") != NULL);
     len = sizeof buf;
     CODE(tether_pool_relay_stats(pool, a, buf, &len), TETHER_OK);
-    CHECK(len == strlen("{\"duplicates\":0,\"conflicts\":0,\"invalid\":2,\"unverified_dropped\":0}"));
+    CHECK(len == strlen("{\"duplicates\":0,\"conflicts\":0,\"invalid\":2,\"unverified_dropped\":0,\"unmatched\":0}"));
     DRAINED(pool);
     tether_pool_free(pool);
 }

@@ -875,7 +875,7 @@ class Pool(_Handle):
 
     def relay_stats(self, relay: int) -> dict:
         """What the pool counted for ``relay``: duplicates, conflicts, invalid,
-        unverified_dropped."""
+        unverified_dropped, unmatched."""
         return json.loads(self._copy("relay_stats", relay))
 
 
