@@ -592,14 +592,7 @@ impl PoolSim {
                     // Its connections are gone with it, and what they still had in flight:
                     // a relay added later may get the same id, and its session counts
                     // epochs from 1 again (a driver drops the old socket's wire likewise).
-                    self.net.retain(|item| match item {
-                        Item::Accept(r, _)
-                        | Item::ToPool(r, ..)
-                        | Item::ToRelay(r, ..)
-                        | Item::Cut(r, _)
-                        | Item::Flood { relay: r, .. } => *r != relay,
-                        Item::Script(_) | Item::Verdict(..) => true,
-                    });
+                    self.forget_io(relay);
                 }
             }
             PoolAction::Subscribe(filters) => {
@@ -964,14 +957,7 @@ impl PoolSim {
             if let Some(old_url) = old.url {
                 self.world.insert(old_url, old.model);
             }
-            self.net.retain(|item| match item {
-                Item::Accept(r, _)
-                | Item::ToPool(r, ..)
-                | Item::ToRelay(r, ..)
-                | Item::Cut(r, _)
-                | Item::Flood { relay: r, .. } => *r != relay,
-                Item::Script(_) | Item::Verdict(..) => true,
-            });
+            self.forget_io(relay);
         }
         let model = self.world.remove(&url).unwrap_or_else(|| {
             let mut none = RelayModel::default();
@@ -990,6 +976,18 @@ impl PoolSim {
                 accepted: None,
             },
         );
+    }
+
+    /// Drop everything in flight to or from `relay`'s connections.
+    fn forget_io(&mut self, relay: RelayId) {
+        self.net.retain(|item| match item {
+            Item::Accept(r, _)
+            | Item::ToPool(r, ..)
+            | Item::ToRelay(r, ..)
+            | Item::Cut(r, _)
+            | Item::Flood { relay: r, .. } => *r != relay,
+            Item::Script(_) | Item::Verdict(..) => true,
+        });
     }
 
     /// The pool's events so far; whether there were any.

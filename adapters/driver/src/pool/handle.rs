@@ -246,21 +246,12 @@ impl PoolHandle {
         &self,
         filters: Vec<Filter>,
     ) -> Result<PoolSubscription, PoolClientError> {
-        let (items, rx) = mpsc::channel(self.subscription_capacity.max(1) - 1);
-        let sub = self
-            .call(|reply| PoolCommand::Subscribe {
-                filters,
-                items,
-                reply,
-            })
-            .await?
-            .map_err(PoolClientError::Pool)?;
-        Ok(PoolSubscription {
-            sub,
-            items: rx,
-            commands: self.commands.clone(),
-            ended: false,
+        self.open_subscription(|items, reply| PoolCommand::Subscribe {
+            filters,
+            items,
+            reply,
         })
+        .await
     }
 
     /// Subscribe to people: `filter`'s `authors` (a follow feed), or with no `authors` its
@@ -277,13 +268,26 @@ impl PoolHandle {
         &self,
         filter: Filter,
     ) -> Result<PoolSubscription, PoolClientError> {
+        self.open_subscription(|items, reply| PoolCommand::SubscribeOutbox {
+            filter,
+            items,
+            reply,
+        })
+        .await
+    }
+
+    /// A subscription the driver registers with `command`, its items on a channel of the
+    /// configured capacity.
+    async fn open_subscription(
+        &self,
+        command: impl FnOnce(
+            mpsc::Sender<PoolItem>,
+            oneshot::Sender<Result<SubId, PoolError>>,
+        ) -> PoolCommand,
+    ) -> Result<PoolSubscription, PoolClientError> {
         let (items, rx) = mpsc::channel(self.subscription_capacity.max(1) - 1);
         let sub = self
-            .call(|reply| PoolCommand::SubscribeOutbox {
-                filter,
-                items,
-                reply,
-            })
+            .call(|reply| command(items, reply))
             .await?
             .map_err(PoolClientError::Pool)?;
         Ok(PoolSubscription {
