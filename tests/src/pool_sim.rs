@@ -666,37 +666,23 @@ impl PoolSim {
                 self.subscribed.extend(result.as_ref().ok());
                 self.reply(result.map(|s| s.to_string()));
             }
-            PoolAction::StoreAt(url, event) => {
-                let held = self
-                    .peers
-                    .iter()
-                    .find(|(_, p)| p.url.as_deref() == Some(url.as_str()))
-                    .map(|(r, _)| *r);
-                match held {
-                    Some(relay) => self.script(PoolAction::Store(relay, event)),
-                    None => {
-                        if let Some(model) = self.world.get_mut(&url) {
-                            let _ = model.store(event);
-                        }
+            PoolAction::StoreAt(url, event) => match self.held_at(&url) {
+                Some(relay) => self.script(PoolAction::Store(relay, event)),
+                None => {
+                    if let Some(model) = self.world.get_mut(&url) {
+                        let _ = model.store(event);
                     }
                 }
-            }
-            PoolAction::DownAt(url, down) => {
-                let held = self
-                    .peers
-                    .iter()
-                    .find(|(_, p)| p.url.as_deref() == Some(url.as_str()))
-                    .map(|(r, _)| *r);
-                match (held, down) {
-                    (Some(relay), true) => self.script(PoolAction::Down(relay)),
-                    (Some(relay), false) => self.script(PoolAction::Up(relay)),
-                    (None, _) => {
-                        if let Some(model) = self.world.get_mut(&url) {
-                            model.down = down;
-                        }
+            },
+            PoolAction::DownAt(url, down) => match (self.held_at(&url), down) {
+                (Some(relay), true) => self.script(PoolAction::Down(relay)),
+                (Some(relay), false) => self.script(PoolAction::Up(relay)),
+                (None, _) => {
+                    if let Some(model) = self.world.get_mut(&url) {
+                        model.down = down;
                     }
                 }
-            }
+            },
             PoolAction::RelayFrame(relay, frame) => {
                 let open = self
                     .peers
@@ -976,6 +962,14 @@ impl PoolSim {
                 accepted: None,
             },
         );
+    }
+
+    /// The pool's relay at `url`, while routing holds it.
+    pub fn held_at(&self, url: &str) -> Option<RelayId> {
+        self.peers
+            .iter()
+            .find(|(_, p)| p.url.as_deref() == Some(url))
+            .map(|(r, _)| *r)
     }
 
     /// Drop everything in flight to or from `relay`'s connections.

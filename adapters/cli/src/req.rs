@@ -13,7 +13,6 @@ use futures_util::stream::{select_all, StreamExt};
 use tether_tokio::tether_core::checkpoint::CheckpointError;
 use tether_tokio::tether_core::line::{Label, Labels, Limiter};
 use tether_tokio::tether_core::nostr::RelayCheckpoint;
-use tether_tokio::tether_core::pool::router::relay_url;
 use tether_tokio::tether_core::pool::{PoolCheckpoint, SubId};
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
 use tether_tokio::tether_driver::{check_ws_url, normalize_relay_url, PoolEvents, PoolHandle};
@@ -210,13 +209,7 @@ async fn run_outbox(mut args: Args) -> Result<(), Failure> {
     let mut pool_config = pool_config(&args, &config);
     let router = &mut pool_config.router;
     if !args.indexer.is_empty() {
-        router.indexers = args.indexer.clone();
-        // An indexer the user runs on a private network vouches for the relays its lists
-        // name there (a test bed, a company relay); a public one does not.
-        router.allow_private_relays = args
-            .indexer
-            .iter()
-            .any(|u| relay_url::normalize(u, false).is_err());
+        router.set_indexers(args.indexer.clone());
     }
     if let Some(max) = args.max_relays {
         if max == 0 {

@@ -232,8 +232,10 @@ impl RelayPool {
                 .iter()
                 .map(|(&id, fanout)| save_publish(id, fanout))
                 .collect(),
+            // The pool's own list watch is not saved: it asks again after a restore.
             held: held
                 .into_iter()
+                .filter(|&(sub, ..)| !self.is_routed(sub) || routed.contains_key(&sub.0))
                 .filter_map(|(sub, relay, _, raw)| {
                     Some(SavedCopy {
                         sub: sub.0,
@@ -348,7 +350,7 @@ impl RelayPool {
         self.restore_routed(SubId(saved.id), filter, unix, seen, now)
             .map_err(invalid)?;
         if saved.reported {
-            self.routed_reported(SubId(saved.id));
+            self.outcome_reported(SubId(saved.id));
         }
         Ok(())
     }
@@ -488,7 +490,10 @@ impl RelayPool {
     /// An event held for verification at the checkpoint arrives again from its relay.
     fn restore_copy(&mut self, copy: &SavedCopy) -> Result<(), CheckpointError> {
         let (sub, relay) = (SubId(copy.sub), RelayId(copy.relay));
-        if !self.subs.contains_key(&sub) || self.member(relay).is_none() {
+        // A routed subscription's relays are routing's, opened again after the restore:
+        // its copy is verified and delivered in the name of the relay that sent it.
+        let relay_known = self.member(relay).is_some() || self.is_routed(sub);
+        if !self.subs.contains_key(&sub) || !relay_known {
             return Err(CheckpointError::Invalid(format!(
                 "a held event for subscription {} from relay {}, which the pool does not have",
                 sub.0, relay.0

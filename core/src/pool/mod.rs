@@ -103,6 +103,10 @@ pub struct RelayPool {
     pacing: Pacing,
     /// Routing by people, once a subscription asked for it.
     outbox: Option<Box<outbox::Outbox>>,
+    /// The application is suspended / the device is offline, as the lifecycle said: a relay
+    /// added meanwhile starts offline, and routing waits.
+    suspended: bool,
+    offline: bool,
 }
 
 /// One relay of the pool.
@@ -168,6 +172,8 @@ impl RelayPool {
             events: VecDeque::new(),
             held: Held::default(),
             outbox: None,
+            suspended: false,
+            offline: false,
         }
     }
 
@@ -204,13 +210,17 @@ impl RelayPool {
     /// [`RelaySession::suspend`]). The pool's own outcome deadlines keep running: an
     /// outcome is the application's question, answered as soon as it can be.
     pub fn suspend(&mut self, now: Instant) {
+        self.suspended = true;
         self.each_relay(now, |session, now| session.suspend(now));
     }
 
     /// The application is back: every relay's deadlines move by the time away and every open
     /// socket is probed (see [`RelaySession::resume`]).
     pub fn resume(&mut self, now: Instant) {
+        self.suspended = false;
         self.each_relay(now, |session, now| session.resume(now));
+        let now = self.clock.now();
+        self.schedule_reroute(now);
     }
 
     /// The network path changed, for every relay (see [`RelaySession::network_changed`]).
@@ -223,7 +233,17 @@ impl RelayPool {
     /// The device has or has lost the network, for every relay (see
     /// [`RelaySession::set_online`]).
     pub fn set_online(&mut self, now: Instant, online: bool) {
+        self.offline = !online;
         self.each_relay(now, |session, now| session.set_online(now, online));
+        if online {
+            let now = self.clock.now();
+            self.schedule_reroute(now);
+        }
+    }
+
+    /// Whether the application is suspended or the device offline.
+    fn away(&self) -> bool {
+        self.suspended || self.offline
     }
 
     /// Apply `input` to every relay's session and take what each produced.
@@ -261,6 +281,10 @@ impl RelayPool {
             RelaySession::with_shared_config(Arc::clone(&self.relay_config), self.rng.next_u64());
         if let Some(wall) = self.wall {
             session.set_wall_clock(now, wall.unix_secs(now));
+        }
+        if self.offline {
+            // Wanted, but not attempted until the network is back.
+            session.set_online(now, false);
         }
         let member = Member::new(session, BTreeMap::new());
         let relay = match self.free.pop() {
@@ -830,13 +854,30 @@ impl RelayPool {
         targets: Targets,
         routing: Vec<(RelayId, Vec<Filter>)>,
     ) -> Result<SubId, PoolError> {
+        let sub = self.new_logical(now, None, targets)?;
+        for (relay, filters) in routing {
+            self.open_on(now, sub, relay, filters);
+        }
+        // A subscription with no relay at all (an empty pool) has nothing to wait for.
+        self.report_outcome(sub, false);
+        Ok(sub)
+    }
+
+    /// A new logical subscription (`id`, or the next one) with its outcome due after
+    /// `eose_deadline`.
+    fn new_logical(
+        &mut self,
+        now: Instant,
+        id: Option<SubId>,
+        targets: Targets,
+    ) -> Result<SubId, PoolError> {
         if self.subs.len() >= self.config.max_subscriptions {
             return Err(PoolError::TooManySubscriptions {
                 max: self.config.max_subscriptions,
             });
         }
-        self.next_sub += 1;
-        let sub = SubId(self.next_sub);
+        let sub = id.unwrap_or(SubId(self.next_sub + 1));
+        self.next_sub = self.next_sub.max(sub.0);
         let mut logical = Logical::new(
             targets,
             Seen::new(self.config.dedup_capacity, self.config.seen_on_max),
@@ -845,12 +886,16 @@ impl RelayPool {
         self.timers
             .set(Deadline::Outcome(sub), &mut logical.deadline, Some(at));
         self.subs.insert(sub, logical);
-        for (relay, filters) in routing {
-            self.open_on(now, sub, relay, filters);
-        }
-        // A subscription with no relay at all (an empty pool) has nothing to wait for.
-        self.report_outcome(sub, false);
         Ok(sub)
+    }
+
+    /// `sub`'s outcome is reported (or owed to no one): never again, and its deadline is off.
+    fn outcome_reported(&mut self, sub: SubId) {
+        if let Some(logical) = self.subs.get_mut(&sub) {
+            logical.mark_reported();
+            let slot = logical.deadline.take();
+            self.cancel_outcome_timer(sub, slot);
+        }
     }
 
     /// Register `sub` on `relay`'s session with `filters`.

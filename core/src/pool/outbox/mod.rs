@@ -36,9 +36,12 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::dedup::Seen;
 use super::logical::{Logical, Targets};
 use super::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
-use super::{dedup::Seen, Deadline, Member, PoolError, PoolEvent, RelayId, RelayPool, SubId};
+use super::{Deadline, PoolError, PoolEvent, RelayId, RelayPool, SubId};
+use crate::link::SocketLoss;
+use crate::nostr::reason::{self, Class};
 use crate::nostr::Lookbacks;
 use crate::nostr::{Disconnect, Error, Filter, Priority, SubscriptionId};
 use crate::time::Instant;
@@ -53,6 +56,9 @@ pub const REROUTE_DELAY: Duration = Duration::from_secs(1);
 const SINCE_BUCKET: u64 = 600;
 /// Most inbox relays asked per inbox (4): NIP-17 asks users to keep their list small.
 const MAX_INBOX_RELAYS: usize = 4;
+/// How long a rate-limited relay is not asked again when it gives no `retry in Ns` (10 s,
+/// the session gate's default window).
+const DEFAULT_RATE_LIMIT: Duration = Duration::from_secs(10);
 
 /// What routing gives one subscription, reported whenever it changes
 /// ([`PoolEvent::Routed`]).
@@ -104,7 +110,6 @@ pub(crate) struct Routed {
     live: BTreeMap<String, u64>,
     /// After a restore: the checkpoint's wall-clock second, the catch-up start of everyone.
     pub(crate) restored_at: Option<u64>,
-    reported: bool,
     report: Option<RouteReport>,
 }
 
@@ -238,7 +243,7 @@ impl RelayPool {
                 .follow(authors.iter().map(String::as_str))
                 .map_err(|e| invalid_filter(e.to_string()))?;
         }
-        let sub = self.register_routed(now, map, want)?;
+        let sub = self.register_routed(now, None, map, want)?;
         self.ensure_lists_watch(now)?;
         self.reroute(now);
         Ok(sub)
@@ -248,28 +253,15 @@ impl RelayPool {
     fn register_routed(
         &mut self,
         now: Instant,
+        id: Option<SubId>,
         filter: Map<String, Value>,
         want: Want,
     ) -> Result<SubId, PoolError> {
-        if self.subs.len() >= self.config.max_subscriptions {
-            return Err(PoolError::TooManySubscriptions {
-                max: self.config.max_subscriptions,
-            });
+        let sub = self.new_logical(now, id, Targets::Outbox)?;
+        if want == Want::Lists {
+            // The pool's own: no outcome is owed to anyone.
+            self.outcome_reported(sub);
         }
-        self.next_sub += 1;
-        let sub = SubId(self.next_sub);
-        let mut logical = Logical::new(
-            Targets::Outbox,
-            Seen::new(self.config.dedup_capacity, self.config.seen_on_max),
-        );
-        if want != Want::Lists {
-            let at = now.saturating_add(self.config.eose_deadline);
-            self.timers
-                .set(Deadline::Outcome(sub), &mut logical.deadline, Some(at));
-        } else {
-            logical.mark_reported();
-        }
-        self.subs.insert(sub, logical);
         let outbox = self.outbox.as_deref_mut().expect("routing is on");
         let lookback = outbox
             .lookbacks
@@ -294,7 +286,6 @@ impl RelayPool {
                 placed: BTreeMap::new(),
                 live: BTreeMap::new(),
                 restored_at: None,
-                reported: false,
                 report: None,
             },
         );
@@ -308,7 +299,8 @@ impl RelayPool {
         }
         let mut filter = Map::new();
         filter.insert("kinds".into(), Value::from(vec![OUTBOX_KIND, INBOX_KIND]));
-        self.register_routed(now, filter, Want::Lists).map(drop)
+        self.register_routed(now, None, filter, Want::Lists)
+            .map(drop)
     }
 
     /// Run routing again at `now + REROUTE_DELAY`, unless it is due sooner.
@@ -340,11 +332,17 @@ impl RelayPool {
         };
         let mut slot = outbox.reroute_at.take();
         self.timers.set(Deadline::Reroute, &mut slot, None);
+        if self.away() {
+            // Suspended or offline: what fails now says nothing about the relays, and no
+            // relay would be reached. `resume` and `set_online` route again.
+            return;
+        }
         self.mark_live(now);
         let Some(outbox) = self.outbox.as_deref_mut() else {
             return;
         };
-        // Inbox relays come first and count against the budget.
+        // Inbox relays come first and count against the budget, leaving the router one.
+        let budget = outbox.router.config().max_relays;
         let mut inbox_urls: Vec<String> = Vec::new();
         for routed in outbox.subs.values() {
             if let Want::Inbox(me) = &routed.want {
@@ -354,13 +352,12 @@ impl RelayPool {
                     .into_iter()
                     .take(MAX_INBOX_RELAYS)
                 {
-                    if !inbox_urls.iter().any(|u| u == url) {
+                    if !inbox_urls.iter().any(|u| u == url) && inbox_urls.len() + 1 < budget {
                         inbox_urls.push(url.to_owned());
                     }
                 }
             }
         }
-        let budget = outbox.router.config().max_relays;
         outbox
             .router
             .set_max_relays(budget.saturating_sub(inbox_urls.len()).max(1));
@@ -450,7 +447,7 @@ impl RelayPool {
         }
     }
 
-    /// Every person asked on a relay that is open and past EOSE was served live until now.
+    /// Every person asked by a REQ past its EOSE on an open relay was served live until now.
     fn mark_live(&mut self, now: Instant) {
         let Some(unix) = self.wall.map(|w| w.unix_secs(now)) else {
             return;
@@ -460,14 +457,18 @@ impl RelayPool {
         };
         for routed in outbox.subs.values_mut() {
             for (relay, placed) in &routed.placed {
-                let live = self.relays[relay.0 as usize]
+                let open = self.relays[relay.0 as usize]
                     .as_deref()
                     .is_some_and(|m| m.session.link().is_open());
-                if !live || !placed.eosed {
+                if !open {
                     continue;
                 }
-                for author in &placed.authors {
-                    routed.live.insert(author.clone(), unix);
+                // Only a REQ past its EOSE serves its people live: a newcomer's catch-up
+                // may still be under way.
+                for chunk in placed.chunks.values().filter(|c| c.eosed) {
+                    for author in &chunk.authors {
+                        routed.live.insert(author.clone(), unix);
+                    }
                 }
             }
         }
@@ -500,78 +501,111 @@ impl RelayPool {
         let _ = self.remove_relay(now, relay);
     }
 
-    /// Ask each relay of `sub` about exactly `desired`: a relay whose people changed gets
-    /// new REQs (its newcomers from when they were last served live), one no longer wanted
-    /// is told CLOSE.
+    /// Ask each relay of `sub` about exactly `desired` (nobody, on a relay it leaves out).
     fn place(&mut self, now: Instant, sub: SubId, desired: BTreeMap<RelayId, BTreeSet<String>>) {
-        let Some(outbox) = self.outbox.as_deref_mut() else {
+        let Some(routed) = self.outbox.as_deref().and_then(|o| o.subs.get(&sub)) else {
             return;
         };
-        let Some(routed) = outbox.subs.get_mut(&sub) else {
-            return;
-        };
-        let current: Vec<RelayId> = routed.placed.keys().copied().collect();
-        let mut changes: Vec<(RelayId, Option<Placed>, BTreeSet<String>)> = Vec::new();
-        for relay in current {
-            if !desired.contains_key(&relay) {
-                let old = routed.placed.remove(&relay);
-                changes.push((relay, old, BTreeSet::new()));
-            }
-        }
-        for (relay, authors) in desired {
-            if routed
-                .placed
-                .get(&relay)
-                .is_some_and(|p| p.authors == authors)
-            {
-                continue;
-            }
-            let old = routed.placed.remove(&relay);
-            changes.push((relay, old, authors));
-        }
-        for (relay, old, authors) in changes {
-            if let Some(old) = old {
-                self.close_chunks(now, relay, old);
-            }
-            if !authors.is_empty() {
-                self.open_chunks(now, sub, relay, authors);
-            }
+        let relays: BTreeSet<RelayId> = routed
+            .placed
+            .keys()
+            .chain(desired.keys())
+            .copied()
+            .collect();
+        for relay in relays {
+            let want = desired.get(&relay).cloned().unwrap_or_default();
+            self.place_on(now, sub, relay, want);
         }
     }
 
-    fn close_chunks(&mut self, now: Instant, relay: RelayId, old: Placed) {
+    /// Ask `relay` about exactly `want` for `sub`, re-sending only what must change: a REQ
+    /// that asks someone no longer wanted there is closed and the others it asked are asked
+    /// again (from when they were last served live); newcomers get REQs of their own; a REQ
+    /// that asks only wanted people stays as it is. When churn has left more than twice the
+    /// REQs a fresh placement needs, everyone is asked afresh in full chunks.
+    fn place_on(&mut self, now: Instant, sub: SubId, relay: RelayId, want: BTreeSet<String>) {
+        let Some(routed) = self
+            .outbox
+            .as_deref_mut()
+            .and_then(|o| o.subs.get_mut(&sub))
+        else {
+            return;
+        };
+        let mut placed = routed.placed.remove(&relay).unwrap_or_default();
+        if placed.authors == want {
+            if !want.is_empty() {
+                routed.placed.insert(relay, placed);
+            }
+            return;
+        }
+        let mut close: Vec<SubscriptionId> = Vec::new();
+        let mut ask: BTreeSet<String> = want.difference(&placed.authors).cloned().collect();
+        for (local, chunk) in &placed.chunks {
+            if chunk.authors.iter().any(|a| !want.contains(a)) {
+                close.push(*local);
+                ask.extend(chunk.authors.iter().filter(|a| want.contains(*a)).cloned());
+            }
+        }
+        let reqs = |n: usize| n.div_ceil(split::AUTHOR_CHUNK);
+        if placed.chunks.len() - close.len() + reqs(ask.len()) > 2 * reqs(want.len()) + 2 {
+            close = placed.chunks.keys().copied().collect();
+            ask.clone_from(&want);
+        }
+        for local in &close {
+            placed.chunks.remove(local);
+        }
+        placed.authors = want;
+        self.close_reqs(now, relay, &close);
+        self.ask_on(now, sub, relay, &mut placed, &ask);
+        if placed.authors.is_empty() {
+            return;
+        }
+        if let Some(routed) = self
+            .outbox
+            .as_deref_mut()
+            .and_then(|o| o.subs.get_mut(&sub))
+        {
+            routed.placed.insert(relay, placed);
+        }
+    }
+
+    /// CLOSE `locals` on `relay`.
+    fn close_reqs(&mut self, now: Instant, relay: RelayId, locals: &[SubscriptionId]) {
         let Some(member) = self.member_mut(relay) else {
             return;
         };
-        for local in old.chunks.keys() {
+        for local in locals {
             member.routes.remove(local);
             let _ = member.session.unsubscribe(now, *local);
         }
         self.settle(now, relay);
     }
 
-    fn open_chunks(&mut self, now: Instant, sub: SubId, relay: RelayId, authors: BTreeSet<String>) {
-        let unix = self.wall.map(|w| w.unix_secs(now));
-        let Some(outbox) = self.outbox.as_deref() else {
+    /// Open REQs on `relay` asking `ask` for `sub`, cut to the relay's limits, into `placed`.
+    fn ask_on(
+        &mut self,
+        now: Instant,
+        sub: SubId,
+        relay: RelayId,
+        placed: &mut Placed,
+        ask: &BTreeSet<String>,
+    ) {
+        if ask.is_empty() {
+            return;
+        }
+        let Some(routed) = self.outbox.as_deref().and_then(|o| o.subs.get(&sub)) else {
             return;
         };
-        let Some(routed) = outbox.subs.get(&sub) else {
-            return;
-        };
-        let groups = routed.groups(&authors, unix);
+        let groups = routed.groups(ask);
         let key = if matches!(routed.want, Want::Inbox(_)) {
             "#p"
         } else {
             "authors"
         };
-        let Some(member) = member_in(&mut self.relays, relay) else {
+        let Some(member) = super::member_in(&mut self.relays, relay) else {
             return;
         };
         let reqs = split::reqs(&routed.base, key, &groups, &member.session.applied());
-        let mut placed = Placed {
-            authors,
-            ..Placed::default()
-        };
         for (filters, asked) in reqs {
             let Ok(local) = member.session.subscribe(now, filters, Priority::NORMAL) else {
                 continue;
@@ -584,13 +618,6 @@ impl RelayPool {
                     eosed: false,
                 },
             );
-        }
-        if let Some(routed) = self
-            .outbox
-            .as_deref_mut()
-            .and_then(|o| o.subs.get_mut(&sub))
-        {
-            routed.placed.insert(relay, placed);
         }
         self.settle(now, relay);
     }
@@ -704,16 +731,16 @@ impl RelayPool {
         let Some(fields) = Fields::of(raw) else {
             return !own;
         };
-        if let Some(url) = outbox.url_of.get(relay) {
+        // A relay list says where an author's content is, not that this relay holds it.
+        let list = fields.kind() == OUTBOX_KIND || fields.kind() == INBOX_KIND;
+        if let (Some(url), false) = (outbox.url_of.get(relay), list) {
             outbox.router.handle_event(now, url, fields.author());
         }
-        let mut changed = false;
-        if fields.kind() == OUTBOX_KIND || fields.kind() == INBOX_KIND {
-            changed = matches!(
+        let changed = list
+            && matches!(
                 outbox.router.handle_list(now, raw),
                 Ok(super::router::ListUpdate::Applied { .. })
             );
-        }
         if changed {
             self.schedule_reroute(now);
         }
@@ -778,29 +805,46 @@ impl RelayPool {
         let Some(outbox) = self.outbox.as_deref_mut() else {
             return;
         };
-        if let Some(placed) = outbox
-            .subs
-            .get_mut(&sub)
-            .and_then(|r| r.placed.get_mut(&relay))
-        {
-            placed.chunks.remove(&local);
-        }
         if let Some(url) = outbox.url_of.get(&relay) {
-            let why = refusal_of(&reason);
-            outbox.router.handle_refused(now, url, why);
+            outbox.router.handle_refused(now, url, refusal_of(&reason));
+        }
+        let mut now_answered = false;
+        if let Some(routed) = outbox.subs.get_mut(&sub) {
+            if let Some(placed) = routed.placed.get_mut(&relay) {
+                // Its people are no longer asked there: the next routing asks them again,
+                // there once the relay's backoff ends or elsewhere, from when they were
+                // last served live.
+                if let Some(chunk) = placed.chunks.remove(&local) {
+                    for author in &chunk.authors {
+                        placed.authors.remove(author);
+                    }
+                }
+                now_answered = !placed.eosed
+                    && !placed.chunks.is_empty()
+                    && placed.chunks.values().all(|c| c.eosed);
+                placed.eosed |= now_answered;
+                if placed.chunks.is_empty() {
+                    routed.placed.remove(&relay);
+                }
+            }
         }
         self.schedule_reroute(now);
-        if !self.is_lists(sub) {
-            self.emit(
-                sub,
-                PoolEvent::RelayClosed {
-                    sub,
-                    relay,
-                    reason,
-                    attempts,
-                },
-            );
+        if self.is_lists(sub) {
+            return;
         }
+        self.emit(
+            sub,
+            PoolEvent::RelayClosed {
+                sub,
+                relay,
+                reason,
+                attempts,
+            },
+        );
+        if now_answered {
+            self.emit(sub, PoolEvent::Eose { sub, relay });
+        }
+        self.routed_outcome(sub, false);
     }
 
     /// A routed relay's socket opened or was lost: the router's health input.
@@ -810,6 +854,7 @@ impl RelayPool {
         relay: RelayId,
         event: &crate::nostr::Event,
     ) {
+        let away = self.away();
         let Some(outbox) = self.outbox.as_deref_mut() else {
             return;
         };
@@ -822,13 +867,17 @@ impl RelayPool {
                 outbox.router.handle_opened(now, &url);
             }
             crate::nostr::Event::Disconnected {
-                why: Disconnect::Lost(_),
+                why: Disconnect::Lost(loss),
                 ..
             } => {
                 if outbox.opened.remove(&relay) {
                     outbox.router.handle_closed(now, &url);
-                } else {
+                } else if refused_by_relay(*loss) && !away {
+                    // Only the relay's own refusal counts against it: a network that went
+                    // away or a process out of descriptors says nothing about the relay.
                     outbox.router.handle_failed(now, &url);
+                } else {
+                    return;
                 }
                 self.schedule_reroute(now);
             }
@@ -839,19 +888,15 @@ impl RelayPool {
     /// Report routed `sub`'s outcome once: every relay it is placed on answered EOSE, or
     /// (`deadline`) time is up.
     pub(crate) fn routed_outcome(&mut self, sub: SubId, deadline: bool) {
-        let Some(routed) = self
-            .outbox
-            .as_deref_mut()
-            .and_then(|o| o.subs.get_mut(&sub))
-        else {
+        let Some(routed) = self.outbox.as_deref().and_then(|o| o.subs.get(&sub)) else {
             return;
         };
-        if routed.reported
+        let reported = self.subs.get(&sub).is_none_or(Logical::reported);
+        if reported
             || (!deadline && (routed.placed.is_empty() || routed.placed.values().any(|p| !p.eosed)))
         {
             return;
         }
-        routed.reported = true;
         let missing: Vec<(RelayId, super::Missing)> = routed
             .placed
             .iter()
@@ -863,28 +908,8 @@ impl RelayPool {
         } else {
             super::Outcome::Partial { missing }
         };
-        if let Some(logical) = self.subs.get_mut(&sub) {
-            logical.mark_reported();
-            let slot = logical.deadline.take();
-            self.cancel_outcome_timer(sub, slot);
-        }
+        self.outcome_reported(sub);
         self.emit(sub, PoolEvent::Complete { sub, outcome });
-    }
-
-    /// Routed `sub`'s outcome was reported before a checkpoint: not again.
-    pub(crate) fn routed_reported(&mut self, sub: SubId) {
-        if let Some(routed) = self
-            .outbox
-            .as_deref_mut()
-            .and_then(|o| o.subs.get_mut(&sub))
-        {
-            routed.reported = true;
-        }
-        if let Some(logical) = self.subs.get_mut(&sub) {
-            logical.mark_reported();
-            let slot = logical.deadline.take();
-            self.cancel_outcome_timer(sub, slot);
-        }
     }
 
     /// Routed `sub` is dropped: its REQs close; relays routing no longer needs close at the
@@ -911,7 +936,8 @@ impl RelayPool {
             }
         }
         for (relay, placed) in routed.placed {
-            self.close_chunks(now, relay, placed);
+            let locals: Vec<SubscriptionId> = placed.chunks.into_keys().collect();
+            self.close_reqs(now, relay, &locals);
         }
         self.schedule_reroute(now);
     }
@@ -954,11 +980,8 @@ impl RelayPool {
                 .follow(authors.iter().map(String::as_str))
                 .map_err(|e| e.to_string())?;
         }
-        let next = self.next_sub;
-        self.next_sub = sub.0 - 1;
-        let registered = self.register_routed(now, map, want);
-        self.next_sub = next.max(sub.0);
-        registered.map_err(|e| e.to_string())?;
+        self.register_routed(now, Some(sub), map, want)
+            .map_err(|e| e.to_string())?;
         if let Some(logical) = self.subs.get_mut(&sub) {
             logical.seen = seen;
         }
@@ -992,14 +1015,12 @@ impl Routed {
     /// `authors` in groups by where their catch-up starts: when each was last served live,
     /// or after a restore the checkpoint's time, less the lookback; a person never served
     /// is asked with the user's filter as it is.
-    fn groups(&self, authors: &BTreeSet<String>, unix: Option<u64>) -> Vec<Group> {
+    fn groups(&self, authors: &BTreeSet<String>) -> Vec<Group> {
         let mut by_since: BTreeMap<Option<u64>, Vec<String>> = BTreeMap::new();
         for author in authors {
             let served = self.live.get(author).copied().or(self.restored_at);
-            let since = match (served, unix) {
-                (Some(t), _) => Some(t.saturating_sub(self.lookback) / SINCE_BUCKET * SINCE_BUCKET),
-                (None, _) => None,
-            };
+            let since =
+                served.map(|t| t.saturating_sub(self.lookback) / SINCE_BUCKET * SINCE_BUCKET);
             by_since.entry(since).or_default().push(author.clone());
         }
         by_since
@@ -1048,19 +1069,27 @@ fn keep(list: &[String], mine: &BTreeSet<&String>) -> Vec<String> {
     list.iter().filter(|a| mine.contains(a)).cloned().collect()
 }
 
-/// What the router should make of a relay's CLOSED reason.
+/// What the router should make of the reason a relay gave up on a REQ with, classified as
+/// the session classifies refusals (every dialect, the `retry in Ns` hint). A relay that
+/// gave up for any other reason will not serve this request: for routing, it is blocked.
 fn refusal_of(reason: &str) -> Refusal {
-    if reason.starts_with("rate-limited") {
-        Refusal::RateLimited(Duration::from_secs(30))
-    } else if reason.starts_with("auth-required") {
-        Refusal::AuthRequired
-    } else {
-        Refusal::Blocked
+    match reason::classify(reason) {
+        Class::RateLimited { retry_after } => {
+            Refusal::RateLimited(retry_after.unwrap_or(DEFAULT_RATE_LIMIT))
+        }
+        Class::AuthRequired => Refusal::AuthRequired,
+        Class::Retryable | Class::Terminal(_) => Refusal::Blocked,
     }
 }
 
-fn member_in(relays: &mut [Option<Box<Member>>], relay: RelayId) -> Option<&mut Member> {
-    relays
-        .get_mut(relay.0 as usize)
-        .and_then(Option::as_deref_mut)
+/// Whether a socket that never opened was refused by the relay (or its address): what
+/// counts as a failed attempt at it.
+fn refused_by_relay(loss: SocketLoss) -> bool {
+    matches!(
+        loss,
+        SocketLoss::ConnectionRefused
+            | SocketLoss::TlsRejected
+            | SocketLoss::HandshakeFailed
+            | SocketLoss::ConnectTimeout
+    )
 }

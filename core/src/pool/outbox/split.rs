@@ -23,8 +23,9 @@ const REQ_OVERHEAD: usize = 80;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Group {
     pub(crate) authors: Vec<String>,
-    /// Overrides the filter's `since` when later (a catch-up's start); `None` keeps the
-    /// user's filter as it is, `limit` included.
+    /// Where a catch-up starts: the group is asked in two halves, live (the user's filter
+    /// with `limit: 0`) and the window from here (no `limit`), as a relay session catches
+    /// up. `None` asks the user's filter as it is, `limit` included.
     pub(crate) since: Option<u64>,
 }
 
@@ -53,56 +54,82 @@ pub(crate) fn reqs(
             limit = Some(max);
         }
     }
-    // Each filter must fit a frame of its own with room to spare.
-    let per_author = 64 + 3;
-    let room = max_frame.saturating_sub(REQ_OVERHEAD + 256 + base_len(base));
+    // A catch-up's two halves share a REQ: both must fit one frame with room to spare.
+    let per_author = 2 * (64 + 3);
+    let room = max_frame.saturating_sub(REQ_OVERHEAD + 512 + 2 * base_len(base));
     chunk = chunk.min((room / per_author).max(1));
-    let mut filters: Vec<(String, Vec<String>)> = Vec::new();
+    let mut units: Vec<(Vec<String>, Vec<String>)> = Vec::new();
     for group in groups {
         for authors in group.authors.chunks(chunk) {
             let mut map = base.clone();
-            if let Some(since) = group.since {
-                let user = map.get("since").and_then(Value::as_u64).unwrap_or(0);
-                map.insert("since".into(), Value::from(since.max(user)));
-                // Bounded by `since`: a catch-up is cut by no `limit`.
-                map.remove("limit");
-            } else if let Some(l) = limit {
-                map.insert("limit".into(), Value::from(l));
-            }
             map.insert(
                 author_key.into(),
                 Value::Array(authors.iter().cloned().map(Value::String).collect()),
             );
-            let json = Value::Object(map).to_string();
-            filters.push((json, authors.to_vec()));
+            let filters = match group.since {
+                Some(since) => catch_up(map, since),
+                None => {
+                    if let Some(l) = limit {
+                        map.insert("limit".into(), Value::from(l));
+                    }
+                    vec![Value::Object(map).to_string()]
+                }
+            };
+            units.push((filters, authors.to_vec()));
         }
     }
-    pack(filters, max_frame)
+    pack(units, max_frame)
+}
+
+/// The two halves of a catch-up from `since` of the user's filter `map`, as a relay
+/// session asks them after a gap: live, the filter itself with `limit: 0` (a catch-up never
+/// narrows the live subscription: an event dated before `since` that arrives later still
+/// matches), and the window from `since` (never earlier than the filter's own) with no
+/// `limit` (the user's bounded the first answer only).
+fn catch_up(mut map: Map<String, Value>, since: u64) -> Vec<String> {
+    let mut window = map.clone();
+    map.insert("limit".into(), Value::from(0));
+    let own = window.get("since").and_then(Value::as_u64).unwrap_or(0);
+    window.insert("since".into(), Value::from(since.max(own)));
+    window.remove("limit");
+    vec![
+        Value::Object(map).to_string(),
+        Value::Object(window).to_string(),
+    ]
 }
 
 fn base_len(base: &Map<String, Value>) -> usize {
     Value::Object(base.clone()).to_string().len()
 }
 
-/// Filters into REQs: in order, at most [`FILTERS_PER_REQ`] a REQ, each REQ within
-/// `max_frame`.
-fn pack(filters: Vec<(String, Vec<String>)>, max_frame: usize) -> Vec<(Vec<Filter>, Vec<String>)> {
+/// Units of filters into REQs: in order, a unit never split (a catch-up's live half alone
+/// would get no EOSE from nostr-rs-relay, which sends none for a REQ whose every filter has
+/// `limit: 0`), at most [`FILTERS_PER_REQ`] filters a REQ, each REQ within `max_frame`.
+fn pack(
+    units: Vec<(Vec<String>, Vec<String>)>,
+    max_frame: usize,
+) -> Vec<(Vec<Filter>, Vec<String>)> {
     let mut out: Vec<(Vec<Filter>, Vec<String>)> = Vec::new();
     let mut size = REQ_OVERHEAD;
-    for (json, authors) in filters {
-        let Ok(filter) = Filter::new(&json) else {
+    for (jsons, authors) in units {
+        let Ok(filters) = jsons
+            .iter()
+            .map(|j| Filter::new(j))
+            .collect::<Result<Vec<Filter>, _>>()
+        else {
             continue;
         };
-        let fits = out
-            .last()
-            .is_some_and(|(f, _)| f.len() < FILTERS_PER_REQ && size + json.len() < max_frame);
+        let len: usize = jsons.iter().map(|j| j.len() + 1).sum();
+        let fits = out.last().is_some_and(|(f, _)| {
+            f.len() + filters.len() <= FILTERS_PER_REQ && size + len <= max_frame
+        });
         if !fits {
             out.push((Vec::new(), Vec::new()));
             size = REQ_OVERHEAD;
         }
-        size += json.len() + 1;
+        size += len;
         if let Some((f, a)) = out.last_mut() {
-            f.push(filter);
+            f.extend(filters);
             a.extend(authors);
         }
     }
@@ -150,7 +177,7 @@ mod tests {
     }
 
     #[test]
-    fn a_catch_up_group_sets_since_and_drops_limit() {
+    fn a_catch_up_group_is_a_live_half_and_an_unlimited_window() {
         let base: Map<String, Value> =
             serde_json::from_str(r#"{"kinds":[1],"since":50,"limit":10}"#).unwrap();
         let groups = [
@@ -163,29 +190,48 @@ mod tests {
                 since: Some(100),
             },
         ];
-        let limits = Applied {
+        let reqs = reqs(&base, "authors", &groups, &no_limits());
+        assert_eq!(reqs.len(), 1);
+        let json: Vec<&str> = reqs[0].0.iter().map(Filter::json).collect();
+        let (first, moved) = (&keys(1)[0], &keys(2)[1]);
+        assert_eq!(
+            json,
+            [
+                format!(r#"{{"authors":["{first}"],"kinds":[1],"limit":10,"since":50}}"#),
+                // The live half keeps the user's filter (its `since` too), with no stored
+                // events; the window half asks from the catch-up's start, unlimited.
+                format!(r#"{{"authors":["{moved}"],"kinds":[1],"limit":0,"since":50}}"#),
+                format!(r#"{{"authors":["{moved}"],"kinds":[1],"since":100}}"#),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_catch_ups_halves_are_never_split_across_reqs() {
+        let base: Map<String, Value> = serde_json::from_str(r#"{"kinds":[1]}"#).unwrap();
+        let groups: Vec<Group> = (0..9)
+            .map(|i| Group {
+                authors: vec![keys(9)[i].clone()],
+                since: Some(100 + i as u64),
+            })
+            .collect();
+        let reqs = reqs(&base, "authors", &groups, &no_limits());
+        // 18 filters, 10 a REQ at most, pairs kept together: 5 pairs, then 4.
+        let sizes: Vec<usize> = reqs.iter().map(|(f, _)| f.len()).collect();
+        assert_eq!(sizes, [10, 8]);
+        for (filters, _) in &reqs {
+            assert!(filters.iter().any(|f| !f.json().contains(r#""limit":0"#)));
+        }
+    }
+
+    fn no_limits() -> Applied {
+        Applied {
             subscription_limit: None,
             limit_is_declared: false,
             max_message_length: None,
             max_subid_length: None,
             auth_first: false,
             max_limit: None,
-        };
-        let reqs = reqs(&base, "authors", &groups, &limits);
-        assert_eq!(reqs.len(), 1);
-        let json: Vec<&str> = reqs[0].0.iter().map(Filter::json).collect();
-        assert_eq!(
-            json,
-            [
-                format!(
-                    r#"{{"authors":["{}"],"kinds":[1],"limit":10,"since":50}}"#,
-                    keys(1)[0]
-                ),
-                format!(
-                    r#"{{"authors":["{}"],"kinds":[1],"since":100}}"#,
-                    keys(2)[1]
-                ),
-            ]
-        );
+        }
     }
 }

@@ -56,6 +56,19 @@ pub const DEFAULT_INDEXERS: [&str; 3] = [
     "wss://indexer.coracle.social",
 ];
 
+impl RouterConfig {
+    /// Fetch relay lists from `indexers` instead of the defaults. An indexer on a loopback
+    /// or private network is one the user runs (a test bed, a company relay): it vouches
+    /// for the private relays its lists name, so [`RouterConfig::allow_private_relays`]
+    /// follows it. A public indexer's lists still cannot point into the local network.
+    pub fn set_indexers(&mut self, indexers: Vec<String>) {
+        self.allow_private_relays = indexers.iter().any(|u| {
+            super::relay_url::normalize(u, false) == Err(super::relay_url::BadRelayUrl::Private)
+        });
+        self.indexers = indexers;
+    }
+}
+
 impl Default for RouterConfig {
     fn default() -> Self {
         RouterConfig {
@@ -75,5 +88,28 @@ impl Default for RouterConfig {
             retry_window: Duration::from_secs(25),
             allow_private_relays: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_indexer_on_a_private_network_vouches_for_private_relays() {
+        let mut config = RouterConfig::default();
+        assert!(!config.allow_private_relays);
+        config.set_indexers(vec!["wss://purplepag.es".into()]);
+        assert!(!config.allow_private_relays);
+        config.set_indexers(vec![
+            "wss://purplepag.es".into(),
+            "ws://127.0.0.1:7000".into(),
+        ]);
+        assert!(config.allow_private_relays);
+        assert_eq!(config.indexers.len(), 2);
+        config.set_indexers(vec!["ws://10.1.2.3".into()]);
+        assert!(config.allow_private_relays);
+        config.set_indexers(vec!["not a url".into()]);
+        assert!(!config.allow_private_relays, "junk vouches for nothing");
     }
 }
