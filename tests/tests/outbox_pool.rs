@@ -445,3 +445,36 @@ fn a_restart_while_events_await_their_verdict_restores_and_delivers_them_once() 
         s.transcript()
     );
 }
+
+#[test]
+fn a_refused_subscription_leaves_no_one_followed() {
+    use tether_core::nostr::Filter;
+    use tether_core::pool::{PoolError, RelayPool};
+    use tether_core::Instant;
+    let mut config = config();
+    // The pool's own list watch and one feed.
+    config.max_subscriptions = 2;
+    let mut pool = RelayPool::new(config, 7);
+    let feed = |keys: &[String]| {
+        let quoted: Vec<String> = keys.iter().map(|k| format!("\"{k}\"")).collect();
+        Filter::new(&format!(
+            r#"{{"kinds":[1],"authors":[{}]}}"#,
+            quoted.join(",")
+        ))
+        .unwrap()
+    };
+    let (a, b, c) = (key(1), key(2), key(3));
+    pool.subscribe_outbox(Instant::ZERO, feed(&[a.clone(), b.clone()]))
+        .unwrap();
+    let refused = pool.subscribe_outbox(Instant::ZERO, feed(&[b.clone(), c.clone()]));
+    assert!(matches!(
+        refused,
+        Err(PoolError::TooManySubscriptions { max: 2 })
+    ));
+    let followed: Vec<&str> = pool.router().unwrap().followed().collect();
+    assert_eq!(
+        followed,
+        [a.as_str(), b.as_str()],
+        "b stays (the first feed names b)"
+    );
+}

@@ -138,6 +138,22 @@ struct Chunk {
 }
 
 impl Outbox {
+    /// Stop following those of `people` no feed subscription names.
+    fn unfollow_unused(&mut self, people: &[String]) {
+        let still: BTreeSet<&String> = self
+            .subs
+            .values()
+            .filter_map(|r| match &r.want {
+                Want::Feed(p) => Some(p.iter()),
+                _ => None,
+            })
+            .flatten()
+            .collect();
+        for person in people.iter().filter(|p| !still.contains(p)) {
+            self.router.unfollow(person);
+        }
+    }
+
     fn new(router: Router, lookbacks: Lookbacks) -> Self {
         Outbox {
             router,
@@ -236,17 +252,38 @@ impl RelayPool {
             serde_json::from_str(filter.json()).map_err(|e| invalid_filter(e.to_string()))?;
         let want = want_of(&map).map_err(invalid_filter)?;
         self.start_routing(None);
-        if let Want::Feed(authors) = &want {
-            let outbox = self.outbox.as_deref_mut().expect("set above");
-            outbox
-                .router
-                .follow(authors.iter().map(String::as_str))
-                .map_err(|e| invalid_filter(e.to_string()))?;
-        }
-        let sub = self.register_routed(now, None, map, want)?;
+        let sub = self.follow_and_register(now, None, map, want)?;
         self.ensure_lists_watch(now)?;
         self.reroute(now);
         Ok(sub)
+    }
+
+    /// Follow a feed's people and register it; nobody stays followed for a subscription
+    /// that was refused (past the router's authors or the pool's subscriptions).
+    fn follow_and_register(
+        &mut self,
+        now: Instant,
+        id: Option<SubId>,
+        filter: Map<String, Value>,
+        want: Want,
+    ) -> Result<SubId, PoolError> {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return Err(invalid_filter("routing is off".into()));
+        };
+        let people = match &want {
+            Want::Feed(people) => people.clone(),
+            Want::Inbox(_) | Want::Lists => Vec::new(),
+        };
+        let followed = outbox.router.follow(people.iter().map(String::as_str));
+        let registered = followed
+            .map_err(|e| invalid_filter(e.to_string()))
+            .and_then(|()| self.register_routed(now, id, filter, want));
+        if registered.is_err() {
+            if let Some(outbox) = self.outbox.as_deref_mut() {
+                outbox.unfollow_unused(&people);
+            }
+        }
+        registered
     }
 
     /// Register a routed subscription's logical part (dedup, outcome) and its routing state.
@@ -383,6 +420,22 @@ impl RelayPool {
                 .entry(url.clone())
                 .or_insert((Role::Assigned, BTreeSet::new()));
         }
+        // Relays no longer wanted close first (their sockets close, no CLOSE is sent on
+        // them), freeing their slots for the relays to open.
+        let unwanted: Vec<RelayId> = self
+            .outbox
+            .as_deref()
+            .map(|o| {
+                o.url_of
+                    .iter()
+                    .filter(|(_, url)| !wanted.contains_key(*url))
+                    .map(|(&r, _)| r)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for relay in unwanted {
+            self.drop_routed_relay(now, relay);
+        }
         let mut ids: BTreeMap<String, RelayId> = BTreeMap::new();
         for url in wanted.keys() {
             if let Some(relay) = self.routed_relay(now, url) {
@@ -425,21 +478,6 @@ impl RelayPool {
             }
             self.place(now, sub, desired);
             self.report_route(sub, &coverage, &inbox_urls);
-        }
-        // Relays no longer wanted close, once nobody is asked there.
-        let unwanted: Vec<RelayId> = self
-            .outbox
-            .as_deref()
-            .map(|o| {
-                o.url_of
-                    .iter()
-                    .filter(|(_, url)| !wanted.contains_key(*url))
-                    .map(|(&r, _)| r)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for relay in unwanted {
-            self.drop_routed_relay(now, relay);
         }
         let next = self.outbox.as_deref().and_then(|o| o.router.poll_timeout());
         if let Some(at) = next {
@@ -922,18 +960,7 @@ impl RelayPool {
             return;
         };
         if let Want::Feed(people) = &routed.want {
-            let still: BTreeSet<&String> = outbox
-                .subs
-                .values()
-                .filter_map(|r| match &r.want {
-                    Want::Feed(p) => Some(p.iter()),
-                    _ => None,
-                })
-                .flatten()
-                .collect();
-            for person in people.iter().filter(|p| !still.contains(p)) {
-                outbox.router.unfollow(person);
-            }
+            outbox.unfollow_unused(people);
         }
         for (relay, placed) in routed.placed {
             let locals: Vec<SubscriptionId> = placed.chunks.into_keys().collect();
@@ -973,14 +1000,7 @@ impl RelayPool {
     ) -> Result<(), String> {
         let map: Map<String, Value> = serde_json::from_str(filter).map_err(|e| e.to_string())?;
         let want = want_of(&map)?;
-        if let Want::Feed(authors) = &want {
-            let outbox = self.outbox.as_deref_mut().ok_or("routing is off")?;
-            outbox
-                .router
-                .follow(authors.iter().map(String::as_str))
-                .map_err(|e| e.to_string())?;
-        }
-        self.register_routed(now, Some(sub), map, want)
+        self.follow_and_register(now, Some(sub), map, want)
             .map_err(|e| e.to_string())?;
         if let Some(logical) = self.subs.get_mut(&sub) {
             logical.seen = seen;
