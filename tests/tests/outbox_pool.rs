@@ -51,6 +51,21 @@ fn list(n: u64, author: &str, at: u64, kind: u64, relays: &[&str]) -> StoredEven
     note(n, author, at, kind, &tags.join(","))
 }
 
+/// `a`'s list names r1, which holds one note of theirs; a feed of `a` from time zero.
+fn one_author_on_r1(s: &mut PoolSim, a: &str) {
+    world(
+        s,
+        &[
+            ("index", vec![list(100, a, 0, 10002, &["r1"])]),
+            ("r1", vec![note(1, a, 1, 1, "")]),
+        ],
+    );
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
+    );
+}
+
 fn config() -> PoolConfig {
     let mut router = RouterConfig::default();
     router.indexers = vec![INDEXER.to_owned()];
@@ -198,21 +213,11 @@ fn a_newcomer_on_a_relay_gets_a_req_of_its_own_and_the_others_are_not_asked_agai
 fn a_relay_that_gave_up_on_a_req_is_asked_again_after_its_backoff() {
     let a = key(1);
     let mut s = PoolSim::new(config(), 7);
-    world(
-        &mut s,
-        &[
-            ("index", vec![list(100, &a, 0, 10002, &["r1"])]),
-            ("r1", vec![note(1, &a, 1, 1, "")]),
-        ],
-    );
+    one_author_on_r1(&mut s, &a);
     // Past the session's own bounded retries: the relay gives up on the first REQ.
     if let Some(r1) = s.world.get_mut(&url("r1")) {
         r1.scripted_closed = (0..6).map(|_| "rate-limited: retry in 2s".into()).collect();
     }
-    s.at(
-        secs(0),
-        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
-    );
     s.run_for(secs(120));
     let closed = s.heard(|e| match e {
         PoolEvent::RelayClosed { reason, .. } => Some(reason.clone()),
@@ -231,17 +236,7 @@ fn a_relay_that_gave_up_on_a_req_is_asked_again_after_its_backoff() {
 fn routing_waits_while_the_app_is_suspended() {
     let a = key(1);
     let mut s = PoolSim::new(config(), 7);
-    world(
-        &mut s,
-        &[
-            ("index", vec![list(100, &a, 0, 10002, &["r1"])]),
-            ("r1", vec![note(1, &a, 1, 1, "")]),
-        ],
-    );
-    s.at(
-        secs(0),
-        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
-    );
+    one_author_on_r1(&mut s, &a);
     // The lists arrive within milliseconds; routing would run a second later.
     s.at(Duration::from_millis(200), PoolAction::Suspend);
     s.at(secs(30), PoolAction::Resume);
@@ -364,17 +359,7 @@ fn a_follow_feed_of_2000_is_cut_to_64_kib_frames() {
 fn a_restart_routes_straight_back_and_catches_up_what_arrived_while_down() {
     let a = key(1);
     let mut s = PoolSim::new(config(), 7);
-    world(
-        &mut s,
-        &[
-            ("index", vec![list(100, &a, 0, 10002, &["r1"])]),
-            ("r1", vec![note(1, &a, 1, 1, "")]),
-        ],
-    );
-    s.at(
-        secs(0),
-        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
-    );
+    one_author_on_r1(&mut s, &a);
     s.at(secs(10), PoolAction::Kill);
     s.at(
         secs(15),

@@ -131,6 +131,16 @@ struct Placed {
     eosed: bool,
 }
 
+impl Placed {
+    /// Whether every REQ on the relay is now past its EOSE for the first time: the relay's
+    /// EOSE is reported then, once.
+    fn answered(&mut self) -> bool {
+        let first = !self.eosed && !self.chunks.is_empty() && self.chunks.values().all(|c| c.eosed);
+        self.eosed |= first;
+        first
+    }
+}
+
 #[derive(Debug)]
 struct Chunk {
     authors: Vec<String>,
@@ -812,11 +822,7 @@ impl RelayPool {
         }
         chunk.eosed = true;
         let asked = chunk.authors.clone();
-        let all = placed.chunks.values().all(|c| c.eosed);
-        let first = all && !placed.eosed;
-        if first {
-            placed.eosed = true;
-        }
+        let first = placed.answered();
         if let (Some(url), false) = (url, routed.want == Want::Lists) {
             outbox
                 .router
@@ -857,10 +863,7 @@ impl RelayPool {
                         placed.authors.remove(author);
                     }
                 }
-                now_answered = !placed.eosed
-                    && !placed.chunks.is_empty()
-                    && placed.chunks.values().all(|c| c.eosed);
-                placed.eosed |= now_answered;
+                now_answered = placed.answered();
                 if placed.chunks.is_empty() {
                     routed.placed.remove(&relay);
                 }
