@@ -1652,10 +1652,6 @@ fn authored(n: u64, author: &str, kind: u64, created_at: u64, tags: &str) -> Sto
 
 #[tokio::test]
 async fn req_outbox_routes_people_to_their_relays_and_writes_routed_lines() {
-    if other_binary() {
-        // tether-py does not route by people yet (issue 42 names it as still to come).
-        return;
-    }
     let author = format!("{:064x}", 0xa1);
     let mut model = RelayModel::default();
     model.events.push(authored(1, &author, 1, 1_000_001, ""));
@@ -1717,9 +1713,6 @@ async fn req_outbox_routes_people_to_their_relays_and_writes_routed_lines() {
 
 #[tokio::test]
 async fn req_outbox_refuses_a_relay_argument() {
-    if other_binary() {
-        return;
-    }
     let output = run(&[
         "req",
         "--outbox",

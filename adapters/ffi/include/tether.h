@@ -234,6 +234,18 @@ typedef struct TetherPoolConfig {
   // Most handshakes in flight at once (default 32, at least 1); further relays wait their
   // turn in arrival order (version 2: a caller compiled before it gets the default).
   uint32_t max_connecting;
+  // Padding of version 2, ignored: a version-2 caller's `sizeof` covers it.
+  uint32_t reserved;
+  // Routing by people ([`tether_pool_subscribe_outbox`]): most relays it connects at
+  // once, the indexers included (default 20, at least 1; version 3 from here on).
+  uint32_t outbox_max_relays;
+  // Routing by people: how many relays each person is asked on (default 2, at least 1).
+  uint32_t outbox_redundancy;
+  // Routing by people: the indexers relay lists are fetched from, as a NUL-terminated
+  // JSON array of `ws://`/`wss://` URLs, read during the call only; null (default): the
+  // well-known ones (purplepag.es, user.kindpag.es, indexer.coracle.social). An indexer
+  // on loopback or a private network lets the lists it serves name private relays.
+  const char *outbox_indexers;
 } TetherPoolConfig;
 
 #ifdef __cplusplus
@@ -349,7 +361,8 @@ int32_t tether_pool_config_default(struct TetherPoolConfig *config);
 // `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for a bad size or field value.
 //
 // # Safety
-// `config` is null or valid for `config->struct_size` bytes; `out` is null or writable.
+// `config` is null or valid for `config->struct_size` bytes, its `outbox_indexers` null or
+// a NUL-terminated string; `out` is null or writable.
 int32_t tether_pool_new(const struct TetherPoolConfig *config, struct TetherPool **out);
 
 // Free a pool; null is a no-op. Poisoned handles are freed too.
@@ -431,6 +444,40 @@ int32_t tether_pool_subscribe_routed(struct TetherPool *pool,
                                      const uint8_t *routing,
                                      size_t len,
                                      uint64_t *out_sub);
+
+// Subscribe to people (NIP-65 outbox, NIP-17 inbox): `filter` is one JSON filter object
+// (`len` bytes) naming them by `authors` (a feed), or with no `authors` by its one `#p`
+// key (an inbox). The pool fetches their relay lists from the config's indexers, opens
+// the relays routing picks (their `open` transmits carry the `url` to dial), keeps the
+// subscription exact as routes move, and reports `routed` events whenever routing
+// changes. Events, EOSEs and the outcome come as for [`tether_pool_subscribe`].
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` (a filter naming nobody, a bad key), `TETHER_ERR_LIMIT`,
+// and the pointer errors.
+//
+// # Safety
+// As [`tether_pool_subscribe`], for `filter`.
+int32_t tether_pool_subscribe_outbox(struct TetherPool *pool,
+                                     uint64_t now_ms,
+                                     const uint8_t *filter,
+                                     size_t len,
+                                     uint64_t *out_sub);
+
+// A relay list (a kind 10002 or 10050 event as JSON, `len` bytes) the application got
+// elsewhere: routing reads it as one a relay delivered (the newer one wins) and routes
+// again shortly if it changed anything.
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` for an event that is no relay list, and the pointer
+// errors.
+//
+// # Safety
+// As [`tether_pool_subscribe`], for `event`.
+int32_t tether_pool_handle_relay_list(struct TetherPool *pool,
+                                      uint64_t now_ms,
+                                      const uint8_t *event,
+                                      size_t len);
 
 // Drop a subscription on every relay (CLOSE where its REQ is open); nothing more is heard
 // of it.

@@ -12,11 +12,13 @@
 //! with [`tether_pool_poll_verify`], run them anywhere ([`tether_verify_event`](crate::verify::tether_verify_event)
 //! is thread-safe), and answer each with [`tether_pool_handle_verified`], in any order.
 
+use std::ffi::{c_char, CStr};
 use std::time::Duration;
 
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tether_core::nostr::ChallengeId;
+use tether_core::nostr::Filter;
 use tether_core::pool::{
     PoolCheckpoint, PoolConfig, PoolError, RelayId, RelayPool, SubId, VerifyTicket,
 };
@@ -81,6 +83,18 @@ pub struct TetherPoolConfig {
     /// Most handshakes in flight at once (default 32, at least 1); further relays wait their
     /// turn in arrival order (version 2: a caller compiled before it gets the default).
     pub max_connecting: u32,
+    /// Padding of version 2, ignored: a version-2 caller's `sizeof` covers it.
+    pub reserved: u32,
+    /// Routing by people ([`tether_pool_subscribe_outbox`]): most relays it connects at
+    /// once, the indexers included (default 20, at least 1; version 3 from here on).
+    pub outbox_max_relays: u32,
+    /// Routing by people: how many relays each person is asked on (default 2, at least 1).
+    pub outbox_redundancy: u32,
+    /// Routing by people: the indexers relay lists are fetched from, as a NUL-terminated
+    /// JSON array of `ws://`/`wss://` URLs, read during the call only; null (default): the
+    /// well-known ones (purplepag.es, user.kindpag.es, indexer.coracle.social). An indexer
+    /// on loopback or a private network lets the lists it serves name private relays.
+    pub outbox_indexers: *const c_char,
 }
 
 /// Size of the first version of [`TetherPoolConfig`], which ended before `max_connecting`.
@@ -111,18 +125,28 @@ impl TetherPoolConfig {
             dedup_capacity: small(core.dedup_capacity),
             seen_on_max: small(core.seen_on_max),
             max_connecting: small(core.max_connecting),
+            reserved: 0,
+            outbox_max_relays: small(core.router.max_relays),
+            outbox_redundancy: small(core.router.redundancy),
+            outbox_indexers: std::ptr::null(),
         }
     }
 
     /// The host's config as the core's, and the seed.
     ///
     /// # Safety
-    /// `config` is null or valid for `config->struct_size` bytes.
+    /// `config` is null or valid for `config->struct_size` bytes, and its `outbox_indexers`
+    /// is null or a NUL-terminated string.
     unsafe fn read(config: *const Self) -> Result<(PoolConfig, u64), Failure> {
         // SAFETY: the contract is the caller's.
         let host = unsafe { ptr::versioned(config, Self::defaults(), CONFIG_V1) }
             .map_err(|code| Failure::arg(code, "config"))?;
-        Ok((host.to_core()?, host.seed))
+        let mut core = host.to_core()?;
+        // SAFETY: the contract is the caller's.
+        if let Some(indexers) = unsafe { indexers(host.outbox_indexers) }? {
+            core.router.set_indexers(indexers);
+        }
+        Ok((core, host.seed))
     }
 
     fn to_core(self) -> Result<PoolConfig, Failure> {
@@ -161,8 +185,41 @@ impl TetherPoolConfig {
         config.dedup_capacity = self.dedup_capacity as usize;
         config.seen_on_max = self.seen_on_max as usize;
         config.max_connecting = self.max_connecting as usize;
+        if self.outbox_max_relays == 0 || self.outbox_redundancy == 0 {
+            return Err(bad(
+                "outbox_max_relays and outbox_redundancy must be at least 1",
+            ));
+        }
+        config.router.max_relays = self.outbox_max_relays as usize;
+        config.router.redundancy = self.outbox_redundancy as usize;
         Ok(config)
     }
+}
+
+/// The indexer URLs of `outbox_indexers`, `None` for null.
+///
+/// # Safety
+/// `text` is null or a NUL-terminated string.
+unsafe fn indexers(text: *const c_char) -> Result<Option<Vec<String>>, Failure> {
+    if text.is_null() {
+        return Ok(None);
+    }
+    // SAFETY: non-null, and NUL-terminated by this function's contract.
+    let text = unsafe { CStr::from_ptr(text) }
+        .to_str()
+        .map_err(|_| Failure::arg(crate::TETHER_ERR_UTF8, "outbox_indexers"))?;
+    let urls: Vec<String> = serde_json::from_str(text).map_err(|e| {
+        Failure::new(
+            TETHER_ERR_INVALID_ARGUMENT,
+            format!("outbox_indexers is not a JSON array of URLs: {e}"),
+        )
+    })?;
+    for url in &urls {
+        tether_driver::url::check_ws_url(url).map_err(|e| {
+            Failure::new(TETHER_ERR_INVALID_ARGUMENT, format!("outbox_indexers: {e}"))
+        })?;
+    }
+    Ok(Some(urls))
 }
 
 /// An opaque pool; create with [`tether_pool_new`] (or restore with
@@ -230,7 +287,8 @@ pub unsafe extern "C" fn tether_pool_config_default(config: *mut TetherPoolConfi
 /// `TETHER_ERR_NULL`; `TETHER_ERR_INVALID_ARGUMENT` for a bad size or field value.
 ///
 /// # Safety
-/// `config` is null or valid for `config->struct_size` bytes; `out` is null or writable.
+/// `config` is null or valid for `config->struct_size` bytes, its `outbox_indexers` null or
+/// a NUL-terminated string; `out` is null or writable.
 #[no_mangle]
 pub unsafe extern "C" fn tether_pool_new(
     config: *const TetherPoolConfig,
@@ -449,6 +507,71 @@ pub unsafe extern "C" fn tether_pool_subscribe_routed(
         // SAFETY: non-null (checked above) and writable by the contract.
         let _ = unsafe { ptr::write(out_sub, sub.0) };
         Ok(TETHER_OK)
+    })
+}
+
+/// Subscribe to people (NIP-65 outbox, NIP-17 inbox): `filter` is one JSON filter object
+/// (`len` bytes) naming them by `authors` (a feed), or with no `authors` by its one `#p`
+/// key (an inbox). The pool fetches their relay lists from the config's indexers, opens
+/// the relays routing picks (their `open` transmits carry the `url` to dial), keeps the
+/// subscription exact as routes move, and reports `routed` events whenever routing
+/// changes. Events, EOSEs and the outcome come as for [`tether_pool_subscribe`].
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` (a filter naming nobody, a bad key), `TETHER_ERR_LIMIT`,
+/// and the pointer errors.
+///
+/// # Safety
+/// As [`tether_pool_subscribe`], for `filter`.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_subscribe_outbox(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    filter: *const u8,
+    len: usize,
+    out_sub: *mut u64,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        if out_sub.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_sub"));
+        }
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(filter, len) }.map_err(|c| Failure::arg(c, "filter"))?;
+        let filter = Filter::new(text)
+            .map_err(|e| crate::relay::failure(&tether_core::nostr::Error::InvalidFilter(e)))?;
+        let now = p.at(now_ms);
+        let sub = p
+            .pool
+            .subscribe_outbox(now, filter)
+            .map_err(|e| pool_failure(&e))?;
+        // SAFETY: non-null (checked above) and writable by the contract.
+        let _ = unsafe { ptr::write(out_sub, sub.0) };
+        Ok(TETHER_OK)
+    })
+}
+
+/// A relay list (a kind 10002 or 10050 event as JSON, `len` bytes) the application got
+/// elsewhere: routing reads it as one a relay delivered (the newer one wins) and routes
+/// again shortly if it changed anything.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` for an event that is no relay list, and the pointer
+/// errors.
+///
+/// # Safety
+/// As [`tether_pool_subscribe`], for `event`.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_relay_list(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    event: *const u8,
+    len: usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
+        let now = p.at(now_ms);
+        socket(p.pool.handle_relay_list(now, text))
     })
 }
 
@@ -746,7 +869,8 @@ pub unsafe extern "C" fn tether_pool_poll_transmit(
             deliver(transmit, buf, len, |out| {
                 pool.poll_transmit()
                     .map(|(relay, t)| {
-                        write_into(&TransmitLine::new(&t, Some(Label::Id(relay.0.into()))), out)
+                        let label = Label::Id(relay.0.into());
+                        write_into(&TransmitLine::pool(&t, label, pool.relay_url(relay)), out);
                     })
                     .is_some()
             })

@@ -145,7 +145,7 @@ pub(crate) unsafe fn code_with_message(
 /// Linux's `copy_struct_from_user`, so a new field set to a non-default value is never
 /// silently ignored.
 ///
-/// `T` must be a `#[repr(C)]` struct of integers whose first field is the `u32`
+/// `T` must be a `#[repr(C)]` struct of integers (and raw pointers, null by default) whose first field is the `u32`
 /// `struct_size`, and every bit pattern of it must be valid; the caller validates field
 /// values afterwards. `min_size` is the size of the first version.
 ///

@@ -8,8 +8,9 @@ return type ctypes would pass differently, a struct field renamed, reordered, re
 or dropped, and a ``TETHER_*`` constant the package spells with another value.
 
 Integers compare by size and signedness, which is all ctypes sees (``c_size_t`` *is*
-``c_uint64`` on LP64). ``c_char_p`` stands for ``const uint8_t *`` only (ctypes passes
-immutable ``bytes`` through it, so a buffer the library writes must be ``POINTER(c_uint8)``);
+``c_uint64`` on LP64). ``c_char_p`` stands for ``const uint8_t *`` (ctypes passes
+immutable ``bytes`` through it, so a buffer the library writes must be ``POINTER(c_uint8)``)
+and for ``const char *`` (a NUL-terminated string, which is what ``c_char_p`` makes);
 ``c_void_p`` for a pointer to an opaque handle; ``POINTER(X)`` for a pointer to ``X``, a
 Structure ``Foo`` for the header's ``TetherFoo``.
 
@@ -86,6 +87,8 @@ _INTS = {
     "int64_t": (8, True),
     "size_t": (ctypes.sizeof(ctypes.c_size_t), False),
     "intptr_t": (ctypes.sizeof(ctypes.c_ssize_t), True),
+    # Only as `const char *`: a NUL-terminated string.
+    "char": (1, True),
 }
 
 
@@ -207,7 +210,7 @@ def mismatch(py: object, c: CType, header: Header, returned: bool = False) -> st
         return f"{getattr(py, '__name__', py)} where C has struct {want} by value"
     # A pointer.
     if py is ctypes.c_char_p:
-        if c.const and c.to == Int("uint8_t", 1, False):
+        if c.const and c.to in (Int("uint8_t", 1, False), Int("char", 1, True)):
             return None
         return f"c_char_p (immutable bytes) where C has {want}"
     if py is ctypes.c_void_p:

@@ -201,3 +201,69 @@ def test_lagging_verifiers_hold_the_sockets_back_instead_of_dropping_events(peer
     assert sum(1 + e.get("suppressed", 0) for e in invalid) <= 6000
     assert stats["unverified_dropped"] == 0 and stats["invalid"] == 6000, stats
     live.frames()
+
+
+def test_routing_by_people_opens_the_relay_a_list_names_at_its_url():
+    pool = Pool(seed=7, outbox_indexers=["ws://127.0.0.1:7001"], outbox_max_relays=5)
+    author = "2" * 64
+    with pytest.raises(TetherError):
+        pool.subscribe_outbox(0, '{"kinds":[1]}')  # names nobody
+    sub = pool.subscribe_outbox(0, json.dumps({"kinds": [1], "authors": [author]}))
+    assert pool.poll_transmit() == {
+        "type": "open",
+        "relay": 0,
+        "epoch": 1,
+        "url": "ws://127.0.0.1:7001",
+    }
+    assert pool.poll_event() == {
+        "type": "routed",
+        "sub": sub,
+        "relays": [],
+        "covered": [],
+        "fallback_only": [],
+        "uncovered": [author],
+    }
+    pool.handle_open(100, 0, 1)
+    lists_req = pool.poll_transmit()
+    assert json.loads(lists_req["text"]) == [
+        "REQ",
+        "0:1",
+        {"authors": [author], "kinds": [10002, 10050]},
+    ]
+    while pool.poll_transmit() or pool.poll_event():
+        pass
+    # The application hands over a list it got elsewhere: it routes as one a relay sent.
+    pool.handle_relay_list(
+        200,
+        json.dumps(
+            {
+                "id": "1" * 64,
+                "pubkey": author,
+                "created_at": 1700000000,
+                "kind": 10002,
+                "tags": [["r", "ws://127.0.0.1:7002"]],
+                "content": "",
+                "sig": "s",
+            }
+        ),
+    )
+    with pytest.raises(TetherError):
+        pool.handle_relay_list(200, '{"kind":1}')
+    assert pool.poll_timeout() == 1200
+    pool.handle_timeout(1200)
+    assert pool.poll_transmit() == {
+        "type": "open",
+        "relay": 1,
+        "epoch": 1,
+        "url": "ws://127.0.0.1:7002",
+    }
+    routed = pool.poll_event()
+    assert routed["relays"] == ["ws://127.0.0.1:7001", "ws://127.0.0.1:7002"]
+    assert routed["covered"] == [{"author": author, "relays": 1}]
+
+
+def test_a_bad_indexer_list_is_refused():
+    with pytest.raises(TetherError):
+        Pool(outbox_indexers=["http://127.0.0.1:7001"])
+    with pytest.raises(TetherError):
+        Pool(outbox_max_relays=0)

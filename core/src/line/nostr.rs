@@ -518,7 +518,8 @@ impl<'a> Line<'a> {
 /// its inputs tagged `epoch`), `send` (`text`, and what it `carries`: `{"req":SUB}`,
 /// `{"close":SUB}`, `{"negentropy":SUB}`, `{"event":"hex"}` or `{"auth":"hex"}`), `ping`,
 /// `close` (that epoch's socket), `fetch_info` (the relay's NIP-11 document). A pool's
-/// transmits carry the `relay` they are for.
+/// transmits carry the `relay` they are for, and the `open` of a relay the pool chose itself
+/// (routing by people) names its `url`.
 #[derive(Clone, Debug, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 #[allow(missing_docs)] // The fields are the wire contract, documented on the type.
@@ -528,6 +529,8 @@ pub enum TransmitLine<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         relay: Option<Label<'a>>,
         epoch: u64,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        url: Option<&'a str>,
     },
     /// Send a text frame.
     Send {
@@ -577,6 +580,7 @@ impl<'a> TransmitLine<'a> {
             Transmit::Open { epoch } => TransmitLine::Open {
                 relay,
                 epoch: epoch.0,
+                url: None,
             },
             Transmit::Send { text, carries } => TransmitLine::Send {
                 relay,
@@ -596,6 +600,21 @@ impl<'a> TransmitLine<'a> {
             },
             Transmit::FetchInfo => TransmitLine::FetchInfo { relay },
         }
+    }
+
+    /// The line of a pool's `transmit` for `relay`: an `open` names the URL the pool chose
+    /// for it ([`RelayPool::relay_url`](crate::pool::RelayPool::relay_url)), so a host dials
+    /// the relays routing picked without knowing routing.
+    pub fn pool(
+        transmit: &'a Transmit,
+        relay: Label<'a>,
+        url: Option<&'a str>,
+    ) -> TransmitLine<'a> {
+        let mut line = TransmitLine::new(transmit, Some(relay));
+        if let TransmitLine::Open { url: slot, .. } = &mut line {
+            *slot = url;
+        }
+        line
     }
 }
 

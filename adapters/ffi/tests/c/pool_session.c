@@ -4,7 +4,8 @@
  * publish's per-relay answers, NIP-11 documents, per-relay counters, verification handed to
  * the host (tether_verify_event) and its verdicts, a checkpoint and its restore, and the
  * ABI's error codes for adversarial calls (null pointers, zero-capacity buffers, unknown
- * relays, stale and never-handed-out epochs, unknown and repeated verdicts, a 100 MB frame).
+ * relays, stale and never-handed-out epochs, unknown and repeated verdicts, a 100 MB frame),
+ * and routing by people (the URL of a relay the pool chose, and its route reports).
  *
  * Built with -Wall -Wextra -Werror by tests/c_abi.rs, run plain, under valgrind memcheck and
  * with -fsanitize=address,undefined. Exit 0 only if every check passed.
@@ -388,10 +389,78 @@ static void verification(void) {
     tether_pool_free(pool);
 }
 
+/* Routing by people: the pool opens the indexer it was given, at its URL, asks it for the
+ * people's relay lists, opens the relay a list names (its open transmit names the URL to
+ * dial), asks it for the feed, and reports each route. A bad indexer list is refused. */
+static void outbox(void) {
+    TetherPoolConfig config;
+    config.struct_size = sizeof config;
+    CODE(tether_pool_config_default(&config), TETHER_OK);
+    CHECK(config.outbox_max_relays == 20 && config.outbox_redundancy == 2);
+    CHECK(config.outbox_indexers == NULL);
+    TetherPool *pool = NULL;
+    config.outbox_indexers = "[\"http://127.0.0.1:7001\"]";
+    CODE(tether_pool_new(&config, &pool), TETHER_ERR_INVALID_ARGUMENT);
+    config.outbox_indexers = "[\"ws://127.0.0.1:7001\"]";
+    CODE(tether_pool_new(&config, &pool), TETHER_OK);
+    uint64_t sub = 9;
+    const char *nobody = "{\"kinds\":[1]}";
+    CODE(tether_pool_subscribe_outbox(pool, 0, text(nobody), strlen(nobody), &sub),
+         TETHER_ERR_INVALID_ARGUMENT);
+    const char *feed = "{\"kinds\":[1],\"authors\":[\"" ID2 "\"]}";
+    CODE(tether_pool_subscribe_outbox(pool, 0, text(feed), strlen(feed), &sub), TETHER_OK);
+    CHECK(sub == 1);
+    TRANSMIT(pool, "{\"type\":\"open\",\"relay\":0,\"epoch\":1,\"url\":\"ws://127.0.0.1:7001\"}");
+    EVENT(pool, "{\"type\":\"routed\",\"sub\":1,\"relays\":[],\"covered\":[],"
+                "\"fallback_only\":[],\"uncovered\":[\"" ID2 "\"]}");
+    DRAINED(pool);
+    CODE(tether_pool_handle_open(pool, 100, 0, 1), TETHER_OK);
+    TRANSMIT(pool, "{\"type\":\"send\",\"relay\":0,\"text\":\"[\\\"REQ\\\",\\\"0:1\\\","
+                   "{\\\"authors\\\":[\\\"" ID2 "\\\"],\\\"kinds\\\":[10002,10050]}]\","
+                   "\"carries\":{\"req\":0}}");
+    EVENT(pool, "{\"type\":\"connected\",\"relay\":0}");
+    DRAINED(pool);
+    CODE(frame(pool, 200, 0, 1,
+               "[\"EVENT\",\"0:1\",{\"id\":\"" ID1 "\",\"pubkey\":\"" ID2 "\","
+               "\"created_at\":1700000000,\"kind\":10002,"
+               "\"tags\":[[\"r\",\"ws://127.0.0.1:7002\"]],\"content\":\"\",\"sig\":\"s\"}]"),
+         TETHER_OK);
+    CODE(frame(pool, 200, 0, 1, "[\"EOSE\",\"0:1\"]"), TETHER_OK);
+    DRAINED(pool);
+    /* The list routes the author within the pool's reroute delay (1 s). */
+    uint64_t at = 0;
+    CODE(tether_pool_poll_timeout(pool, &at), TETHER_OK);
+    CHECK(at == 1200);
+    CODE(tether_pool_handle_timeout(pool, 1200), TETHER_OK);
+    TRANSMIT(pool, "{\"type\":\"open\",\"relay\":1,\"epoch\":1,\"url\":\"ws://127.0.0.1:7002\"}");
+    EVENT(pool, "{\"type\":\"routed\",\"sub\":1,"
+                "\"relays\":[\"ws://127.0.0.1:7001\",\"ws://127.0.0.1:7002\"],"
+                "\"covered\":[{\"author\":\"" ID2 "\",\"relays\":1}],"
+                "\"fallback_only\":[],\"uncovered\":[]}");
+    DRAINED(pool);
+    CODE(tether_pool_handle_open(pool, 1300, 1, 1), TETHER_OK);
+    TRANSMIT(pool, "{\"type\":\"send\",\"relay\":1,\"text\":\"[\\\"REQ\\\",\\\"0:1\\\","
+                   "{\\\"authors\\\":[\\\"" ID2 "\\\"],\\\"kinds\\\":[1]}]\","
+                   "\"carries\":{\"req\":0}}");
+    EVENT(pool, "{\"type\":\"connected\",\"relay\":1}");
+    DRAINED(pool);
+    CODE(frame(pool, 1400, 1, 1, "[\"EVENT\",\"0:1\"," EV(ID2) "]"), TETHER_OK);
+    CODE(frame(pool, 1400, 1, 1, "[\"EOSE\",\"0:1\"]"), TETHER_OK);
+    EVENT(pool, "{\"type\":\"event\",\"sub\":1,\"relay\":1,\"id\":\"" ID2 "\",\"event\":" EV(ID2) "}");
+    EVENT(pool, "{\"type\":\"eose\",\"sub\":1,\"relay\":1}");
+    EVENT(pool, "{\"type\":\"complete\",\"sub\":1,\"outcome\":\"complete\",\"missing\":[]}");
+    DRAINED(pool);
+    const char *list = "{\"kind\":1}";
+    CODE(tether_pool_handle_relay_list(pool, 1500, text(list), strlen(list)),
+         TETHER_ERR_INVALID_ARGUMENT);
+    tether_pool_free(pool);
+}
+
 int main(void) {
     config_misuse();
     two_relays();
     verification();
+    outbox();
     if (failures > 0) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

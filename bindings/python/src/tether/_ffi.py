@@ -180,7 +180,7 @@ class RelayConfig(ctypes.Structure):
 
 
 class PoolConfig(ctypes.Structure):
-    """``TetherPoolConfig``, version 2 (``max_connecting``)."""
+    """``TetherPoolConfig``, version 3 (routing by people: ``outbox_*``)."""
 
     _fields_ = [
         ("struct_size", ctypes.c_uint32),
@@ -201,6 +201,10 @@ class PoolConfig(ctypes.Structure):
         ("dedup_capacity", ctypes.c_uint32),
         ("seen_on_max", ctypes.c_uint32),
         ("max_connecting", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("outbox_max_relays", ctypes.c_uint32),
+        ("outbox_redundancy", ctypes.c_uint32),
+        ("outbox_indexers", ctypes.c_char_p),
     ]
 
 
@@ -323,6 +327,8 @@ _SIGNATURES = {
     "tether_pool_remove_relay": (_I32, [_P, _U64, _U32]),
     "tether_pool_subscribe": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
     "tether_pool_subscribe_routed": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
+    "tether_pool_subscribe_outbox": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
+    "tether_pool_handle_relay_list": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE]),
     "tether_pool_unsubscribe": (_I32, [_P, _U64, _U64]),
     "tether_pool_publish": (
         _I32,
@@ -748,7 +754,7 @@ class Pool(_Handle):
 
     _prefix = "pool"
 
-    def __init__(self, **config: int) -> None:
+    def __init__(self, **config: Any) -> None:
         built = _pool_config(config)
         pointer = ctypes.c_void_p()
         code = lib().tether_pool_new(ctypes.byref(built), ctypes.byref(pointer))
@@ -758,7 +764,7 @@ class Pool(_Handle):
         self.max_frame: int = built.max_frame
 
     @classmethod
-    def restore(cls, checkpoint: bytes, now_ms: int, unix_secs: int, **config: int) -> Pool:
+    def restore(cls, checkpoint: bytes, now_ms: int, unix_secs: int, **config: Any) -> Pool:
         """A pool from :meth:`checkpoint`'s bytes: the same relay and subscription ids, each
         relay connecting again and catching up. :class:`TetherError` when it does not
         restore."""
@@ -807,6 +813,20 @@ class Pool(_Handle):
         sub = ctypes.c_uint64(0)
         self._call("subscribe_routed", now_ms, data, len(data), ctypes.byref(sub))
         return sub.value
+
+    def subscribe_outbox(self, now_ms: int, filter: str | bytes) -> int:
+        """Subscribe to people: one filter naming them by ``authors`` (a feed), or with no
+        ``authors`` by its one ``#p`` key (an inbox). The pool finds their relays (its
+        ``open`` transmits then carry the ``url`` to dial) and reports ``routed`` events."""
+        data = _text(filter)
+        sub = ctypes.c_uint64(0)
+        self._call("subscribe_outbox", now_ms, data, len(data), ctypes.byref(sub))
+        return sub.value
+
+    def handle_relay_list(self, now_ms: int, event: str | bytes) -> None:
+        """A relay list (kind 10002 or 10050) the application got elsewhere."""
+        data = _text(event)
+        self._call("handle_relay_list", now_ms, data, len(data))
 
     def unsubscribe(self, now_ms: int, sub: int) -> None:
         """Drop a subscription on every relay."""
@@ -885,9 +905,13 @@ def _pool_config(fields: dict) -> PoolConfig:
     if lib().tether_pool_config_default(ctypes.byref(config)) != OK:
         raise TetherError(ERR_INVALID_ARGUMENT, "config")
     for name, value in fields.items():
-        if name not in dict(PoolConfig._fields_) or name == "struct_size":
+        if name not in dict(PoolConfig._fields_) or name in ("struct_size", "reserved"):
             raise TypeError(f"no pool config field {name!r}")
-        setattr(config, name, int(value))
+        if name == "outbox_indexers":
+            # A list of URLs; the structure keeps the bytes alive while it lives.
+            setattr(config, name, None if value is None else json.dumps(list(value)).encode())
+        else:
+            setattr(config, name, int(value))
     return config
 
 

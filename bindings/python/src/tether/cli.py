@@ -69,8 +69,28 @@ def _parser() -> _Parser:
     parser.add_argument("-v", "--verbose", action="count", default=0)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     req = commands.add_parser("req", help="keep subscriptions open on a relay")
-    req.add_argument("url")
+    req.add_argument("url", nargs="?")
     req.add_argument("filters", nargs="*", metavar="FILTER_JSON")
+    req.add_argument(
+        "--outbox",
+        action="store_true",
+        help="subscribe to people, not relays: route each filter's authors (or its one #p "
+        "key, an inbox) to their relays; takes no relay URL",
+    )
+    req.add_argument(
+        "--indexer",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="with --outbox: fetch relay lists from this relay (repeatable; replaces the "
+        "default indexers)",
+    )
+    req.add_argument(
+        "--max-relays",
+        type=_u64,
+        metavar="N",
+        help="with --outbox: most relays connected at once, the indexers included [20]",
+    )
     req.add_argument("--until-eose", action="store_true")
     req.add_argument("--seed", type=_u64)
     req.add_argument("--secret-key", metavar="HEX")
@@ -271,18 +291,17 @@ class _Req:
 
 
 async def _run_req(args: argparse.Namespace) -> None:
+    if args.outbox:
+        await _run_req_outbox(args)
+        return
+    if args.indexer or args.max_relays is not None:
+        raise Usage("--indexer and --max-relays go with --outbox")
+    if args.url is None:
+        raise Usage("a relay URL is required (or --outbox)")
     given = [f for f in args.filters if not f.startswith(("ws://", "wss://"))]
     filters = given or [DEFAULT_FILTER]
     _check_filters(filters)
-    sign = None
-    if args.secret_key is not None:
-        from .keys import SecretKey
-
-        try:
-            key = SecretKey(args.secret_key)
-        except ValueError as error:
-            raise Usage(str(error)) from None
-        sign = key.sign_auth
+    sign = _signer(args)
     extra = 0
     for text in args.filters:
         if not text.startswith(("ws://", "wss://")):
@@ -408,20 +427,69 @@ class _PoolReq:
         self._maybe_stop()
 
 
+def _signer(args: argparse.Namespace):
+    """``--secret-key``'s NIP-42 signer, or ``None``."""
+    if args.secret_key is None:
+        return None
+    from .keys import SecretKey
+
+    try:
+        key = SecretKey(args.secret_key)
+    except ValueError as error:
+        raise Usage(str(error)) from None
+    return key.sign_auth
+
+
+async def _run_req_outbox(args: argparse.Namespace) -> None:
+    """``req --outbox``: the pool routes each filter to its people's relays."""
+    filters = list(args.filters)
+    if args.url is not None:
+        if args.url.startswith(("ws://", "wss://")):
+            raise Usage(
+                "--outbox takes no relay URL: its relays come from the people's relay lists"
+            )
+        filters.insert(0, args.url)
+    if not filters:
+        raise Usage("--outbox needs a filter naming people (`authors`, or one `#p` key)")
+    _check_filters(filters)
+    for url in args.indexer:
+        try:
+            check_url(url, ("ws", "wss"))
+        except ValueError as error:
+            raise Usage(f"--indexer: {error}") from None
+    if args.max_relays == 0:
+        raise Usage("--max-relays must be at least 1")
+    config: dict = {}
+    if args.indexer:
+        config["outbox_indexers"] = args.indexer
+    if args.max_relays is not None:
+        config["outbox_max_relays"] = args.max_relays
+    # The state file is this run's: its targets name the mode and the indexers given.
+    targets = ["outbox", *args.indexer]
+    await _run_req_pool(args, targets, filters, _signer(args), outbox=config)
+
+
 async def _run_req_pool(
-    args: argparse.Namespace, relays: list[str], filters: list[str], sign
+    args: argparse.Namespace,
+    relays: list[str],
+    filters: list[str],
+    sign,
+    outbox: dict | None = None,
 ) -> None:
+    """The pool's run over ``relays``, or with ``outbox`` (its config) routed by people:
+    then ``relays`` only names the run in the state file."""
     _check_filters(filters)
     config: dict = {
         "seed": _seed(args.seed),
         "max_subscriptions": args.max_subscriptions or 0,
         "verify": 1 if args.verify else 0,
+        **(outbox or {}),
     }
     if args.eose_timeout is not None:
         config["eose_deadline_ms"] = max(1, int(args.eose_timeout * 1000))
     state = StateFile(args.state, "req", relays) if args.state else None
     loaded = _load(state)
-    distinct = _distinct(relays)
+    distinct = [] if outbox is not None else _distinct(relays)
     remembered: list[tuple[str, int]] = []
     if state is not None and loaded is not None:
         remembered, checkpoint = loaded
@@ -452,6 +520,11 @@ async def _run_req_pool(
         if match is not None:
             sub = remembered.pop(match)[1]
             run.answered[sub] = set()
+        elif outbox is not None:
+            try:
+                sub = pool.subscribe_outbox(driver.now(), text)
+            except TetherError as error:
+                raise Usage(f"filter {index}: {error.message}") from None
         else:
             sub = pool.subscribe(driver.now(), "[" + text + "]")
         subs.append(sub)

@@ -224,6 +224,9 @@ class PoolDriver(_Loop):
         relay, kind = transmit["relay"], transmit["type"]
         if kind == "open":
             key = (relay, transmit["epoch"])
+            # A relay the pool chose itself (routing by people) comes with its URL.
+            if "url" in transmit:
+                self.urls[relay] = transmit["url"]
             url = self.urls.get(relay)
             if url is None:
                 return
