@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use tether_core::link::{Epoch, LinkState, SocketLoss};
 use tether_core::nostr::message::EventId;
-use tether_core::nostr::{Carries, Event, Filter, Transmit};
+use tether_core::nostr::{Carries, Event, Filter, RelayInfo, Transmit};
 use tether_core::pool::{
     PoolCheckpoint, PoolConfig, PoolEvent, RelayId, RelayPool, SubId, VerifyRequest, VerifyTicket,
 };
@@ -43,6 +43,9 @@ pub enum PoolAction {
     Unsubscribe(SubId),
     /// Publish to every relay.
     Publish(String),
+    /// Publish by outbox (`pool.publish_outbox`): to the author's and the tagged people's
+    /// relays.
+    PublishOutbox(String),
     /// The network drops this relay's socket.
     DropSocket(RelayId),
     /// The relay stops accepting (and drops its connection).
@@ -103,6 +106,11 @@ pub enum PoolAction {
     /// The relay at this URL goes down (`true`: refuses connections, drops its connection)
     /// or comes back up.
     DownAt(String, bool),
+    /// The driver fetched the NIP-11 document (these bytes) of the relay routing holds at
+    /// this URL: parse it and, if it parses, `pool.apply_relay_info`. The transcript shows
+    /// what was applied. (The relay models serve no document on `FetchInfo`: this is the
+    /// fetch's answer, when the script says.) A URL routing does not hold changes nothing.
+    RelayInfoAt(String, String),
 }
 
 /// What the PoolSim's network carries.
@@ -191,6 +199,9 @@ pub struct PoolSim {
     pub events: Vec<(Instant, PoolEvent)>,
     /// Every frame sent: time, relay, what it carries, text.
     pub sent: Vec<(Instant, RelayId, Carries, String)>,
+    /// Every relay routing opened: when, its id, its URL (ids are reused after a relay is
+    /// let go, so a relay's URL at a time is its latest entry before it).
+    pub routed_opens: Vec<(Instant, RelayId, String)>,
     /// Every subscription the pool accepted, and those the script dropped again.
     pub subscribed: Vec<SubId>,
     /// Subscriptions the script unsubscribed.
@@ -261,6 +272,7 @@ impl PoolSim {
             transcript: String::new(),
             events: Vec::new(),
             sent: Vec::new(),
+            routed_opens: Vec::new(),
             subscribed: Vec::new(),
             unsubscribed: Vec::new(),
             forget_received_from: BTreeSet::new(),
@@ -618,6 +630,13 @@ impl PoolSim {
                 }
                 self.reply(result.map(|id| short(&id.to_string())));
             }
+            PoolAction::PublishOutbox(json) => {
+                let result = self.pool.publish_outbox(now, &json);
+                if let Ok(id) = &result {
+                    self.checks.publishing.insert(*id);
+                }
+                self.reply(result.map(|id| short(&id.to_string())));
+            }
             PoolAction::DropSocket(relay) => self.drop_conn(relay),
             PoolAction::Vanish(relay) => self.vanish(relay),
             PoolAction::Suspend => {
@@ -683,6 +702,23 @@ impl PoolSim {
                     }
                 }
             },
+            PoolAction::RelayInfoAt(url, document) => {
+                let held = self
+                    .pool
+                    .relay_ids()
+                    .find(|&r| self.pool.relay_url(r) == Some(url.as_str()));
+                let shown = match (held, RelayInfo::parse(document.as_bytes())) {
+                    (None, _) => "  -> not held".to_owned(),
+                    (Some(_), Err(e)) => format!("  -> error {e}"),
+                    (Some(relay), Ok(info)) => {
+                        match self.pool.apply_relay_info(now, relay, &info) {
+                            Ok(applied) => format!("  -> {relay} {applied:?}"),
+                            Err(e) => format!("  -> error {e}"),
+                        }
+                    }
+                };
+                self.line("app", &shown);
+            }
             PoolAction::RelayFrame(relay, frame) => {
                 let open = self
                     .peers
@@ -964,6 +1000,15 @@ impl PoolSim {
         );
     }
 
+    /// The URL routing had opened `relay` at, at `at`.
+    pub fn routed_url_at(&self, relay: RelayId, at: Instant) -> Option<&str> {
+        self.routed_opens
+            .iter()
+            .rev()
+            .find(|(t, r, _)| *r == relay && *t <= at)
+            .map(|(_, _, url)| url.as_str())
+    }
+
     /// The pool's relay at `url`, while routing holds it.
     pub fn held_at(&self, url: &str) -> Option<RelayId> {
         self.peers
@@ -999,6 +1044,9 @@ impl PoolSim {
         match t {
             Transmit::Open { epoch } => {
                 self.bring_routed(relay);
+                if let Some(url) = self.pool.relay_url(relay) {
+                    self.routed_opens.push((now, relay, url.to_owned()));
+                }
                 self.relay_line(relay, "tx", "Open");
                 self.opened.push((now, relay));
                 self.connecting.insert(relay);

@@ -10,6 +10,7 @@ use std::time::Duration;
 use tether_core::nostr::Carries;
 use tether_core::pool::router::RouterConfig;
 use tether_core::pool::{PoolConfig, PoolEvent, RelayId, SubId};
+use tether_core::Instant;
 use tether_testkit::pool_sim::{PoolAction, PoolSim};
 use tether_testkit::sim::UNIX_START;
 use tether_testkit::{RelayModel, StoredEvent};
@@ -462,4 +463,107 @@ fn a_refused_subscription_leaves_no_one_followed() {
         [a.as_str(), b.as_str()],
         "b stays (the first feed names b)"
     );
+}
+
+/// What the pool said of each publish: per relay URL (as the pool named it when the relay
+/// answered), accepted or the reason, and the relays the one outcome counted.
+fn publish_answers(s: &PoolSim) -> (BTreeMap<String, Option<String>>, Vec<usize>) {
+    let mut by_url = BTreeMap::new();
+    let mut done = Vec::new();
+    for (at, e) in &s.events {
+        let (relay, answer) = match e {
+            PoolEvent::Published { relay, .. } => (*relay, None),
+            PoolEvent::Rejected { relay, reason, .. } => (*relay, Some(reason.clone())),
+            PoolEvent::PublishDone { outcome, .. } => {
+                done.push(outcome.accepted.len() + outcome.rejected.len() + outcome.pending.len());
+                continue;
+            }
+            _ => continue,
+        };
+        let url = s.routed_url_at(relay, *at).unwrap_or_default().to_owned();
+        by_url.insert(url, answer);
+    }
+    (by_url, done)
+}
+
+#[test]
+fn a_note_goes_to_my_write_relays_and_the_tagged_persons_read_relays_once_lists_are_in() {
+    let (me, you) = (key(1), key(2));
+    let mut s = PoolSim::new(config(), 7);
+    world(
+        &mut s,
+        &[
+            (
+                "index",
+                vec![
+                    list(100, &me, 0, 10002, &["w1"]),
+                    list(101, &you, 0, 10002, &["yours"]),
+                    list(102, &you, 0, 10050, &["dm"]),
+                ],
+            ),
+            ("w1", vec![]),
+            ("yours", vec![]),
+            ("dm", vec![]),
+        ],
+    );
+    let reply = note(7, &me, 5, 1, &format!(r#"["p","{you}"]"#));
+    s.at(secs(5), PoolAction::PublishOutbox(reply.json.clone()));
+    s.run_for(secs(10));
+    let (answers, done) = publish_answers(&s);
+    assert_eq!(
+        answers,
+        BTreeMap::from([(url("w1"), None), (url("yours"), None)]),
+        "{}",
+        s.transcript()
+    );
+    assert_eq!(done, vec![2]);
+    // The lists were looked up before it went out, not after LIST_WAIT.
+    let first_event = s
+        .sent
+        .iter()
+        .find(|(_, _, c, _)| matches!(c, Carries::Event(_)))
+        .map(|(t, ..)| *t)
+        .expect("an EVENT was sent");
+    assert!(first_event < Instant::ZERO + secs(6), "{first_event:?}");
+    // Once it is done, the relays only it wanted are let go: the indexer alone stays.
+    let held: Vec<&str> = s
+        .pool
+        .relay_ids()
+        .filter_map(|r| s.pool.relay_url(r))
+        .collect();
+    assert_eq!(held, [INDEXER], "{}", s.transcript());
+}
+
+#[test]
+fn a_gift_wrap_goes_to_the_recipients_dm_relays_and_a_publish_nobody_routes_is_done_empty() {
+    let (ephemeral, you, nobody) = (key(9), key(2), key(3));
+    let mut s = PoolSim::new(config(), 7);
+    world(
+        &mut s,
+        &[
+            (
+                "index",
+                vec![
+                    list(101, &you, 0, 10002, &["yours"]),
+                    list(102, &you, 0, 10050, &["dm"]),
+                ],
+            ),
+            ("yours", vec![]),
+            ("dm", vec![]),
+        ],
+    );
+    let wrap = note(7, &ephemeral, 5, 1059, &format!(r#"["p","{you}"]"#));
+    s.at(secs(1), PoolAction::PublishOutbox(wrap.json.clone()));
+    let lost = note(8, &nobody, 5, 1, "");
+    s.at(secs(20), PoolAction::PublishOutbox(lost.json.clone()));
+    s.run_for(secs(30));
+    let (answers, done) = publish_answers(&s);
+    assert_eq!(
+        answers,
+        BTreeMap::from([(url("dm"), None)]),
+        "{}",
+        s.transcript()
+    );
+    // The wrap on one relay; the note of someone with no list on none.
+    assert_eq!(done, vec![1, 0]);
 }

@@ -508,6 +508,26 @@ int32_t tether_pool_publish(struct TetherPool *pool,
                             size_t relay_count,
                             uint8_t *out_id);
 
+// Publish a signed event (a JSON object, `len` bytes) by outbox: to its author's write
+// relays and each p-tagged person's read relays (their DM relays for a gift wrap, kind
+// 1059), whose lists the pool fetches first (at most 3 s). The relays it opens come as
+// `open` transmits with their `url`; their answers are `published`/`rejected` events and
+// one `publish_done`, as for [`tether_pool_publish`]; then the pool lets them go. Its id
+// goes to `out_id` unless null.
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` (not an event), `TETHER_ERR_LIMIT` (already publishing it,
+// or 64 publishes by outbox under way).
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `event` valid for `len` bytes; `out_id` null or
+// writable for 32 bytes.
+int32_t tether_pool_publish_outbox(struct TetherPool *pool,
+                                   uint64_t now_ms,
+                                   const uint8_t *event,
+                                   size_t len,
+                                   uint8_t *out_id);
+
 // Answer `relay`'s NIP-42 challenge `challenge` (the `id` of its `auth` event, with
 // its `relay`) with a signed kind 22242 event.
 //

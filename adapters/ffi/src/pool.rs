@@ -640,6 +640,42 @@ pub unsafe extern "C" fn tether_pool_publish(
     })
 }
 
+/// Publish a signed event (a JSON object, `len` bytes) by outbox: to its author's write
+/// relays and each p-tagged person's read relays (their DM relays for a gift wrap, kind
+/// 1059), whose lists the pool fetches first (at most 3 s). The relays it opens come as
+/// `open` transmits with their `url`; their answers are `published`/`rejected` events and
+/// one `publish_done`, as for [`tether_pool_publish`]; then the pool lets them go. Its id
+/// goes to `out_id` unless null.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` (not an event), `TETHER_ERR_LIMIT` (already publishing it,
+/// or 64 publishes by outbox under way).
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `event` valid for `len` bytes; `out_id` null or
+/// writable for 32 bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_publish_outbox(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    event: *const u8,
+    len: usize,
+    out_id: *mut u8,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
+        let now = p.at(now_ms);
+        let id = p
+            .pool
+            .publish_outbox(now, text)
+            .map_err(|e| pool_failure(&e))?;
+        // SAFETY: null or writable by the contract.
+        unsafe { ptr::write_opt(out_id.cast::<[u8; 32]>(), id.0) };
+        Ok(TETHER_OK)
+    })
+}
+
 /// Answer `relay`'s NIP-42 challenge `challenge` (the `id` of its `auth` event, with
 /// its `relay`) with a signed kind 22242 event.
 ///
@@ -1113,6 +1149,7 @@ fn pool_failure(e: &PoolError) -> Failure {
         | PoolError::UnknownTicket(_) => Failure::new(TETHER_ERR_UNKNOWN_ID, e.to_string()),
         PoolError::TooManyRelays { .. }
         | PoolError::TooManySubscriptions { .. }
+        | PoolError::TooManyPublishes { .. }
         | PoolError::AlreadyPublishing(_) => Failure::new(TETHER_ERR_LIMIT, e.to_string()),
         _ => Failure::new(TETHER_ERR_INVALID_ARGUMENT, e.to_string()),
     }

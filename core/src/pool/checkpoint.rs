@@ -227,9 +227,11 @@ impl RelayPool {
                 })
                 .collect(),
             next_sub: self.next_sub,
+            // A publish by outbox is not saved: its relays are routing's, which are not.
             publishes: self
                 .publishes
                 .iter()
+                .filter(|(id, _)| !self.is_outbox_publish(**id))
                 .map(|(&id, fanout)| save_publish(id, fanout))
                 .collect(),
             // The pool's own list watch is not saved: it asks again after a restore.
@@ -477,6 +479,7 @@ impl RelayPool {
                     .map(|(r, why)| (RelayId(*r), why.clone()))
                     .collect(),
                 pending: Vec::new(),
+                urls: Vec::new(),
             },
             deadline: None,
         };

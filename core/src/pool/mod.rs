@@ -70,7 +70,7 @@ pub use config::PoolConfig;
 pub use dedup::DedupStats;
 use dedup::Seen;
 use logical::{Logical, Targets};
-pub use outbox::{split, RouteReport, REROUTE_DELAY};
+pub use outbox::{split, RouteReport, LIST_WAIT, MAX_PUBLISHES, MAX_TAGGED, REROUTE_DELAY};
 pub use output::{
     Missing, Outcome, PoolError, PoolEvent, PoolStats, PublishOutcome, RelayId, SubId,
 };

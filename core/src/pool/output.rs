@@ -193,6 +193,9 @@ pub struct PublishOutcome {
     pub rejected: Vec<(RelayId, String)>,
     /// Relays that had not answered by the deadline (still queued or unanswered there).
     pub pending: Vec<RelayId>,
+    /// The URLs of the relays above that routing opened (a publish by outbox): the pool
+    /// lets them go once it is done, so their ids name no relay afterwards.
+    pub urls: Vec<(RelayId, String)>,
 }
 
 /// What the pool counted for one relay.
@@ -232,6 +235,11 @@ pub enum PoolError {
     },
     /// This event is already being published.
     AlreadyPublishing(EventId),
+    /// [`MAX_PUBLISHES`](super::MAX_PUBLISHES) publishes by outbox are under way already.
+    TooManyPublishes {
+        /// The bound.
+        max: usize,
+    },
     /// A relay session refused the call.
     Session(Error),
     /// A socket input broke the epoch rule.
@@ -250,6 +258,9 @@ impl fmt::Display for PoolError {
                 write!(f, "the pool already holds {max} subscriptions")
             }
             PoolError::AlreadyPublishing(id) => write!(f, "event {id} is already being published"),
+            PoolError::TooManyPublishes { max } => {
+                write!(f, "{max} publishes by outbox are under way already")
+            }
             PoolError::Session(e) => write!(f, "{e}"),
             PoolError::Socket(e) => write!(f, "{e}"),
             PoolError::UnknownTicket(t) => write!(f, "no verification {} is awaited", t.0),

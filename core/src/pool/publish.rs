@@ -122,10 +122,12 @@ impl RelayPool {
         self.timers
             .set(Deadline::Publish(id), &mut fanout.deadline, None);
         sort_outcome(&mut fanout.outcome);
+        fanout.outcome.urls = self.routed_urls(&fanout.outcome);
         self.events.push_back(PoolEvent::PublishDone {
             id,
             outcome: fanout.outcome,
         });
+        self.outbox_publish_done(id);
     }
 
     pub(super) fn expire_publish(&mut self, id: EventId) {
@@ -134,10 +136,12 @@ impl RelayPool {
         };
         fanout.outcome.pending = std::mem::take(&mut fanout.pending).into_iter().collect();
         sort_outcome(&mut fanout.outcome);
+        fanout.outcome.urls = self.routed_urls(&fanout.outcome);
         self.events.push_back(PoolEvent::PublishDone {
             id,
             outcome: fanout.outcome,
         });
+        self.outbox_publish_done(id);
     }
 }
 

@@ -280,8 +280,17 @@ impl App for PoolApp {
                     let _ = reply.send(());
                 }
             }
-            PoolCommand::Publish { event, reply } => {
-                match parts.machine.publish(now, &event, None) {
+            PoolCommand::Publish {
+                event,
+                outbox,
+                reply,
+            } => {
+                let published = if outbox {
+                    parts.machine.publish_outbox(now, &event)
+                } else {
+                    parts.machine.publish(now, &event, None)
+                };
+                match published {
                     Ok(id) => parts.delivery.add_publish(id, reply),
                     Err(e) => {
                         let _ = reply.send(Err(e));

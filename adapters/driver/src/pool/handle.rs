@@ -162,6 +162,8 @@ pub(crate) enum PoolCommand {
     },
     Publish {
         event: String,
+        /// By outbox: to the author's and the tagged people's relays.
+        outbox: bool,
         reply: oneshot::Sender<Result<PublishOutcome, PoolError>>,
     },
     Close {
@@ -308,9 +310,35 @@ impl PoolHandle {
         event_json: impl Into<String>,
     ) -> Result<PublishOutcome, PoolClientError> {
         let event = event_json.into();
-        self.call(|reply| PoolCommand::Publish { event, reply })
-            .await?
-            .map_err(PoolClientError::Pool)
+        self.call(|reply| PoolCommand::Publish {
+            event,
+            outbox: false,
+            reply,
+        })
+        .await?
+        .map_err(PoolClientError::Pool)
+    }
+
+    /// Publish a signed event by outbox: to its author's write relays and each p-tagged
+    /// person's read relays (their DM relays for a gift wrap), which the pool opens and
+    /// lets go again ([`RelayPool::publish_outbox`](tether_core::pool::RelayPool::publish_outbox)).
+    /// Resolves when all answered or the pool's publish deadline passed; the outcome's
+    /// `urls` name the relays.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for an invalid event or one already being published.
+    pub async fn publish_outbox(
+        &self,
+        event_json: impl Into<String>,
+    ) -> Result<PublishOutcome, PoolClientError> {
+        let event = event_json.into();
+        self.call(|reply| PoolCommand::Publish {
+            event,
+            outbox: true,
+            reply,
+        })
+        .await?
+        .map_err(PoolClientError::Pool)
     }
 
     /// The pool's checkpoint now ([`PoolCheckpoint`]), to restore in a later process with

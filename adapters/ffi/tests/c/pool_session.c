@@ -450,6 +450,22 @@ static void outbox(void) {
     EVENT(pool, "{\"type\":\"eose\",\"sub\":1,\"relay\":1}");
     EVENT(pool, "{\"type\":\"complete\",\"sub\":1,\"outcome\":\"complete\",\"missing\":[]}");
     DRAINED(pool);
+    /* A publish by outbox goes to the author's write relay, which is open already. */
+    uint8_t id[32];
+    CODE(tether_pool_publish_outbox(pool, 1500, text("{}"), 2, id), TETHER_ERR_INVALID_ARGUMENT);
+    CODE(tether_pool_publish_outbox(pool, 1500, text(EV(ID1)), strlen(EV(ID1)), id), TETHER_OK);
+    CHECK(id[0] == 0x11 && id[31] == 0x11);
+    TRANSMIT(pool, "{\"type\":\"send\",\"relay\":1,\"text\":\"[\\\"EVENT\\\","
+                   "{\\\"id\\\":\\\"" ID1 "\\\",\\\"pubkey\\\":\\\"" ID2 "\\\","
+                   "\\\"created_at\\\":1700000000,\\\"kind\\\":1,\\\"tags\\\":[],"
+                   "\\\"content\\\":\\\"hi\\\",\\\"sig\\\":\\\"s\\\"}]\","
+                   "\"carries\":{\"event\":\"" ID1 "\"}}");
+    DRAINED(pool);
+    CODE(frame(pool, 1600, 1, 1, "[\"OK\",\"" ID1 "\",true,\"\"]"), TETHER_OK);
+    EVENT(pool, "{\"type\":\"published\",\"relay\":1,\"id\":\"" ID1 "\"}");
+    EVENT(pool, "{\"type\":\"publish_done\",\"id\":\"" ID1 "\",\"accepted\":[1],"
+                "\"rejected\":[],\"pending\":[]}");
+    DRAINED(pool);
     const char *list = "{\"kind\":1}";
     CODE(tether_pool_handle_relay_list(pool, 1500, text(list), strlen(list)),
          TETHER_ERR_INVALID_ARGUMENT);

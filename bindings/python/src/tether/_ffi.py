@@ -329,6 +329,7 @@ _SIGNATURES = {
     "tether_pool_subscribe_routed": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
     "tether_pool_subscribe_outbox": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
     "tether_pool_handle_relay_list": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE]),
+    "tether_pool_publish_outbox": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U8P]),
     "tether_pool_unsubscribe": (_I32, [_P, _U64, _U64]),
     "tether_pool_publish": (
         _I32,
@@ -839,6 +840,15 @@ class Pool(_Handle):
         ids = None if relays is None else (ctypes.c_uint32 * max(1, len(relays)))(*relays)
         count = 0 if relays is None else len(relays)
         self._call("publish", now_ms, data, len(data), ids, count, out)
+        return bytes(out).hex()
+
+    def publish_outbox(self, now_ms: int, event: str | bytes) -> str:
+        """Publish a signed event by outbox: to its author's write relays and each p-tagged
+        person's read relays (DM relays for a gift wrap), which the pool opens (``open``
+        transmits with their ``url``) and lets go once done; its id in hex."""
+        data = _text(event)
+        out = (ctypes.c_uint8 * 32)()
+        self._call("publish_outbox", now_ms, data, len(data), out)
         return bytes(out).hex()
 
     def authenticate(self, now_ms: int, relay: int, challenge: int, event: str | bytes) -> str:

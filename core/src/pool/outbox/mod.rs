@@ -29,6 +29,7 @@
 //! [`RelayPool::subscribe`] ("every relay") is not sent to them.
 
 mod matches;
+mod publish;
 pub mod split;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -41,12 +42,15 @@ use super::logical::{Logical, Targets};
 use super::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
 use super::{Deadline, PoolError, PoolEvent, RelayId, RelayPool, SubId};
 use crate::link::SocketLoss;
+use crate::nostr::message::EventId;
 use crate::nostr::reason::{self, Class};
 use crate::nostr::Lookbacks;
 use crate::nostr::{Disconnect, Error, Filter, Priority, SubscriptionId};
 use crate::time::Instant;
 use matches::Fields;
 use split::Group;
+
+pub use publish::{LIST_WAIT, MAX_PUBLISHES, MAX_TAGGED};
 
 /// How long after a change (a list, an EOSE, a failure) routing runs again (1 s): changes
 /// that arrive together are routed once.
@@ -92,6 +96,10 @@ pub(crate) struct Outbox {
     /// When routing runs next (registered as [`Deadline::Reroute`]).
     pub(crate) reroute_at: Option<Instant>,
     lookbacks: Lookbacks,
+    /// Publishes by outbox, waiting for lists or in flight.
+    publishes: BTreeMap<EventId, publish::Held>,
+    /// People the indexers answered a lists request about (bounded by `max_authors`).
+    looked_up: BTreeSet<String>,
 }
 
 /// One routed subscription.
@@ -174,6 +182,8 @@ impl Outbox {
             lists: None,
             reroute_at: None,
             lookbacks,
+            publishes: BTreeMap::new(),
+            looked_up: BTreeSet::new(),
         }
     }
 }
@@ -385,10 +395,13 @@ impl RelayPool {
             return;
         }
         self.mark_live(now);
+        let publish_urls = self.publish_urls(now);
+        let publish_people = self.publish_people();
         let Some(outbox) = self.outbox.as_deref_mut() else {
             return;
         };
-        // Inbox relays come first and count against the budget, leaving the router one.
+        // Inbox relays come first and count against the budget, then the relays of
+        // publishes, leaving the router one.
         let budget = outbox.router.config().max_relays;
         let mut inbox_urls: Vec<String> = Vec::new();
         for routed in outbox.subs.values() {
@@ -405,9 +418,15 @@ impl RelayPool {
                 }
             }
         }
+        let mut reserved = inbox_urls.clone();
+        for url in publish_urls {
+            if !reserved.contains(&url) && reserved.len() + 1 < budget {
+                reserved.push(url);
+            }
+        }
         outbox
             .router
-            .set_max_relays(budget.saturating_sub(inbox_urls.len()).max(1));
+            .set_max_relays(budget.saturating_sub(reserved.len()).max(1));
         let routes = outbox.router.route(now);
         outbox.router.set_max_relays(budget);
         let coverage = routes.coverage.clone();
@@ -425,7 +444,7 @@ impl RelayPool {
         for route in routes.relays {
             wanted.insert(route.url, (route.role, route.authors.into_iter().collect()));
         }
-        for url in &inbox_urls {
+        for url in &reserved {
             wanted
                 .entry(url.clone())
                 .or_insert((Role::Assigned, BTreeSet::new()));
@@ -477,9 +496,12 @@ impl RelayPool {
                         .collect(),
                     Want::Inbox(me) if inbox_urls.contains(url) => BTreeSet::from([me.clone()]),
                     Want::Inbox(_) => BTreeSet::new(),
-                    Want::Lists if *role == Role::Indexer => {
-                        followed.iter().chain(&inbox_owners).cloned().collect()
-                    }
+                    Want::Lists if *role == Role::Indexer => followed
+                        .iter()
+                        .chain(&inbox_owners)
+                        .chain(&publish_people)
+                        .cloned()
+                        .collect(),
                     Want::Lists => BTreeSet::new(),
                 };
                 if !asked.is_empty() {
@@ -489,6 +511,7 @@ impl RelayPool {
             self.place(now, sub, desired);
             self.report_route(sub, &coverage, &inbox_urls);
         }
+        self.send_publishes(now, &ids);
         let next = self.outbox.as_deref().and_then(|o| o.router.poll_timeout());
         if let Some(at) = next {
             self.schedule_reroute_at(at.max(now.saturating_add(REROUTE_DELAY)));
@@ -827,6 +850,9 @@ impl RelayPool {
             outbox
                 .router
                 .handle_eose(now, &url, asked.iter().map(String::as_str));
+        }
+        if self.is_lists(sub) {
+            self.lists_answered(now, &asked);
         }
         self.schedule_reroute(now);
         if first && !self.is_lists(sub) {
