@@ -2,9 +2,10 @@
 //! case the outbox issue asked for: a list update moving an author, a dead relay replaced,
 //! an inbox behind NIP-42 AUTH, and a feed split by the relay's `max_message_length`. The
 //! exact assertions of the same features are in `outbox_pool.rs`; each case here is an
-//! insta transcript checked with exact assertions of its own. A case whose run shows a bug
-//! is `#[ignore]`d, saying which, and has no snapshot yet: once the bug is fixed, run it,
-//! read its transcript and pin it.
+//! insta transcript checked with exact assertions of its own. Writing them found four bugs
+//! (a relay opened with nobody to ask, a dead relay dialled past the router's bound by its
+//! session's own reconnect, REQs the relay session refused after the split, routing every
+//! second after a backoff ended); each case here fails on the old code.
 //!
 //! The transcripts are the `PoolSim`'s, written as [`render`] says: people's keys by name,
 //! and in a feed of hundreds the lists of keys by their count. Relays are named for what
@@ -272,8 +273,6 @@ fn squeeze(what: &str, prefix: &str) -> (String, bool) {
 }
 
 #[test]
-#[ignore = "bug: a relay the router chooses with nobody to ask (`old`, after its silence became \
-            a miss) is opened again and held, idle; un-ignore, then review the snapshot"]
 fn a_list_update_moves_an_author() {
     let a = key(1);
     let mut s = PoolSim::new(config(), SEED);
@@ -356,8 +355,6 @@ fn a_list_update_moves_an_author() {
 }
 
 #[test]
-#[ignore = "bug: a dead routed relay is dialled more than 3 times in 25 s (its session's own \
-            reconnect races the reroute that lets it go); un-ignore, then review the snapshot"]
 fn a_dead_relay_is_replaced() {
     let a = key(1);
     let mut s = PoolSim::new(config(), SEED);
@@ -474,9 +471,6 @@ fn an_inbox_with_auth() {
 }
 
 #[test]
-#[ignore = "bug: REQs packed up to max_message_length are refused by the relay session's own \
-            bound (twice the filters' bytes) and dropped silently; un-ignore, then review \
-            the snapshot"]
 fn a_filter_split_by_max_message_length() {
     const MAX: usize = 8 * 1024;
     let authors: Vec<String> = (0..600).map(key).collect();

@@ -1128,7 +1128,7 @@ fn view(sub: &Subscription, refusals: &Refusals) -> SubscriptionView {
 /// with `since`, `until` and `limit`. (`filters_len` bytes of JSON in `count` filters; a
 /// subscription's stored `[f1,f2]` text counts a few bytes more, which only makes the bound
 /// safer.) A fetch batch is sized to the relay's limit separately.
-fn req_frame_bound(filters_len: usize, count: usize) -> usize {
+pub(crate) fn req_frame_bound(filters_len: usize, count: usize) -> usize {
     const FRAME: usize = r#"["REQ","",]"#.len() + 25;
     const BOUND: usize = r#","since":18446744073709551615"#.len();
     FRAME + 2 * filters_len + count * (2 + 3 * BOUND)

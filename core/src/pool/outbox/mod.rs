@@ -442,7 +442,11 @@ impl RelayPool {
         // The relays wanted, by URL: who to ask there, for feeds; whether it is an indexer.
         let mut wanted: BTreeMap<String, (Role, BTreeSet<String>)> = BTreeMap::new();
         for route in routes.relays {
-            wanted.insert(route.url, (route.role, route.authors.into_iter().collect()));
+            // A relay chosen with nobody to ask (its every pair under the ask threshold)
+            // would hold a socket for nothing.
+            if route.role == Role::Indexer || !route.authors.is_empty() {
+                wanted.insert(route.url, (route.role, route.authors.into_iter().collect()));
+            }
         }
         for url in &reserved {
             wanted
@@ -679,6 +683,10 @@ impl RelayPool {
         let reqs = split::reqs(&routed.base, key, &groups, &member.session.applied());
         for (filters, asked) in reqs {
             let Ok(local) = member.session.subscribe(now, filters, Priority::NORMAL) else {
+                // Not asked: left unplaced, so the next routing asks them again.
+                for author in &asked {
+                    placed.authors.remove(author);
+                }
                 continue;
             };
             member.routes.insert(local, sub);
@@ -943,6 +951,11 @@ impl RelayPool {
                     // Only the relay's own refusal counts against it: a network that went
                     // away or a process out of descriptors says nothing about the relay.
                     outbox.router.handle_failed(now, &url);
+                    // Route at once, before the session's own reconnect: the router, not
+                    // the session's backoff, decides whether a failing relay is tried again
+                    // (at most `max_attempts` in `retry_window`).
+                    self.schedule_reroute_at(now);
+                    return;
                 } else {
                     return;
                 }

@@ -5,6 +5,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::nostr::session::req_frame_bound;
 use crate::nostr::{Applied, Filter};
 
 /// Authors in one filter (250): most relays cap a filter's list somewhere above it, and a
@@ -16,8 +17,6 @@ pub const FILTERS_PER_REQ: usize = 10;
 /// Frame size a REQ is held to when the relay declares none (64 KiB): the smallest cap
 /// seen on deployed relays.
 pub const DEFAULT_MAX_FRAME: usize = 64 * 1024;
-/// Bytes of a REQ beyond its filters: `["REQ","<id of at most 64>",` and `]`.
-const REQ_OVERHEAD: usize = 80;
 
 /// One group of authors asked with the same `since`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,10 +53,12 @@ pub(crate) fn reqs(
             limit = Some(max);
         }
     }
-    // A catch-up's two halves share a REQ: both must fit one frame with room to spare.
-    let per_author = 2 * (64 + 3);
-    let room = max_frame.saturating_sub(REQ_OVERHEAD + 512 + 2 * base_len(base));
-    chunk = chunk.min((room / per_author).max(1));
+    // A catch-up's two halves share a REQ, and the relay session refuses a REQ whose
+    // catch-up after a reconnect (every filter twice, with `since`, `until` and `limit`)
+    // could exceed the frame: each chunk of authors must fit that bound.
+    let per_author = 2 * 2 * (64 + 3);
+    let fixed = req_frame_bound(2 * (base_len(base) + 64), 2);
+    chunk = chunk.min((max_frame.saturating_sub(fixed) / per_author).max(1));
     let mut units: Vec<(Vec<String>, Vec<String>)> = Vec::new();
     for group in groups {
         for authors in group.authors.chunks(chunk) {
@@ -110,7 +111,7 @@ fn pack(
     max_frame: usize,
 ) -> Vec<(Vec<Filter>, Vec<String>)> {
     let mut out: Vec<(Vec<Filter>, Vec<String>)> = Vec::new();
-    let mut size = REQ_OVERHEAD;
+    let mut size = 0;
     for (jsons, authors) in units {
         let Ok(filters) = jsons
             .iter()
@@ -119,13 +120,15 @@ fn pack(
         else {
             continue;
         };
-        let len: usize = jsons.iter().map(|j| j.len() + 1).sum();
+        let len: usize = jsons.iter().map(String::len).sum();
+        // The relay session's own bound, which it refuses a REQ past.
         let fits = out.last().is_some_and(|(f, _)| {
-            f.len() + filters.len() <= FILTERS_PER_REQ && size + len <= max_frame
+            let count = f.len() + filters.len();
+            count <= FILTERS_PER_REQ && req_frame_bound(size + len, count) <= max_frame
         });
         if !fits {
             out.push((Vec::new(), Vec::new()));
-            size = REQ_OVERHEAD;
+            size = 0;
         }
         size += len;
         if let Some((f, a)) = out.last_mut() {
@@ -163,17 +166,24 @@ mod tests {
         let asked: usize = reqs.iter().map(|(_, a)| a.len()).sum();
         assert_eq!(asked, 2_000);
         for (filters, _) in &reqs {
-            let frame: usize = filters.iter().map(|f| f.json().len() + 1).sum::<usize>() + 80;
-            assert!(frame <= 64 * 1024, "{frame}");
+            // Within the bound the relay session itself accepts a REQ by: its catch-up
+            // after a reconnect asks every filter twice.
+            let len = filters.iter().map(|f| f.json().len()).sum();
+            let bound = req_frame_bound(len, filters.len());
+            assert!(bound <= 64 * 1024, "{bound}");
         }
         assert_eq!(
             reqs.len(),
-            3,
-            "2 000 keys are 134 KB: three frames of 64 KiB"
+            5,
+            "2 000 keys are 134 KB, twice that for a catch-up: five frames of 64 KiB"
         );
         limits.max_message_length = Some(8 * 1024);
         let small = super::reqs(&base, "authors", &groups, &limits);
-        assert!(small.len() >= 17, "{}", small.len());
+        assert!(small.len() >= 33, "{}", small.len());
+        for (filters, _) in &small {
+            let len = filters.iter().map(|f| f.json().len()).sum();
+            assert!(req_frame_bound(len, filters.len()) <= 8 * 1024);
+        }
     }
 
     #[test]

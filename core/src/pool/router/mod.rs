@@ -512,9 +512,15 @@ impl Router {
     }
 
     /// The earliest time a relay waiting out its backoff may be tried again: route again
-    /// then.
+    /// then. A backoff already over is not one: routing saw the relay usable (a past time
+    /// here would route again every time, for ever).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.relays.iter().filter_map(|r| r.health.retry_at()).min()
+        let now = self.clock.now();
+        self.relays
+            .iter()
+            .filter_map(|r| r.health.retry_at())
+            .filter(|&t| t > now)
+            .min()
     }
 
     /// Route: the relays to ask, within [`RouterConfig::max_relays`], and what they cover.
