@@ -568,3 +568,66 @@ fn a_gift_wrap_goes_to_the_recipients_dm_relays_and_a_publish_nobody_routes_is_d
     // The wrap on one relay; the note of someone with no list on none.
     assert_eq!(done, vec![1, 0]);
 }
+
+#[test]
+fn a_frame_size_learned_after_the_reqs_went_out_recuts_them_on_the_same_relay() {
+    const MAX: usize = 8 * 1024;
+    let authors: Vec<String> = (0..600).map(key).collect();
+    let lists: Vec<StoredEvent> = authors
+        .iter()
+        .enumerate()
+        .map(|(i, a)| list(10_000 + i as u64, a, 0, 10002, &["small"]))
+        .collect();
+    let mut s = PoolSim::new(config(), 7);
+    world(
+        &mut s,
+        &[
+            ("index", lists),
+            ("small", vec![note(1, &authors[599], 5, 1, "")]),
+        ],
+    );
+    let quoted: Vec<String> = authors.iter().map(|a| format!("\"{a}\"")).collect();
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(
+            r#"{{"kinds":[1],"authors":[{}]}}"#,
+            quoted.join(",")
+        )),
+    );
+    // The relay's NIP-11 document arrives after its REQs were cut to 64 KiB.
+    s.at(
+        secs(3),
+        PoolAction::RelayInfoAt(
+            url("small"),
+            format!(r#"{{"limitation":{{"max_message_length":{MAX}}}}}"#),
+        ),
+    );
+    s.run_for(secs(10));
+    let relay = relay_of(&s, "small").expect("small is held");
+    let after: Vec<&str> = s
+        .sent
+        .iter()
+        .filter(|(t, r, c, _)| {
+            *r == relay && matches!(c, Carries::Req(_)) && *t >= Instant::ZERO + secs(3)
+        })
+        .map(|(_, _, _, text)| text.as_str())
+        .collect();
+    assert!(after.len() >= 11, "{}", after.len());
+    for a in &authors {
+        let asked = after.iter().filter(|r| r.contains(a.as_str())).count();
+        assert_eq!(asked, 1, "{a}: {}", s.transcript());
+    }
+    for text in &after {
+        assert!(text.len() <= MAX, "{}", text.len());
+    }
+    // The same socket: no refusal reached the router or the application.
+    let opens = s
+        .routed_opens
+        .iter()
+        .filter(|(_, r, _)| *r == relay)
+        .count();
+    assert_eq!(opens, 1, "{}", s.transcript());
+    let closed = s.heard(|e| matches!(e, PoolEvent::RelayClosed { .. }).then_some(()));
+    assert!(closed.is_empty(), "{}", s.transcript());
+    assert_eq!(delivered(&s, SubId(1)), BTreeMap::from([(1, 1)]));
+}

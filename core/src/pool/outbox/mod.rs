@@ -883,7 +883,12 @@ impl RelayPool {
         let Some(outbox) = self.outbox.as_deref_mut() else {
             return;
         };
-        if let Some(url) = outbox.url_of.get(&relay) {
+        // The session gave the REQ up itself when the relay's NIP-11 document lowered its
+        // frame size below it (the document came after the REQ was cut): no refusal of the
+        // relay's, and nothing the application needs to hear; its people are asked again
+        // at once, cut to the new size.
+        let too_large = attempts == 0 && is_frame_too_large(&reason);
+        if let (Some(url), false) = (outbox.url_of.get(&relay), too_large) {
             outbox.router.handle_refused(now, url, refusal_of(&reason));
         }
         let mut now_answered = false;
@@ -902,6 +907,10 @@ impl RelayPool {
                     routed.placed.remove(&relay);
                 }
             }
+        }
+        if too_large {
+            self.schedule_reroute_at(now);
+            return;
         }
         self.schedule_reroute(now);
         if self.is_lists(sub) {
@@ -1144,6 +1153,12 @@ fn refusal_of(reason: &str) -> Refusal {
     }
 }
 
+/// Whether `reason` is the relay session's own refusal of a REQ larger than the relay's
+/// declared `max_message_length` ([`Error::MessageTooLarge`]).
+fn is_frame_too_large(reason: &str) -> bool {
+    reason.ends_with("bytes") && reason.contains("exceeds the relay's max_message_length")
+}
+
 /// Whether a socket that never opened was refused by the relay (or its address): what
 /// counts as a failed attempt at it.
 fn refused_by_relay(loss: SocketLoss) -> bool {
@@ -1154,4 +1169,22 @@ fn refused_by_relay(loss: SocketLoss) -> bool {
             | SocketLoss::HandshakeFailed
             | SocketLoss::ConnectTimeout
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sessions_own_frame_refusal_is_told_from_a_relays_refusal() {
+        let own = Error::MessageTooLarge {
+            len: 80_861,
+            max: 8_192,
+        };
+        assert!(is_frame_too_large(&own.to_string()));
+        assert!(!is_frame_too_large("blocked: too large"));
+        assert!(!is_frame_too_large(
+            "error: filter exceeds the relay's max_message_length"
+        ));
+    }
 }
