@@ -631,3 +631,78 @@ fn a_frame_size_learned_after_the_reqs_went_out_recuts_them_on_the_same_relay() 
     assert!(closed.is_empty(), "{}", s.transcript());
     assert_eq!(delivered(&s, SubId(1)), BTreeMap::from([(1, 1)]));
 }
+
+/// The relay routing asks A on, with A's list naming r1 and r2 and a budget of the indexer
+/// and one relay, after `hint` (a NIP-66 event, handed in before the feed).
+fn routed_with_hint(hint: Option<String>) -> Vec<String> {
+    let a = key(1);
+    let mut config = config();
+    // Room for the indexer and one relay: the hint decides which.
+    config.router.redundancy = 1;
+    config.router.max_relays = 2;
+    config.router.probe_slots = 0;
+    let mut s = PoolSim::new(config, 7);
+    world(
+        &mut s,
+        &[
+            ("index", vec![list(100, &a, 0, 10002, &["r1", "r2"])]),
+            ("r1", vec![note(1, &a, 1, 1, "")]),
+            ("r2", vec![note(1, &a, 1, 1, "")]),
+        ],
+    );
+    // The router learns of r1 and r2 from A's list first; the hint comes after.
+    s.pool
+        .handle_relay_list(Instant::ZERO, &list(100, &a, 0, 10002, &["r1", "r2"]).json)
+        .unwrap();
+    if let Some(hint) = hint {
+        s.pool.handle_liveness(Instant::ZERO, &hint).unwrap();
+    }
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
+    );
+    s.run_for(secs(5));
+    let routed = s.heard(|e| match e {
+        PoolEvent::Routed { report, .. } => Some(report.clone()),
+        _ => None,
+    });
+    let last = routed.last().expect("routed");
+    last.relays
+        .iter()
+        .map(|(_, u)| u.clone())
+        .filter(|u| u != INDEXER)
+        .collect()
+}
+
+#[test]
+fn a_stale_nip66_discovery_event_weighs_a_relay_down_and_bad_ones_are_refused() {
+    let monitor = key(7);
+    let discovery = |url: &str, at: u64| {
+        note(
+            200,
+            &monitor,
+            0,
+            30166,
+            &format!(r#"["d","{url}"],["n","clearnet"]"#),
+        )
+        .json
+        .replace(
+            &format!("\"created_at\":{}", UNIX_START),
+            &format!("\"created_at\":{at}"),
+        )
+    };
+    assert_eq!(routed_with_hint(None), [url("r1")]);
+    // A monitor last saw r1 four days ago.
+    let stale = discovery(&url("r1"), UNIX_START - 4 * 24 * 3600);
+    assert_eq!(routed_with_hint(Some(stale)), [url("r2")]);
+    // A fresh one says nothing against it.
+    let fresh = discovery(&url("r1"), UNIX_START - 3600);
+    assert_eq!(routed_with_hint(Some(fresh)), [url("r1")]);
+    let mut s = PoolSim::new(config(), 7);
+    assert!(s
+        .pool
+        .handle_liveness(Instant::ZERO, r#"{"kind":1}"#)
+        .is_err());
+    let no_d = note(3, &monitor, 0, 30166, "").json;
+    assert!(s.pool.handle_liveness(Instant::ZERO, &no_d).is_err());
+}

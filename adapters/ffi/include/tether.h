@@ -479,6 +479,36 @@ int32_t tether_pool_handle_relay_list(struct TetherPool *pool,
                                       const uint8_t *event,
                                       size_t len);
 
+// A NIP-66 relay discovery event (kind 30166, JSON, `len` bytes) from a monitor, as a
+// liveness hint for routing by people: one a day old or less says its relay is alive, one
+// three days old or more that its monitor stopped seeing it. A hint is weighed, never a
+// rule.
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` for an event that is no kind 30166 naming a relay, and the
+// pointer errors.
+//
+// # Safety
+// As [`tether_pool_subscribe`], for `event`.
+int32_t tether_pool_handle_liveness(struct TetherPool *pool,
+                                    uint64_t now_ms,
+                                    const uint8_t *event,
+                                    size_t len);
+
+// The application's own liveness word on a relay (`url`, `len` bytes; `alive` 1 or 0) for
+// routing by people: weighed, never a rule.
+//
+// # Errors
+// `TETHER_ERR_INVALID_ARGUMENT` for `alive` other than 0 or 1, and the pointer errors.
+//
+// # Safety
+// As [`tether_pool_subscribe`], for `url`.
+int32_t tether_pool_hint_live(struct TetherPool *pool,
+                              uint64_t now_ms,
+                              const uint8_t *url,
+                              size_t len,
+                              uint32_t alive);
+
 // Drop a subscription on every relay (CLOSE where its REQ is open); nothing more is heard
 // of it.
 //

@@ -575,6 +575,63 @@ pub unsafe extern "C" fn tether_pool_handle_relay_list(
     })
 }
 
+/// A NIP-66 relay discovery event (kind 30166, JSON, `len` bytes) from a monitor, as a
+/// liveness hint for routing by people: one a day old or less says its relay is alive, one
+/// three days old or more that its monitor stopped seeing it. A hint is weighed, never a
+/// rule.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` for an event that is no kind 30166 naming a relay, and the
+/// pointer errors.
+///
+/// # Safety
+/// As [`tether_pool_subscribe`], for `event`.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_handle_liveness(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    event: *const u8,
+    len: usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
+        let now = p.at(now_ms);
+        socket(p.pool.handle_liveness(now, text))
+    })
+}
+
+/// The application's own liveness word on a relay (`url`, `len` bytes; `alive` 1 or 0) for
+/// routing by people: weighed, never a rule.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_ARGUMENT` for `alive` other than 0 or 1, and the pointer errors.
+///
+/// # Safety
+/// As [`tether_pool_subscribe`], for `url`.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_hint_live(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    url: *const u8,
+    len: usize,
+    alive: u32,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let text = unsafe { ptr::text(url, len) }.map_err(|c| Failure::arg(c, "url"))?;
+        if alive > 1 {
+            return Err(Failure::new(
+                TETHER_ERR_INVALID_ARGUMENT,
+                "alive must be 0 or 1".to_owned(),
+            ));
+        }
+        let now = p.at(now_ms);
+        p.pool.hint_live(now, text, alive == 1);
+        Ok(TETHER_OK)
+    })
+}
+
 /// Drop a subscription on every relay (CLOSE where its REQ is open); nothing more is heard
 /// of it.
 ///

@@ -267,3 +267,20 @@ def test_a_bad_indexer_list_is_refused():
         Pool(outbox_indexers=["http://127.0.0.1:7001"])
     with pytest.raises(TetherError):
         Pool(outbox_max_relays=0)
+
+
+def test_liveness_hints_are_taken_and_bad_ones_refused():
+    pool = Pool()
+    pool.hint_live(0, "wss://relay.example", False)
+    event = {
+        "id": "1" * 64,
+        "pubkey": "2" * 64,
+        "created_at": 1700000000,
+        "kind": 30166,
+        "tags": [["d", "wss://relay.example/"]],
+        "content": "",
+        "sig": "s",
+    }
+    pool.handle_liveness(0, json.dumps(event))
+    with pytest.raises(TetherError):
+        pool.handle_liveness(0, json.dumps({**event, "kind": 1}))

@@ -70,7 +70,10 @@ pub use config::PoolConfig;
 pub use dedup::DedupStats;
 use dedup::Seen;
 use logical::{Logical, Targets};
-pub use outbox::{split, RouteReport, LIST_WAIT, MAX_PUBLISHES, MAX_TAGGED, REROUTE_DELAY};
+pub use outbox::{
+    split, RouteReport, LIST_WAIT, MAX_PUBLISHES, MAX_TAGGED, RELAY_DISCOVERY_KIND, REROUTE_DELAY,
+    ROUTER_WINDOW,
+};
 pub use output::{
     Missing, Outcome, PoolError, PoolEvent, PoolStats, PublishOutcome, RelayId, SubId,
 };

@@ -18,7 +18,9 @@ use tether_core::CheckpointError;
 use tether_core::Instant;
 use tracing::{debug, info};
 
-use super::handle::{PoolCommand, PoolEvents, PoolHandle, PoolItem, PoolSubscription};
+use super::handle::{
+    PoolCommand, PoolEvents, PoolHandle, PoolItem, PoolSubscription, RoutingInput,
+};
 use crate::config::{seed_or_random, Config};
 use crate::delivery::{Delivery, Route, Routes};
 use crate::drive::{unix_now, App, Driver, Parts, Setup};
@@ -296,6 +298,17 @@ impl App for PoolApp {
                         let _ = reply.send(Err(e));
                     }
                 }
+            }
+            PoolCommand::Routing { input, reply } => {
+                let result = match input {
+                    RoutingInput::RelayList(json) => parts.machine.handle_relay_list(now, &json),
+                    RoutingInput::Liveness(json) => parts.machine.handle_liveness(now, &json),
+                    RoutingInput::HintLive(url, alive) => {
+                        parts.machine.hint_live(now, &url, alive);
+                        Ok(())
+                    }
+                };
+                let _ = reply.send(result);
             }
             PoolCommand::Close { reply } => {
                 self.remove_all(parts, now);

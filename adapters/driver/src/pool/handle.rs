@@ -176,6 +176,22 @@ pub(crate) enum PoolCommand {
     Checkpoint {
         reply: oneshot::Sender<Box<PoolCheckpoint>>,
     },
+    /// What routing by people learns from the application.
+    Routing {
+        input: RoutingInput,
+        reply: oneshot::Sender<Result<(), PoolError>>,
+    },
+}
+
+/// What the application tells routing by people.
+#[derive(Debug)]
+pub(crate) enum RoutingInput {
+    /// A kind 10002 or 10050 relay list.
+    RelayList(String),
+    /// A NIP-66 relay discovery event (kind 30166).
+    Liveness(String),
+    /// The application's own word on a relay: its URL, and whether it is alive.
+    HintLive(String, bool),
 }
 
 impl PoolHandle {
@@ -187,6 +203,51 @@ impl PoolHandle {
     pub async fn lifecycle(&self, signal: Lifecycle) -> Result<(), PoolClientError> {
         self.call(|reply| PoolCommand::Lifecycle { signal, reply })
             .await
+    }
+
+    /// A relay list (kind 10002 or 10050) the application got elsewhere, for routing by
+    /// people ([`RelayPool::handle_relay_list`](tether_core::pool::RelayPool::handle_relay_list)).
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for an event that is no relay list.
+    pub async fn handle_relay_list(
+        &self,
+        event_json: impl Into<String>,
+    ) -> Result<(), PoolClientError> {
+        self.routing(RoutingInput::RelayList(event_json.into()))
+            .await
+    }
+
+    /// A NIP-66 relay discovery event (kind 30166) from a monitor, as a liveness hint for
+    /// routing ([`RelayPool::handle_liveness`](tether_core::pool::RelayPool::handle_liveness)).
+    ///
+    /// # Errors
+    /// [`PoolClientError::Pool`] for an event that is no kind 30166 naming a relay.
+    pub async fn handle_liveness(
+        &self,
+        event_json: impl Into<String>,
+    ) -> Result<(), PoolClientError> {
+        self.routing(RoutingInput::Liveness(event_json.into()))
+            .await
+    }
+
+    /// The application's own liveness word on a relay, for routing: weighed, never a rule.
+    ///
+    /// # Errors
+    /// [`PoolClientError::Shutdown`] when the driver is gone.
+    pub async fn hint_live(
+        &self,
+        url: impl Into<String>,
+        alive: bool,
+    ) -> Result<(), PoolClientError> {
+        self.routing(RoutingInput::HintLive(url.into(), alive))
+            .await
+    }
+
+    async fn routing(&self, input: RoutingInput) -> Result<(), PoolClientError> {
+        self.call(|reply| PoolCommand::Routing { input, reply })
+            .await?
+            .map_err(PoolClientError::Pool)
     }
 
     /// The relay-wide events, once (`None` after the first call).
@@ -464,6 +525,7 @@ impl std::fmt::Debug for PoolCommand {
             PoolCommand::Close { .. } => "Close",
             PoolCommand::Lifecycle { .. } => "Lifecycle",
             PoolCommand::Checkpoint { .. } => "Checkpoint",
+            PoolCommand::Routing { .. } => "Routing",
         })
     }
 }

@@ -330,6 +330,8 @@ _SIGNATURES = {
     "tether_pool_subscribe_outbox": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
     "tether_pool_handle_relay_list": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE]),
     "tether_pool_publish_outbox": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U8P]),
+    "tether_pool_handle_liveness": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE]),
+    "tether_pool_hint_live": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U32]),
     "tether_pool_unsubscribe": (_I32, [_P, _U64, _U64]),
     "tether_pool_publish": (
         _I32,
@@ -828,6 +830,16 @@ class Pool(_Handle):
         """A relay list (kind 10002 or 10050) the application got elsewhere."""
         data = _text(event)
         self._call("handle_relay_list", now_ms, data, len(data))
+
+    def handle_liveness(self, now_ms: int, event: str | bytes) -> None:
+        """A NIP-66 relay discovery event (kind 30166) from a monitor: a liveness hint."""
+        data = _text(event)
+        self._call("handle_liveness", now_ms, data, len(data))
+
+    def hint_live(self, now_ms: int, url: str, alive: bool) -> None:
+        """The application's own liveness word on a relay: weighed, never a rule."""
+        data = url.encode()
+        self._call("hint_live", now_ms, data, len(data), 1 if alive else 0)
 
     def unsubscribe(self, now_ms: int, sub: int) -> None:
         """Drop a subscription on every relay."""

@@ -28,6 +28,7 @@
 //! inbox relays included). They serve only routed subscriptions: a subscription made with
 //! [`RelayPool::subscribe`] ("every relay") is not sent to them.
 
+mod liveness;
 mod matches;
 mod publish;
 pub mod split;
@@ -50,11 +51,16 @@ use crate::time::Instant;
 use matches::Fields;
 use split::Group;
 
+pub use liveness::RELAY_DISCOVERY_KIND;
 pub use publish::{LIST_WAIT, MAX_PUBLISHES, MAX_TAGGED};
 
 /// How long after a change (a list, an EOSE, a failure) routing runs again (1 s): changes
 /// that arrive together are routed once.
 pub const REROUTE_DELAY: Duration = Duration::from_secs(1);
+/// How long one run of the router lasts in a long-lived process (24 h): then its probe
+/// budget is renewed ([`Router::new_window`]), so relays that appeared or came back are
+/// found again.
+pub const ROUTER_WINDOW: Duration = Duration::from_secs(24 * 3600);
 /// Catch-up starts of moved authors are rounded down to this (600 s), so one REQ asks many
 /// moved authors from one `since`.
 const SINCE_BUCKET: u64 = 600;
@@ -96,6 +102,8 @@ pub(crate) struct Outbox {
     /// When routing runs next (registered as [`Deadline::Reroute`]).
     pub(crate) reroute_at: Option<Instant>,
     lookbacks: Lookbacks,
+    /// When the router's current run started.
+    window_start: Instant,
     /// Publishes by outbox, waiting for lists or in flight.
     publishes: BTreeMap<EventId, publish::Held>,
     /// People the indexers answered a lists request about (bounded by `max_authors`).
@@ -182,6 +190,7 @@ impl Outbox {
             lists: None,
             reroute_at: None,
             lookbacks,
+            window_start: Instant::ZERO,
             publishes: BTreeMap::new(),
             looked_up: BTreeSet::new(),
         }
@@ -204,7 +213,9 @@ impl RelayPool {
                 .catch_up
                 .as_ref()
                 .map_or_else(Lookbacks::default, |c| c.lookback.clone());
-            self.outbox = Some(Box::new(Outbox::new(router, lookbacks)));
+            let mut outbox = Outbox::new(router, lookbacks);
+            outbox.window_start = self.clock.now();
+            self.outbox = Some(Box::new(outbox));
         }
     }
 
@@ -395,6 +406,12 @@ impl RelayPool {
             return;
         }
         self.mark_live(now);
+        if let Some(outbox) = self.outbox.as_deref_mut() {
+            if now.saturating_duration_since(outbox.window_start) >= ROUTER_WINDOW {
+                outbox.window_start = now;
+                outbox.router.new_window();
+            }
+        }
         let publish_urls = self.publish_urls(now);
         let publish_people = self.publish_people();
         let Some(outbox) = self.outbox.as_deref_mut() else {

@@ -258,6 +258,15 @@ impl Router {
         self.wall = Some(WallClock::new(now, unix_secs));
     }
 
+    /// Start a new run in a long-lived process: the probe budget
+    /// ([`RouterConfig::max_probes`]) is whole again and silences are judged afresh. What
+    /// was learned (lists, tallies, health) stays. The pool calls it every
+    /// [`ROUTER_WINDOW`](crate::pool::ROUTER_WINDOW); a process that restarts starts one
+    /// anyway.
+    pub fn new_window(&mut self) {
+        self.session = Session::default();
+    }
+
     /// Follow `authors` (hex public keys), in addition to those followed already.
     ///
     /// # Errors
@@ -712,4 +721,22 @@ pub fn is_public_key(key: &str) -> bool {
 fn newer(parsed: &lists::ParsedList, held: &List) -> bool {
     parsed.created_at > held.created_at
         || (parsed.created_at == held.created_at && parsed.id < held.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_new_window_renews_the_probe_budget_and_keeps_what_was_learned() {
+        let mut router = Router::new(RouterConfig::default());
+        let author = "a".repeat(64);
+        router.follow([author.as_str()]).unwrap();
+        router.session.probes_started = router.config.max_probes;
+        router.session.probed.insert(0);
+        router.new_window();
+        assert_eq!(router.session.probes_started, 0);
+        assert!(router.session.probed.is_empty());
+        assert_eq!(router.followed().collect::<Vec<_>>(), [author.as_str()]);
+    }
 }
