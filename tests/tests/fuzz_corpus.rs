@@ -72,6 +72,11 @@ fn pool_corpus() {
 }
 
 #[test]
+fn pool_outbox_corpus() {
+    replay("pool_outbox", fuzz::pool_outbox);
+}
+
+#[test]
 fn router_corpus() {
     replay("router", fuzz::router);
 }

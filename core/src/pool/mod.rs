@@ -816,6 +816,9 @@ impl RelayPool {
                 .check_consistency()
                 .map_err(|e| format!("{sub}: {e}"))?;
         }
+        if let Some(outbox) = self.outbox.as_deref() {
+            outbox.check_consistency(|r| self.member(r).is_some())?;
+        }
         let paces = self
             .relay_ids()
             .filter_map(|r| Some((r, self.member(r)?.pace)));

@@ -16,6 +16,9 @@
 //! - [`sse_session()`]: an [`SseSim`](crate::sse_sim::SseSim) (the SSE simulator the
 //!   transcripts use) driven input by input, with its
 //!   [`SseInvariants`](crate::sse_invariants::SseInvariants) checked after every input.
+//! - [`pool_outbox()`]: routing by people in a [`PoolSim`](crate::pool_sim::PoolSim) world of
+//!   relays by URL (lists, list moves, deaths, publishes by outbox, NIP-11 documents,
+//!   lifecycle): the pool's and routing's promises after every step, outcomes at the end.
 //! - [`router()`]: relay lists (hostile and junk included), deliveries, silences, failures
 //!   and hints into the outbox router: routes within the budget, each relay once, only
 //!   followed authors, coverage naming every follow once; the checkpoint restores.
@@ -35,6 +38,7 @@ use crate::relay_model::{LimitStyle, RelayModel, StoredEvent};
 mod checkpoint;
 mod negentropy;
 mod pool;
+mod pool_outbox;
 mod relay_frame;
 mod relay_session;
 mod router;
@@ -44,6 +48,7 @@ mod sse_session;
 pub use checkpoint::checkpoint;
 pub use negentropy::negentropy;
 pub use pool::{pool, pool_transcript, POOL_MAX_OPS, POOL_MAX_SCRIPT};
+pub use pool_outbox::{pool_outbox, OUTBOX_MAX_OPS};
 pub use relay_frame::relay_frame;
 pub use relay_session::{relay_session, relay_session_transcript, RelayScript, MAX_SCRIPT};
 pub use router::router;

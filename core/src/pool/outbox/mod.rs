@@ -180,6 +180,32 @@ impl Outbox {
         }
     }
 
+    /// Routing's own promises: at most `max_relays` relays held, each a live member of the
+    /// pool and named both ways, and every relay a subscription is placed on held.
+    #[cfg(feature = "fuzzing")]
+    pub(crate) fn check_consistency(&self, member: impl Fn(RelayId) -> bool) -> Result<(), String> {
+        let max = self.router.config().max_relays;
+        if self.url_of.len() > max {
+            return Err(format!(
+                "routing holds {} relays, over its budget of {max}",
+                self.url_of.len()
+            ));
+        }
+        for (relay, url) in &self.url_of {
+            if self.by_url.get(url) != Some(relay) || !member(*relay) {
+                return Err(format!("routed {relay} ({url}) is not held both ways"));
+            }
+        }
+        for (sub, routed) in &self.subs {
+            if let Some(relay) = routed.placed.keys().find(|r| !self.url_of.contains_key(r)) {
+                return Err(format!(
+                    "{sub} is placed on {relay}, which routing does not hold"
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn new(router: Router, lookbacks: Lookbacks) -> Self {
         Outbox {
             router,
@@ -400,9 +426,14 @@ impl RelayPool {
         };
         let mut slot = outbox.reroute_at.take();
         self.timers.set(Deadline::Reroute, &mut slot, None);
+        self.expire_held_publishes(now);
         if self.away() {
             // Suspended or offline: what fails now says nothing about the relays, and no
-            // relay would be reached. `resume` and `set_online` route again.
+            // relay would be reached. `resume` and `set_online` route again; a publish held
+            // meanwhile still ends at its deadline.
+            if let Some(at) = self.held_publish_due(true) {
+                self.schedule_reroute_at(at.max(now));
+            }
             return;
         }
         self.mark_live(now);
@@ -536,6 +567,9 @@ impl RelayPool {
         let next = self.outbox.as_deref().and_then(|o| o.router.poll_timeout());
         if let Some(at) = next {
             self.schedule_reroute_at(at.max(now.saturating_add(REROUTE_DELAY)));
+        }
+        if let Some(at) = self.held_publish_due(false) {
+            self.schedule_reroute_at(at.max(now));
         }
     }
 

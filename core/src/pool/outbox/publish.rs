@@ -42,6 +42,9 @@ pub(super) struct Held {
     missing: BTreeSet<String>,
     /// When it goes out even if lists are missing.
     ready_at: Instant,
+    /// When it is done with no relay if it has not gone out by then (the pool's publish
+    /// deadline: the app was away, say).
+    expires_at: Instant,
     /// Where it goes, once decided.
     urls: Option<Vec<String>>,
     /// Handed to the pool's fan-out.
@@ -101,14 +104,56 @@ impl RelayPool {
                 tagged,
                 missing,
                 ready_at: now.saturating_add(LIST_WAIT),
+                expires_at: now.saturating_add(self.config.publish_deadline),
                 urls: None,
                 sent: false,
             },
         );
         self.ensure_lists_watch(now)?;
         self.reroute(now);
-        self.schedule_reroute_at(now.saturating_add(LIST_WAIT));
+        if let Some(at) = self.held_publish_due(self.away()) {
+            self.schedule_reroute_at(at.max(now));
+        }
         Ok(id)
+    }
+
+    /// When routing must run next for the publishes held: the earliest time one goes out
+    /// without its lists (`away`: the earliest it expires, as none goes out meanwhile).
+    pub(super) fn held_publish_due(&self, away: bool) -> Option<Instant> {
+        let outbox = self.outbox.as_deref()?;
+        outbox
+            .publishes
+            .values()
+            .filter(|h| !h.sent)
+            .map(|h| {
+                if away {
+                    h.expires_at
+                } else {
+                    h.ready_at.min(h.expires_at)
+                }
+            })
+            .min()
+    }
+
+    /// Publishes that never went out by their deadline (routing waited while the app was
+    /// away) are done, with no relay: nothing was sent.
+    pub(super) fn expire_held_publishes(&mut self, now: Instant) {
+        let Some(outbox) = self.outbox.as_deref_mut() else {
+            return;
+        };
+        let expired: Vec<EventId> = outbox
+            .publishes
+            .iter()
+            .filter(|(_, h)| !h.sent && now >= h.expires_at)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            outbox.publishes.remove(&id);
+            self.events.push_back(super::super::PoolEvent::PublishDone {
+                id,
+                outcome: PublishOutcome::default(),
+            });
+        }
     }
 
     /// The indexers answered the lists request asking `asked`: publishes waiting only on
