@@ -340,6 +340,13 @@ impl Link {
         self.epoch
     }
 
+    /// Hand out epochs after `past` only: a link taking over a slot whose earlier link used
+    /// epochs up to `past`, so that input still in flight for those sockets is recognised
+    /// as let go rather than taken for this link's own.
+    pub(crate) fn start_after(&mut self, past: Epoch) {
+        self.epoch = self.epoch.max(past);
+    }
+
     /// Whether the socket is open.
     pub fn is_open(&self) -> bool {
         matches!(self.state, LinkState::Open { .. })

@@ -303,21 +303,20 @@ fn an_inbox_is_routed_to_the_dm_relays_and_a_relay_ignoring_p_leaks_nothing() {
     );
 }
 
-#[test]
-fn a_follow_feed_of_2000_is_cut_to_64_kib_frames() {
-    let authors: Vec<String> = (0..2_000).map(key).collect();
+/// A feed of `n` authors whose lists all name relay `name`, which holds one note of the
+/// last one's: subscribed at time zero.
+fn one_relay_feed(n: u64, name: &str) -> (PoolSim, Vec<String>) {
+    let authors: Vec<String> = (0..n).map(key).collect();
     let lists: Vec<StoredEvent> = authors
         .iter()
-        .enumerate()
-        .map(|(i, a)| list(10_000 + i as u64, a, 0, 10002, &["big"]))
+        .zip(10_000..)
+        .map(|(a, i)| list(i, a, 0, 10002, &[name]))
         .collect();
     let mut s = PoolSim::new(config(), 7);
+    let last = authors.last().cloned().unwrap_or_default();
     world(
         &mut s,
-        &[
-            ("index", lists),
-            ("big", vec![note(1, &authors[1_999], 5, 1, "")]),
-        ],
+        &[("index", lists), (name, vec![note(1, &last, 5, 1, "")])],
     );
     let quoted: Vec<String> = authors.iter().map(|a| format!("\"{a}\"")).collect();
     s.at(
@@ -327,6 +326,12 @@ fn a_follow_feed_of_2000_is_cut_to_64_kib_frames() {
             quoted.join(",")
         )),
     );
+    (s, authors)
+}
+
+#[test]
+fn a_follow_feed_of_2000_is_cut_to_64_kib_frames() {
+    let (mut s, authors) = one_relay_feed(2_000, "big");
     s.run_for(secs(10));
     let reqs = reqs_to(&s, "big");
     assert_eq!(
@@ -572,28 +577,7 @@ fn a_gift_wrap_goes_to_the_recipients_dm_relays_and_a_publish_nobody_routes_is_d
 #[test]
 fn a_frame_size_learned_after_the_reqs_went_out_recuts_them_on_the_same_relay() {
     const MAX: usize = 8 * 1024;
-    let authors: Vec<String> = (0..600).map(key).collect();
-    let lists: Vec<StoredEvent> = authors
-        .iter()
-        .enumerate()
-        .map(|(i, a)| list(10_000 + i as u64, a, 0, 10002, &["small"]))
-        .collect();
-    let mut s = PoolSim::new(config(), 7);
-    world(
-        &mut s,
-        &[
-            ("index", lists),
-            ("small", vec![note(1, &authors[599], 5, 1, "")]),
-        ],
-    );
-    let quoted: Vec<String> = authors.iter().map(|a| format!("\"{a}\"")).collect();
-    s.at(
-        secs(0),
-        PoolAction::SubscribeOutbox(format!(
-            r#"{{"kinds":[1],"authors":[{}]}}"#,
-            quoted.join(",")
-        )),
-    );
+    let (mut s, authors) = one_relay_feed(600, "small");
     // The relay's NIP-11 document arrives after its REQs were cut to 64 KiB.
     s.at(
         secs(3),

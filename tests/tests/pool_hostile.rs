@@ -312,3 +312,40 @@ fn a_relay_that_accepts_and_then_answers_nothing_costs_a_bounded_retry_and_is_na
         "r0 undisturbed"
     );
 }
+
+/// A relay id handed out again (routing drops and opens relays all the time) starts its
+/// socket epochs after the removed relay's: input a host still had in flight for the old
+/// socket is ignored as let go, never taken as the new relay's socket opening.
+#[test]
+fn a_reused_relay_id_ignores_the_old_sockets_input_in_flight() {
+    use tether_core::nostr::Transmit;
+    use tether_core::pool::RelayPool;
+    use tether_core::Instant;
+    let mut pool = RelayPool::new(PoolConfig::default(), 7);
+    let at = Instant::ZERO;
+    let first = pool.add_relay(at).unwrap();
+    assert!(
+        matches!(pool.poll_transmit(), Some((r, Transmit::Open { epoch })) if r == first && epoch.0 == 1)
+    );
+    pool.remove_relay(at, first).unwrap();
+    while pool.poll_transmit().is_some() || pool.poll_event().is_some() {}
+    let again = pool.add_relay(at).unwrap();
+    assert_eq!(again, first, "the id is reused");
+    let Some((_, Transmit::Open { epoch })) = pool.poll_transmit() else {
+        panic!("the new relay connects");
+    };
+    assert_eq!(epoch.0, 2, "its first socket comes after the old relay's");
+    // The old socket's open, still in flight: ignored, and the new relay is not open.
+    pool.handle_open(at, again, tether_core::Epoch(1)).unwrap();
+    while pool.poll_transmit().is_some() {}
+    let heard: Vec<PoolEvent> = std::iter::from_fn(|| pool.poll_event()).collect();
+    assert!(heard.is_empty(), "{heard:?}");
+    pool.handle_open(at, again, epoch).unwrap();
+    assert!(matches!(
+        pool.poll_event(),
+        Some(PoolEvent::Relay {
+            event: Event::Connected,
+            ..
+        })
+    ));
+}

@@ -567,12 +567,8 @@ pub unsafe extern "C" fn tether_pool_handle_relay_list(
     event: *const u8,
     len: usize,
 ) -> i32 {
-    guarded!(pool, |p: &mut TetherPool| {
-        // SAFETY: the contract is the caller's.
-        let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
-        let now = p.at(now_ms);
-        socket(p.pool.handle_relay_list(now, text))
-    })
+    // SAFETY: the contract is the caller's.
+    unsafe { routing_event(pool, now_ms, event, len, RelayPool::handle_relay_list) }
 }
 
 /// A NIP-66 relay discovery event (kind 30166, JSON, `len` bytes) from a monitor, as a
@@ -593,11 +589,26 @@ pub unsafe extern "C" fn tether_pool_handle_liveness(
     event: *const u8,
     len: usize,
 ) -> i32 {
+    // SAFETY: the contract is the caller's.
+    unsafe { routing_event(pool, now_ms, event, len, RelayPool::handle_liveness) }
+}
+
+/// The body of an entry point handing routing one event (a relay list, a discovery event).
+///
+/// # Safety
+/// As [`tether_pool_subscribe`], for `event`.
+unsafe fn routing_event(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    event: *const u8,
+    len: usize,
+    apply: fn(&mut RelayPool, tether_core::Instant, &str) -> Result<(), PoolError>,
+) -> i32 {
     guarded!(pool, |p: &mut TetherPool| {
         // SAFETY: the contract is the caller's.
         let text = unsafe { ptr::text(event, len) }.map_err(|c| Failure::arg(c, "event"))?;
         let now = p.at(now_ms);
-        socket(p.pool.handle_liveness(now, text))
+        socket(apply(&mut p.pool, now, text))
     })
 }
 

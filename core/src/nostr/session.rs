@@ -716,6 +716,12 @@ impl RelaySession {
         &self.stats
     }
 
+    /// Hand out socket epochs after `past` only (see [`Link::start_after`]): the pool
+    /// reusing a relay id whose earlier session used epochs up to `past`.
+    pub(crate) fn start_epochs_after(&mut self, past: Epoch) {
+        self.link.start_after(past);
+    }
+
     /// The socket lifecycle.
     pub fn link(&self) -> &Link {
         &self.link

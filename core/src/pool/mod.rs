@@ -96,6 +96,10 @@ pub struct RelayPool {
     /// 8 bytes a slot, not a whole session's.
     relays: Vec<Option<Box<Member>>>,
     free: Vec<u32>,
+    /// Per slot, the last epoch its removed relay's session handed out: a relay later given
+    /// the slot starts after it, so a host's input still in flight for the old sockets is
+    /// ignored as let go, never taken for the new relay's.
+    retired_epochs: BTreeMap<u32, Epoch>,
     subs: BTreeMap<SubId, Logical>,
     next_sub: u64,
     publishes: BTreeMap<EventId, Fanout>,
@@ -167,6 +171,7 @@ impl RelayPool {
             wall: None,
             relays: Vec::new(),
             free: Vec::new(),
+            retired_epochs: BTreeMap::new(),
             subs: BTreeMap::new(),
             next_sub: 0,
             publishes: BTreeMap::new(),
@@ -289,9 +294,12 @@ impl RelayPool {
             // Wanted, but not attempted until the network is back.
             session.set_online(now, false);
         }
-        let member = Member::new(session, BTreeMap::new());
+        let mut member = Member::new(session, BTreeMap::new());
         let relay = match self.free.pop() {
             Some(slot) => {
+                if let Some(&past) = self.retired_epochs.get(&slot) {
+                    member.session.start_epochs_after(past);
+                }
                 self.relays[slot as usize] = Some(Box::new(member));
                 RelayId(slot)
             }
@@ -352,6 +360,8 @@ impl RelayPool {
             self.timers.set(Deadline::Relay(relay), &mut slot, None);
         }
         self.free.push(relay.0);
+        self.retired_epochs
+            .insert(relay.0, member.session.link().epoch());
         let served: Vec<SubId> = member.routes.values().copied().collect();
         for sub in served {
             self.relay_gone(now, sub, relay, Missing::Removed);
