@@ -22,6 +22,7 @@
 //! | `limitation.max_message_length` | no frame larger is sent: a larger publish or subscription is refused locally ([`Error::MessageTooLarge`](super::Error::MessageTooLarge)) |
 //! | `limitation.max_subid_length` | wire subscription ids are kept that short (the attempt counter wraps in fewer hex digits) |
 //! | `limitation.auth_required` | with [`RelayConfig::authenticates`](super::RelayConfig::authenticates), REQs wait for NIP-42 on each new socket |
+//! | `limitation.max_filters` | routing by people puts at most this many filters in one REQ (an application's own REQ is sent as it wrote it) |
 //! | `limitation.max_limit` | reported, not applied: the relay clamps larger filter `limit`s itself (NIP-11), and rewriting the application's filters would hide from it that the answer is capped |
 
 use serde_json::{Map, Value};
@@ -51,6 +52,9 @@ pub struct RelayInfo {
     pub max_subid_length: Option<usize>,
     /// `limitation.max_limit`: the relay clamps a filter's `limit` to this (at least 1).
     pub max_limit: Option<usize>,
+    /// `limitation.max_filters`: filters one REQ may carry (at least 1; an older NIP-11
+    /// field some relays still declare).
+    pub max_filters: Option<usize>,
     /// `limitation.auth_required`: NIP-42 authentication before anything else.
     pub auth_required: bool,
     /// Whether `supported_nips` lists 77 (negentropy); `None` without a `supported_nips`
@@ -115,6 +119,7 @@ impl RelayInfo {
             max_message_length: count(limitation, "max_message_length", MIN_MESSAGE_LENGTH),
             max_subid_length: count(limitation, "max_subid_length", MIN_SUBID_LENGTH),
             max_limit: count(limitation, "max_limit", 1),
+            max_filters: count(limitation, "max_filters", 1),
             auth_required: limitation.get("auth_required") == Some(&Value::Bool(true)),
             negentropy: doc
                 .get("supported_nips")

@@ -731,7 +731,7 @@ impl RelayPool {
         let Some(member) = super::member_in(&mut self.relays, relay) else {
             return;
         };
-        let reqs = split::reqs(&routed.base, key, &groups, &member.session.applied());
+        let reqs = split::reqs(&routed.base, key, &groups, member.session.relay_info());
         for (filters, asked) in reqs {
             let Ok(local) = member.session.subscribe(now, filters, Priority::NORMAL) else {
                 // Not asked: left unplaced, so the next routing asks them again.

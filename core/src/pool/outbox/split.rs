@@ -6,12 +6,13 @@
 use serde_json::{Map, Value};
 
 use crate::nostr::session::req_frame_bound;
-use crate::nostr::{Applied, Filter};
+use crate::nostr::{Filter, RelayInfo};
 
 /// Authors in one filter (250): most relays cap a filter's list somewhere above it, and a
 /// filter of this size is about 17 KB.
 pub const AUTHOR_CHUNK: usize = 250;
-/// Filters in one REQ (10): NIP-11's `max_filters` of the relays that declare one is at
+/// Filters in one REQ (10) when the relay declares no NIP-11 `max_filters` (a lower one
+/// wins): the `max_filters` of the relays that declare one is at
 /// least this in the deployments seen.
 pub const FILTERS_PER_REQ: usize = 10;
 /// Frame size a REQ is held to when the relay declares none (64 KiB): the smallest cap
@@ -28,15 +29,16 @@ pub(crate) struct Group {
     pub(crate) since: Option<u64>,
 }
 
-/// The REQs for `groups` on a relay with `limits`: each REQ's filters, and the authors it
-/// asks about. `base` is the user's filter without `authors`; `author_key` is the field the
+/// The REQs for `groups` on a relay that declared `limits` (its NIP-11 document): each
+/// REQ's filters, and the authors it asks about. `base` is the user's filter without `authors`; `author_key` is the field the
 /// people go in (`authors`, or `#p` for an inbox).
 pub(crate) fn reqs(
     base: &Map<String, Value>,
     author_key: &str,
     groups: &[Group],
-    limits: &Applied,
+    limits: &RelayInfo,
 ) -> Vec<(Vec<Filter>, Vec<String>)> {
+    let per_req = limits.max_filters.unwrap_or(FILTERS_PER_REQ).min(FILTERS_PER_REQ);
     let max_frame = limits
         .max_message_length
         .unwrap_or(DEFAULT_MAX_FRAME)
@@ -79,7 +81,7 @@ pub(crate) fn reqs(
             units.push((filters, authors.to_vec()));
         }
     }
-    pack(units, max_frame)
+    pack(units, max_frame, per_req)
 }
 
 /// The two halves of a catch-up from `since` of the user's filter `map`, as a relay
@@ -105,10 +107,12 @@ fn base_len(base: &Map<String, Value>) -> usize {
 
 /// Units of filters into REQs: in order, a unit never split (a catch-up's live half alone
 /// would get no EOSE from nostr-rs-relay, which sends none for a REQ whose every filter has
-/// `limit: 0`), at most [`FILTERS_PER_REQ`] filters a REQ, each REQ within `max_frame`.
+/// `limit: 0`), at most `per_req` filters a REQ (a unit larger than that goes alone), each
+/// REQ within `max_frame`.
 fn pack(
     units: Vec<(Vec<String>, Vec<String>)>,
     max_frame: usize,
+    per_req: usize,
 ) -> Vec<(Vec<Filter>, Vec<String>)> {
     let mut out: Vec<(Vec<Filter>, Vec<String>)> = Vec::new();
     let mut size = 0;
@@ -124,7 +128,7 @@ fn pack(
         // The relay session's own bound, which it refuses a REQ past.
         let fits = out.last().is_some_and(|(f, _)| {
             let count = f.len() + filters.len();
-            count <= FILTERS_PER_REQ && req_frame_bound(size + len, count) <= max_frame
+            count <= per_req && req_frame_bound(size + len, count) <= max_frame
         });
         if !fits {
             out.push((Vec::new(), Vec::new()));
@@ -154,13 +158,9 @@ mod tests {
             authors: keys(2_000),
             since: None,
         }];
-        let mut limits = Applied {
-            subscription_limit: None,
-            limit_is_declared: false,
+        let mut limits = RelayInfo {
             max_message_length: Some(64 * 1024),
-            max_subid_length: None,
-            auth_first: false,
-            max_limit: None,
+            ..RelayInfo::default()
         };
         let reqs = reqs(&base, "authors", &groups, &limits);
         let asked: usize = reqs.iter().map(|(_, a)| a.len()).sum();
@@ -234,14 +234,33 @@ mod tests {
         }
     }
 
-    fn no_limits() -> Applied {
-        Applied {
-            subscription_limit: None,
-            limit_is_declared: false,
-            max_message_length: None,
-            max_subid_length: None,
-            auth_first: false,
-            max_limit: None,
-        }
+    fn no_limits() -> RelayInfo {
+        RelayInfo::default()
+    }
+
+    #[test]
+    fn a_declared_max_filters_bounds_every_req_and_never_splits_a_catch_up() {
+        let base: Map<String, Value> = serde_json::from_str(r#"{"kinds":[1]}"#).unwrap();
+        let groups = [
+            Group {
+                authors: keys(600),
+                since: None,
+            },
+            Group {
+                authors: keys(601)[600..].to_vec(),
+                since: Some(100),
+            },
+        ];
+        let limits = RelayInfo {
+            max_filters: Some(2),
+            ..RelayInfo::default()
+        };
+        let reqs = reqs(&base, "authors", &groups, &limits);
+        // The 600 in three filters, two to a REQ; the catch-up's two halves in one of their
+        // own rather than beside the third.
+        let sizes: Vec<usize> = reqs.iter().map(|(f, _)| f.len()).collect();
+        assert_eq!(sizes, [2, 1, 2]);
+        let last: Vec<&str> = reqs[2].0.iter().map(Filter::json).collect();
+        assert!(last[0].contains(r#""limit":0"#) || last[1].contains(r#""limit":0"#), "{last:?}");
     }
 }
