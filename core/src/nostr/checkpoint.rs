@@ -110,6 +110,9 @@ struct SavedInfo {
     max_message_length: Option<usize>,
     max_subid_length: Option<usize>,
     max_limit: Option<usize>,
+    /// Absent in checkpoints written before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_filters: Option<usize>,
     auth_required: bool,
     negentropy: Option<bool>,
 }
@@ -264,6 +267,7 @@ impl RelaySession {
             max_message_length: self.declared.max_message_length,
             max_subid_length: self.declared.max_subid_length,
             max_limit: self.declared.max_limit,
+            max_filters: self.declared.max_filters,
             auth_required: self.declared.auth_required,
             negentropy: self.declared.negentropy,
         });
@@ -284,6 +288,7 @@ impl RelaySession {
                 max_message_length: info.max_message_length,
                 max_subid_length: info.max_subid_length,
                 max_limit: info.max_limit.filter(|&n| n > 0),
+                max_filters: info.max_filters.filter(|&n| n > 0),
                 auth_required: info.auth_required,
                 negentropy: info.negentropy,
             };
