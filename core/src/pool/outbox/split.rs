@@ -38,7 +38,10 @@ pub(crate) fn reqs(
     groups: &[Group],
     limits: &RelayInfo,
 ) -> Vec<(Vec<Filter>, Vec<String>)> {
-    let per_req = limits.max_filters.unwrap_or(FILTERS_PER_REQ).min(FILTERS_PER_REQ);
+    let per_req = limits
+        .max_filters
+        .unwrap_or(FILTERS_PER_REQ)
+        .min(FILTERS_PER_REQ);
     let max_frame = limits
         .max_message_length
         .unwrap_or(DEFAULT_MAX_FRAME)
@@ -261,6 +264,9 @@ mod tests {
         let sizes: Vec<usize> = reqs.iter().map(|(f, _)| f.len()).collect();
         assert_eq!(sizes, [2, 1, 2]);
         let last: Vec<&str> = reqs[2].0.iter().map(Filter::json).collect();
-        assert!(last[0].contains(r#""limit":0"#) || last[1].contains(r#""limit":0"#), "{last:?}");
+        assert!(
+            last[0].contains(r#""limit":0"#) || last[1].contains(r#""limit":0"#),
+            "{last:?}"
+        );
     }
 }
