@@ -437,18 +437,34 @@ pub unsafe extern "C" fn tether_pool_subscribe(
     len: usize,
     out_sub: *mut u64,
 ) -> i32 {
+    let subscribe = |pool: &mut RelayPool, now, text: &str| {
+        let filters = crate::relay::filter_array(text)?;
+        pool.subscribe(now, filters).map_err(|e| pool_failure(&e))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { subscribing(pool, now_ms, (filters, len, "filters"), out_sub, subscribe) }
+}
+
+/// The body of a subscribing entry point: the host's `input` text (pointer, length, and
+/// its name in errors) made a subscription by `subscribe`, whose id goes to `out_sub`.
+///
+/// # Safety
+/// As [`tether_pool_subscribe`], for `input` and `out_sub`.
+unsafe fn subscribing(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    (input, len, what): (*const u8, usize, &'static str),
+    out_sub: *mut u64,
+    subscribe: impl FnOnce(&mut RelayPool, tether_core::Instant, &str) -> Result<SubId, Failure>,
+) -> i32 {
     guarded!(pool, |p: &mut TetherPool| {
         if out_sub.is_null() {
             return Err(Failure::arg(TETHER_ERR_NULL, "out_sub"));
         }
         // SAFETY: the contract is the caller's.
-        let text = unsafe { ptr::text(filters, len) }.map_err(|c| Failure::arg(c, "filters"))?;
-        let filters = crate::relay::filter_array(text)?;
+        let text = unsafe { ptr::text(input, len) }.map_err(|c| Failure::arg(c, what))?;
         let now = p.at(now_ms);
-        let sub = p
-            .pool
-            .subscribe(now, filters)
-            .map_err(|e| pool_failure(&e))?;
+        let sub = subscribe(&mut p.pool, now, text)?;
         // SAFETY: non-null (checked above) and writable by the contract.
         let _ = unsafe { ptr::write(out_sub, sub.0) };
         Ok(TETHER_OK)
@@ -483,12 +499,7 @@ pub unsafe extern "C" fn tether_pool_subscribe_routed(
     len: usize,
     out_sub: *mut u64,
 ) -> i32 {
-    guarded!(pool, |p: &mut TetherPool| {
-        if out_sub.is_null() {
-            return Err(Failure::arg(TETHER_ERR_NULL, "out_sub"));
-        }
-        // SAFETY: the contract is the caller's.
-        let text = unsafe { ptr::text(routing, len) }.map_err(|c| Failure::arg(c, "routing"))?;
+    let subscribe = |pool: &mut RelayPool, now, text: &str| {
         let routes: Vec<Route<'_>> = serde_json::from_str(text).map_err(|e| {
             Failure::new(
                 TETHER_ERR_INVALID_ARGUMENT,
@@ -499,15 +510,11 @@ pub unsafe extern "C" fn tether_pool_subscribe_routed(
             .into_iter()
             .map(|r| Ok((RelayId(r.relay), crate::relay::filters(&r.filters)?)))
             .collect::<Result<Vec<_>, Failure>>()?;
-        let now = p.at(now_ms);
-        let sub = p
-            .pool
-            .subscribe_routed(now, routing)
-            .map_err(|e| pool_failure(&e))?;
-        // SAFETY: non-null (checked above) and writable by the contract.
-        let _ = unsafe { ptr::write(out_sub, sub.0) };
-        Ok(TETHER_OK)
-    })
+        pool.subscribe_routed(now, routing)
+            .map_err(|e| pool_failure(&e))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { subscribing(pool, now_ms, (routing, len, "routing"), out_sub, subscribe) }
 }
 
 /// Subscribe to people (NIP-65 outbox, NIP-17 inbox): `filter` is one JSON filter object
@@ -531,23 +538,14 @@ pub unsafe extern "C" fn tether_pool_subscribe_outbox(
     len: usize,
     out_sub: *mut u64,
 ) -> i32 {
-    guarded!(pool, |p: &mut TetherPool| {
-        if out_sub.is_null() {
-            return Err(Failure::arg(TETHER_ERR_NULL, "out_sub"));
-        }
-        // SAFETY: the contract is the caller's.
-        let text = unsafe { ptr::text(filter, len) }.map_err(|c| Failure::arg(c, "filter"))?;
+    let subscribe = |pool: &mut RelayPool, now, text: &str| {
         let filter = Filter::new(text)
             .map_err(|e| crate::relay::failure(&tether_core::nostr::Error::InvalidFilter(e)))?;
-        let now = p.at(now_ms);
-        let sub = p
-            .pool
-            .subscribe_outbox(now, filter)
-            .map_err(|e| pool_failure(&e))?;
-        // SAFETY: non-null (checked above) and writable by the contract.
-        let _ = unsafe { ptr::write(out_sub, sub.0) };
-        Ok(TETHER_OK)
-    })
+        pool.subscribe_outbox(now, filter)
+            .map_err(|e| pool_failure(&e))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { subscribing(pool, now_ms, (filter, len, "filter"), out_sub, subscribe) }
 }
 
 /// A relay list (a kind 10002 or 10050 event as JSON, `len` bytes) the application got
