@@ -3,7 +3,7 @@
 //! relay lists on the indexer name where each author writes; the pool finds the notes
 //! there, each once, and follows a note published afterwards.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -11,8 +11,8 @@ use nostr::prelude::*;
 use nostr_relay_builder::{LocalRelay, RelayBuilder};
 use tether_testkit::peers::{self, peer, NostrRsLimits, NostrRsRelay};
 use tether_testkit::wait::{within as within_on, Tokio};
-use tether_tokio::tether_core::pool::router::RouterConfig;
-use tether_tokio::{Config, Filter, PoolConfig, PoolItem, PoolSubscription, RelayClient};
+use tether_tokio::tether_core::pool::router::{relay_url, RouterConfig};
+use tether_tokio::{Config, Filter, PoolConfig, PoolItem, PoolSubscription, RelayClient, RelayId};
 
 async fn within<O>(limit: Duration, future: impl std::future::Future<Output = O>) -> Option<O> {
     within_on::<Tokio, O>(limit, future).await
@@ -41,19 +41,25 @@ fn relay_list(keys: &Keys, url: &str) -> Event {
         .unwrap()
 }
 
-/// Event ids until `want` are all in (each once, or the test fails).
+/// Event ids until `want` are all in (each once, or the test fails), and the relays the
+/// `Routed` reports named.
 async fn collect_until(
     sub: &mut PoolSubscription,
     want: &BTreeSet<String>,
     seen: &mut BTreeSet<String>,
+    routed: &mut BTreeMap<RelayId, String>,
 ) {
     while !want.is_subset(seen) {
         let item = within(Duration::from_secs(20), sub.next())
             .await
             .expect("the notes in time")
             .expect("the subscription goes on");
-        if let PoolItem::Event { id, .. } = item {
-            assert!(seen.insert(id.to_string()), "{id} delivered twice");
+        match item {
+            PoolItem::Event { id, .. } => {
+                assert!(seen.insert(id.to_string()), "{id} delivered twice");
+            }
+            PoolItem::Routed(report) => routed.extend(report.relays),
+            _ => {}
         }
     }
 }
@@ -96,14 +102,24 @@ async fn authors_are_found_on_the_real_relays_their_lists_name() -> Result<(), p
         .subscribe_outbox(Filter::new(&filter).unwrap())
         .await
         .unwrap();
-    let mut seen = BTreeSet::new();
+    let (mut seen, mut routed) = (BTreeSet::new(), BTreeMap::new());
     let want: BTreeSet<String> = [&a1, &b1].iter().map(|e| e.id.to_hex()).collect();
-    collect_until(&mut sub, &want, &mut seen).await;
+    collect_until(&mut sub, &want, &mut seen, &mut routed).await;
+    // The handle names each relay routing opened by the URL it dials, as `Routed` does.
+    let urls: BTreeSet<&str> = routed.values().map(String::as_str).collect();
+    for url in [&index_url, &rs.url(), &builder_url] {
+        let url = relay_url::normalize(url, true).unwrap();
+        assert!(urls.contains(url.as_str()), "{url} in {urls:?}");
+    }
+    for (relay, url) in &routed {
+        assert_eq!(pool.relay_url(*relay).await.unwrap().as_ref(), Some(url));
+    }
+    assert_eq!(pool.relay_url(RelayId(9_999)).await.unwrap(), None);
     // Live: a note published afterwards arrives from the relay A's list names.
     let a2 = note(&a, "a2");
     publish(&rs.url(), &[&a2]).await;
     let want: BTreeSet<String> = [a2.id.to_hex()].into();
-    collect_until(&mut sub, &want, &mut seen).await;
+    collect_until(&mut sub, &want, &mut seen, &mut routed).await;
     assert_eq!(seen.len(), 3);
     pool.close().await.unwrap();
     indexer.shutdown();

@@ -375,6 +375,7 @@ async fn stream(
                 let Some((relay, event)) = event else {
                     return Err(Failure::Failed("the relay driver stopped".into()));
                 };
+                run.name_routed(&pool, relay).await;
                 run.relay_event(relay, &event)?;
                 dirty = true;
             }
@@ -588,6 +589,17 @@ impl Run {
         self.checkpoint
             .as_ref()
             .is_some_and(|c| c.catches_up(self.ids[index], relay))
+    }
+
+    /// A relay routing opened can speak before the `Routed` item that names it: ask the
+    /// pool for its URL then, so its lines are never written under an empty name.
+    async fn name_routed(&mut self, pool: &PoolHandle, relay: RelayId) {
+        if self.form != Form::Pool || self.urls.contains_key(&relay) {
+            return;
+        }
+        if let Ok(Some(url)) = pool.relay_url(relay).await {
+            self.urls.insert(relay, url);
+        }
     }
 
     fn relay_event(&mut self, relay: RelayId, event: &SessionEvent) -> Result<(), Failure> {

@@ -253,6 +253,9 @@ impl App for PoolApp {
                     .ok_or(PoolError::UnknownRelay(relay));
                 let _ = reply.send(stats);
             }
+            PoolCommand::RelayUrl { relay, reply } => {
+                let _ = reply.send(parts.relays.url(relay).map(|url| url.to_string()));
+            }
             PoolCommand::Subscribe {
                 filters,
                 items,

@@ -145,6 +145,10 @@ pub(crate) enum PoolCommand {
         relay: RelayId,
         reply: oneshot::Sender<Result<PoolStats, PoolError>>,
     },
+    RelayUrl {
+        relay: RelayId,
+        reply: oneshot::Sender<Option<String>>,
+    },
     Subscribe {
         filters: Vec<Filter>,
         items: mpsc::Sender<PoolItem>,
@@ -294,6 +298,20 @@ impl PoolHandle {
         self.call(|reply| PoolCommand::RelayStats { relay, reply })
             .await?
             .map_err(PoolClientError::Pool)
+    }
+
+    /// The URL the pool dials for `relay`: the one it was added with, or for a relay that
+    /// routing by people opened, the one routing chose. `None` for a relay the pool no
+    /// longer holds.
+    ///
+    /// A relay's events ([`PoolHandle::events`]) can come before the
+    /// [`PoolItem::Routed`] report that names a routed relay; this names it at once.
+    ///
+    /// # Errors
+    /// [`PoolClientError`] once the driver stopped.
+    pub async fn relay_url(&self, relay: RelayId) -> Result<Option<String>, PoolClientError> {
+        self.call(|reply| PoolCommand::RelayUrl { relay, reply })
+            .await
     }
 
     /// Subscribe on every relay, present and future, with these filters.
@@ -518,6 +536,7 @@ impl std::fmt::Debug for PoolCommand {
             PoolCommand::AddRelay { .. } => "AddRelay",
             PoolCommand::RemoveRelay { .. } => "RemoveRelay",
             PoolCommand::RelayStats { .. } => "RelayStats",
+            PoolCommand::RelayUrl { .. } => "RelayUrl",
             PoolCommand::Subscribe { .. } => "Subscribe",
             PoolCommand::SubscribeOutbox { .. } => "SubscribeOutbox",
             PoolCommand::Unsubscribe { .. } => "Unsubscribe",
