@@ -244,6 +244,8 @@ struct Checks {
     delivered: BTreeMap<SubId, Remembered>,
     complete: BTreeSet<SubId>,
     ended: BTreeSet<SubId>,
+    /// Subscriptions routed by people: a restore owes each its outcome again.
+    routed: BTreeSet<SubId>,
     /// Publishes accepted and not yet `PublishDone`.
     publishing: BTreeSet<EventId>,
 }
@@ -418,6 +420,12 @@ impl PoolSim {
             Ok(pool) => self.pool = pool,
             Err(e) => self.fail(&format!("restoring the Sim's own checkpoint: {e}")),
         }
+        // A routed subscription is placed afresh by the restored pool: its outcome is this
+        // run's, owed once more.
+        let Checks {
+            complete, routed, ..
+        } = &mut self.checks;
+        complete.retain(|sub| !routed.contains(sub));
     }
 
     fn process(&mut self, item: Item) {
@@ -683,6 +691,7 @@ impl PoolSim {
                     .map_err(|e| tether_core::pool::PoolError::Session(e.into()))
                     .and_then(|f| self.pool.subscribe_outbox(now, f));
                 self.subscribed.extend(result.as_ref().ok());
+                self.checks.routed.extend(result.as_ref().ok());
                 self.reply(result.map(|s| s.to_string()));
             }
             PoolAction::StoreAt(url, event) => match self.held_at(&url) {

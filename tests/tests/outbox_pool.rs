@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use tether_core::nostr::Carries;
 use tether_core::pool::router::RouterConfig;
-use tether_core::pool::{PoolConfig, PoolEvent, RelayId, SubId};
+use tether_core::pool::{Outcome, PoolConfig, PoolEvent, RelayId, SubId};
 use tether_core::Instant;
 use tether_testkit::pool_sim::{PoolAction, PoolSim};
 use tether_testkit::sim::UNIX_START;
@@ -393,6 +393,27 @@ fn a_restart_routes_straight_back_and_catches_up_what_arrived_while_down() {
         .min()
         .expect("r1 asked after the restart");
     assert!(first_req_after < secs(21), "{first_req_after:?}");
+    // The outcome once per run: the restored pool places the subscription afresh and says
+    // when it is caught up there.
+    let outcomes: Vec<(Duration, &Outcome)> = s
+        .events
+        .iter()
+        .filter_map(|(t, e)| match e {
+            PoolEvent::Complete { sub, outcome } if *sub == SubId(1) => {
+                Some((t.since_origin(), outcome))
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert!(
+        outcomes[0].0 < secs(10) && outcomes[1].0 >= secs(20),
+        "{outcomes:?}"
+    );
+    assert!(
+        outcomes.iter().all(|(_, o)| **o == Outcome::Complete),
+        "{outcomes:?}"
+    );
 }
 
 #[test]

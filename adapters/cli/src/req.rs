@@ -307,8 +307,10 @@ async fn stream(
         ids.push(sub.id());
         // One relay is done by its own answer; in a pool a new subscription is done at its
         // outcome, and a restored one (its outcome was reported in an earlier run) once
-        // every relay answered.
-        answered.push((form == Form::One || restored).then(BTreeSet::new));
+        // every relay answered. A restored routed one is owed its outcome again: its relays
+        // are this run's.
+        let by_answers = form == Form::One || (restored && mode == Mode::Relays);
+        answered.push(by_answers.then(BTreeSet::new));
         streams.push(sub.map(move |item| (index, item)));
     }
     // Remembered subscriptions whose filter is no longer given are dropped (unsubscribed).
@@ -316,6 +318,7 @@ async fn stream(
     let mut run = Run {
         out: JsonLines::new(),
         form,
+        mode,
         complete: vec![false; streams.len()],
         answered,
         relays: urls.len(),
@@ -554,6 +557,7 @@ async fn save(
 struct Run {
     out: JsonLines,
     form: Form,
+    mode: Mode,
     urls: BTreeMap<RelayId, String>,
     /// By filter index: done for `--until-eose`.
     complete: Vec<bool>,
@@ -591,10 +595,11 @@ impl Run {
             .is_some_and(|c| c.catches_up(self.ids[index], relay))
     }
 
-    /// A relay routing opened can speak before the `Routed` item that names it: ask the
-    /// pool for its URL then, so its lines are never written under an empty name.
+    /// Name a relay routing opened by the URL the pool dials for it now. It can speak
+    /// before the `Routed` item that names it, and a relay id routing let go of can be
+    /// reused for another URL, so a name learned earlier is not trusted.
     async fn name_routed(&mut self, pool: &PoolHandle, relay: RelayId) {
-        if self.form != Form::Pool || self.urls.contains_key(&relay) {
+        if self.mode != Mode::Outbox {
             return;
         }
         if let Ok(Some(url)) = pool.relay_url(relay).await {

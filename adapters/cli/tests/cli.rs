@@ -1711,6 +1711,62 @@ async fn req_outbox_routes_people_to_their_relays_and_writes_routed_lines() {
     assert_eq!(complete[0]["outcome"], "complete", "{}", explain(&output));
 }
 
+/// A restored routed subscription is placed afresh on this run's relays, so it is done at
+/// this run's outcome: not at the first relay's answer while another still has to answer.
+#[tokio::test]
+async fn req_outbox_state_resumes_and_waits_for_every_routed_relay() {
+    let (one, two) = (format!("{:064x}", 0xa1), format!("{:064x}", 0xb2));
+    let now = unix_now();
+    let mut a = RelayModel::default();
+    a.events.push(authored(1, &one, 1, now - 20, ""));
+    let a = TestRelay::start(a).await.unwrap();
+    let mut b = RelayModel::default();
+    b.events.push(authored(2, &two, 1, now - 20, ""));
+    let b = TestRelay::start(b).await.unwrap();
+    let mut index = RelayModel::default();
+    for (n, author, relay) in [(3, &one, &a), (4, &two, &b)] {
+        let tags = format!(r#"["r","{}"]"#, relay.url());
+        index
+            .events
+            .push(authored(n, author, 10002, now - 100, &tags));
+    }
+    let indexer = TestRelay::start(index).await.unwrap();
+    let dir = state_dir("outbox-state");
+    let file = dir.join("state.json");
+    let filter = format!(r#"{{"kinds":[1],"authors":["{one}","{two}"]}}"#);
+    let args = [
+        "req",
+        "--outbox",
+        "--indexer",
+        &indexer.url(),
+        &filter,
+        "--until-eose",
+        "--eose-timeout",
+        "3",
+        "--state",
+        file.to_str().unwrap(),
+    ];
+    let first = run(&args).await;
+    assert!(first.status.success(), "{}", explain(&first));
+    let id = |n: u64| format!("{n:064x}");
+    assert_eq!(event_ids(&json_lines(&first, REQ_TYPES)), [id(1), id(2)]);
+    // While the client is away: a new note on A, and B stops answering REQs.
+    a.store(authored(5, &one, 1, unix_now(), ""));
+    b.with(|s| s.model.silent_reqs = true);
+    let second = run(&args).await;
+    assert!(second.status.success(), "{}", explain(&second));
+    let lines = json_lines(&second, REQ_TYPES);
+    assert_eq!(event_ids(&lines), [id(5)], "{}", explain(&second));
+    // Done at the outcome deadline, B named as the relay that did not answer.
+    let complete = of_type(&lines, "complete");
+    assert_eq!(complete.len(), 1, "{}", explain(&second));
+    assert_eq!(complete[0]["outcome"], "partial", "{}", explain(&second));
+    let missing = complete[0]["missing"].to_string();
+    assert!(missing.contains(&b.url()), "{missing}");
+    assert!(!missing.contains(&a.url()), "{missing}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[tokio::test]
 async fn req_outbox_refuses_a_relay_argument() {
     let output = run(&[

@@ -33,7 +33,7 @@ const KIND: &str = "pool";
 /// - every logical subscription: its targets (all relays with their filters, or the relays
 ///   it was routed to), the ids it delivered across relays (its dedup memory, with each id's
 ///   bytes summary and `seen_on`), and whether its outcome was reported (it is not reported
-///   again);
+///   again, except for a routed one: it is placed afresh, so its outcome is this run's);
 /// - the publishes still waiting for some relay's answer, with the answers already in: each
 ///   relay's outbox sends the event again and the aggregate is reported once;
 /// - events held for verification and not yet delivered: verified again after the restore.
@@ -349,12 +349,11 @@ impl RelayPool {
         for SavedSeen(event, bytes, relays) in &saved.seen {
             seen.restore_delivered(*event, *bytes, relays.iter().map(|&r| RelayId(r)).collect());
         }
+        // Its outcome is owed again even if an earlier run reported one: routing's relays
+        // are not saved, so this run places it afresh and only its answers say when the
+        // restored subscription is caught up.
         self.restore_routed(SubId(saved.id), filter, unix, seen, now)
-            .map_err(invalid)?;
-        if saved.reported {
-            self.outcome_reported(SubId(saved.id));
-        }
-        Ok(())
+            .map_err(invalid)
     }
 
     fn restore_member(

@@ -519,7 +519,10 @@ async def _run_req_pool(
         match = next((i for i, (f, _) in enumerate(remembered) if f == key), None)
         if match is not None:
             sub = remembered.pop(match)[1]
-            run.answered[sub] = set()
+            # A restored routed subscription is owed its outcome again (its relays are this
+            # run's); one on given relays is done once each of them answered.
+            if outbox is None:
+                run.answered[sub] = set()
         elif outbox is not None:
             try:
                 sub = pool.subscribe_outbox(driver.now(), text)
