@@ -26,15 +26,13 @@ fn session(refresh: Option<Duration>) -> RelaySession {
 }
 
 #[test]
-fn the_document_is_asked_for_beside_the_first_socket_and_again_only_after_the_refresh_period() {
+fn the_document_is_asked_for_once_the_first_socket_opens_and_again_only_after_the_refresh_period() {
     let mut s = session(Some(Duration::from_secs(3600)));
     s.connect(ms(0));
-    assert_eq!(
-        transmits(&mut s),
-        [Transmit::Open { epoch: Epoch(1) }, Transmit::FetchInfo]
-    );
+    // Not beside the dial: to a dead relay that would be a second connection for nothing.
+    assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(1) }]);
     s.handle_open(ms(10), Epoch(1)).unwrap();
-    transmits(&mut s);
+    assert_eq!(transmits(&mut s), [Transmit::FetchInfo]);
 
     // A drop and reconnect within the hour: the socket again, the document not.
     s.handle_close(ms(1_000), Epoch(1), SocketLoss::NetworkError)
@@ -48,28 +46,57 @@ fn the_document_is_asked_for_beside_the_first_socket_and_again_only_after_the_re
     // an ask: nothing told the core it failed).
     s.handle_open(at + Duration::from_millis(10), Epoch(2))
         .unwrap();
-    transmits(&mut s);
+    assert_eq!(transmits(&mut s), []);
     let later = ms(3_600_000);
     s.handle_close(later, Epoch(2), SocketLoss::NetworkError)
         .unwrap();
     transmits(&mut s);
     let at = s.poll_timeout().unwrap();
     s.handle_timeout(at);
+    assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(3) }]);
+    s.handle_open(at + Duration::from_millis(10), Epoch(3))
+        .unwrap();
+    assert_eq!(transmits(&mut s), [Transmit::FetchInfo]);
+}
+
+#[test]
+fn a_relay_that_never_opens_is_never_asked_for_its_document() {
+    let mut s = session(Some(Duration::from_secs(3600)));
+    s.connect(ms(0));
+    let mut asked = Vec::new();
+    while asked.len() < 5 {
+        let sent = transmits(&mut s);
+        asked.extend(sent.iter().cloned());
+        let Some(Transmit::Open { epoch }) = sent.last().cloned() else {
+            let at = s.poll_timeout().unwrap();
+            s.handle_timeout(at);
+            continue;
+        };
+        s.handle_close(s.now(), epoch, SocketLoss::ConnectionRefused)
+            .unwrap();
+        let at = s.poll_timeout().unwrap();
+        s.handle_timeout(at);
+    }
+    asked.extend(transmits(&mut s));
     assert_eq!(
-        transmits(&mut s),
-        [Transmit::Open { epoch: Epoch(3) }, Transmit::FetchInfo]
+        asked,
+        (1..=5)
+            .map(|e| Transmit::Open { epoch: Epoch(e) })
+            .collect::<Vec<_>>()
     );
 }
 
 #[test]
-fn asks_turned_on_while_a_socket_opens_ask_at_once_and_follow_the_period() {
+fn asks_turned_on_while_a_socket_is_open_ask_at_once_and_follow_the_period() {
     let mut s = session(None);
     s.connect(ms(0));
     assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(1) }]);
-    // Turned on while the socket opens (a driver given its HTTP client late): asked at once.
+    // Turned on while the socket opens: asked when it opens.
     s.set_info_refresh(Some(Duration::from_secs(60)));
+    assert_eq!(transmits(&mut s), []);
+    s.handle_open(ms(2), Epoch(1)).unwrap();
     assert_eq!(transmits(&mut s), [Transmit::FetchInfo]);
-    s.handle_close(ms(5), Epoch(1), SocketLoss::ConnectionRefused)
+    s.handle_close(ms(5), Epoch(1), SocketLoss::NetworkError)
         .unwrap();
     transmits(&mut s);
     // Turned on again while waiting to reconnect: nothing until a socket, and within the
@@ -79,8 +106,13 @@ fn asks_turned_on_while_a_socket_opens_ask_at_once_and_follow_the_period() {
     let at = s.poll_timeout().unwrap();
     s.handle_timeout(at);
     assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(2) }]);
+    s.handle_open(at, Epoch(2)).unwrap();
+    assert_eq!(transmits(&mut s), []);
     s.set_info_refresh(None);
     assert_eq!(transmits(&mut s), []);
+    // Turned on while open (a driver given its HTTP client late): asked at once.
+    s.set_info_refresh(Some(Duration::from_secs(1)));
+    assert_eq!(transmits(&mut s), [Transmit::FetchInfo]);
 }
 
 #[test]
@@ -89,6 +121,12 @@ fn every_relay_of_a_pool_asks_for_its_own_document() {
     pool.set_info_refresh(Some(Duration::from_secs(3600)));
     let a = pool.add_relay(ms(0)).unwrap();
     let b = pool.add_relay(ms(0)).unwrap();
+    let opens: Vec<_> = std::iter::from_fn(|| pool.poll_transmit()).collect();
+    for (relay, t) in opens {
+        if let Transmit::Open { epoch } = t {
+            pool.handle_open(ms(1), relay, epoch).unwrap();
+        }
+    }
     let asked: Vec<_> = std::iter::from_fn(|| pool.poll_transmit())
         .filter(|(_, t)| *t == Transmit::FetchInfo)
         .map(|(relay, _)| relay)

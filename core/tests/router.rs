@@ -425,3 +425,182 @@ fn transcript_a_list_update_moves_an_author_and_a_dead_relay_is_replaced() {
     transcript(&mut steps, "b fails", &router.route(at(2_000)));
     insta::assert_snapshot!(steps.join("\n"));
 }
+
+#[test]
+fn a_strangers_list_takes_no_room_and_a_list_dated_ahead_is_refused_and_counted() {
+    let mut router = router_with(config(4), &[(1, &["wss://a.example"])]);
+    // Nobody follows or watches author 2.
+    assert_eq!(
+        router.handle_list(at(0), &outbox(2, 200, &["wss://evil.example"])),
+        Ok(ListUpdate::NotWanted)
+    );
+    // Ten years ahead of the wall clock (1 700 000 000): it would pin author 1 for ever.
+    let ahead = outbox(
+        1,
+        1_700_000_000 + 10 * 365 * 86_400,
+        &["wss://evil.example"],
+    );
+    assert_eq!(
+        router.handle_list(at(0), &ahead),
+        Ok(ListUpdate::FromTheFuture)
+    );
+    assert_eq!(router.future_lists(), 1);
+    // Within the skew it is taken (clocks drift).
+    let soon = outbox(1, 1_700_000_000 + 600, &["wss://b.example"]);
+    assert!(matches!(
+        router.handle_list(at(0), &soon),
+        Ok(ListUpdate::Applied { .. })
+    ));
+    assert_eq!(router.write_relays(&key(1)), ["wss://b.example"]);
+    // Watched (an inbox owner, a publish's recipient): their lists are taken.
+    router.watch(&key(2)).unwrap();
+    assert!(matches!(
+        router.handle_list(at(0), &outbox(2, 200, &["wss://c.example"])),
+        Ok(ListUpdate::Applied { .. })
+    ));
+    let routes = router.route(at(0));
+    let urls = urls(&routes);
+    assert!(!urls.contains(&"wss://evil.example"), "{urls:?}");
+}
+
+#[test]
+fn superseded_lists_recycle_the_relay_table_and_a_followed_authors_move_is_kept() {
+    let mut cfg = config(4);
+    cfg.max_known_relays = 8;
+    let mut router = router_with(cfg, &[(1, &["wss://a.example"]), (2, &["wss://b.example"])]);
+    // 500 versions of author 2's list, each naming 3 relays nobody else names.
+    for v in 0..500u64 {
+        let relays: Vec<String> = (0..3).map(|i| format!("wss://v{v}-{i}.example")).collect();
+        let relays: Vec<&str> = relays.iter().map(String::as_str).collect();
+        let update = router.handle_list(at(0), &outbox(2, 1_000 + v, &relays));
+        assert!(
+            matches!(update, Ok(ListUpdate::Applied { refused: 0, .. })),
+            "{v}: {update:?}"
+        );
+    }
+    assert_eq!(
+        router.write_relays(&key(2)),
+        [
+            "wss://v499-0.example",
+            "wss://v499-1.example",
+            "wss://v499-2.example"
+        ]
+    );
+    // Author 1 moves after all that: taken, not dropped for a full table.
+    router
+        .handle_list(at(0), &outbox(1, 2_000, &["wss://moved.example"]))
+        .unwrap();
+    assert_eq!(router.write_relays(&key(1)), ["wss://moved.example"]);
+    assert!(urls(&router.route(at(0))).contains(&"wss://moved.example"));
+}
+
+#[test]
+fn a_checkpoint_holds_only_people_followed_and_the_relays_they_name() {
+    let mut router = router_with(config(4), &[(1, &["wss://a.example"])]);
+    router.watch(&key(2)).unwrap();
+    router
+        .handle_list(at(0), &outbox(2, 200, &["wss://inbox-owner.example"]))
+        .unwrap();
+    let json = String::from_utf8(router.checkpoint().to_json()).unwrap();
+    assert!(
+        json.contains(&key(1)) && json.contains("wss://a.example"),
+        "{json}"
+    );
+    assert!(!json.contains(&key(2)), "{json}");
+    assert!(!json.contains("inbox-owner"), "{json}");
+    let restored = Router::restore(
+        config(4),
+        &RouterCheckpoint::from_json(json.as_bytes()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(restored.write_relays(&key(1)), ["wss://a.example"]);
+}
+
+#[test]
+fn a_routed_relay_silent_past_the_answer_deadline_gives_up_its_slot_and_counts_as_failed() {
+    // One slot beside the indexer: a (lower index) is chosen first, b waits.
+    let mut router = router_with(config(2), &[(1, &["wss://a.example", "wss://b.example"])]);
+    assert_eq!(
+        urls(&router.route(at(0))),
+        ["wss://index.example", "wss://a.example"]
+    );
+    // The indexer answers the lists request; a's socket opens and it never answers.
+    router.handle_opened(at(50), "wss://index.example");
+    router.handle_eose(at(60), "wss://index.example", []);
+    router.handle_opened(at(100), "wss://a.example");
+    assert_eq!(router.poll_timeout(), Some(at(4_000)));
+    assert_eq!(
+        urls(&router.route(at(3_999))),
+        ["wss://index.example", "wss://a.example"]
+    );
+    assert_eq!(
+        urls(&router.route(at(4_000))),
+        ["wss://index.example", "wss://b.example"]
+    );
+    // b answers: it keeps its slot past the deadline.
+    router.handle_opened(at(4_100), "wss://b.example");
+    router.handle_eose(at(4_200), "wss://b.example", [key(1).as_str()]);
+    assert_eq!(
+        urls(&router.route(at(9_000))),
+        ["wss://index.example", "wss://b.example"]
+    );
+}
+
+#[test]
+fn a_socket_that_closes_before_the_first_answer_is_a_failure_an_eose_clears_it() {
+    let mut router = router_with(config(2), &[(1, &["wss://a.example", "wss://b.example"])]);
+    router.route(at(0));
+    router.handle_opened(at(10), "wss://a.example");
+    assert!(
+        router.handle_closed(at(20), "wss://a.example"),
+        "accept-then-close"
+    );
+    assert_eq!(
+        urls(&router.route(at(20))),
+        ["wss://index.example", "wss://b.example"]
+    );
+    router.handle_opened(at(30), "wss://b.example");
+    router.handle_eose(at(40), "wss://b.example", [key(1).as_str()]);
+    assert!(
+        !router.handle_closed(at(50), "wss://b.example"),
+        "it had answered"
+    );
+}
+
+#[test]
+fn a_newer_list_places_its_author_on_its_relay_even_when_the_budget_is_full() {
+    // Two slots beside the indexer, both held by relays that delivered for authors 1-2.
+    let mut router = router_with(
+        config(3),
+        &[
+            (1, &["wss://a.example"]),
+            (2, &["wss://b.example"]),
+            (3, &["wss://a.example"]),
+        ],
+    );
+    assert_eq!(
+        urls(&router.route(at(0))),
+        ["wss://index.example", "wss://a.example", "wss://b.example"]
+    );
+    for (url, author) in [("wss://a.example", 1), ("wss://b.example", 2)] {
+        router.handle_opened(at(10), url);
+        router.handle_event(at(20), url, &key(author));
+        router.handle_eose(at(30), url, [key(author).as_str()]);
+    }
+    // Author 3 moves to a relay nobody else names.
+    router
+        .handle_list(at(1_000), &outbox(3, 200, &["wss://new.example"]))
+        .unwrap();
+    let routes = router.route(at(1_000));
+    let new = routes
+        .relays
+        .iter()
+        .find(|r| r.url == "wss://new.example")
+        .expect("placed on the new list's relay");
+    assert!(new.authors.contains(&key(3)), "{:?}", new.authors);
+    assert_eq!(routes.relays.len(), 3);
+    // Its silence there is no miss yet: the author may not have posted there so far.
+    router.handle_opened(at(1_100), "wss://new.example");
+    router.handle_eose(at(1_200), "wss://new.example", [key(3).as_str()]);
+    assert!(urls(&router.route(at(5_000))).contains(&"wss://new.example"));
+}

@@ -447,12 +447,13 @@ impl PoolSim {
                     return;
                 }
                 if peer.model.down || peer.conn != Some(conn) {
-                    self.relay_line(relay, "io", "refused");
-                    self.net.send(Item::ToPool(
-                        relay,
-                        conn,
-                        Input::Close(SocketLoss::ConnectionRefused),
-                    ));
+                    let (what, loss) = if peer.model.resets {
+                        ("reset", SocketLoss::NetworkError)
+                    } else {
+                        ("refused", SocketLoss::ConnectionRefused)
+                    };
+                    self.relay_line(relay, "io", what);
+                    self.net.send(Item::ToPool(relay, conn, Input::Close(loss)));
                     return;
                 }
                 peer.accepted = Some(conn);

@@ -170,9 +170,10 @@ fn a_list_update_moves_an_author_and_what_arrived_meanwhile_is_delivered_once() 
     );
     let r3 = reqs_to(&s, "r3");
     assert_eq!(r3.len(), 1, "{r3:?}");
-    // The live half keeps the user's filter (with no stored events): an event dated before
-    // the catch-up's start that reaches r3 later still matches.
-    assert!(r3[0].contains(r#""limit":0"#), "{r3:?}");
+    // r3 never answered about A: it is asked the user's filter as it is (whole history,
+    // `limit` included), beside the window from when A was last served live (no `limit`).
+    assert!(r3[0].contains(r#""limit":1"#), "{r3:?}");
+    assert!(!r3[0].contains(r#""limit":0"#), "{r3:?}");
     assert!(r3[0].contains(r#""since":"#), "{r3:?}");
     let routed = s.heard(|e| match e {
         PoolEvent::Routed { report, .. } => Some(report.clone()),

@@ -192,13 +192,35 @@ fn render(s: &PoolSim, names: &[(&str, &str)]) -> String {
     while i < lines.len() {
         let run = event_run(&lines[i]);
         let mut j = i + 1;
-        while run.is_some() && j < lines.len() && event_run(&lines[j]) == run {
-            j += 1;
+        // A relay list's verification request follows its EVENT: part of the run.
+        let mut verified = 0;
+        while run.is_some() && j < lines.len() {
+            if event_run(&lines[j]) == run {
+                j += 1;
+            } else if lines[j].contains("ms vf  r") && lines[j].contains(" Verify ") {
+                verified += 1;
+                j += 1;
+            } else {
+                break;
+            }
         }
+        let events = j - i - verified;
         match run {
-            Some((relay, wire)) if j - i > 3 => {
+            Some((relay, wire)) if events > 3 => {
                 let _ = writeln!(out, "{}", lines[i]);
-                let _ = writeln!(out, "{relay} ... and {} more EVENTs on {wire}", j - i - 1);
+                let _ = writeln!(out, "{relay} ... and {} more EVENTs on {wire}", events - 1);
+                if verified > 0 {
+                    let _ = writeln!(out, "{relay} ... {verified} of them sent to verify");
+                }
+            }
+            None if is_verdict(&lines[i]) => {
+                while j < lines.len() && is_verdict(&lines[j]) {
+                    j += 1;
+                }
+                let _ = writeln!(out, "{}", lines[i]);
+                if j - i > 1 {
+                    let _ = writeln!(out, "... and {} more verdicts", j - i - 1);
+                }
             }
             _ => {
                 for line in &lines[i..j] {
@@ -209,6 +231,10 @@ fn render(s: &PoolSim, names: &[(&str, &str)]) -> String {
         i = j;
     }
     out
+}
+
+fn is_verdict(line: &str) -> bool {
+    line.contains("ms vf  Verdict ")
 }
 
 fn render_line(line: &str, names: &[(&str, &str)], prefix: &str) -> String {
@@ -319,9 +345,9 @@ fn a_list_update_moves_an_author() {
         "what reached `new` before the move, once, then what it got live: {}",
         s.transcript()
     );
-    // `new` is asked once: the live half (the user's filter, `limit: 0`) and the window from
-    // when A was last served live (21 s) less the 2 min lookback, rounded down to 10 min,
-    // with no `limit`.
+    // `new` is asked once. It never answered about A, so it gets the user's filter as it
+    // is (`limit: 10`, whole history) beside the window from when A was last served live
+    // (21 s) less the 2 min lookback, rounded down to 10 min, with no `limit`.
     let since = (UNIX_START + 21 - 120) / 600 * 600;
     let quoted = format!(r#"["{a}"]"#);
     let asked_new: Vec<String> = sent_to(&s, "new", is_req)
@@ -331,7 +357,7 @@ fn a_list_update_moves_an_author() {
     assert_eq!(
         asked_new,
         [format!(
-            r#"["REQ","0:1",{{"authors":{quoted},"kinds":[1],"limit":0}},{{"authors":{quoted},"kinds":[1],"since":{since}}}]"#
+            r#"["REQ","0:1",{{"authors":{quoted},"kinds":[1],"limit":10}},{{"authors":{quoted},"kinds":[1],"since":{since}}}]"#
         )]
     );
     // `old` is let go: asked once, before the move, closed at it, and not opened again.

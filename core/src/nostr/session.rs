@@ -484,6 +484,7 @@ impl RelaySession {
         }
         self.reset_for_socket();
         self.events.push_back(Event::Connected);
+        self.ask_for_info_if_due();
         self.scheduler.on_open();
         if self.auth_first() {
             self.auth
@@ -657,13 +658,15 @@ impl RelaySession {
         self.link.is_open() && self.auth.hold().is_none()
     }
 
-    /// Ask for the socket of `epoch`, and for the relay's information document when the
-    /// refresh rule says it is due (never asked, or asked longer ago than `info_refresh`).
+    /// Ask for the socket of `epoch`. The relay's information document is asked for once
+    /// the socket opens ([`RelaySession::handle_open`]): fetched beside the dial, it was a
+    /// second connection to a relay that may well be dead.
     fn open_socket_transmit(&mut self, epoch: Epoch) {
         self.transmits.push_back(Transmit::Open { epoch });
-        self.ask_for_info_if_due();
     }
 
+    /// Ask for the relay's information document when the refresh rule says it is due
+    /// (never asked, or asked longer ago than `info_refresh`).
     fn ask_for_info_if_due(&mut self) {
         let Some(refresh) = self.config.info_refresh else {
             return;
@@ -699,7 +702,7 @@ impl RelaySession {
             }
             None => {}
         }
-        if self.link.is_connecting() || self.link.is_open() {
+        if self.link.is_open() {
             self.ask_for_info_if_due();
         }
     }

@@ -36,6 +36,12 @@ pub struct PoolConfig {
     /// for [`RelayPool::handle_verified`](super::RelayPool::handle_verified). See the verification rules on
     /// [`VerifyRequest`](super::VerifyRequest).
     pub verify: bool,
+    /// Verify the relay lists routing by people reads (`true`), whatever `verify` says
+    /// about other events: a list steers every later REQ and publish, so a forged one would
+    /// send the user's follows to an attacker's relay. Its copies come out of
+    /// [`RelayPool::poll_verify`](super::RelayPool::poll_verify) like any other; a host
+    /// that can verify nothing turns this off, and then trusts the lists as they come.
+    pub verify_lists: bool,
     /// Most copies under verification at once, pool-wide (4 096). A new event past it is
     /// dropped, counted ([`PoolStats::unverified_dropped`](super::PoolStats::unverified_dropped)) and not remembered, so a later
     /// copy delivers it. A driver that stops reading sockets while verification lags never
@@ -71,6 +77,7 @@ impl Default for PoolConfig {
             max_subscriptions: 10_000,
             publish_deadline: Duration::from_secs(30),
             verify: false,
+            verify_lists: true,
             max_unverified: 4096,
             max_connecting: 32,
             router: RouterConfig::default(),

@@ -631,12 +631,7 @@ impl RelayPool {
     /// The next thing the application should hear.
     #[must_use]
     pub fn poll_event(&mut self) -> Option<PoolEvent> {
-        loop {
-            let event = self.events.pop_front()?;
-            if self.outbox.is_none() || self.routed_heard(&event) {
-                return Some(event);
-            }
-        }
+        self.events.pop_front()
     }
 
     /// The next event copy to verify ([`PoolConfig::verify`]); answer each with
@@ -659,7 +654,7 @@ impl RelayPool {
         ticket: VerifyTicket,
         verdict: Result<(), String>,
     ) -> Result<(), PoolError> {
-        let _ = self.clock.observe(now);
+        let now = self.clock.observe(now);
         let resolved = self
             .held
             .verdict(ticket, verdict.is_ok())
@@ -679,7 +674,15 @@ impl RelayPool {
                 self.verification_failed(failed, reason)
             }
         };
-        self.held.release(sub, &mut self.events);
+        if self.is_lists(sub) {
+            let mut heard = VecDeque::new();
+            self.held.release(sub, &mut heard);
+            for event in heard {
+                self.lists_heard(now, event);
+            }
+        } else {
+            self.held.release(sub, &mut self.events);
+        }
         Ok(())
     }
 
@@ -1112,12 +1115,15 @@ impl RelayPool {
     }
 
     fn deliver(&mut self, sub: SubId, relay: RelayId, id: EventId, raw: String) {
+        // Relay lists steer every later REQ: the pool's list watch is verified always,
+        // whatever `verify` says about notes.
+        let verify = self.config.verify || (self.config.verify_lists && self.is_lists(sub));
         let Some(logical) = self.subs.get_mut(&sub) else {
             return;
         };
         // Under verification a new id is held only until its verdict (`Seen::confirm`).
-        let admit = logical.seen.admit(id, &raw, relay, self.config.verify);
-        if admit != dedup::Admit::New && self.config.verify {
+        let admit = logical.seen.admit(id, &raw, relay, verify);
+        if admit != dedup::Admit::New && verify {
             // Under verification the bytes themselves decide, not their summary.
             match self.held.other_copy(sub, id, relay, &raw) {
                 Some(OtherCopy::Same) => return self.count(relay, |s| s.duplicates += 1),
@@ -1127,7 +1133,7 @@ impl RelayPool {
             }
         }
         match admit {
-            dedup::Admit::New if self.config.verify => self.start_verifying(sub, relay, id, raw),
+            dedup::Admit::New if verify => self.start_verifying(sub, relay, id, raw),
             dedup::Admit::New => self.emit(
                 sub,
                 PoolEvent::Received {
@@ -1192,6 +1198,9 @@ impl RelayPool {
     fn emit(&mut self, sub: SubId, event: PoolEvent) {
         if self.held.holds(sub) {
             self.held.push(sub, event);
+        } else if self.is_lists(sub) {
+            let now = self.clock.now();
+            self.lists_heard(now, event);
         } else {
             self.events.push_back(event);
         }

@@ -159,6 +159,9 @@ pub struct RelayModel {
     pub ignore_pings: bool,
     /// Accepting connections.
     pub down: bool,
+    /// With `down`: a connection is reset (a TCP RST from a dead host behind a balancer)
+    /// rather than refused.
+    pub resets: bool,
     /// Close every connection this long after accepting it (accept-then-drop).
     pub drop_after: Option<Duration>,
     /// Ignore tag filters (`#p`, `#e`, ...): answer as if the filter had none, as some

@@ -109,7 +109,9 @@ fn run(u: &mut Unstructured<'_>) -> Result<()> {
                 router.handle_refused(t, &relay, why);
             }
             7 => router.hint_live(&url(u)?, u.arbitrary()?),
-            _ => router.handle_closed(t, &relay),
+            _ => {
+                router.handle_closed(t, &relay);
+            }
         }
         check(&mut router, t, budget, &keys);
     }

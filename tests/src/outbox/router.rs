@@ -86,6 +86,11 @@ impl Strategy for Tether {
             author_ix,
             open: BTreeMap::new(),
         };
+        // The indexers answered the lists request above: alive, as the pool hears them.
+        for url in view.indexer_urls() {
+            run.router.handle_opened(Instant::ZERO, url);
+            run.router.handle_eose(Instant::ZERO, url, []);
+        }
         let routes = run.router.route(Instant::ZERO);
         let changes = run.apply(&routes);
         self.run = Some(run);

@@ -33,7 +33,7 @@ mod matches;
 mod publish;
 pub mod split;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -66,6 +66,8 @@ pub const ROUTER_WINDOW: Duration = Duration::from_secs(24 * 3600);
 const SINCE_BUCKET: u64 = 600;
 /// Most inbox relays asked per inbox (4): NIP-17 asks users to keep their list small.
 const MAX_INBOX_RELAYS: usize = 4;
+/// Lists EOSEs waiting behind verdicts at once (64): one per indexer REQ, so a few.
+const MAX_LIST_ANSWERS: usize = 64;
 /// How long a rate-limited relay is not asked again when it gives no `retry in Ns` (10 s,
 /// the session gate's default window).
 const DEFAULT_RATE_LIMIT: Duration = Duration::from_secs(10);
@@ -108,6 +110,8 @@ pub(crate) struct Outbox {
     publishes: BTreeMap<EventId, publish::Held>,
     /// People the indexers answered a lists request about (bounded by `max_authors`).
     looked_up: BTreeSet<String>,
+    /// Who each lists EOSE waiting in the verification queue asked about, in order.
+    lists_answers: VecDeque<Vec<String>>,
 }
 
 /// One routed subscription.
@@ -161,6 +165,8 @@ impl Placed {
 struct Chunk {
     authors: Vec<String>,
     eosed: bool,
+    /// Asked from a catch-up window, not the whole history: its silence is no miss.
+    window: bool,
 }
 
 impl Outbox {
@@ -219,6 +225,7 @@ impl Outbox {
             window_start: Instant::ZERO,
             publishes: BTreeMap::new(),
             looked_up: BTreeSet::new(),
+            lists_answers: VecDeque::new(),
         }
     }
 }
@@ -279,6 +286,13 @@ impl RelayPool {
         let Some(outbox) = self.outbox.as_deref_mut() else {
             return Ok(());
         };
+        // The application gave it: it wants this person's relays known.
+        if let Some(author) = serde_json::from_str::<Value>(event_json)
+            .ok()
+            .and_then(|v| v.get("pubkey")?.as_str().map(str::to_owned))
+        {
+            let _ = outbox.router.watch(&author);
+        }
         match outbox.router.handle_list(now, event_json) {
             Ok(super::router::ListUpdate::Applied { .. }) => {
                 self.schedule_reroute(now);
@@ -331,7 +345,10 @@ impl RelayPool {
             Want::Feed(people) => people.clone(),
             Want::Inbox(_) | Want::Lists => Vec::new(),
         };
-        let followed = outbox.router.follow(people.iter().map(String::as_str));
+        let followed = match &want {
+            Want::Inbox(me) => outbox.router.watch(me),
+            _ => outbox.router.follow(people.iter().map(String::as_str)),
+        };
         let registered = followed
             .map_err(|e| invalid_filter(e.to_string()))
             .and_then(|()| self.register_routed(now, id, filter, want));
@@ -722,7 +739,11 @@ impl RelayPool {
         let Some(routed) = self.outbox.as_deref().and_then(|o| o.subs.get(&sub)) else {
             return;
         };
-        let groups = routed.groups(ask);
+        let outbox = self.outbox.as_deref().expect("routing is on");
+        let url = outbox.url_of.get(&relay).map(String::as_str);
+        let groups = routed.groups(ask, |author| {
+            url.is_some_and(|url| outbox.router.has_answered_for(author, url))
+        });
         let key = if matches!(routed.want, Want::Inbox(_)) {
             "#p"
         } else {
@@ -731,8 +752,22 @@ impl RelayPool {
         let Some(member) = super::member_in(&mut self.relays, relay) else {
             return;
         };
-        let reqs = split::reqs(&routed.base, key, &groups, member.session.relay_info());
-        for (filters, asked) in reqs {
+        // Whole-history asks and window asks go in REQs of their own: only the silence of
+        // a whole-history ask is evidence.
+        let (windows, whole): (Vec<Group>, Vec<Group>) = groups
+            .into_iter()
+            .partition(|g| g.since.is_some() && !g.whole);
+        let info = member.session.relay_info();
+        let reqs = split::reqs(&routed.base, key, &whole, info)
+            .into_iter()
+            .map(|r| (r, false))
+            .chain(
+                split::reqs(&routed.base, key, &windows, info)
+                    .into_iter()
+                    .map(|r| (r, true)),
+            )
+            .collect::<Vec<_>>();
+        for ((filters, asked), window) in reqs {
             let Ok(local) = member.session.subscribe(now, filters, Priority::NORMAL) else {
                 // Not asked: left unplaced, so the next routing asks them again.
                 for author in &asked {
@@ -746,6 +781,7 @@ impl RelayPool {
                 Chunk {
                     authors: asked,
                     eosed: false,
+                    window,
                 },
             );
         }
@@ -834,47 +870,47 @@ impl RelayPool {
         let Some(routed) = self.outbox.as_deref().and_then(|o| o.subs.get(&sub)) else {
             return true;
         };
-        let ok = Fields::of(raw).is_some_and(|e| matches::matches(&routed.filter, &e));
-        if !ok {
+        let fields = Fields::of(raw).filter(|e| matches::matches(&routed.filter, e));
+        let Some(fields) = fields else {
             self.count(relay, |s| s.unmatched += 1);
+            return false;
+        };
+        // Every copy is evidence, before dedup: the relay that delivered a note second
+        // holds it as surely as the first. A relay list says where an author's content is,
+        // not that this relay holds it.
+        let list = fields.kind() == OUTBOX_KIND || fields.kind() == INBOX_KIND;
+        let now = self.clock.now();
+        if let Some(outbox) = self.outbox.as_deref_mut() {
+            if let (Some(url), false) = (outbox.url_of.get(&relay), list) {
+                outbox.router.handle_event(now, url, fields.author());
+            }
         }
-        ok
+        true
     }
 
-    /// A routed subscription's event on its way to the application: the router's evidence,
-    /// and for the pool's own list watch, its input. Returns whether the application hears it.
-    pub(crate) fn routed_heard(&mut self, event: &PoolEvent) -> bool {
-        let PoolEvent::Received {
-            sub, relay, raw, ..
-        } = event
-        else {
-            return true;
-        };
-        let now = self.clock.now();
+    /// What the pool's list watch heard, in order and each list after its verdict: a list
+    /// goes to the router; an EOSE marks the people it asked as looked up (their lists,
+    /// if any, came before it).
+    pub(crate) fn lists_heard(&mut self, now: Instant, event: PoolEvent) {
         let Some(outbox) = self.outbox.as_deref_mut() else {
-            return true;
+            return;
         };
-        let Some(routed) = outbox.subs.get(sub) else {
-            return true;
-        };
-        let own = routed.want == Want::Lists;
-        let Some(fields) = Fields::of(raw) else {
-            return !own;
-        };
-        // A relay list says where an author's content is, not that this relay holds it.
-        let list = fields.kind() == OUTBOX_KIND || fields.kind() == INBOX_KIND;
-        if let (Some(url), false) = (outbox.url_of.get(relay), list) {
-            outbox.router.handle_event(now, url, fields.author());
+        match event {
+            PoolEvent::Received { raw, .. } => {
+                let applied = matches!(
+                    outbox.router.handle_list(now, &raw),
+                    Ok(super::router::ListUpdate::Applied { .. })
+                );
+                if applied {
+                    self.schedule_reroute(now);
+                }
+            }
+            PoolEvent::Eose { .. } => {
+                let asked = outbox.lists_answers.pop_front().unwrap_or_default();
+                self.lists_answered(now, &asked);
+            }
+            _ => {}
         }
-        let changed = list
-            && matches!(
-                outbox.router.handle_list(now, raw),
-                Ok(super::router::ListUpdate::Applied { .. })
-            );
-        if changed {
-            self.schedule_reroute(now);
-        }
-        !own
     }
 
     /// `relay` answered EOSE to one REQ of routed `sub`: the router hears who it was asked
@@ -904,14 +940,33 @@ impl RelayPool {
         }
         chunk.eosed = true;
         let asked = chunk.authors.clone();
+        let window = chunk.window;
         let first = placed.answered();
-        if let (Some(url), false) = (url, routed.want == Want::Lists) {
-            outbox
-                .router
-                .handle_eose(now, &url, asked.iter().map(String::as_str));
+        match (url, routed.want == Want::Lists) {
+            // An indexer's answer about lists says it is alive, nothing about notes.
+            (Some(url), true) => outbox.router.handle_eose(now, &url, []),
+            (Some(url), false) if window => {
+                outbox
+                    .router
+                    .handle_window_eose(now, &url, asked.iter().map(String::as_str));
+            }
+            (Some(url), false) => {
+                outbox
+                    .router
+                    .handle_eose(now, &url, asked.iter().map(String::as_str));
+            }
+            (None, _) => {}
         }
         if self.is_lists(sub) {
-            self.lists_answered(now, &asked);
+            // Looked up once the lists before this EOSE have their verdicts: it waits in
+            // the verification queue behind them.
+            if let Some(outbox) = self.outbox.as_deref_mut() {
+                if outbox.lists_answers.len() >= MAX_LIST_ANSWERS {
+                    outbox.lists_answers.pop_front();
+                }
+                outbox.lists_answers.push_back(asked);
+            }
+            self.emit(sub, PoolEvent::Eose { sub, relay });
         }
         self.schedule_reroute(now);
         if first && !self.is_lists(sub) {
@@ -1001,25 +1056,36 @@ impl RelayPool {
                 outbox.opened.insert(relay);
                 outbox.router.handle_opened(now, &url);
             }
+            // A refusal with a retry hint, a cap, an AUTH challenge: the relay speaks, it
+            // is alive (the session retries; the router waits no answer from it).
+            crate::nostr::Event::RateLimited { .. }
+            | crate::nostr::Event::SubscriptionLimit { .. }
+            | crate::nostr::Event::AuthChallenge { .. } => {
+                outbox.router.handle_alive(now, &url);
+            }
             crate::nostr::Event::Disconnected {
                 why: Disconnect::Lost(loss),
                 ..
             } => {
-                if outbox.opened.remove(&relay) {
-                    outbox.router.handle_closed(now, &url);
-                } else if refused_by_relay(*loss) && !away {
-                    // Only the relay's own refusal counts against it: a network that went
-                    // away or a process out of descriptors says nothing about the relay.
+                let local = is_local(*loss) || away;
+                let failed = if outbox.opened.remove(&relay) {
+                    // Closed before its first answer (accept-then-close) is dead too.
+                    outbox.router.handle_closed(now, &url) && !local
+                } else if !local {
+                    // Lost before it opened: reset, refused, TLS, timeout alike.
                     outbox.router.handle_failed(now, &url);
+                    true
+                } else {
+                    return;
+                };
+                if failed {
                     // Route at once, before the session's own reconnect: the router, not
                     // the session's backoff, decides whether a failing relay is tried again
                     // (at most `max_attempts` in `retry_window`).
                     self.schedule_reroute_at(now);
-                    return;
                 } else {
-                    return;
+                    self.schedule_reroute(now);
                 }
-                self.schedule_reroute(now);
             }
             _ => {}
         }
@@ -1071,7 +1137,7 @@ impl RelayPool {
         self.schedule_reroute(now);
     }
 
-    fn is_lists(&self, sub: SubId) -> bool {
+    pub(crate) fn is_lists(&self, sub: SubId) -> bool {
         self.outbox.as_deref().is_some_and(|o| o.lists == Some(sub))
     }
 
@@ -1135,19 +1201,28 @@ impl Routed {
     }
 
     /// `authors` in groups by where their catch-up starts: when each was last served live,
-    /// or after a restore the checkpoint's time, less the lookback; a person never served
-    /// is asked with the user's filter as it is.
-    fn groups(&self, authors: &BTreeSet<String>) -> Vec<Group> {
-        let mut by_since: BTreeMap<Option<u64>, Vec<String>> = BTreeMap::new();
+    /// or after a restore the checkpoint's time, less the lookback. Only a relay that has
+    /// answered for a person before (`answered`) is asked from a window; the first ask of a
+    /// relay about a person is the user's filter as it is, whole history included.
+    fn groups(&self, authors: &BTreeSet<String>, answered: impl Fn(&str) -> bool) -> Vec<Group> {
+        let mut by_since: BTreeMap<(Option<u64>, bool), Vec<String>> = BTreeMap::new();
         for author in authors {
             let served = self.live.get(author).copied().or(self.restored_at);
             let since =
                 served.map(|t| t.saturating_sub(self.lookback) / SINCE_BUCKET * SINCE_BUCKET);
-            by_since.entry(since).or_default().push(author.clone());
+            let whole = since.is_some() && !answered(author);
+            by_since
+                .entry((since, whole))
+                .or_default()
+                .push(author.clone());
         }
         by_since
             .into_iter()
-            .map(|(since, authors)| Group { authors, since })
+            .map(|((since, whole), authors)| Group {
+                authors,
+                since,
+                whole,
+            })
             .collect()
     }
 }
@@ -1210,15 +1285,13 @@ fn is_frame_too_large(reason: &str) -> bool {
     reason.ends_with("bytes") && reason.contains("exceeds the relay's max_message_length")
 }
 
-/// Whether a socket that never opened was refused by the relay (or its address): what
-/// counts as a failed attempt at it.
-fn refused_by_relay(loss: SocketLoss) -> bool {
+/// Whether a socket was lost for a cause of this client's own (out of descriptors, a
+/// network that changed, a socket that died while the app was away): that says nothing
+/// about the relay. Every other loss before the relay answered counts against it.
+fn is_local(loss: SocketLoss) -> bool {
     matches!(
         loss,
-        SocketLoss::ConnectionRefused
-            | SocketLoss::TlsRejected
-            | SocketLoss::HandshakeFailed
-            | SocketLoss::ConnectTimeout
+        SocketLoss::OutOfFiles | SocketLoss::NetworkChanged | SocketLoss::ResumeProbe
     )
 }
 

@@ -90,6 +90,11 @@ impl RelayPool {
         if outbox.publishes.len() >= MAX_PUBLISHES {
             return Err(PoolError::TooManyPublishes { max: MAX_PUBLISHES });
         }
+        for person in std::iter::once(&author).chain(&tagged) {
+            // Their lists are wanted now; a full author table only means a publish that
+            // goes where the lists known already say.
+            let _ = outbox.router.watch(person);
+        }
         let missing = std::iter::once(&author)
             .chain(&tagged)
             .filter(|p| !outbox.looked_up.contains(*p))

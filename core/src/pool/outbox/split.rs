@@ -27,6 +27,10 @@ pub(crate) struct Group {
     /// with `limit: 0`) and the window from here (no `limit`), as a relay session catches
     /// up. `None` asks the user's filter as it is, `limit` included.
     pub(crate) since: Option<u64>,
+    /// The relay never answered about these people: its live half is the user's filter as
+    /// it is (`limit` included, whole history), beside the window, so a first ask sees what
+    /// the relay holds and the gap since they were last served live is still covered.
+    pub(crate) whole: bool,
 }
 
 /// The REQs for `groups` on a relay that declared `limits` (its NIP-11 document): each
@@ -73,6 +77,14 @@ pub(crate) fn reqs(
                 Value::Array(authors.iter().cloned().map(Value::String).collect()),
             );
             let filters = match group.since {
+                Some(since) if group.whole => {
+                    let mut filters = catch_up(map.clone(), since);
+                    if let Some(l) = limit {
+                        map.insert("limit".into(), Value::from(l));
+                    }
+                    filters[0] = Value::Object(map).to_string();
+                    filters
+                }
                 Some(since) => catch_up(map, since),
                 None => {
                     if let Some(l) = limit {
@@ -160,6 +172,7 @@ mod tests {
         let groups = [Group {
             authors: keys(2_000),
             since: None,
+            whole: false,
         }];
         let mut limits = RelayInfo {
             max_message_length: Some(64 * 1024),
@@ -197,10 +210,12 @@ mod tests {
             Group {
                 authors: keys(1),
                 since: None,
+                whole: false,
             },
             Group {
                 authors: keys(2)[1..].to_vec(),
                 since: Some(100),
+                whole: false,
             },
         ];
         let reqs = reqs(&base, "authors", &groups, &no_limits());
@@ -226,6 +241,7 @@ mod tests {
             .map(|i| Group {
                 authors: vec![keys(9)[i].clone()],
                 since: Some(100 + i as u64),
+                whole: false,
             })
             .collect();
         let reqs = reqs(&base, "authors", &groups, &no_limits());
@@ -248,10 +264,12 @@ mod tests {
             Group {
                 authors: keys(600),
                 since: None,
+                whole: false,
             },
             Group {
                 authors: keys(601)[600..].to_vec(),
                 since: Some(100),
+                whole: false,
             },
         ];
         let limits = RelayInfo {

@@ -69,45 +69,85 @@ impl RouterCheckpoint {
 }
 
 impl Router {
-    /// What it learned, for [`Router::restore`].
+    /// What it learned, for [`Router::restore`]: about the people followed only (a
+    /// stranger's list or an inbox owner's is fetched again), and the relays that knowledge
+    /// names or that failed.
     pub fn checkpoint(&self) -> RouterCheckpoint {
+        let authors: Vec<u32> = (0..self.authors.len())
+            .filter(|&a| self.authors[a].followed)
+            .filter_map(|a| u32::try_from(a).ok())
+            .collect();
+        let author_at: BTreeMap<u32, u32> = authors
+            .iter()
+            .enumerate()
+            .filter_map(|(new, &old)| Some((old, u32::try_from(new).ok()?)))
+            .collect();
+        let pairs: Vec<(u32, u32, Tally)> = self
+            .pairs
+            .iter()
+            .filter(|(&(a, _), t)| author_at.contains_key(&a) && !t.faded())
+            .map(|(&(a, r), &t)| (a, r, t))
+            .collect();
+        let mut kept: BTreeSet<u32> = pairs.iter().map(|&(_, r, _)| r).collect();
+        for &a in &authors {
+            let author = &self.authors[a as usize];
+            for list in author.outbox.iter().chain(author.inbox.iter()) {
+                kept.extend(list.write.iter().chain(&list.read));
+            }
+        }
+        for (i, relay) in self.relays.iter().enumerate() {
+            let learned = relay.health.failures > 0
+                || !relay.tallies.declared.faded()
+                || !relay.tallies.undeclared.faded();
+            if !relay.url.is_empty() && (relay.indexer || learned) {
+                kept.extend(u32::try_from(i).ok());
+            }
+        }
+        let relay_at: BTreeMap<u32, u32> = kept
+            .iter()
+            .enumerate()
+            .filter_map(|(new, &old)| Some((old, u32::try_from(new).ok()?)))
+            .collect();
+        let relays_of = |v: &[u32]| v.iter().filter_map(|r| relay_at.get(r).copied()).collect();
         let list = |l: &Option<List>| {
             l.as_ref().map(|l| SavedList {
                 created_at: l.created_at,
                 id: l.id.clone(),
-                write: l.write.clone(),
-                read: l.read.clone(),
+                write: relays_of(&l.write),
+                read: relays_of(&l.read),
             })
         };
         RouterCheckpoint {
             tether: KIND.to_owned(),
             version: checkpoint::VERSION,
-            relays: self
-                .relays
+            relays: kept
                 .iter()
-                .map(|r| SavedRelay {
-                    url: r.url.clone(),
-                    failures: r.health.failures,
-                    hinted_dead: r.health.hinted_dead,
-                    tallies: r.tallies,
+                .map(|&r| {
+                    let r = &self.relays[r as usize];
+                    SavedRelay {
+                        url: r.url.clone(),
+                        failures: r.health.failures,
+                        hinted_dead: r.health.hinted_dead,
+                        tallies: r.tallies,
+                    }
                 })
                 .collect(),
-            authors: self
-                .authors
+            authors: authors
                 .iter()
-                .map(|a| SavedAuthor {
-                    key: a.key.clone(),
-                    followed: a.followed,
-                    outbox: list(&a.outbox),
-                    inbox: list(&a.inbox),
-                    activity: a.activity,
+                .map(|&a| {
+                    let a = &self.authors[a as usize];
+                    SavedAuthor {
+                        key: a.key.clone(),
+                        followed: a.followed,
+                        outbox: list(&a.outbox),
+                        inbox: list(&a.inbox),
+                        activity: a.activity,
+                    }
                 })
                 .collect(),
-            pairs: self
-                .pairs
-                .iter()
-                .filter(|(_, t)| !t.faded())
-                .map(|(&(a, r), &t)| (a, r, t))
+            pairs: pairs
+                .into_iter()
+                .filter_map(|(a, r, t)| Some((author_at[&a], *relay_at.get(&r)?, t)))
                 .collect(),
         }
     }
@@ -147,7 +187,7 @@ impl Router {
                 return Err(invalid(format!("relay {url}: a tally that is no count")));
             }
             let ix = router
-                .relay_ix(&url)
+                .add_relay(&url, false)
                 .ok_or_else(|| invalid("too many relays".into()))?;
             let r = &mut router.relays[ix as usize];
             r.health = Health::restored(relay.failures, relay.hinted_dead);
@@ -178,10 +218,10 @@ impl Router {
             let inbox = restore_list(author.inbox.as_ref(), &map, router.config.max_list_relays)?;
             router.authors[ix as usize] = Author {
                 key: author.key.clone(),
-                followed: false,
                 outbox,
                 inbox,
                 activity: author.activity,
+                ..Author::default()
             };
             if author.followed {
                 router.authors[ix as usize].followed = true;

@@ -31,13 +31,16 @@ pub enum Refusal {
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Health {
-    /// Failures since it last opened; kept across restarts.
+    /// Failures since it last answered; kept across restarts.
     pub(crate) failures: u32,
     /// Failed attempts within the retry window, oldest first (at most `max_attempts`).
     recent: VecDeque<Instant>,
     /// Not to be tried before this.
     retry_at: Option<Instant>,
     pub(crate) connected: bool,
+    /// Its current socket carried an answer (an EOSE, a refusal): the relay behind the
+    /// address is alive, not only its TCP port.
+    answered: bool,
     /// A liveness hint said it is down. A hint, never a verdict: it only weighs.
     pub(crate) hinted_dead: bool,
 }
@@ -51,21 +54,38 @@ impl Health {
         }
     }
 
+    /// Its socket opened. Failures stand until it answers: a relay that accepts the
+    /// WebSocket and closes it at once is as dead as one that refuses the TCP connection.
     pub(crate) fn opened(&mut self) {
+        self.connected = true;
+        self.answered = false;
+    }
+
+    /// It answered on its socket: what clears its failures.
+    pub(crate) fn answered(&mut self) {
         self.failures = 0;
         self.recent.clear();
         self.retry_at = None;
-        self.connected = true;
+        self.answered = true;
         self.hinted_dead = false;
     }
 
-    pub(crate) fn closed(&mut self) {
+    /// Its socket closed at `now`; returns whether that counts as a failure (it closed
+    /// before the relay's first answer).
+    pub(crate) fn closed(&mut self, now: Instant, max_attempts: usize, window: Duration) -> bool {
+        let silent = self.connected && !self.answered;
         self.connected = false;
+        self.answered = false;
+        if silent {
+            self.failed(now, max_attempts, window);
+        }
+        silent
     }
 
     /// A connection attempt failed at `now`.
     pub(crate) fn failed(&mut self, now: Instant, max_attempts: usize, window: Duration) {
         self.connected = false;
+        self.answered = false;
         self.failures = self.failures.saturating_add(1);
         while self
             .recent
@@ -105,6 +125,11 @@ impl Health {
         }
     }
 
+    /// Whether its current socket carried an answer.
+    pub(crate) fn has_answered(&self) -> bool {
+        self.connected && self.answered
+    }
+
     /// Whether it may be asked at `now`.
     pub(crate) fn usable(&self, now: Instant) -> bool {
         self.connected || self.retry_at.is_none_or(|t| now >= t)
@@ -115,7 +140,8 @@ impl Health {
         self.retry_at.filter(|_| !self.connected)
     }
 
-    /// Whether it has failed since it last opened: chosen only when nothing healthy helps.
+    /// Whether it has failed since it last answered and holds no socket now: chosen only
+    /// when nothing healthy helps.
     pub(crate) fn failing(&self) -> bool {
         self.failures > 0 && !self.connected
     }
@@ -157,14 +183,37 @@ mod tests {
     }
 
     #[test]
-    fn opening_forgets_the_failures() {
+    fn an_answer_forgets_the_failures_an_open_socket_does_not() {
+        let window = Duration::from_secs(25);
         let mut h = Health::default();
-        h.failed(at(0), 3, Duration::from_secs(25));
+        h.failed(at(0), 3, window);
         assert!(!h.usable(at(1)) && h.failing());
         assert!((h.factor() - 0.5).abs() < 1e-12);
         h.opened();
+        assert_eq!(h.failures, 1, "an open socket proves nothing yet");
         assert!(h.usable(at(1)) && !h.failing());
+        h.answered();
+        assert_eq!(h.failures, 0);
         assert!((h.factor() - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_socket_closed_before_the_first_answer_is_a_failure() {
+        let window = Duration::from_secs(25);
+        let mut h = Health::default();
+        h.opened();
+        assert!(h.closed(at(0), 3, window), "accept-then-close");
+        assert_eq!(
+            (h.failures, h.usable(at(1)), h.usable(at(2))),
+            (1, false, true)
+        );
+        h.opened();
+        h.answered();
+        assert!(
+            !h.closed(at(5), 3, window),
+            "a relay that answered and then went away"
+        );
+        assert_eq!(h.failures, 0);
     }
 
     #[test]

@@ -52,6 +52,7 @@ mod plan;
 pub mod relay_url;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use serde::Serialize;
 
@@ -63,6 +64,18 @@ use evidence::{RelayTallies, Tally};
 use health::Health;
 pub use health::Refusal;
 pub use lists::{ListError, ListKind, INBOX_KIND, OUTBOX_KIND};
+
+/// How long a relay routing chose has to answer (4 s): a relay that says nothing by then
+/// (its socket not open, or open and silent) gives up its slot, and that counts as a
+/// failure. A dead relay thus holds a slot for at most this long.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(4);
+/// How far ahead of the wall clock a relay list may be dated (15 min, NIP-01 clocks
+/// drift): a list dated later would pin its author for ever, since only a newer list
+/// replaces it.
+pub const MAX_LIST_SKEW: u64 = 900;
+/// Of the main budget, how much the relays of authors who moved (a newer list) may take
+/// at most, as a share (one half): a burst of moves cannot evict every learned route.
+const MOVED_SHARE: usize = 2;
 
 /// The router. See the [module docs](self).
 #[derive(Debug)]
@@ -79,6 +92,10 @@ pub struct Router {
     /// What the last [`Router::route`] returned, by relay: what hysteresis keeps.
     current: BTreeMap<u32, Role>,
     session: Session,
+    /// Slots of relays forgotten (no list, no tally, no route refers to them), reused first.
+    free: Vec<u32>,
+    /// Lists refused for being dated past [`MAX_LIST_SKEW`] ahead of the wall clock.
+    future_lists: u64,
 }
 
 /// One relay to ask, and whom to ask it about.
@@ -149,6 +166,12 @@ pub enum ListUpdate {
     Stale,
     /// The author is not known and the author table is full.
     TooManyAuthors,
+    /// Nobody follows or watches the author ([`Router::follow`], [`Router::watch`]): a
+    /// stranger's list takes no room.
+    NotWanted,
+    /// Dated more than [`MAX_LIST_SKEW`] ahead of the wall clock: refused and counted
+    /// ([`Router::future_lists`]).
+    FromTheFuture,
 }
 
 /// Local misuse of the router (peer input never gives these: it gives [`ListError`]).
@@ -182,6 +205,12 @@ impl std::error::Error for RouterError {}
 struct Author {
     key: String,
     followed: bool,
+    /// Someone needs their lists besides the feeds: an inbox owner, a publish's author or
+    /// recipient.
+    watched: bool,
+    /// A newer outbox list replaced an older one in this run: routing puts them on one of
+    /// its write relays first, and silence there says nothing yet.
+    moved: bool,
     outbox: Option<List>,
     inbox: Option<List>,
     /// Events delivered, decaying: how much the author posts.
@@ -219,6 +248,9 @@ struct Session {
     probed: BTreeSet<u32>,
     /// Probes started in this run.
     probes_started: usize,
+    /// Relays routed and not yet answered on their current socket, with when they were
+    /// routed: each has [`ANSWER_DEADLINE`] to answer.
+    waiting: BTreeMap<u32, Instant>,
 }
 
 impl Router {
@@ -236,6 +268,8 @@ impl Router {
             pairs: BTreeMap::new(),
             current: BTreeMap::new(),
             session: Session::default(),
+            free: Vec::new(),
+            future_lists: 0,
         };
         for url in router.config.indexers.clone() {
             if let Ok(url) = relay_url::normalize(&url, true) {
@@ -256,6 +290,12 @@ impl Router {
     pub fn set_wall_clock(&mut self, now: Instant, unix_secs: u64) {
         let now = self.clock.observe(now);
         self.wall = Some(WallClock::new(now, unix_secs));
+        self.drop_future_lists(unix_secs);
+    }
+
+    /// Lists refused for being dated too far ahead ([`ListUpdate::FromTheFuture`]).
+    pub fn future_lists(&self) -> u64 {
+        self.future_lists
     }
 
     /// Start a new run in a long-lived process: the probe budget
@@ -264,7 +304,14 @@ impl Router {
     /// [`ROUTER_WINDOW`](crate::pool::ROUTER_WINDOW); a process that restarts starts one
     /// anyway.
     pub fn new_window(&mut self) {
-        self.session = Session::default();
+        let waiting = std::mem::take(&mut self.session.waiting);
+        self.session = Session {
+            waiting,
+            ..Session::default()
+        };
+        for author in &mut self.authors {
+            author.moved = false;
+        }
     }
 
     /// Follow `authors` (hex public keys), in addition to those followed already.
@@ -294,6 +341,24 @@ impl Router {
         Ok(())
     }
 
+    /// Watch `author`'s lists without following them (an inbox owner, the author or a
+    /// recipient of a publish): their lists are taken, and no feed asks about them.
+    ///
+    /// # Errors
+    /// As [`Router::follow`].
+    pub fn watch(&mut self, author: &str) -> Result<(), RouterError> {
+        if !lists::is_hex64(author) {
+            return Err(RouterError::BadPublicKey(author.to_owned()));
+        }
+        let Some(ix) = self.author_ix(author) else {
+            return Err(RouterError::TooManyAuthors {
+                max: self.config.max_authors,
+            });
+        };
+        self.authors[ix as usize].watched = true;
+        Ok(())
+    }
+
     /// Set the connection budget ([`RouterConfig::max_relays`]): a pool lowers it by the
     /// inbox relays it holds beside the routes.
     pub fn set_max_relays(&mut self, max: usize) {
@@ -319,8 +384,9 @@ impl Router {
             .map(|a| a.key.as_str())
     }
 
-    /// A relay list event (kind 10002 or 10050) from any relay. The caller has verified its
-    /// signature where verification is on: the router reads only its fields.
+    /// A relay list event (kind 10002 or 10050) from any relay, of someone followed or
+    /// watched. The caller has checked its id and signature (a pool always does): the
+    /// router reads only its fields.
     ///
     /// # Errors
     /// [`ListError`] for an event that is no relay list.
@@ -331,9 +397,20 @@ impl Router {
             self.config.max_list_relays,
             self.config.allow_private_relays,
         )?;
-        let Some(ix) = self.author_ix(&parsed.author) else {
-            return Ok(ListUpdate::TooManyAuthors);
+        let Some(&ix) = self.by_key.get(&parsed.author) else {
+            return Ok(ListUpdate::NotWanted);
         };
+        let wanted = &self.authors[ix as usize];
+        if !wanted.followed && !wanted.watched {
+            return Ok(ListUpdate::NotWanted);
+        }
+        if self
+            .wall
+            .is_some_and(|_| parsed.created_at > self.unix_now().saturating_add(MAX_LIST_SKEW))
+        {
+            self.future_lists = self.future_lists.saturating_add(1);
+            return Ok(ListUpdate::FromTheFuture);
+        }
         let held = match parsed.kind {
             ListKind::Outbox => &self.authors[ix as usize].outbox,
             ListKind::Inbox => &self.authors[ix as usize].inbox,
@@ -341,6 +418,7 @@ impl Router {
         if held.as_ref().is_some_and(|l| !newer(&parsed, l)) {
             return Ok(ListUpdate::Stale);
         }
+        let replaces = held.is_some();
         let mut list = List {
             created_at: parsed.created_at,
             id: parsed.id,
@@ -348,8 +426,23 @@ impl Router {
             read: Vec::new(),
         };
         let mut refused = parsed.refused;
+        // Room is made once, before any entry is added: forgetting in the middle would
+        // forget this list's own first entries, which no list refers to yet.
+        let new = parsed
+            .entries
+            .iter()
+            .filter(|e| !self.by_url.contains_key(&e.url))
+            .count();
+        let room = self.free.len()
+            + self
+                .config
+                .max_known_relays
+                .saturating_sub(self.relays.len());
+        if new > room {
+            self.forget_unused_relays();
+        }
         for entry in &parsed.entries {
-            let Some(relay) = self.relay_ix(&entry.url) else {
+            let Some(relay) = self.add_relay(&entry.url, false) else {
                 refused += 1;
                 continue;
             };
@@ -372,7 +465,10 @@ impl Router {
         }
         let author = &mut self.authors[ix as usize];
         match parsed.kind {
-            ListKind::Outbox => author.outbox = Some(list),
+            ListKind::Outbox => {
+                author.moved |= replaces;
+                author.outbox = Some(list);
+            }
             ListKind::Inbox => author.inbox = Some(list),
         }
         if followed && parsed.kind == ListKind::Outbox {
@@ -437,24 +533,49 @@ impl Router {
         *count = count.saturating_add(1);
     }
 
-    /// `url` answered EOSE to a request for `asked`: each asked author it delivered nothing
-    /// for is a silence, counted as a miss once the author's events come from elsewhere.
+    /// `url` answered EOSE to a request for `asked`, with the user's filter as it is (its
+    /// whole history): each asked author it delivered nothing for is a silence, counted as
+    /// a miss once the author's events come from elsewhere. An EOSE with nobody asked (the
+    /// lists on an indexer) only says the relay answers.
     pub fn handle_eose<'a>(
         &mut self,
         now: Instant,
         url: &str,
         asked: impl IntoIterator<Item = &'a str>,
     ) {
+        self.eose(now, url, asked, true);
+    }
+
+    /// `url` answered EOSE to a request for `asked` from a catch-up window (a route move):
+    /// what it delivered counts, its silence does not (the window may hold nothing of an
+    /// author the relay does hold).
+    pub fn handle_window_eose<'a>(
+        &mut self,
+        now: Instant,
+        url: &str,
+        asked: impl IntoIterator<Item = &'a str>,
+    ) {
+        self.eose(now, url, asked, false);
+    }
+
+    fn eose<'a>(
+        &mut self,
+        now: Instant,
+        url: &str,
+        asked: impl IntoIterator<Item = &'a str>,
+        full_history: bool,
+    ) {
         let _ = self.clock.observe(now);
         let Some(&relay) = self.by_url.get(url) else {
             return;
         };
-        self.session.probed.insert(relay);
+        self.answered(relay);
         let unix = self.unix_now();
         for author in asked {
             let Some(&ix) = self.by_key.get(author) else {
                 continue;
             };
+            let early = self.authors[ix as usize].moved && self.declares_write(ix, relay);
             let count = self
                 .session
                 .delivered
@@ -463,6 +584,9 @@ impl Router {
                 .unwrap_or(0);
             if count > 0 {
                 self.hit(ix, relay, count, unix);
+            } else if !full_history || early {
+                // Silence on a window, or on the relay an author just moved to (their
+                // notes there may not exist yet), says nothing.
             } else if self.session.best.get(&ix).copied().unwrap_or(0) > 0 {
                 self.miss(ix, relay, unix);
             } else {
@@ -474,7 +598,27 @@ impl Router {
         }
     }
 
-    /// `url`'s socket opened.
+    /// `url` answered on its socket with something other than an EOSE (a rate limit, a
+    /// subscription cap, an AUTH challenge): it is alive and no longer waited for.
+    pub fn handle_alive(&mut self, now: Instant, url: &str) {
+        let _ = self.clock.observe(now);
+        if let Some(&relay) = self.by_url.get(url) {
+            self.answered(relay);
+        }
+    }
+
+    /// Whether `url` has answered a request about `author` before, in this run or an
+    /// earlier one (it holds evidence about the pair): only such a relay is asked from a
+    /// catch-up window; any other is asked the whole history.
+    pub fn has_answered_for(&self, author: &str, url: &str) -> bool {
+        let (Some(&a), Some(&r)) = (self.by_key.get(author), self.by_url.get(url)) else {
+            return false;
+        };
+        self.pairs.contains_key(&(a, r))
+    }
+
+    /// `url`'s socket opened. Its failures stand until it answers
+    /// ([`Router::handle_eose`]): a relay that accepts and closes at once is dead too.
     pub fn handle_opened(&mut self, now: Instant, url: &str) {
         let _ = self.clock.observe(now);
         if let Some(relay) = self.known_relay(url) {
@@ -483,30 +627,45 @@ impl Router {
     }
 
     /// `url`'s socket closed after it had opened (a failure to open is
-    /// [`Router::handle_failed`]).
-    pub fn handle_closed(&mut self, now: Instant, url: &str) {
-        let _ = self.clock.observe(now);
-        if let Some(relay) = self.known_relay(url) {
-            relay.health.closed();
-        }
+    /// [`Router::handle_failed`]). Returns whether that counts as a failure: it closed
+    /// before the relay's first answer.
+    pub fn handle_closed(&mut self, now: Instant, url: &str) -> bool {
+        let now = self.clock.observe(now);
+        let (max, window) = (self.config.max_attempts, self.config.retry_window);
+        let Some(&ix) = self.by_url.get(url) else {
+            return false;
+        };
+        self.session.waiting.remove(&ix);
+        self.relays[ix as usize].health.closed(now, max, window)
     }
 
     /// A connection to `url` failed.
     pub fn handle_failed(&mut self, now: Instant, url: &str) {
         let now = self.clock.observe(now);
         let (max, window) = (self.config.max_attempts, self.config.retry_window);
-        if let Some(relay) = self.known_relay(url) {
-            relay.health.failed(now, max, window);
-        }
+        let Some(&ix) = self.by_url.get(url) else {
+            return;
+        };
+        self.session.waiting.remove(&ix);
+        self.relays[ix as usize].health.failed(now, max, window);
     }
 
-    /// `url` refused to serve.
+    /// `url` refused to serve. A rate limit is an answer (the relay is alive); the other
+    /// refusals count as failures.
     pub fn handle_refused(&mut self, now: Instant, url: &str, why: Refusal) {
         let now = self.clock.observe(now);
         let (max, window) = (self.config.max_attempts, self.config.retry_window);
-        if let Some(relay) = self.known_relay(url) {
-            relay.health.refused(now, why, max, window);
+        let Some(&ix) = self.by_url.get(url) else {
+            return;
+        };
+        if matches!(why, Refusal::RateLimited(_)) {
+            self.answered(ix);
+        } else {
+            self.session.waiting.remove(&ix);
         }
+        self.relays[ix as usize]
+            .health
+            .refused(now, why, max, window);
     }
 
     /// A liveness hint (NIP-66 kind 30166, or the application's own list): `alive` or not.
@@ -525,9 +684,15 @@ impl Router {
     /// here would route again every time, for ever).
     pub fn poll_timeout(&self) -> Option<Instant> {
         let now = self.clock.now();
+        let answers = self
+            .session
+            .waiting
+            .values()
+            .map(|&t| t.saturating_add(ANSWER_DEADLINE));
         self.relays
             .iter()
             .filter_map(|r| r.health.retry_at())
+            .chain(answers)
             .filter(|&t| t > now)
             .min()
     }
@@ -537,6 +702,7 @@ impl Router {
     /// candidate is better by [`RouterConfig::hysteresis`].
     pub fn route(&mut self, now: Instant) -> Routes {
         let now = self.clock.observe(now);
+        self.expire_silent(now);
         let chosen = plan::choose(self, now);
         let started = chosen
             .iter()
@@ -544,7 +710,44 @@ impl Router {
             .count();
         self.session.probes_started += started;
         self.current = chosen.iter().map(|c| (c.relay, c.role)).collect();
+        let current = &self.current;
+        self.session.waiting.retain(|r, _| current.contains_key(r));
+        for &relay in self.current.keys() {
+            if !self.relays[relay as usize].health.has_answered() {
+                self.session.waiting.entry(relay).or_insert(now);
+            }
+        }
         plan::routes(self, &chosen)
+    }
+
+    /// Relays routed that did not answer within [`ANSWER_DEADLINE`]: each counts as a
+    /// failure, and leaves the plan as any failing relay does.
+    fn expire_silent(&mut self, now: Instant) {
+        let (max, window) = (self.config.max_attempts, self.config.retry_window);
+        let late: Vec<u32> = self
+            .session
+            .waiting
+            .iter()
+            .filter(|(_, &t)| now >= t.saturating_add(ANSWER_DEADLINE))
+            .map(|(&r, _)| r)
+            .collect();
+        for relay in late {
+            self.session.waiting.remove(&relay);
+            self.relays[relay as usize].health.failed(now, max, window);
+        }
+    }
+
+    /// `relay` answered on its socket: alive, and no longer waited for.
+    fn answered(&mut self, relay: u32) {
+        self.session.probed.insert(relay);
+        self.session.waiting.remove(&relay);
+        self.relays[relay as usize].health.answered();
+    }
+
+    /// Whether `relay` answered in this run: only then does it keep its place by
+    /// hysteresis (a relay still silent has earned nothing).
+    fn answered_in_run(&self, relay: u32) -> bool {
+        self.session.probed.contains(&relay)
     }
 
     /// Authors whose lists to watch on the indexers: every followed author, for a filter of
@@ -690,24 +893,102 @@ impl Router {
         Some(ix)
     }
 
-    /// The index of the relay `url` (normalised), added if there is room.
+    /// The index of the relay `url` (normalised), added if there is room. A full table
+    /// first forgets the relays nothing refers to any more.
     fn relay_ix(&mut self, url: &str) -> Option<u32> {
+        self.add_relay(url, true)
+    }
+
+    /// [`Router::relay_ix`], forgetting unused relays when full only if `forget` (a restore
+    /// does not: its relays are named by the lists it has yet to read).
+    fn add_relay(&mut self, url: &str, forget: bool) -> Option<u32> {
         if let Some(&ix) = self.by_url.get(url) {
             return Some(ix);
         }
-        if self.relays.len() >= self.config.max_known_relays {
-            return None;
+        if forget && self.free.is_empty() && self.relays.len() >= self.config.max_known_relays {
+            self.forget_unused_relays();
         }
-        let ix = u32::try_from(self.relays.len()).ok()?;
-        self.relays.push(Relay {
+        let relay = Relay {
             url: url.to_owned(),
             health: Health::default(),
             tallies: RelayTallies::default(),
             declared_by: 0,
             indexer: false,
-        });
+        };
+        let ix = if let Some(ix) = self.free.pop() {
+            self.relays[ix as usize] = relay;
+            ix
+        } else if self.relays.len() < self.config.max_known_relays {
+            let ix = u32::try_from(self.relays.len()).ok()?;
+            self.relays.push(relay);
+            ix
+        } else {
+            return None;
+        };
         self.by_url.insert(url.to_owned(), ix);
         Some(ix)
+    }
+
+    /// Forget every relay no list, tally, route or health record refers to: what superseded
+    /// lists and unfollowed people left behind. Their slots are reused.
+    fn forget_unused_relays(&mut self) {
+        let mut used: BTreeSet<u32> = BTreeSet::new();
+        for author in &self.authors {
+            for list in author.outbox.iter().chain(author.inbox.iter()) {
+                used.extend(list.write.iter().chain(&list.read));
+            }
+        }
+        used.extend(self.pairs.keys().map(|&(_, r)| r));
+        used.extend(self.current.keys());
+        used.extend(self.session.waiting.keys());
+        used.extend(self.session.delivered.keys().map(|&(r, _)| r));
+        used.extend(self.session.pending.values().flatten());
+        for (i, relay) in self.relays.iter_mut().enumerate() {
+            let Ok(ix) = u32::try_from(i) else {
+                break;
+            };
+            let learned = !relay.tallies.declared.faded()
+                || !relay.tallies.undeclared.faded()
+                || relay.health.failures > 0
+                || relay.health.connected;
+            if used.contains(&ix) || relay.indexer || learned || relay.url.is_empty() {
+                continue;
+            }
+            self.by_url.remove(&relay.url);
+            self.session.probed.remove(&ix);
+            *relay = Relay {
+                url: String::new(),
+                health: Health::default(),
+                tallies: RelayTallies::default(),
+                declared_by: 0,
+                indexer: false,
+            };
+            self.free.push(ix);
+        }
+        // Lowest slots first, so the same inputs reuse the same slots.
+        self.free.sort_unstable_by(|a, b| b.cmp(a));
+    }
+
+    /// Drop the lists dated past [`MAX_LIST_SKEW`] ahead of `unix` (a restored one, or
+    /// one taken before the wall clock was known): the author's genuine list replaces it.
+    fn drop_future_lists(&mut self, unix: u64) {
+        let limit = unix.saturating_add(MAX_LIST_SKEW);
+        for ix in 0..self.authors.len() {
+            let author = &self.authors[ix];
+            let future = |l: &Option<List>| l.as_ref().is_some_and(|l| l.created_at > limit);
+            let (outbox, inbox) = (future(&author.outbox), future(&author.inbox));
+            if outbox && author.followed {
+                self.count_declarations(u32::try_from(ix).unwrap_or(u32::MAX), -1);
+            }
+            let author = &mut self.authors[ix];
+            if outbox {
+                author.outbox = None;
+            }
+            if inbox {
+                author.inbox = None;
+            }
+            self.future_lists += u64::from(outbox) + u64::from(inbox);
+        }
     }
 }
 

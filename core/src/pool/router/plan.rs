@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 use super::evidence::{
     DECLARED_PRIOR, DECLARED_STRENGTH, PAIR_STRENGTH, UNDECLARED_PRIOR, UNDECLARED_STRENGTH,
 };
-use super::{Coverage, Role, Route, Router, Routes};
+use super::{Coverage, Role, Route, Router, Routes, MOVED_SHARE};
 use crate::time::Instant;
 
 /// An estimate at or above this says the relay holds the author: what coverage counts.
@@ -21,6 +21,9 @@ const EXPLORATION: f64 = 0.3;
 const POPULARITY_LIFT: f64 = 0.25;
 /// A gain below this adds nothing worth a connection.
 const NOTHING: f64 = 1e-3;
+/// What a relay's past deliveries of an author are worth once the author's newer list
+/// dropped it (one half): kept as a fallback, never above the relays they declare now.
+const MOVED_AWAY: f64 = 0.5;
 
 /// A relay chosen, and what it is asked.
 #[derive(Clone, Debug)]
@@ -67,9 +70,20 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
         .saturating_sub(router.session.probes_started);
     let probe_slots = router.config.probe_slots.min(probes_left);
     let main = budget.saturating_sub(probe_slots);
+    moved_floor(
+        router,
+        now,
+        &candidates,
+        main,
+        &mut miss,
+        &mut count,
+        &mut chosen,
+    );
     let weigh =
         |relay: u32, pairs: &[Pair], miss: &BTreeMap<u32, f64>, count: &BTreeMap<u32, usize>| {
-            let sticky = if router.current.contains_key(&relay) {
+            // Only a relay that answered in this run has earned its place: one still
+            // silent (a probe waiting, a dead relay's socket) keeps none by hysteresis.
+            let sticky = if router.current.contains_key(&relay) && router.answered_in_run(relay) {
                 1.0 + router.config.hysteresis
             } else {
                 1.0
@@ -105,7 +119,106 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
         }
     }
     probes(router, &candidates, &weights, &miss, &mut chosen, budget);
+    // What the probes left of the budget goes to healthy relays with expected content,
+    // probed before or not: a budget is for using while anything is left to find.
+    let rest: Vec<u32> = candidates
+        .keys()
+        .copied()
+        .filter(|&r| !router.relays[r as usize].health.failing())
+        .filter(|r| !chosen.iter().any(|c| c.relay == *r))
+        .collect();
+    lazy_greedy(&rest, budget, &mut chosen, |relay, chosen_now, take_it| {
+        let pairs = &candidates[&relay];
+        if take_it {
+            take(
+                chosen_now,
+                &mut miss,
+                &mut count,
+                relay,
+                Role::Assigned,
+                pairs,
+                router,
+            );
+            0.0
+        } else {
+            weigh(relay, pairs, &miss, &count)
+        }
+    });
     chosen
+}
+
+/// Authors whose newer list moved them are placed first on one usable write relay of
+/// that list (the one that serves the most of them, then the best estimate), at most half
+/// the main budget: the greedy then fills around them, evicting what is worth least.
+fn moved_floor(
+    router: &Router,
+    now: Instant,
+    candidates: &BTreeMap<u32, Vec<Pair>>,
+    main: usize,
+    miss: &mut BTreeMap<u32, f64>,
+    count: &mut BTreeMap<u32, usize>,
+    chosen: &mut Vec<Chosen>,
+) {
+    let limit = chosen.len() + main / MOVED_SHARE;
+    let mut unplaced: Vec<(u32, Vec<u32>)> = router
+        .authors
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.followed && a.moved)
+        .filter_map(|(i, a)| {
+            let usable: Vec<u32> = a
+                .outbox
+                .as_ref()?
+                .write
+                .iter()
+                .copied()
+                .filter(|&r| router.relays[r as usize].health.usable(now))
+                .collect();
+            Some((u32::try_from(i).ok()?, usable))
+        })
+        .filter(|(_, usable)| !usable.is_empty())
+        .collect();
+    while chosen.len() < limit {
+        unplaced.retain(|(_, usable)| !chosen.iter().any(|c| usable.contains(&c.relay)));
+        let mut serves: BTreeMap<u32, usize> = BTreeMap::new();
+        for (_, usable) in &unplaced {
+            for &r in usable {
+                *serves.entry(r).or_insert(0) += 1;
+            }
+        }
+        let best = serves.iter().max_by(|a, b| {
+            let p = |r: u32| pair_p(candidates, r);
+            a.1.cmp(b.1)
+                .then(p(*a.0).total_cmp(&p(*b.0)))
+                .then(b.0.cmp(a.0))
+        });
+        let Some((&relay, _)) = best else {
+            return;
+        };
+        let movers: Vec<u32> = unplaced
+            .iter()
+            .filter(|(_, usable)| usable.contains(&relay))
+            .map(|&(a, _)| a)
+            .collect();
+        let pairs = candidates.get(&relay).map_or(&[][..], Vec::as_slice);
+        take(chosen, miss, count, relay, Role::Assigned, pairs, router);
+        // A mover is asked there whatever the estimate says: the floor is the point.
+        if let Some(last) = chosen.last_mut() {
+            for a in movers {
+                if !last.asked.iter().any(|&(x, _)| x == a) {
+                    last.asked.push((a, DECLARED_PRIOR));
+                }
+            }
+            last.asked.sort_by_key(|&(a, _)| a);
+        }
+    }
+}
+
+/// The best estimate any author has on relay `r`: what breaks ties between floor relays.
+fn pair_p(candidates: &BTreeMap<u32, Vec<Pair>>, r: u32) -> f64 {
+    candidates
+        .get(&r)
+        .map_or(0.0, |pairs| pairs.iter().map(|p| p.p).fold(0.0, f64::max))
 }
 
 /// Lazy greedy: gains only fall as relays are chosen (the objective is submodular), so a
@@ -365,7 +478,10 @@ fn estimate(router: &Router, a: u32, r: u32, unix: u64) -> Pair {
         }
         None => (base, 0.0),
     };
-    let factor = relay.health.factor();
+    let mut factor = relay.health.factor();
+    if !declared && router.authors[a as usize].moved {
+        factor *= MOVED_AWAY;
+    }
     let uncertainty = 1.0 / (1.0 + evidence + 4.0 * pair_evidence).sqrt();
     Pair {
         author: a,
@@ -385,10 +501,12 @@ pub(super) fn routes(router: &Router, chosen: &[Chosen]) -> Routes {
         .map(|c| {
             for &(a, _) in &c.asked {
                 *asked.entry(a).or_insert(0) += 1;
-                let seen = router
-                    .pairs
-                    .get(&(a, c.relay))
-                    .is_some_and(|t| t.hits > 0.0);
+                // Where a moved author was found before their new list is a fallback.
+                let seen = !router.authors[a as usize].moved
+                    && router
+                        .pairs
+                        .get(&(a, c.relay))
+                        .is_some_and(|t| t.hits > 0.0);
                 if seen || router.declares_write(a, c.relay) {
                     *grounded.entry(a).or_insert(0) += 1;
                 }

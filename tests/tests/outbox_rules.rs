@@ -1,0 +1,192 @@
+//! Routing by people's rules through the whole pool (sessions, sockets, verification,
+//! health): dead relays of both kinds bounded and out of the budget, a newer list obeyed at
+//! once, and lists that steer nothing unless they are checked, current and of someone
+//! followed.
+
+use std::time::Duration;
+
+use tether_core::pool::router::RouterConfig;
+use tether_core::pool::{PoolConfig, PoolEvent, SubId};
+use tether_testkit::pool_sim::{PoolAction, PoolSim};
+use tether_testkit::sim::UNIX_START;
+use tether_testkit::{RelayModel, StoredEvent};
+
+const INDEXER: &str = "wss://index.example";
+
+fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+fn key(n: u64) -> String {
+    format!("{:064x}", 0xa000_0000 + n)
+}
+
+fn url(name: &str) -> String {
+    format!("wss://{name}.example")
+}
+
+/// Event `n` by `author` dated `at` (seconds after the Sim's wall-clock start, or absolute
+/// when `at` is past it); `content` is what the Sim's verifier reads ("forged" fails).
+fn event(n: u64, author: &str, at: u64, kind: u64, tags: &str, content: &str) -> StoredEvent {
+    let created_at = if at >= UNIX_START {
+        at
+    } else {
+        UNIX_START + at
+    };
+    StoredEvent {
+        n,
+        created_at,
+        kind,
+        json: format!(
+            r#"{{"id":"{n:064x}","pubkey":"{author}","created_at":{created_at},"kind":{kind},"tags":[{tags}],"content":"{content}","sig":"{n:0128x}"}}"#
+        ),
+    }
+}
+
+fn note(n: u64, author: &str, at: u64) -> StoredEvent {
+    event(n, author, at, 1, "", "")
+}
+
+fn list(n: u64, author: &str, at: u64, relays: &[&str], content: &str) -> StoredEvent {
+    let tags: Vec<String> = relays
+        .iter()
+        .map(|r| format!(r#"["r","{}"]"#, url(r)))
+        .collect();
+    event(n, author, at, 10002, &tags.join(","), content)
+}
+
+fn config() -> PoolConfig {
+    let mut router = RouterConfig::default();
+    router.indexers = vec![INDEXER.to_owned()];
+    let mut config = PoolConfig::default();
+    config.router = router;
+    config
+}
+
+fn relay(s: &mut PoolSim, at: &str, events: Vec<StoredEvent>, shape: fn(&mut RelayModel)) {
+    let mut model = RelayModel::default();
+    model.events = events;
+    shape(&mut model);
+    s.world.insert(at.to_owned(), model);
+}
+
+fn delivered(s: &PoolSim) -> Vec<(u64, u64)> {
+    s.events
+        .iter()
+        .filter_map(|(at, e)| match e {
+            PoolEvent::Received { sub, id, .. } if *sub == SubId(1) => Some((
+                u64::from_be_bytes(id.0[24..].try_into().expect("8 bytes")),
+                u64::try_from(at.since_origin().as_millis()).unwrap_or(u64::MAX),
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Milliseconds at which the pool dialed `name`.
+fn dials(s: &PoolSim, name: &str) -> Vec<u64> {
+    let at = url(name);
+    s.routed_opens
+        .iter()
+        .filter(|(_, _, u)| *u == at)
+        .map(|(t, _, _)| u64::try_from(t.since_origin().as_millis()).unwrap_or(u64::MAX))
+        .collect()
+}
+
+#[test]
+fn dead_relays_of_both_kinds_are_dialed_at_most_3_times_in_25_s_and_leave_the_budget() {
+    let a = key(1);
+    let mut s = PoolSim::new(config(), 7);
+    let lists = vec![list(100, &a, 0, &["reset", "closes", "live"], "")];
+    relay(&mut s, INDEXER, lists, |_| {});
+    relay(&mut s, &url("reset"), Vec::new(), |m| {
+        m.down = true;
+        m.resets = true;
+    });
+    relay(&mut s, &url("closes"), Vec::new(), |m| {
+        m.drop_after = Some(Duration::ZERO);
+    });
+    relay(&mut s, &url("live"), vec![note(1, &a, 1)], |_| {});
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
+    );
+    s.at(secs(30), PoolAction::StoreAt(url("live"), note(2, &a, 30)));
+    s.run_for(secs(120));
+    for dead in ["reset", "closes"] {
+        let dials = dials(&s, dead);
+        assert!(!dials.is_empty(), "{dead} was tried");
+        for w in dials.windows(4) {
+            assert!(w[3] - w[0] >= 25_000, "{dead}: 4 dials in 25 s: {dials:?}");
+        }
+    }
+    let got = delivered(&s);
+    assert_eq!(
+        got.iter().map(|&(n, _)| n).collect::<Vec<_>>(),
+        [1, 2],
+        "{}",
+        s.transcript()
+    );
+    let live = got[1].1;
+    assert!(live < 30_100, "the live note at 30 s came at {live} ms");
+}
+
+#[test]
+fn a_newer_list_is_obeyed_within_2_s_and_forged_future_and_strangers_lists_steer_nothing() {
+    let (a, stranger) = (key(1), key(9));
+    let mut s = PoolSim::new(config(), 7);
+    relay(
+        &mut s,
+        INDEXER,
+        vec![list(100, &a, 0, &["old"], "")],
+        |_| {},
+    );
+    relay(&mut s, &url("old"), vec![note(1, &a, 1)], |_| {});
+    for name in ["new", "evil1", "evil2", "evil3"] {
+        relay(&mut s, &url(name), Vec::new(), |_| {});
+    }
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
+    );
+    // A forged newer list, one dated ten years ahead, a stranger's: none may steer.
+    for (at, event) in [
+        (4, list(101, &a, 4, &["evil1"], "forged")),
+        (
+            5,
+            list(102, &a, UNIX_START + 10 * 365 * 86_400, &["evil2"], ""),
+        ),
+        (6, list(103, &stranger, 6, &["evil3"], "")),
+        // Then A's genuine move.
+        (8, list(104, &a, 8, &["new"], "")),
+    ] {
+        s.at(secs(at), PoolAction::StoreAt(INDEXER.into(), event));
+    }
+    for (n, at) in [(2, 9), (3, 10), (4, 11)] {
+        s.at(secs(at), PoolAction::StoreAt(url("new"), note(n, &a, at)));
+    }
+    s.run_for(secs(30));
+    for evil in ["evil1", "evil2", "evil3"] {
+        assert_eq!(
+            dials(&s, evil),
+            Vec::<u64>::new(),
+            "{evil}: {}",
+            s.transcript()
+        );
+    }
+    let new = dials(&s, "new");
+    assert!(
+        new.first().is_some_and(|&t| t <= 10_000),
+        "the move at 8 s dialed at {new:?}"
+    );
+    let got = delivered(&s);
+    for (n, posted) in [(2, 9_000), (3, 10_000), (4, 11_000)] {
+        let at = got.iter().find(|&&(m, _)| m == n).map(|&(_, t)| t);
+        assert!(
+            at.is_some_and(|t| t <= posted + 5_000),
+            "note {n} posted at {posted} ms came at {at:?}: {}",
+            s.transcript()
+        );
+    }
+    assert_eq!(s.pool.router().map(|r| r.future_lists()), Some(1));
+}
