@@ -190,3 +190,35 @@ fn a_newer_list_is_obeyed_within_2_s_and_forged_future_and_strangers_lists_steer
     }
     assert_eq!(s.pool.router().map(|r| r.future_lists()), Some(1));
 }
+
+#[test]
+fn an_auth_required_refusal_reaches_the_publish_outcome_at_once_without_a_signer() {
+    let a = key(1);
+    let mut s = PoolSim::new(config(), 7);
+    let mut model = RelayModel::default();
+    model.scripted_ok.push_back((
+        false,
+        "auth-required: we only accept events from members".into(),
+    ));
+    s.at(secs(0), PoolAction::AddRelay(Box::new(model)));
+    s.at(secs(1), PoolAction::Publish(note(1, &a, 1).json));
+    s.run_for(secs(60));
+    let done = s
+        .events
+        .iter()
+        .find_map(|(at, e)| match e {
+            PoolEvent::PublishDone { outcome, .. } => Some((at.since_origin(), outcome.clone())),
+            _ => None,
+        })
+        .expect("a publish_done");
+    assert!(done.0 < secs(2), "answered at {:?}", done.0);
+    assert_eq!(
+        done.1
+            .rejected
+            .iter()
+            .map(|(_, why)| why.as_str())
+            .collect::<Vec<_>>(),
+        ["auth-required: we only accept events from members"]
+    );
+    assert!(done.1.pending.is_empty());
+}

@@ -56,6 +56,15 @@ impl Outbox {
         self.entries.len()
     }
 
+    /// The relay's last refusal of `id`, while it waits for a retry or for AUTH: what a
+    /// publish deadline reports instead of "no answer".
+    pub(crate) fn refusal(&self, id: &EventId) -> Option<&Rejection> {
+        let entry = self.entries.get(id)?;
+        matches!(entry.state, State::Retrying | State::AwaitingAuth)
+            .then_some(&entry.last_failure)
+            .filter(|r| matches!(r, Rejection::Refused { .. }))
+    }
+
     /// Every event waiting for its OK, by id.
     pub(crate) fn events(&self) -> impl Iterator<Item = &str> + '_ {
         self.entries.values().map(|e| &*e.json)
@@ -247,7 +256,9 @@ impl Outbox {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
-        if entry.auth_retried {
+        // Without a signer no AUTH will come: the refusal is the answer, now (held, it was
+        // lost to the publish deadline).
+        if entry.auth_retried || !env.config.authenticates {
             self.reject(id, failure, env);
             return;
         }

@@ -709,6 +709,12 @@ impl RelaySession {
 
     // ----- inspection ----------------------------------------------------------------------------
 
+    /// The relay's refusal of published event `id` while the session holds it for a retry
+    /// or for AUTH (`None` when it is in flight or not held).
+    pub fn publish_refusal(&self, id: &EventId) -> Option<&super::Rejection> {
+        self.outbox.refusal(id)
+    }
+
     /// Whether transmits or events are waiting to be drained.
     pub fn has_output(&self) -> bool {
         !self.transmits.is_empty() || !self.events.is_empty()

@@ -1082,16 +1082,7 @@ impl RelayPool {
             }
             Event::Published { id } => self.publish_answer(id, relay, None),
             Event::Rejected { id, reason } => {
-                let why = match reason {
-                    Rejection::Refused { message } => message,
-                    Rejection::TimedOut => "no OK in time".to_owned(),
-                    Rejection::TooLarge { len, max } => {
-                        format!(
-                            "a {len}-byte frame exceeds the relay's max_message_length of {max}"
-                        )
-                    }
-                };
-                self.publish_answer(id, relay, Some(why));
+                self.publish_answer(id, relay, Some(rejection_text(&reason)));
             }
             other => {
                 if self.outbox.is_some() {
@@ -1247,6 +1238,17 @@ impl RelayPool {
 
 /// The session subscription a per-relay event is about, if any.
 /// `relay`'s member, borrowing only the relays (so the pacing can be updated beside it).
+/// A relay's refusal of a publish, as the outcome names it.
+fn rejection_text(reason: &Rejection) -> String {
+    match reason {
+        Rejection::Refused { message } => message.clone(),
+        Rejection::TimedOut => "no OK in time".to_owned(),
+        Rejection::TooLarge { len, max } => {
+            format!("a {len}-byte frame exceeds the relay's max_message_length of {max}")
+        }
+    }
+}
+
 fn member_in(relays: &mut [Option<Box<Member>>], relay: RelayId) -> Option<&mut Member> {
     relays
         .get_mut(relay.0 as usize)

@@ -134,7 +134,18 @@ impl RelayPool {
         let Some(mut fanout) = self.publishes.remove(&id) else {
             return;
         };
-        fanout.outcome.pending = std::mem::take(&mut fanout.pending).into_iter().collect();
+        // A relay that refused and is held for a retry or for AUTH has answered: its words
+        // are the outcome, not "pending".
+        for relay in std::mem::take(&mut fanout.pending) {
+            let refusal = self
+                .member(relay)
+                .and_then(|m| m.session.publish_refusal(&id))
+                .map(super::rejection_text);
+            match refusal {
+                Some(why) => fanout.outcome.rejected.push((relay, why)),
+                None => fanout.outcome.pending.push(relay),
+            }
+        }
         sort_outcome(&mut fanout.outcome);
         fanout.outcome.urls = self.routed_urls(&fanout.outcome);
         self.events.push_back(PoolEvent::PublishDone {
