@@ -197,7 +197,7 @@ impl RelayPool {
     /// Its durable state now (see [`PoolCheckpoint`]). Taking one changes nothing.
     #[must_use]
     pub fn checkpoint(&self) -> PoolCheckpoint {
-        let routed: BTreeMap<u64, String> = self.routed_filters().into_iter().collect();
+        let routed: BTreeMap<u64, String> = self.people_filters().into_iter().collect();
         let held = self.held.undelivered();
         let held_ids: BTreeSet<(SubId, EventId)> =
             held.iter().map(|&(sub, _, id, _)| (sub, id)).collect();
@@ -217,7 +217,7 @@ impl RelayPool {
             subscriptions: self
                 .subs
                 .iter()
-                .filter(|(&id, _)| !self.is_routed(id) || routed.contains_key(&id.0))
+                .filter(|(&id, _)| !self.is_by_people(id) || routed.contains_key(&id.0))
                 .map(|(&id, logical)| {
                     let mut saved = save_logical(id, logical, &held_ids);
                     saved.outbox = routed
@@ -237,7 +237,7 @@ impl RelayPool {
             // The pool's own list watch is not saved: it asks again after a restore.
             held: held
                 .into_iter()
-                .filter(|&(sub, ..)| !self.is_routed(sub) || routed.contains_key(&sub.0))
+                .filter(|&(sub, ..)| !self.is_by_people(sub) || routed.contains_key(&sub.0))
                 .filter_map(|(sub, relay, _, raw)| {
                     Some(SavedCopy {
                         sub: sub.0,
@@ -342,7 +342,7 @@ impl RelayPool {
     ) -> Result<(), CheckpointError> {
         let invalid =
             |what: String| CheckpointError::Invalid(format!("subscription {}: {what}", saved.id));
-        if saved.id == 0 || self.subs.contains_key(&SubId(saved.id)) || self.outbox.is_none() {
+        if saved.id == 0 || self.subs.contains_key(&SubId(saved.id)) || self.routing.is_none() {
             return Err(invalid("saved twice, or routed with no router".into()));
         }
         let mut seen = Seen::new(self.config.dedup_capacity, self.config.seen_on_max);
@@ -352,7 +352,7 @@ impl RelayPool {
         // Its outcome is owed again even if an earlier run reported one: routing's relays
         // are not saved, so this run places it afresh and only its answers say when the
         // restored subscription is caught up.
-        self.restore_routed(SubId(saved.id), filter, unix, seen, now)
+        self.restore_by_people(SubId(saved.id), filter, unix, seen, now)
             .map_err(invalid)
     }
 
@@ -494,7 +494,7 @@ impl RelayPool {
         let (sub, relay) = (SubId(copy.sub), RelayId(copy.relay));
         // A routed subscription's relays are routing's, opened again after the restore:
         // its copy is verified and delivered in the name of the relay that sent it.
-        let relay_known = self.member(relay).is_some() || self.is_routed(sub);
+        let relay_known = self.member(relay).is_some() || self.is_by_people(sub);
         if !self.subs.contains_key(&sub) || !relay_known {
             return Err(CheckpointError::Invalid(format!(
                 "a held event for subscription {} from relay {}, which the pool does not have",
@@ -525,7 +525,7 @@ fn save_logical(id: SubId, logical: &Logical, held: &BTreeSet<(SubId, EventId)>)
                     .filter_map(|f| RawValue::from_string(f.json().to_owned()).ok())
                     .collect(),
             ),
-            Targets::Routed | Targets::Outbox => None,
+            Targets::Routed | Targets::People => None,
         },
         outbox: None,
         relays: logical

@@ -17,7 +17,7 @@ pub(crate) enum Targets {
     Routed,
     /// Routed by people ([`RelayPool::subscribe_outbox`](super::RelayPool::subscribe_outbox)):
     /// the pool's routing keeps its relays and outcome; this keeps its dedup memory only.
-    Outbox,
+    People,
 }
 
 #[derive(Debug)]
@@ -121,7 +121,7 @@ impl Logical {
     /// relays to come, too, so it never ends on its own... unless relays it had all gave up.
     pub(crate) fn served(&self) -> bool {
         self.serving > 0
-            || matches!(self.targets, Targets::Outbox)
+            || matches!(self.targets, Targets::People)
             || (self.relays.is_empty() && matches!(self.targets, Targets::All(_)))
     }
 
@@ -148,7 +148,7 @@ impl Logical {
     /// The outcome, the first time it is known: every relay answered, or (`deadline`) time
     /// is up and whoever has not answered is missing.
     pub(crate) fn outcome(&mut self, deadline: bool) -> Option<Outcome> {
-        if self.reported || matches!(self.targets, Targets::Outbox) {
+        if self.reported || matches!(self.targets, Targets::People) {
             return None;
         }
         if !deadline && (self.waiting > 0 || self.relays.is_empty()) {

@@ -43,9 +43,9 @@ mod checkpoint;
 mod config;
 mod dedup;
 mod logical;
-mod outbox;
 mod output;
 mod pacing;
+mod people;
 mod publish;
 pub mod router;
 mod verify;
@@ -70,15 +70,15 @@ pub use config::PoolConfig;
 pub use dedup::DedupStats;
 use dedup::Seen;
 use logical::{Logical, Targets};
-pub use outbox::{
-    split, RouteReport, LIST_WAIT, MAX_PUBLISHES, MAX_TAGGED, RELAY_DISCOVERY_KIND, REROUTE_DELAY,
-    ROUTER_WINDOW,
-};
 pub use output::{
     Missing, Outcome, PoolError, PoolEvent, PoolStats, PublishOutcome, RelayId, SubId,
 };
 pub use pacing::Handshakes;
 use pacing::{Pace, Pacing};
+pub use people::{
+    split, RouteReport, LIST_WAIT, MAX_PUBLISHES, MAX_TAGGED, RELAY_DISCOVERY_KIND, REROUTE_DELAY,
+    ROUTER_WINDOW,
+};
 use publish::Fanout;
 use verify::{Held, OtherCopy};
 pub use verify::{VerifyRequest, VerifyTicket};
@@ -109,7 +109,7 @@ pub struct RelayPool {
     held: Held,
     pacing: Pacing,
     /// Routing by people, once a subscription asked for it.
-    outbox: Option<Box<outbox::Outbox>>,
+    routing: Option<Box<people::Routing>>,
     /// The application is suspended / the device is offline, as the lifecycle said: a relay
     /// added meanwhile starts offline, and routing waits.
     suspended: bool,
@@ -179,7 +179,7 @@ impl RelayPool {
             transmits: VecDeque::new(),
             events: VecDeque::new(),
             held: Held::default(),
-            outbox: None,
+            routing: None,
             suspended: false,
             offline: false,
         }
@@ -196,8 +196,8 @@ impl RelayPool {
         for member in self.relays.iter_mut().flatten() {
             member.session.set_wall_clock(now, unix_secs);
         }
-        if let Some(outbox) = self.outbox.as_deref_mut() {
-            outbox.router.set_wall_clock(now, unix_secs);
+        if let Some(routing) = self.routing.as_deref_mut() {
+            routing.router.set_wall_clock(now, unix_secs);
         }
     }
 
@@ -437,7 +437,7 @@ impl RelayPool {
         };
         self.cancel_outcome_timer(sub, logical.deadline);
         self.held.drop_sub(sub);
-        self.routed_unsubscribe(now, sub);
+        self.people_unsubscribe(now, sub);
         for (&relay, target) in &logical.relays {
             let Some(local) = target.local else {
                 continue;
@@ -601,8 +601,8 @@ impl RelayPool {
                     };
                     let mut slot = logical.deadline.take();
                     self.timers.set(due, &mut slot, None);
-                    if self.is_routed(sub) {
-                        self.routed_outcome(sub, true);
+                    if self.is_by_people(sub) {
+                        self.people_outcome(sub, true);
                     } else {
                         self.report_outcome(sub, true);
                     }
@@ -798,7 +798,7 @@ impl RelayPool {
     #[must_use]
     pub fn serving(&self, sub: SubId) -> Option<Vec<RelayId>> {
         let logical = self.subs.get(&sub)?;
-        if let Some(routed) = self.outbox.as_deref().and_then(|o| o.subs.get(&sub)) {
+        if let Some(routed) = self.routing.as_deref().and_then(|o| o.subs.get(&sub)) {
             return Some(routed.relays());
         }
         Some(
@@ -829,8 +829,8 @@ impl RelayPool {
                 .check_consistency()
                 .map_err(|e| format!("{sub}: {e}"))?;
         }
-        if let Some(outbox) = self.outbox.as_deref() {
-            outbox.check_consistency(|r| self.member(r).is_some())?;
+        if let Some(routing) = self.routing.as_deref() {
+            routing.check_consistency(|r| self.member(r).is_some())?;
         }
         let paces = self
             .relay_ids()
@@ -1000,7 +1000,7 @@ impl RelayPool {
                 let Some(logical_id) = route(self, sub) else {
                     return;
                 };
-                if self.is_routed(logical_id) && !self.routed_admits(logical_id, relay, &raw) {
+                if self.is_by_people(logical_id) && !self.people_admit(logical_id, relay, &raw) {
                     return;
                 }
                 self.deliver(logical_id, relay, id, raw);
@@ -1009,8 +1009,8 @@ impl RelayPool {
                 let Some(logical_id) = route(self, sub) else {
                     return;
                 };
-                if self.is_routed(logical_id) {
-                    return self.routed_eose(now, relay, sub, logical_id);
+                if self.is_by_people(logical_id) {
+                    return self.people_eose(now, relay, sub, logical_id);
                 }
                 self.emit(
                     logical_id,
@@ -1046,8 +1046,8 @@ impl RelayPool {
                 if let Some(member) = self.member_mut(relay) {
                     member.routes.remove(&sub);
                 }
-                if self.is_routed(logical_id) {
-                    return self.routed_closed(now, relay, sub, logical_id, reason, attempts);
+                if self.is_by_people(logical_id) {
+                    return self.people_closed(now, relay, sub, logical_id, reason, attempts);
                 }
                 self.emit(
                     logical_id,
@@ -1085,8 +1085,8 @@ impl RelayPool {
                 self.publish_answer(id, relay, Some(rejection_text(&reason)));
             }
             other => {
-                if self.outbox.is_some() {
-                    self.routed_link(now, relay, &other);
+                if self.routing.is_some() {
+                    self.people_link(now, relay, &other);
                 }
                 let local = local_sub(&other);
                 let sub = local.and_then(|local| route(self, local));

@@ -122,12 +122,12 @@ impl RelayPool {
         self.timers
             .set(Deadline::Publish(id), &mut fanout.deadline, None);
         sort_outcome(&mut fanout.outcome);
-        fanout.outcome.urls = self.routed_urls(&fanout.outcome);
+        fanout.outcome.urls = self.people_urls(&fanout.outcome);
         self.events.push_back(PoolEvent::PublishDone {
             id,
             outcome: fanout.outcome,
         });
-        self.outbox_publish_done(id);
+        self.routing_publish_done(id);
     }
 
     pub(super) fn expire_publish(&mut self, id: EventId) {
@@ -147,12 +147,12 @@ impl RelayPool {
             }
         }
         sort_outcome(&mut fanout.outcome);
-        fanout.outcome.urls = self.routed_urls(&fanout.outcome);
+        fanout.outcome.urls = self.people_urls(&fanout.outcome);
         self.events.push_back(PoolEvent::PublishDone {
             id,
             outcome: fanout.outcome,
         });
-        self.outbox_publish_done(id);
+        self.routing_publish_done(id);
     }
 }
 

@@ -33,7 +33,7 @@ pub const MAX_TAGGED: usize = 32;
 
 /// One publish by outbox.
 #[derive(Debug)]
-pub(super) struct Held {
+pub(super) struct PendingPublish {
     json: String,
     author: String,
     kind: u64,
@@ -81,28 +81,28 @@ impl RelayPool {
             .ok_or_else(|| invalid("no kind".into()))?;
         let tagged = tagged(&value, &author);
         self.start_routing(None);
-        let Some(outbox) = self.outbox.as_deref_mut() else {
+        let Some(routing) = self.routing.as_deref_mut() else {
             return Err(invalid("routing is off".into()));
         };
-        if self.publishes.contains_key(&id) || outbox.publishes.contains_key(&id) {
+        if self.publishes.contains_key(&id) || routing.publishes.contains_key(&id) {
             return Err(PoolError::AlreadyPublishing(id));
         }
-        if outbox.publishes.len() >= MAX_PUBLISHES {
+        if routing.publishes.len() >= MAX_PUBLISHES {
             return Err(PoolError::TooManyPublishes { max: MAX_PUBLISHES });
         }
         for person in std::iter::once(&author).chain(&tagged) {
             // Their lists are wanted now; a full author table only means a publish that
             // goes where the lists known already say.
-            let _ = outbox.router.watch(person);
+            let _ = routing.router.watch(person);
         }
         let missing = std::iter::once(&author)
             .chain(&tagged)
-            .filter(|p| !outbox.looked_up.contains(*p))
+            .filter(|p| !routing.looked_up.contains(*p))
             .cloned()
             .collect();
-        outbox.publishes.insert(
+        routing.publishes.insert(
             id,
-            Held {
+            PendingPublish {
                 json: event_json.to_owned(),
                 author,
                 kind,
@@ -125,8 +125,8 @@ impl RelayPool {
     /// When routing must run next for the publishes held: the earliest time one goes out
     /// without its lists (`away`: the earliest it expires, as none goes out meanwhile).
     pub(super) fn held_publish_due(&self, away: bool) -> Option<Instant> {
-        let outbox = self.outbox.as_deref()?;
-        outbox
+        let routing = self.routing.as_deref()?;
+        routing
             .publishes
             .values()
             .filter(|h| !h.sent)
@@ -143,17 +143,17 @@ impl RelayPool {
     /// Publishes that never went out by their deadline (routing waited while the app was
     /// away) are done, with no relay: nothing was sent.
     pub(super) fn expire_held_publishes(&mut self, now: Instant) {
-        let Some(outbox) = self.outbox.as_deref_mut() else {
+        let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
-        let expired: Vec<EventId> = outbox
+        let expired: Vec<EventId> = routing
             .publishes
             .iter()
             .filter(|(_, h)| !h.sent && now >= h.expires_at)
             .map(|(id, _)| *id)
             .collect();
         for id in expired {
-            outbox.publishes.remove(&id);
+            routing.publishes.remove(&id);
             self.events.push_back(super::super::PoolEvent::PublishDone {
                 id,
                 outcome: PublishOutcome::default(),
@@ -164,16 +164,16 @@ impl RelayPool {
     /// The indexers answered the lists request asking `asked`: publishes waiting only on
     /// them go out now.
     pub(super) fn lists_answered(&mut self, now: Instant, asked: &[String]) {
-        let Some(outbox) = self.outbox.as_deref_mut() else {
+        let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
-        if outbox.looked_up.len() + asked.len() > outbox.router.config().max_authors {
+        if routing.looked_up.len() + asked.len() > routing.router.config().max_authors {
             // Bounded: forgetting who was looked up only makes a later publish wait.
-            outbox.looked_up.clear();
+            routing.looked_up.clear();
         }
-        outbox.looked_up.extend(asked.iter().cloned());
+        routing.looked_up.extend(asked.iter().cloned());
         let mut ready = false;
-        for held in outbox.publishes.values_mut().filter(|h| h.urls.is_none()) {
+        for held in routing.publishes.values_mut().filter(|h| h.urls.is_none()) {
             held.missing.retain(|p| !asked.contains(p));
             ready |= held.missing.is_empty();
         }
@@ -183,12 +183,12 @@ impl RelayPool {
     }
 
     /// The pool's fan-out of `id` is done: relays only it wanted close at the next routing.
-    pub(crate) fn outbox_publish_done(&mut self, id: EventId) {
+    pub(crate) fn routing_publish_done(&mut self, id: EventId) {
         let now = self.clock.now();
-        let Some(outbox) = self.outbox.as_deref_mut() else {
+        let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
-        if outbox.publishes.remove(&id).is_some() {
+        if routing.publishes.remove(&id).is_some() {
             self.schedule_reroute(now);
         }
     }
@@ -196,12 +196,12 @@ impl RelayPool {
     /// Decide where each publish that is ready goes; the URLs of every publish decided and
     /// not done, which routing keeps open.
     pub(super) fn publish_urls(&mut self, now: Instant) -> Vec<String> {
-        let Some(outbox) = self.outbox.as_deref_mut() else {
+        let Some(routing) = self.routing.as_deref_mut() else {
             return Vec::new();
         };
-        let router = &outbox.router;
+        let router = &routing.router;
         let mut out: Vec<String> = Vec::new();
-        for held in outbox.publishes.values_mut() {
+        for held in routing.publishes.values_mut() {
             let ready = held.missing.is_empty() || now >= held.ready_at;
             if held.urls.is_none() && ready {
                 let tagged: Vec<&str> = held.tagged.iter().map(String::as_str).collect();
@@ -218,14 +218,14 @@ impl RelayPool {
 
     /// Whether `id` is a publish by outbox (not saved in a checkpoint).
     pub(crate) fn is_outbox_publish(&self, id: EventId) -> bool {
-        self.outbox
+        self.routing
             .as_deref()
             .is_some_and(|o| o.publishes.contains_key(&id))
     }
 
     /// The URLs of the relays of `outcome` that routing opened.
-    pub(crate) fn routed_urls(&self, outcome: &PublishOutcome) -> Vec<(RelayId, String)> {
-        let Some(outbox) = self.outbox.as_deref() else {
+    pub(crate) fn people_urls(&self, outcome: &PublishOutcome) -> Vec<(RelayId, String)> {
+        let Some(routing) = self.routing.as_deref() else {
             return Vec::new();
         };
         let relays = outcome
@@ -234,7 +234,7 @@ impl RelayPool {
             .chain(outcome.rejected.iter().map(|(r, _)| r))
             .chain(&outcome.pending);
         let mut out: Vec<(RelayId, String)> = relays
-            .filter_map(|r| Some((*r, outbox.url_of.get(r)?.clone())))
+            .filter_map(|r| Some((*r, routing.url_of.get(r)?.clone())))
             .collect();
         out.sort();
         out.dedup();
@@ -243,11 +243,11 @@ impl RelayPool {
 
     /// The people whose lists waiting publishes need (the lists watch asks them too).
     pub(super) fn publish_people(&self) -> Vec<String> {
-        let Some(outbox) = self.outbox.as_deref() else {
+        let Some(routing) = self.routing.as_deref() else {
             return Vec::new();
         };
         let mut out: BTreeSet<String> = BTreeSet::new();
-        for held in outbox.publishes.values().filter(|h| h.urls.is_none()) {
+        for held in routing.publishes.values().filter(|h| h.urls.is_none()) {
             out.insert(held.author.clone());
             out.extend(held.tagged.iter().cloned());
         }
@@ -257,11 +257,11 @@ impl RelayPool {
     /// Hand each decided publish to the pool's fan-out, on the relays routing opened for it
     /// (`ids`; a URL past the budget has none).
     pub(super) fn send_publishes(&mut self, now: Instant, ids: &BTreeMap<String, RelayId>) {
-        let Some(outbox) = self.outbox.as_deref_mut() else {
+        let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
         let mut due: Vec<(EventId, String, Vec<RelayId>)> = Vec::new();
-        for (id, held) in &mut outbox.publishes {
+        for (id, held) in &mut routing.publishes {
             let (Some(urls), false) = (&held.urls, held.sent) else {
                 continue;
             };
@@ -273,7 +273,7 @@ impl RelayPool {
             if self.publish(now, &json, Some(&relays)).is_err() {
                 // Nothing was sent (the application published the same event meanwhile):
                 // this publish has nothing left to wait for.
-                self.outbox_publish_done(id);
+                self.routing_publish_done(id);
             }
         }
     }

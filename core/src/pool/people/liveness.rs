@@ -22,8 +22,8 @@ impl RelayPool {
     pub fn hint_live(&mut self, now: Instant, url: &str, alive: bool) {
         let now = self.clock.observe(now);
         self.start_routing(None);
-        if let Some(outbox) = self.outbox.as_deref_mut() {
-            outbox.router.hint_live(url, alive);
+        if let Some(routing) = self.routing.as_deref_mut() {
+            routing.router.hint_live(url, alive);
         }
         self.schedule_reroute(now);
     }
