@@ -229,7 +229,9 @@ impl RelayPool {
             return;
         };
         for routed in routing.subs.values_mut() {
-            routed.placed.remove(&relay);
+            if routed.placed.remove(&relay).is_some_and(|p| !p.eosed) {
+                routed.gone.insert(relay, Missing::Removed);
+            }
         }
         routing.opened.remove(&relay);
         if let Some(url) = routing.url_of.remove(&relay) {

@@ -156,6 +156,9 @@ impl RelayPool {
                         placed.authors.remove(author);
                     }
                 }
+                if !placed.eosed && !too_large {
+                    routed.gone.insert(relay, Missing::Closed(reason.clone()));
+                }
                 now_answered = placed.answered();
                 if placed.chunks.is_empty() {
                     routed.placed.remove(&relay);
@@ -251,12 +254,16 @@ impl RelayPool {
         {
             return;
         }
-        let missing: Vec<(RelayId, crate::pool::Missing)> = routed
-            .placed
-            .iter()
-            .filter(|(_, p)| !p.eosed)
-            .map(|(&r, _)| (r, crate::pool::Missing::NoEose))
-            .collect();
+        // Still silent, or gone before answering (and why), each relay once.
+        let mut missing: BTreeMap<RelayId, Missing> = routed.gone.clone();
+        for (&relay, placed) in &routed.placed {
+            if placed.eosed {
+                missing.remove(&relay);
+            } else {
+                missing.entry(relay).or_insert(Missing::NoEose);
+            }
+        }
+        let missing: Vec<(RelayId, Missing)> = missing.into_iter().collect();
         let outcome = if missing.is_empty() && !routed.placed.is_empty() {
             crate::pool::Outcome::Complete
         } else {

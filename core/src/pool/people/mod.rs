@@ -44,7 +44,7 @@ use serde_json::{Map, Value};
 use super::dedup::Seen;
 use super::logical::{Logical, Targets};
 use super::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
-use super::{Deadline, PoolError, PoolEvent, RelayId, RelayPool, SubId};
+use super::{Deadline, Missing, PoolError, PoolEvent, RelayId, RelayPool, SubId};
 use crate::link::SocketLoss;
 use crate::nostr::message::EventId;
 use crate::nostr::reason::{self, Class};
@@ -134,6 +134,9 @@ pub(crate) struct ByPeople {
     /// After a restore: the checkpoint's wall-clock second, the catch-up start of everyone.
     pub(crate) restored_at: Option<u64>,
     report: Option<RouteReport>,
+    /// Relays that left before their first EOSE, and why: what a `Partial` outcome names
+    /// beside the relays that are still silent. A later EOSE there takes it back.
+    gone: BTreeMap<RelayId, Missing>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -401,6 +404,7 @@ impl RelayPool {
                 live: BTreeMap::new(),
                 restored_at: None,
                 report: None,
+                gone: BTreeMap::new(),
             },
         );
         Ok(sub)
