@@ -222,3 +222,42 @@ fn an_auth_required_refusal_reaches_the_publish_outcome_at_once_without_a_signer
     );
     assert!(done.1.pending.is_empty());
 }
+
+#[test]
+fn a_publish_relay_that_is_dead_is_dialed_under_the_bound_and_its_publish_ends_early() {
+    let me = key(1);
+    let mut s = PoolSim::new(config(), 7);
+    relay(
+        &mut s,
+        INDEXER,
+        vec![list(100, &me, 0, &["dead", "w1"], "")],
+        |_| {},
+    );
+    relay(&mut s, &url("dead"), Vec::new(), |m| {
+        m.down = true;
+        m.resets = true;
+    });
+    relay(&mut s, &url("w1"), Vec::new(), |_| {});
+    s.at(secs(1), PoolAction::PublishOutbox(note(7, &me, 1).json));
+    s.run_for(secs(40));
+    let (at, outcome) = s
+        .events
+        .iter()
+        .find_map(|(at, e)| match e {
+            PoolEvent::PublishDone { outcome, .. } => Some((at.since_origin(), outcome.clone())),
+            _ => None,
+        })
+        .expect("publish_done");
+    assert!(at < secs(10), "done at {at:?}, not at the 30 s deadline");
+    assert_eq!(outcome.accepted.len(), 1, "{outcome:?}");
+    assert_eq!(
+        outcome
+            .rejected
+            .iter()
+            .map(|(_, why)| why.as_str())
+            .collect::<Vec<_>>(),
+        ["relay unreachable: routing gave it up"]
+    );
+    let dials = dials(&s, "dead");
+    assert!(!dials.is_empty() && dials.len() <= 3, "{dials:?}");
+}

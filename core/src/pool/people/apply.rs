@@ -76,7 +76,10 @@ impl RelayPool {
         }
         let mut reserved = inbox_urls.clone();
         for url in publish_urls {
-            if !reserved.contains(&url) && reserved.len() + 1 < budget {
+            // A publish relay obeys the same health rule as a route: one that failed waits
+            // out its backoff (and its publish hears it gave up), never redialed beside it.
+            let usable = routing.router.usable(&url, now);
+            if usable && !reserved.contains(&url) && reserved.len() + 1 < budget {
                 reserved.push(url);
             }
         }
@@ -233,9 +236,16 @@ impl RelayPool {
                 routed.gone.insert(relay, Missing::Removed);
             }
         }
+        let failing = routing
+            .url_of
+            .get(&relay)
+            .is_some_and(|url| !routing.router.usable(url, now));
         routing.opened.remove(&relay);
         if let Some(url) = routing.url_of.remove(&relay) {
             routing.by_url.remove(&url);
+        }
+        if failing {
+            self.publish_gone(relay, "relay unreachable: routing gave it up");
         }
         let _ = self.remove_relay(now, relay);
     }

@@ -607,6 +607,13 @@ impl Router {
         }
     }
 
+    /// Whether `url` may be dialed at `now`: unknown, connected, or past its backoff.
+    pub fn usable(&self, url: &str, now: Instant) -> bool {
+        self.by_url
+            .get(url)
+            .is_none_or(|&r| self.relays[r as usize].health.usable(now))
+    }
+
     /// Whether `url` has answered a request about `author` before, in this run or an
     /// earlier one (it holds evidence about the pair): only such a relay is asked from a
     /// catch-up window; any other is asked the whole history.
