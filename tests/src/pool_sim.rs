@@ -382,6 +382,52 @@ impl PoolSim {
             .and_then(|(_, _, _, text)| text.split('"').nth(3))
     }
 
+    /// The process ends here and a new one restores its checkpoint at `at` (not before now):
+    /// a fresh PoolSim whose clock starts at `at` on this one's timeline, so the wall clock
+    /// goes on (`UNIX_START` plus the seconds since this run's time zero) and events dated
+    /// while the app was away are in the past. Its relays are this run's as it leaves them,
+    /// connections dropped: the relays routing held go back to [`PoolSim::world`] by URL,
+    /// the others keep their ids (the checkpoint restores them). The pool is restored from
+    /// the checkpoint's JSON at `at`, as [`PoolAction::Restore`] restores one; the checks
+    /// carry over, since the restored pool remembers what this one delivered. Store what
+    /// the relays received meanwhile in the new PoolSim's `world` before running it.
+    ///
+    /// Unlike [`PoolAction::Kill`] and [`PoolAction::Restore`] in one run, the new run's
+    /// `events`, `sent` and `routed_opens` hold only what happened after the restart.
+    #[must_use]
+    pub fn restart(mut self, at: Instant) -> PoolSim {
+        let checkpoint = self.pool.checkpoint().to_json();
+        let at = at.max(self.net.now());
+        let mut next = PoolSim::new(self.config.clone(), self.seed);
+        next.net = Net::new(at, self.net.latency);
+        next.keep_transcript = self.keep_transcript;
+        next.quiet = self.quiet;
+        next.verifier = self.verifier;
+        next.forget_received_from = std::mem::take(&mut self.forget_received_from);
+        next.world = std::mem::take(&mut self.world);
+        for (relay, mut peer) in std::mem::take(&mut self.peers) {
+            if let Some(conn) = peer.conn.take() {
+                peer.model.drop_conn(conn);
+            }
+            peer.accepted = None;
+            match peer.url.take() {
+                Some(url) => {
+                    next.world.insert(url, peer.model);
+                }
+                None => {
+                    next.peers.insert(relay, peer);
+                }
+            }
+        }
+        next.subscribed = std::mem::take(&mut self.subscribed);
+        next.unsubscribed = std::mem::take(&mut self.unsubscribed);
+        next.auths = self.auths;
+        next.checks = std::mem::take(&mut self.checks);
+        next.saved = Some(checkpoint);
+        next.net.push(at, Item::Script(PoolAction::Restore));
+        next
+    }
+
     /// The process dies with its checkpoint taken.
     fn kill(&mut self) {
         let checkpoint = self.pool.checkpoint();

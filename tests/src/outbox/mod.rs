@@ -21,6 +21,7 @@ mod report;
 pub mod router;
 mod sample;
 mod session;
+pub mod shipped;
 pub mod world;
 
 pub use report::table;

@@ -135,6 +135,19 @@ impl Strategy for Tether {
         run.apply(&routes)
     }
 
+    fn wake_at(&self) -> Option<u64> {
+        let at = self.run.as_ref()?.router.poll_timeout()?;
+        u64::try_from(at.since_origin().as_millis()).ok()
+    }
+
+    fn woke(&mut self, _view: &View<'_>, at_ms: u64) -> Vec<Change> {
+        let Some(run) = self.run.as_mut() else {
+            return Vec::new();
+        };
+        let routes = run.router.route(Instant::from_millis(at_ms));
+        run.apply(&routes)
+    }
+
     fn end(&mut self, _view: &View<'_>) {
         if let Some(run) = self.run.take() {
             self.saved = Some(run.router.checkpoint().to_json());

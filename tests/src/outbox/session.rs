@@ -48,6 +48,17 @@ pub trait Strategy {
     /// The session is over (learning across sessions happens here).
     fn end(&mut self, view: &View<'_>);
 
+    /// When the strategy wants to run again with no answer due (a timer of its own, as a
+    /// pool routes again at its router's `poll_timeout`). Default: never.
+    fn wake_at(&self) -> Option<u64> {
+        None
+    }
+
+    /// Its [`Strategy::wake_at`] came: changes as for an answer.
+    fn woke(&mut self, _view: &View<'_>, _at_ms: u64) -> Vec<Change> {
+        Vec::new()
+    }
+
     /// Whether the runner lets this strategy exceed the budget (only the ceiling, which
     /// measures what asking everything would cost). Default: no.
     fn uncapped(&self) -> bool {
@@ -224,19 +235,28 @@ pub fn run_session(
     for ask in strategy.start(&view) {
         run.ask(0, ask);
     }
+    run.wake(0, strategy.wake_at());
     while let Some(Reverse((at, seq))) = run.queue.pop() {
         if at > HORIZON_MS {
             break;
         }
-        let Some((relay, answer)) = run.deliver(at, seq) else {
-            continue;
+        let changes = if matches!(run.due[seq], Some(Due::Wake)) {
+            run.due[seq] = None;
+            run.woken = None;
+            strategy.woke(&view, at)
+        } else {
+            let Some((relay, answer)) = run.deliver(at, seq) else {
+                continue;
+            };
+            strategy.answered(&view, at, relay, &answer)
         };
-        for change in strategy.answered(&view, at, relay, &answer) {
+        for change in changes {
             match change {
                 Change::Ask(ask) => run.ask(at, ask),
                 Change::Drop(relay) => run.drop_relay(relay),
             }
         }
+        run.wake(at, strategy.wake_at());
     }
     strategy.end(&view);
     run.score()
@@ -294,6 +314,8 @@ enum Due {
         relay: usize,
         generation: u32,
     },
+    /// The strategy's own timer.
+    Wake,
 }
 
 /// The runner's state for one session.
@@ -314,6 +336,8 @@ struct Run<'w> {
     /// Event id to the time its first copy arrived.
     arrived: HashMap<u64, u64>,
     covered: HashSet<usize>,
+    /// When the strategy's pending wake is (one at a time).
+    woken: Option<u64>,
 }
 
 impl<'w> Run<'w> {
@@ -333,6 +357,7 @@ impl<'w> Run<'w> {
             // The indexer: one connection, open all session.
             peak: 1,
             total: 1,
+            woken: None,
             over_budget: 0,
             bytes: 0,
             queue: BinaryHeap::new(),
@@ -340,6 +365,19 @@ impl<'w> Run<'w> {
             arrived: HashMap::new(),
             covered: HashSet::new(),
         }
+    }
+
+    /// Schedule the strategy's wake at `at` (one pending at a time, the earliest), if it is
+    /// after `now`.
+    fn wake(&mut self, now: u64, at: Option<u64>) {
+        let Some(at) = at.filter(|&t| t > now) else {
+            return;
+        };
+        if self.woken.is_some_and(|t| t <= at) {
+            return;
+        }
+        self.woken = Some(at);
+        self.schedule(at, Due::Wake);
     }
 
     fn schedule(&mut self, at: u64, due: Due) {
@@ -416,6 +454,7 @@ impl<'w> Run<'w> {
     fn deliver(&mut self, at: u64, seq: usize) -> Option<(usize, Answer)> {
         let due = self.due[seq].take()?;
         match due {
+            Due::Wake => None,
             Due::Fail { relay, generation } => {
                 self.current(relay, generation)?;
                 self.conns[relay] = None;

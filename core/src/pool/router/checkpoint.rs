@@ -178,6 +178,7 @@ impl Router {
             )));
         }
         let mut router = Router::new(config);
+        router.restored = true;
         for relay in &saved.relays {
             let url = relay_url::normalize(&relay.url, true)
                 .ok()

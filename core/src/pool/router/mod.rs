@@ -76,6 +76,12 @@ pub const MAX_LIST_SKEW: u64 = 900;
 /// Of the main budget, how much the relays of authors who moved (a newer list) may take
 /// at most, as a share (one half): a burst of moves cannot evict every learned route.
 const MOVED_SHARE: usize = 2;
+/// How long a restored router holds its probes to [`RESTORED_PROBES`] (10 s): the first
+/// seconds after a restart go to the relays known to deliver, each re-checked by the
+/// answer deadline, not to a fresh round of probes across the long tail.
+pub const RESTORED_PROBE_DELAY: Duration = Duration::from_secs(10);
+/// Probes a restored router starts within [`RESTORED_PROBE_DELAY`] (4).
+pub const RESTORED_PROBES: usize = 4;
 
 /// The router. See the [module docs](self).
 #[derive(Debug)]
@@ -96,6 +102,11 @@ pub struct Router {
     free: Vec<u32>,
     /// Lists refused for being dated past [`MAX_LIST_SKEW`] ahead of the wall clock.
     future_lists: u64,
+    /// Restored from a checkpoint and not routed yet: the first routing holds the probes
+    /// back for [`RESTORED_PROBE_DELAY`].
+    restored: bool,
+    /// No probe before this (after a restore).
+    probe_from: Option<Instant>,
 }
 
 /// One relay to ask, and whom to ask it about.
@@ -211,6 +222,9 @@ struct Author {
     /// A newer outbox list replaced an older one in this run: routing puts them on one of
     /// its write relays first, and silence there says nothing yet.
     moved: bool,
+    /// The write relays the newest replacement added (the relays they moved to): the floor
+    /// is one of these when there are any, else any write relay of the list.
+    moved_to: Vec<u32>,
     outbox: Option<List>,
     inbox: Option<List>,
     /// Events delivered, decaying: how much the author posts.
@@ -270,6 +284,8 @@ impl Router {
             session: Session::default(),
             free: Vec::new(),
             future_lists: 0,
+            restored: false,
+            probe_from: None,
         };
         for url in router.config.indexers.clone() {
             if let Ok(url) = relay_url::normalize(&url, true) {
@@ -311,6 +327,7 @@ impl Router {
         };
         for author in &mut self.authors {
             author.moved = false;
+            author.moved_to.clear();
         }
     }
 
@@ -466,7 +483,24 @@ impl Router {
         let author = &mut self.authors[ix as usize];
         match parsed.kind {
             ListKind::Outbox => {
-                author.moved |= replaces;
+                if replaces {
+                    let old = author
+                        .outbox
+                        .as_ref()
+                        .map(|l| l.write.clone())
+                        .unwrap_or_default();
+                    let added: Vec<u32> = list
+                        .write
+                        .iter()
+                        .copied()
+                        .filter(|r| !old.contains(r))
+                        .collect();
+                    author.moved = true;
+                    // A list that only re-dates or drops relays moves no one anywhere new.
+                    if !added.is_empty() {
+                        author.moved_to = added;
+                    }
+                }
                 author.outbox = Some(list);
             }
             ListKind::Inbox => author.inbox = Some(list),
@@ -700,6 +734,7 @@ impl Router {
             .iter()
             .filter_map(|r| r.health.retry_at())
             .chain(answers)
+            .chain(self.probe_from)
             .filter(|&t| t > now)
             .min()
     }
@@ -709,6 +744,9 @@ impl Router {
     /// candidate is better by [`RouterConfig::hysteresis`].
     pub fn route(&mut self, now: Instant) -> Routes {
         let now = self.clock.observe(now);
+        if std::mem::take(&mut self.restored) {
+            self.probe_from = Some(now.saturating_add(RESTORED_PROBE_DELAY));
+        }
         self.expire_silent(now);
         let chosen = plan::choose(self, now);
         let started = chosen
@@ -749,6 +787,17 @@ impl Router {
         self.session.probed.insert(relay);
         self.session.waiting.remove(&relay);
         self.relays[relay as usize].health.answered();
+    }
+
+    /// How many more probes may start at `now`: the run's budget, held to a few in the
+    /// first seconds after a restore.
+    fn probes_left(&self, now: Instant) -> usize {
+        let max = if self.probe_from.is_none_or(|t| now >= t) {
+            self.config.max_probes
+        } else {
+            RESTORED_PROBES.min(self.config.max_probes)
+        };
+        max.saturating_sub(self.session.probes_started)
     }
 
     /// Whether `relay` answered in this run: only then does it keep its place by

@@ -64,10 +64,7 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
             });
         }
     }
-    let probes_left = router
-        .config
-        .max_probes
-        .saturating_sub(router.session.probes_started);
+    let probes_left = router.probes_left(now);
     let probe_slots = router.config.probe_slots.min(probes_left);
     let main = budget.saturating_sub(probe_slots);
     moved_floor(
@@ -118,7 +115,15 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
             break;
         }
     }
-    probes(router, &candidates, &weights, &miss, &mut chosen, budget);
+    probes(
+        router,
+        now,
+        &candidates,
+        &weights,
+        &miss,
+        &mut chosen,
+        budget,
+    );
     // What the probes left of the budget goes to healthy relays with expected content,
     // probed before or not: a budget is for using while anything is left to find.
     let rest: Vec<u32> = candidates
@@ -166,14 +171,21 @@ fn moved_floor(
         .enumerate()
         .filter(|(_, a)| a.followed && a.moved)
         .filter_map(|(i, a)| {
-            let usable: Vec<u32> = a
-                .outbox
-                .as_ref()?
-                .write
+            let write = &a.outbox.as_ref()?.write;
+            let usable = |r: &u32| router.relays[*r as usize].health.usable(now);
+            // The relays the move added first: the old ones may be held already, and the
+            // notes posted after the move are on the new ones.
+            let added: Vec<u32> = a
+                .moved_to
                 .iter()
                 .copied()
-                .filter(|&r| router.relays[r as usize].health.usable(now))
+                .filter(|r| write.contains(r) && usable(r))
                 .collect();
+            let usable = if added.is_empty() {
+                write.iter().copied().filter(usable).collect()
+            } else {
+                added
+            };
             Some((u32::try_from(i).ok()?, usable))
         })
         .filter(|(_, usable)| !usable.is_empty())
@@ -308,6 +320,7 @@ fn gain(
 /// keeps its slot.
 fn probes(
     router: &Router,
+    now: Instant,
     candidates: &BTreeMap<u32, Vec<Pair>>,
     weights: &BTreeMap<u32, f64>,
     miss: &BTreeMap<u32, f64>,
@@ -333,10 +346,7 @@ fn probes(
         .filter(|(s, _)| *s > NOTHING)
         .collect();
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-    let left = router
-        .config
-        .max_probes
-        .saturating_sub(router.session.probes_started);
+    let left = router.probes_left(now);
     let mut dummy_miss = miss.clone();
     let mut dummy_count = BTreeMap::new();
     for (_, relay) in scored.into_iter().take(left) {
