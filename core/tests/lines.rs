@@ -171,7 +171,7 @@ fn pool_events() -> Vec<PoolEvent> {
                 accepted: vec![RelayId(0)],
                 rejected: vec![(RelayId(1), "blocked".into())],
                 pending: vec![RelayId(2)],
-                urls: Vec::new(),
+                urls: vec![(RelayId(2), "wss://routed.example".into())],
             },
         },
         PoolEvent::Relay {

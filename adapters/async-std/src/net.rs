@@ -3,6 +3,7 @@
 //! proxy, shared by WebSockets and HTTP.
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -22,13 +23,16 @@ pub(crate) enum Conn {
     Tls(Box<TlsStream<TcpStream>>),
 }
 
-/// Open a TCP connection to `host:port`, wrapped in TLS with `tls` when given.
+/// Open a TCP connection to the first of `addresses` (`host` resolved) that answers,
+/// wrapped in TLS for `host` with `tls` when given.
 pub(crate) async fn connect(
+    addresses: &[SocketAddr],
     host: &str,
-    port: u16,
     tls: Option<&Arc<ClientConfig>>,
 ) -> io::Result<Conn> {
-    connect_via(host, port, tls, None).await
+    let tcp = TcpStream::connect(addresses).await?;
+    tcp.set_nodelay(true)?;
+    secure(tcp, host, tls).await
 }
 
 /// Open a connection to `host:port`: directly, or through `proxy`. With `tls` (an https://
@@ -47,12 +51,17 @@ pub(crate) async fn connect_via(
         None => TcpStream::connect((host, port)).await?,
     };
     tcp.set_nodelay(true)?;
+    if let (Some(proxy), Some(_)) = (proxy, tls) {
+        tunnel(&mut tcp, host, port, proxy).await?;
+    }
+    secure(tcp, host, tls).await
+}
+
+/// `tcp` as a connection to `host`: in TLS with `tls` when given.
+async fn secure(tcp: TcpStream, host: &str, tls: Option<&Arc<ClientConfig>>) -> io::Result<Conn> {
     let Some(config) = tls else {
         return Ok(Conn::Plain(tcp));
     };
-    if let Some(proxy) = proxy {
-        tunnel(&mut tcp, host, port, proxy).await?;
-    }
     let name = ServerName::try_from(host.to_owned())
         .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let stream = TlsConnector::from(Arc::clone(config))

@@ -4,6 +4,7 @@
 //! differs is only how it is written ([`Form`]): one relay's lines carry no `relay` and no
 //! `complete`, and its run ends with the socket's closing `disconnected`.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::pin;
 use std::sync::Arc;
@@ -13,9 +14,11 @@ use futures_util::stream::{select_all, StreamExt};
 use tether_tokio::tether_core::checkpoint::CheckpointError;
 use tether_tokio::tether_core::line::{Label, Labels, Limiter};
 use tether_tokio::tether_core::nostr::RelayCheckpoint;
-use tether_tokio::tether_core::pool::{PoolCheckpoint, SubId};
+use tether_tokio::tether_core::pool::{Outcome, PoolCheckpoint, SubId};
 use tether_tokio::tether_driver::verify::{Verifier, Verify};
-use tether_tokio::tether_driver::{check_ws_url, normalize_relay_url, PoolEvents, PoolHandle};
+use tether_tokio::tether_driver::{
+    check_ws_url, normalize_relay_url, PoolEvents, PoolHandle, PoolRelayEvent,
+};
 use tether_tokio::{
     Config, Filter, Lifecycle, PoolConfig, PoolItem, PoolSubscription, RelayId, SessionEvent,
     Signer,
@@ -32,7 +35,8 @@ const DEFAULT_FILTER: &str = r#"{"limit":10}"#;
 /// `tether req <URL> [FILTER_JSON ...]`
 ///
 /// Writes one JSON object per line to stdout: `connected`, `disconnected`
-/// (`reconnect_in_ms`, `why`, `close_code`), `event` (`sub`, `event`), `eose`, `closed` (`reason`, `attempts`),
+/// (`reconnect_in_ms`, `why`, `close_code`), `event` (`sub`, `event`), `eose`, `caught_up`
+/// (`method`, `exact_since`, `recovered`), `closed` (`reason`, `attempts`),
 /// `notice`, `auth` (`challenge`), and what the session does in between: `retrying`,
 /// `queued`, `eose_timeout`, `rate_limited`, `subscription_limit`, `authenticated`,
 /// `auth_failed`, `signer_failed`, `peer_error` (`kind`, `excerpt`, `suppressed`). `sub` is the
@@ -42,7 +46,10 @@ const DEFAULT_FILTER: &str = r#"{"limit":10}"#;
     after_help = "Output, one JSON object per line on stdout: connected, disconnected \
     (reconnect_in_ms; why: requested, connection_refused, tls_rejected, handshake_failed, \
     connect_timeout, closed_by_peer with close_code, frame_too_large, pong_timeout, \
-    network_error), event (sub, event), eose (sub), closed (sub, reason, attempts), notice \
+    network_error), event (sub, event), eose (sub), caught_up (sub, method: negentropy or \
+    since, exact_since, recovered: after a gap, every event from exact_since on was \
+    delivered once, recovered of them from the relay's store), closed (sub, reason, \
+    attempts), notice \
     (message), auth (challenge), retrying (sub, in_ms, attempt), queued, eose_timeout, \
     rate_limited (window_ms), subscription_limit (max), authenticated, auth_failed, \
     signer_failed, peer_error (kind: too_large, json, not_array, missing_verb, unknown_verb, \
@@ -323,6 +330,7 @@ async fn stream(
         answered,
         relays: urls.len(),
         urls,
+        routed: vec![BTreeMap::new(); streams.len()],
         ids: ids.clone(),
         checkpoint,
         ended: vec![false; streams.len()],
@@ -375,11 +383,10 @@ async fn stream(
             }
             // Relay events first: a `connected` line then precedes the replay's EOSEs.
             event = relay_events.next() => {
-                let Some((relay, event)) = event else {
+                let Some(event) = event else {
                     return Err(Failure::Failed("the relay driver stopped".into()));
                 };
-                run.name_routed(&pool, relay).await;
-                run.relay_event(relay, &event)?;
+                run.relay_event(&event)?;
                 dirty = true;
             }
             item = items.next() => {
@@ -387,6 +394,7 @@ async fn stream(
                     // Every subscription ended: nothing left to stream.
                     break;
                 };
+                run.name_routed(&pool, index, &item).await;
                 run.item(index, &item)?;
                 dirty = true;
                 if args.until_eose && run.complete.iter().all(|&c| c) {
@@ -558,7 +566,12 @@ struct Run {
     out: JsonLines,
     form: Form,
     mode: Mode,
+    /// The relays given on the command line, by id, as given.
     urls: BTreeMap<RelayId, String>,
+    /// By filter index: the relays routing placed that subscription on, by id, from its own
+    /// `Routed` reports. Its items come in order with its reports, so an id routing reused
+    /// for another relay names, in each item, the relay that sent it.
+    routed: Vec<BTreeMap<RelayId, String>>,
     /// By filter index: done for `--until-eose`.
     complete: Vec<bool>,
     /// For a subscription done by its relays' answers, the relays that answered: EOSE
@@ -595,25 +608,41 @@ impl Run {
             .is_some_and(|c| c.catches_up(self.ids[index], relay))
     }
 
-    /// Name a relay routing opened by the URL the pool dials for it now. It can speak
-    /// before the `Routed` item that names it, and a relay id routing let go of can be
-    /// reused for another URL, so a name learned earlier is not trusted.
-    async fn name_routed(&mut self, pool: &PoolHandle, relay: RelayId) {
+    /// Name a relay of subscription `index` that `item` is about and that none of its
+    /// `Routed` reports named yet (a relay can speak for it first) by the URL the pool dials
+    /// for it now: a relay that just took an id over is the one the pool names.
+    async fn name_routed(&mut self, pool: &PoolHandle, index: usize, item: &PoolItem) {
         if self.mode != Mode::Outbox {
             return;
         }
-        if let Ok(Some(url)) = pool.relay_url(relay).await {
-            self.urls.insert(relay, url);
+        let Some(routed) = self.routed.get_mut(index) else {
+            return;
+        };
+        for relay in relays_of(item) {
+            if let Entry::Vacant(unnamed) = routed.entry(relay) {
+                if let Ok(Some(url)) = pool.relay_url(relay).await {
+                    unnamed.insert(url);
+                }
+            }
         }
     }
 
-    fn relay_event(&mut self, relay: RelayId, event: &SessionEvent) -> Result<(), Failure> {
-        let labels = Urls {
-            urls: &self.urls,
-            form: self.form,
+    /// A relay-wide event: a given relay named as given, a routed one by the URL it had when
+    /// the event happened (the driver's), since routing may have reused its id by now.
+    fn relay_event(&mut self, event: &PoolRelayEvent) -> Result<(), Failure> {
+        let PoolRelayEvent {
+            relay, url, event, ..
+        } = event;
+        let name = match self.urls.get(relay) {
+            Some(given) => given.as_str(),
+            None => url.as_deref().unwrap_or_default(),
         };
-        let Some(line) = event.line(labels.relay(relay.0)) else {
-            tracing::debug!(?event, relay = url(&self.urls, relay), "relay event");
+        let relay_label = match self.form {
+            Form::One => None,
+            Form::Pool => Some(Label::Name(name.into())),
+        };
+        let Some(line) = event.line(relay_label) else {
+            tracing::debug!(?event, relay = name, "relay event");
             return Ok(());
         };
         if let SessionEvent::PeerError { error } = event {
@@ -634,10 +663,12 @@ impl Run {
                 self.answered_by(index, *relay);
             }
             PoolItem::Complete(_) if self.form == Form::Pool => self.complete[index] = true,
-            // Routed relays are named by the pool: their lines carry those URLs.
+            // Routed relays are named by the pool: this subscription's lines carry those URLs.
             PoolItem::Routed(report) => {
-                for (relay, url) in &report.relays {
-                    self.urls.insert(*relay, url.clone());
+                if let Some(routed) = self.routed.get_mut(index) {
+                    for (relay, url) in &report.relays {
+                        routed.insert(*relay, url.clone());
+                    }
                 }
             }
             PoolItem::Ended { .. } => {
@@ -652,7 +683,8 @@ impl Run {
         }
         let sub = index.to_string();
         let labels = Urls {
-            urls: &self.urls,
+            urls: self.routed.get(index).unwrap_or(&self.urls),
+            given: &self.urls,
             form: self.form,
         };
         let Some(line) = item.line(Label::Name(sub.as_str().into()), &labels) else {
@@ -676,15 +708,15 @@ impl Run {
             return Ok(());
         }
         let closed = async {
-            while let Some((relay, event)) = events.next().await {
+            while let Some(event) = events.next().await {
                 let last = matches!(
-                    event,
+                    event.event,
                     SessionEvent::Disconnected {
                         reconnect_in: None,
                         ..
                     }
                 );
-                self.relay_event(relay, &event)?;
+                self.relay_event(&event)?;
                 if last {
                     break;
                 }
@@ -706,10 +738,28 @@ fn url(urls: &BTreeMap<RelayId, String>, relay: RelayId) -> &str {
     urls.get(&relay).map_or("", String::as_str)
 }
 
-/// The CLI's relay labels: each relay by its URL as given on the command line, none for one
-/// relay.
+/// The relays `item` names by id.
+fn relays_of(item: &PoolItem) -> Vec<RelayId> {
+    match item {
+        PoolItem::Event { relay, .. }
+        | PoolItem::CaughtUp { relay, .. }
+        | PoolItem::Eose { relay }
+        | PoolItem::RelayClosed { relay, .. }
+        | PoolItem::Invalid { relay, .. }
+        | PoolItem::Relay { relay, .. } => vec![*relay],
+        PoolItem::Complete(Outcome::Partial { missing }) => {
+            missing.iter().map(|(relay, _)| *relay).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// The CLI's relay labels for one subscription's items: each relay by its URL (`urls`: the
+/// subscription's routed relays, or the relays given), else as given on the command line;
+/// none for one relay.
 struct Urls<'a> {
     urls: &'a BTreeMap<RelayId, String>,
+    given: &'a BTreeMap<RelayId, String>,
     form: Form,
 }
 
@@ -721,7 +771,14 @@ impl Labels for Urls<'_> {
     fn relay(&self, relay: u32) -> Option<Label<'_>> {
         match self.form {
             Form::One => None,
-            Form::Pool => Some(Label::Name(url(self.urls, RelayId(relay)).into())),
+            Form::Pool => {
+                let relay = RelayId(relay);
+                let name = self
+                    .urls
+                    .get(&relay)
+                    .map_or_else(|| url(self.given, relay), String::as_str);
+                Some(Label::Name(name.into()))
+            }
         }
     }
 }

@@ -1650,9 +1650,27 @@ fn authored(n: u64, author: &str, kind: u64, created_at: u64, tags: &str) -> Sto
     }
 }
 
+/// `keys`' relay list (kind 10002, signed) naming `relay`, dated `created_at`.
+fn signed_list(keys: &nostr::Keys, n: u64, relay: &str, created_at: u64) -> StoredEvent {
+    use nostr::{EventBuilder, Kind, Tag, Timestamp};
+    let json = EventBuilder::new(Kind::RelayList, "")
+        .tag(Tag::parse(["r", relay]).unwrap())
+        .custom_created_at(Timestamp::from(created_at))
+        .sign_with_keys(keys)
+        .unwrap()
+        .as_json();
+    StoredEvent {
+        n,
+        created_at,
+        kind: 10002,
+        json,
+    }
+}
+
 #[tokio::test]
 async fn req_outbox_routes_people_to_their_relays_and_writes_routed_lines() {
-    let author = format!("{:064x}", 0xa1);
+    let keys = nostr::Keys::new(nostr::SecretKey::from_hex(&"04".repeat(32)).unwrap());
+    let author = keys.public_key().to_hex();
     let mut model = RelayModel::default();
     model.events.push(authored(1, &author, 1, 1_000_001, ""));
     let content = TestRelay::start(model).await.unwrap();
@@ -1662,13 +1680,9 @@ async fn req_outbox_routes_people_to_their_relays_and_writes_routed_lines() {
         .push(authored(2, &author, 1, 1_000_002, ""));
     let undeclared = TestRelay::start(elsewhere).await.unwrap();
     let mut index = RelayModel::default();
-    index.events.push(authored(
-        3,
-        &author,
-        10002,
-        1_000_000,
-        &format!(r#"["r","{}"]"#, content.url()),
-    ));
+    index
+        .events
+        .push(signed_list(&keys, 3, &content.url(), 1_000_000));
     let indexer = TestRelay::start(index).await.unwrap();
     let filter = format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#);
     let output = run(&[
@@ -1715,7 +1729,9 @@ async fn req_outbox_routes_people_to_their_relays_and_writes_routed_lines() {
 /// this run's outcome: not at the first relay's answer while another still has to answer.
 #[tokio::test]
 async fn req_outbox_state_resumes_and_waits_for_every_routed_relay() {
-    let (one, two) = (format!("{:064x}", 0xa1), format!("{:064x}", 0xb2));
+    let keys = |n: &str| nostr::Keys::new(nostr::SecretKey::from_hex(&n.repeat(32)).unwrap());
+    let (k1, k2) = (keys("05"), keys("06"));
+    let (one, two) = (k1.public_key().to_hex(), k2.public_key().to_hex());
     let now = unix_now();
     let mut a = RelayModel::default();
     a.events.push(authored(1, &one, 1, now - 20, ""));
@@ -1724,11 +1740,10 @@ async fn req_outbox_state_resumes_and_waits_for_every_routed_relay() {
     b.events.push(authored(2, &two, 1, now - 20, ""));
     let b = TestRelay::start(b).await.unwrap();
     let mut index = RelayModel::default();
-    for (n, author, relay) in [(3, &one, &a), (4, &two, &b)] {
-        let tags = format!(r#"["r","{}"]"#, relay.url());
+    for (n, keys, relay) in [(3, &k1, &a), (4, &k2, &b)] {
         index
             .events
-            .push(authored(n, author, 10002, now - 100, &tags));
+            .push(signed_list(keys, n, &relay.url(), now - 100));
     }
     let indexer = TestRelay::start(index).await.unwrap();
     let dir = state_dir("outbox-state");
@@ -1765,6 +1780,110 @@ async fn req_outbox_state_resumes_and_waits_for_every_routed_relay() {
     assert!(missing.contains(&b.url()), "{missing}");
     assert!(!missing.contains(&a.url()), "{missing}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A relay routing let go of gives its id to the relay routing opens next: every line names
+/// the relay it is about, the `disconnected` of the one let go included.
+#[tokio::test]
+async fn req_outbox_names_each_relay_after_its_id_is_reused() {
+    let keys = nostr::Keys::new(nostr::SecretKey::from_hex(&"03".repeat(32)).unwrap());
+    let author = keys.public_key().to_hex();
+    let now = unix_now();
+    let a = TestRelay::start(RelayModel::default()).await.unwrap();
+    let b = TestRelay::start(RelayModel::default()).await.unwrap();
+    let (a_url, b_url) = (a.url(), b.url());
+    let list = |n: u64, relay: &str, at: u64| signed_list(&keys, n, relay, at);
+    let mut index = RelayModel::default();
+    index.events.push(list(1, &a_url, now - 100));
+    let indexer = std::sync::Arc::new(TestRelay::start(index).await.unwrap());
+    let filter = format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#);
+    // The indexer and one relay: the relay the new list names takes the old one's place
+    // (and its id).
+    let mut command = tether(&[
+        "req",
+        "--outbox",
+        "--indexer",
+        &indexer.url(),
+        "--max-relays",
+        "2",
+        &filter,
+        "--duration",
+        "15",
+    ]);
+    let moved = list(2, &b_url, now - 10);
+    let (seen, rest) = tokio::task::spawn_blocking({
+        let indexer = std::sync::Arc::clone(&indexer);
+        let (a_url, b_url) = (a_url.clone(), b_url.clone());
+        move || {
+            let mut child = command.spawn().unwrap();
+            let mut stdout = BufReader::new(child.stdout.take().unwrap());
+            let mut seen = String::new();
+            let connected = |url: &str| format!(r#"{{"type":"connected","relay":"{url}"}}"#);
+            let mut stored = false;
+            loop {
+                let mut line = String::new();
+                if stdout.read_line(&mut line).unwrap() == 0 {
+                    break;
+                }
+                seen.push_str(&line);
+                if !stored && line.trim_end() == connected(&a_url) {
+                    // The author moves to B: routing lets A go.
+                    indexer.store(moved.clone());
+                    stored = true;
+                }
+                if line.trim_end() == connected(&b_url) {
+                    interrupt(child.id());
+                    break;
+                }
+            }
+            wait_status(&mut child);
+            let mut rest = String::new();
+            std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+            (seen, rest)
+        }
+    })
+    .await
+    .unwrap();
+    let stdout = format!("{seen}{rest}");
+    // Up to B's `connected` (what follows is the shutdown's): A connected, was let go under
+    // its own name, and B took its place.
+    let lines_of = |kind: &str| -> Vec<&str> {
+        let kind = format!(r#"{{"type":"{kind}","#);
+        seen.lines().filter(|l| l.starts_with(&kind)).collect()
+    };
+    assert_eq!(
+        lines_of("connected"),
+        [
+            format!(r#"{{"type":"connected","relay":"{}"}}"#, indexer.url()),
+            format!(r#"{{"type":"connected","relay":"{a_url}"}}"#),
+            format!(r#"{{"type":"connected","relay":"{b_url}"}}"#),
+        ],
+        "{stdout}"
+    );
+    assert_eq!(
+        lines_of("disconnected"),
+        [format!(
+            r#"{{"type":"disconnected","relay":"{a_url}","reconnect_in_ms":null,"why":"requested"}}"#
+        )],
+        "{stdout}"
+    );
+}
+
+/// `req --help` names every line type the command writes.
+#[tokio::test]
+async fn req_help_names_every_line_type() {
+    let output = run(&["req", "--help"]).await;
+    assert!(output.status.success(), "{}", explain(&output));
+    let help = String::from_utf8_lossy(&output.stdout);
+    let words: std::collections::BTreeSet<&str> = help
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .collect();
+    let unnamed: Vec<&str> = REQ_TYPES
+        .iter()
+        .copied()
+        .filter(|kind| !words.contains(kind))
+        .collect();
+    assert_eq!(unnamed, Vec::<&str>::new(), "{help}");
 }
 
 #[tokio::test]

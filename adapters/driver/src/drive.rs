@@ -118,9 +118,11 @@ pub(crate) trait App: Sized + Send + 'static {
         now: Instant,
         event: <Self::Machine as Machine>::Event,
     );
-    /// A relay-wide event the driver itself produced (a NIP-11 document, a signer failure).
+    /// A relay-wide event the driver itself produced (a NIP-11 document, a signer failure),
+    /// about `key`, held at `url`.
     fn notice(
         key: <Self::Machine as Machine>::Key,
+        url: Option<Arc<str>>,
         event: SessionEvent,
     ) -> <Self::Routes as Routes>::Notice;
     /// The application dropped `sub`'s receiver.
@@ -255,15 +257,20 @@ impl<A: App, R: Runtime> Driver<A, R> {
             let Some(event) = self.parts.machine.poll_event() else {
                 break;
             };
-            if let Some((key, id, challenge)) = A::Machine::challenge(&event) {
-                if let Some((signer, url)) = self.signer.as_ref().zip(self.parts.relays.url(key)) {
-                    debug!(%url, "signing AUTH");
-                    let future = signer.sign_auth(url, challenge);
-                    self.parts.relays.sign(key, id, future);
-                }
-            }
-            self.app.route(&mut self.parts, now, event);
+            self.route_event(now, event);
         }
+    }
+
+    /// One of the machine's events to the application (and a challenge to the signer).
+    fn route_event(&mut self, now: Instant, event: <A::Machine as Machine>::Event) {
+        if let Some((key, id, challenge)) = A::Machine::challenge(&event) {
+            if let Some((signer, url)) = self.signer.as_ref().zip(self.parts.relays.url(key)) {
+                debug!(%url, "signing AUTH");
+                let future = signer.sign_auth(url, challenge);
+                self.parts.relays.sign(key, id, future);
+            }
+        }
+        self.app.route(&mut self.parts, now, event);
     }
 
     fn transmit(&mut self, now: Instant, key: <A::Machine as Machine>::Key, transmit: Transmit) {
@@ -275,8 +282,15 @@ impl<A: App, R: Runtime> Driver<A, R> {
                 if let Some(url) = self.parts.machine.relay_url(key) {
                     if self.parts.relays.url(key).map(|u| &**u) != Some(url) {
                         let url: Arc<str> = Arc::from(url);
+                        let addresses = self.parts.machine.addresses(key);
+                        // Transmits are drained before events, so the events still queued
+                        // (the last of the relay that held the slot among them) came
+                        // before this open: they go out under that relay's URL first.
+                        while let Some(event) = self.parts.machine.poll_event() {
+                            self.route_event(now, event);
+                        }
                         self.parts.relays.remove(key);
-                        self.parts.relays.add(key, url);
+                        self.parts.relays.add(key, url, addresses);
                     }
                 }
                 if let Some(url) = self.parts.relays.url(key) {
@@ -371,7 +385,8 @@ impl<A: App, R: Runtime> Driver<A, R> {
             },
             Err(error) => {
                 warn!(%error, ?key, "signer failed");
-                let notice = A::notice(key, SessionEvent::SignerFailed { error });
+                let url = self.parts.relays.name(key).cloned();
+                let notice = A::notice(key, url, SessionEvent::SignerFailed { error });
                 self.parts.delivery.route(Route::Notice(notice));
             }
         }
@@ -399,9 +414,10 @@ impl<A: App, R: Runtime> Driver<A, R> {
                 SessionEvent::RelayInfoUnavailable { why }
             }
         };
+        let url = self.parts.relays.name(key).cloned();
         self.parts
             .delivery
-            .route(Route::Notice(A::notice(key, event)));
+            .route(Route::Notice(A::notice(key, url, event)));
     }
 
     /// Step 3.2: one command, if any; `Ready(false)` when every handle is gone.

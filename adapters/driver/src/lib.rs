@@ -81,7 +81,7 @@ pub use event_source::DefaultHttp;
 pub use http_options::{HttpOptions, ProxyConfig, Roots};
 pub use pool::{
     pool_driver, pool_driver_restored, PoolClientError, PoolDriver, PoolEvents, PoolHandle,
-    PoolItem, PoolSubscription,
+    PoolItem, PoolRelayEvent, PoolSubscription,
 };
 pub use relay::{
     connect_relay, relay_driver, relay_driver_restored, CaughtUp, ClientError, Published, Rejected,
@@ -90,8 +90,8 @@ pub use relay::{
 pub use relay_info::{fetch_info, info_url, InfoFetchError, InfoPolicy};
 pub use retry_after::retry_after;
 pub use runtime::{
-    BoxFuture, BoxSocket, HttpConnect, HttpError, HttpResponse, Runtime, WsConnect, WsError,
-    WsSocket,
+    Addresses, BoxFuture, BoxSocket, HttpConnect, HttpError, HttpResponse, Runtime, WsConnect,
+    WsError, WsSocket,
 };
 pub use signer::{Signer, SignerError};
 pub use sse::EventStream;

@@ -9,11 +9,13 @@ use std::time::Duration;
 
 use tether_core::link::{Epoch, SocketError};
 use tether_core::nostr::{Applied, ChallengeId, Event, RelayInfo, RelaySession, Transmit};
+use tether_core::pool::router::relay_url::private_addresses_allowed;
 use tether_core::pool::{PoolError, PoolEvent, RelayId, RelayPool};
 use tether_core::{Instant, Wake};
 
 use crate::ready::Key;
 use crate::relays::Solo;
+use crate::runtime::Addresses;
 use crate::wire::WireInput;
 
 /// A sans-IO machine the driver loop can drive.
@@ -65,6 +67,10 @@ pub(crate) trait Machine: Send + 'static {
     /// The URL of a relay the machine opened on its own (a pool routing by people).
     fn relay_url(&self, _key: Self::Key) -> Option<&str> {
         None
+    }
+    /// The addresses `key`'s socket may be opened to.
+    fn addresses(&self, _key: Self::Key) -> Addresses {
+        Addresses::Any
     }
 }
 
@@ -215,6 +221,22 @@ impl Machine for RelayPool {
 
     fn relay_url(&self, relay: RelayId) -> Option<&str> {
         RelayPool::relay_url(self, relay)
+    }
+
+    /// A relay routing opened from a stranger's relay list may not be dialed inside the
+    /// network, whatever its name resolves to: the core says which ones may.
+    fn addresses(&self, relay: RelayId) -> Addresses {
+        let Some(url) = RelayPool::relay_url(self, relay) else {
+            return Addresses::Any;
+        };
+        let config = self
+            .router()
+            .map_or(&self.config().router, |router| router.config());
+        if private_addresses_allowed(config, url) {
+            Addresses::Any
+        } else {
+            Addresses::Public
+        }
     }
 
     fn challenge(event: &PoolEvent) -> Option<(RelayId, ChallengeId, &str)> {

@@ -22,7 +22,7 @@ use tungstenite::Message;
 
 use crate::ready::{Key, Ready};
 use crate::relay_info::InfoFetchError;
-use crate::runtime::{BoxFuture, WsConnect};
+use crate::runtime::{Addresses, BoxFuture, WsConnect};
 use crate::signer::SignerError;
 use crate::wire::{Wire, WireInput};
 
@@ -79,10 +79,15 @@ pub(crate) struct Relays<K: Key> {
     signing: BTreeMap<K, Signing>,
     /// NIP-11 fetches in flight: only these are polled.
     fetches: BTreeMap<K, InfoFetch>,
+    /// The URL of each relay removed, until its key is held again: the machine may still
+    /// have events queued about it, which are named by it ([`Relays::name`]).
+    removed: BTreeMap<K, Arc<str>>,
 }
 
 struct Relay {
     url: Arc<str>,
+    /// The addresses its socket may be opened to.
+    addresses: Addresses,
     wire: Wire,
     /// Its socket is polled with this: waking it queues the relay in `ready`.
     waker: Waker,
@@ -103,16 +108,20 @@ impl<K: Key> Relays<K> {
             backed_up: BTreeSet::new(),
             signing: BTreeMap::new(),
             fetches: BTreeMap::new(),
+            removed: BTreeMap::new(),
         }
     }
 
-    /// Hold `key`'s socket to `url` (opened when the core says so).
-    pub(crate) fn add(&mut self, key: K, url: Arc<str>) {
+    /// Hold `key`'s socket to `url` at the `addresses` allowed (opened when the core says
+    /// so).
+    pub(crate) fn add(&mut self, key: K, url: Arc<str>, addresses: Addresses) {
         let waker = self.ready.waker(key);
+        self.removed.remove(&key);
         self.relays.insert(
             key,
             Relay {
                 url,
+                addresses,
                 wire: Wire::default(),
                 waker,
             },
@@ -124,6 +133,7 @@ impl<K: Key> Relays<K> {
         if let Some(mut relay) = self.relays.remove(&key) {
             relay.wire.close();
             relay.wire.shut_down();
+            self.removed.insert(key, relay.url);
         }
         self.deferred.remove(&key);
         self.backed_up.remove(&key);
@@ -136,6 +146,12 @@ impl<K: Key> Relays<K> {
         self.relays.get(&key).map(|r| &r.url)
     }
 
+    /// The URL that names an event about `key`: the one it is held at, or for a relay
+    /// removed since, the one it was held at (its last events come after its removal).
+    pub(crate) fn name(&self, key: K) -> Option<&Arc<str>> {
+        self.url(key).or_else(|| self.removed.get(&key))
+    }
+
     /// Carry out a socket transmit of the core's for `key` ([`Transmit::FetchInfo`] is the
     /// caller's: it needs the runtime). Returns `false` for a relay no longer held.
     pub(crate) fn transmit(&mut self, key: K, transmit: Transmit) -> bool {
@@ -144,9 +160,13 @@ impl<K: Key> Relays<K> {
         };
         match transmit {
             Transmit::Open { epoch } => {
-                relay
-                    .wire
-                    .open(&*self.ws, &relay.url, self.max_frame, epoch);
+                relay.wire.open(
+                    &*self.ws,
+                    &relay.url,
+                    self.max_frame,
+                    relay.addresses,
+                    epoch,
+                );
             }
             Transmit::Send { text, .. } => relay.wire.send(Message::text(text)),
             Transmit::Ping => relay.wire.send(Message::Ping(Default::default())),

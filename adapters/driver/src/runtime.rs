@@ -5,12 +5,15 @@
 //! and how it fails) and never the other way round.
 
 use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures_core::Stream;
 use futures_sink::Sink;
+use tether_core::pool::router::relay_url::is_private_ip;
 use tether_core::{Instant, Wake};
 use tungstenite::Message;
 
@@ -105,11 +108,63 @@ impl<T> WsSocket for T where
 /// An open WebSocket, boxed so the driver does not depend on the runtime's socket type.
 pub type BoxSocket = Pin<Box<dyn WsSocket>>;
 
+/// Which addresses a WebSocket may be opened to, decided by the core for each relay.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Addresses {
+    /// Any address: a relay the application named (or one routing may dial anywhere).
+    #[default]
+    Any,
+    /// Public addresses only: a relay a stranger's relay list named. Every address its host
+    /// resolves to must pass the core's rule
+    /// ([`is_private_ip`](tether_core::pool::router::relay_url::is_private_ip)) before
+    /// anything is dialed; otherwise the connect fails ([`Addresses::admit`]).
+    Public,
+}
+
+impl Addresses {
+    /// The addresses `host` resolved to (`resolved`) that a connector may dial, in order.
+    ///
+    /// The check is on the resolved addresses, the ones then dialed, not on a second lookup:
+    /// a name that resolves elsewhere the next time (DNS rebinding) cannot slip past it.
+    ///
+    /// # Errors
+    /// With [`Addresses::Public`], `PermissionDenied` naming the first private address when
+    /// any address is private: a name that leads into the network is refused as a whole,
+    /// as its address written in the URL would be.
+    pub fn admit(
+        self,
+        host: &str,
+        resolved: impl IntoIterator<Item = SocketAddr>,
+    ) -> io::Result<Vec<SocketAddr>> {
+        let resolved: Vec<SocketAddr> = resolved.into_iter().collect();
+        if self == Addresses::Public {
+            if let Some(private) = resolved.iter().find(|a| is_private_ip(a.ip())) {
+                return Err(io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "{host} resolves to {}, a private address: a relay from a relay \
+                         list is not dialed inside the network",
+                        private.ip()
+                    ),
+                ));
+            }
+        }
+        Ok(resolved)
+    }
+}
+
 /// Opens WebSockets (ws:// and wss://).
 pub trait WsConnect: Send + Sync + 'static {
     /// Open a WebSocket to `url`, refusing inbound messages and frames larger than
-    /// `max_message` bytes.
-    fn connect(&self, url: &str, max_message: usize) -> BoxFuture<Result<BoxSocket, WsError>>;
+    /// `max_message` bytes, at the `addresses` allowed: with [`Addresses::Public`], a host
+    /// that resolves to a private address is not connected to and the connect fails.
+    fn connect(
+        &self,
+        url: &str,
+        max_message: usize,
+        addresses: Addresses,
+    ) -> BoxFuture<Result<BoxSocket, WsError>>;
 }
 
 /// The head of an HTTP response and its body, as the SSE driver needs them.
@@ -175,4 +230,59 @@ pub trait HttpConnect: Send + Sync + 'static {
         request: &tether_core::sse::Request,
         last_event_id: Option<&str>,
     ) -> BoxFuture<Result<HttpResponse, RequestError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addrs(list: &[&str]) -> Vec<SocketAddr> {
+        list.iter().map(|a| a.parse().expect(a)).collect()
+    }
+
+    #[test]
+    fn public_only_refuses_a_name_with_any_private_address() {
+        let public = addrs(&[
+            "93.184.215.14:443",
+            "[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:443",
+        ]);
+        assert_eq!(
+            Addresses::Public
+                .admit("relay.example", public.clone())
+                .ok(),
+            Some(public.clone())
+        );
+        for inside in [
+            "127.0.0.1:443",
+            "10.0.0.7:443",
+            "[::1]:443",
+            "[::7f00:1]:443",
+            "[::ffff:192.168.1.1]:443",
+            "[fd00::1]:443",
+        ] {
+            let mut resolved = public.clone();
+            resolved.push(inside.parse().expect(inside));
+            let refused = Addresses::Public
+                .admit("relay.example", resolved)
+                .expect_err(inside);
+            assert_eq!(refused.kind(), io::ErrorKind::PermissionDenied);
+            let ip = inside.parse::<SocketAddr>().expect(inside).ip();
+            assert_eq!(
+                refused.to_string(),
+                format!(
+                    "relay.example resolves to {ip}, a private address: a relay from a relay \
+                     list is not dialed inside the network"
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn any_admits_every_address_in_order() {
+        let resolved = addrs(&["[::1]:7000", "127.0.0.1:7000", "93.184.215.14:7000"]);
+        assert_eq!(
+            Addresses::Any.admit("localhost", resolved.clone()).ok(),
+            Some(resolved)
+        );
+    }
 }

@@ -11,7 +11,7 @@ use tracing::{info, warn};
 use tungstenite::Message;
 
 use crate::io_error::out_of_files;
-use crate::runtime::{BoxFuture, BoxSocket, WsConnect, WsError};
+use crate::runtime::{Addresses, BoxFuture, BoxSocket, WsConnect, WsError};
 
 /// Frames queued for the socket before the driver stops taking commands (the socket is not
 /// keeping up with writes; callers wait on the command channel instead).
@@ -50,11 +50,18 @@ impl Wire {
         self.outgoing.len()
     }
 
-    /// Open a new socket for `epoch`, abandoning any previous one.
-    pub(crate) fn open(&mut self, ws: &dyn WsConnect, url: &str, max_frame: usize, epoch: Epoch) {
+    /// Open a new socket for `epoch` at the `addresses` allowed, abandoning any previous one.
+    pub(crate) fn open(
+        &mut self,
+        ws: &dyn WsConnect,
+        url: &str,
+        max_frame: usize,
+        addresses: Addresses,
+        epoch: Epoch,
+    ) {
         self.drop_socket();
         self.epoch = epoch;
-        self.connecting = Some(ws.connect(url, max_frame));
+        self.connecting = Some(ws.connect(url, max_frame, addresses));
     }
 
     /// Queue a frame for the socket.
@@ -232,9 +239,12 @@ pub(crate) fn socket_loss(error: &WsError) -> SocketLoss {
     match error {
         WsError::Io(io) if out_of_files(io) => SocketLoss::OutOfFiles,
         WsError::Io(io) => match io.kind() {
-            ErrorKind::ConnectionRefused | ErrorKind::AddrNotAvailable | ErrorKind::NotFound => {
-                SocketLoss::ConnectionRefused
-            }
+            // PermissionDenied: a firewall's refusal, or a relay list's host that resolves
+            // to a private address (`Addresses::admit`): nothing was reached either way.
+            ErrorKind::ConnectionRefused
+            | ErrorKind::AddrNotAvailable
+            | ErrorKind::NotFound
+            | ErrorKind::PermissionDenied => SocketLoss::ConnectionRefused,
             // rustls reports a failed handshake as invalid data wrapping its own error; the
             // driver does not link rustls, so the message is what it can go by.
             ErrorKind::InvalidData if io.to_string().contains("certificate") => {
@@ -267,5 +277,19 @@ mod tests {
         }
         let reset = WsError::Io(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
         assert_eq!(socket_loss(&reset), SocketLoss::NetworkError);
+    }
+
+    /// A relay list's host that resolves into the network was never reached: the relay's
+    /// failure to connect, which routing counts against it.
+    #[test]
+    fn a_private_address_refused_is_a_refused_connection() {
+        let private = "127.0.0.1:7000".parse().expect("address");
+        let refused = crate::runtime::Addresses::Public
+            .admit("relay.example", [private])
+            .expect_err("refused");
+        assert_eq!(
+            socket_loss(&WsError::Io(refused)),
+            SocketLoss::ConnectionRefused
+        );
     }
 }

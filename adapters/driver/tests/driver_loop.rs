@@ -10,7 +10,9 @@ use std::task::{Context, Poll};
 use futures::future::{pending, Pending};
 use futures::task::noop_waker_ref;
 use tether_core::Instant;
-use tether_driver::{relay_driver, BoxFuture, BoxSocket, Config, Runtime, WsConnect, WsError};
+use tether_driver::{
+    relay_driver, Addresses, BoxFuture, BoxSocket, Config, Runtime, WsConnect, WsError,
+};
 
 #[derive(Clone, Default)]
 struct Crank {
@@ -38,7 +40,12 @@ struct Refusing {
 }
 
 impl WsConnect for Refusing {
-    fn connect(&self, _url: &str, _max: usize) -> BoxFuture<Result<BoxSocket, WsError>> {
+    fn connect(
+        &self,
+        _url: &str,
+        _max: usize,
+        _addresses: Addresses,
+    ) -> BoxFuture<Result<BoxSocket, WsError>> {
         self.attempts.fetch_add(1, Ordering::SeqCst);
         Box::pin(async { Err(WsError::ConnectionClosed) })
     }

@@ -521,7 +521,9 @@ int32_t tether_pool_unsubscribe(struct TetherPool *pool, uint64_t now_ms, uint64
 
 // Publish a signed event (a JSON object, `len` bytes) to `relays` (`relay_count` ids), or
 // to every relay when `relays` is null; its id goes to `out_id` unless null. Each relay's
-// answer is a `published` or `rejected` event, and `publish_done` sums them up.
+// answer is a `published` or `rejected` event, and `publish_done` sums them up (`accepted`,
+// `rejected`, `pending` by relay id; `urls`, the relays routing opened for it by URL, is
+// empty here).
 //
 // # Errors
 // `TETHER_ERR_INVALID_ARGUMENT` (not an event), `TETHER_ERR_UNKNOWN_ID` (a relay not in
@@ -542,8 +544,9 @@ int32_t tether_pool_publish(struct TetherPool *pool,
 // relays and each p-tagged person's read relays (their DM relays for a gift wrap, kind
 // 1059), whose lists the pool fetches first (at most 3 s). The relays it opens come as
 // `open` transmits with their `url`; their answers are `published`/`rejected` events and
-// one `publish_done`, as for [`tether_pool_publish`]; then the pool lets them go. Its id
-// goes to `out_id` unless null.
+// one `publish_done`, as for [`tether_pool_publish`], whose `urls` names those relays by
+// URL: the pool then lets them go, and their ids name nothing after. Its id goes to
+// `out_id` unless null.
 //
 // # Errors
 // `TETHER_ERR_INVALID_ARGUMENT` (not an event), `TETHER_ERR_LIMIT` (already publishing it,

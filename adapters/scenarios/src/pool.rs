@@ -190,11 +190,12 @@ pub async fn each_relay_of_a_pool_gets_its_information_document<H: Harness>() {
     }
     let mut outcomes = Vec::new();
     while outcomes.len() < 2 {
-        let (relay, event) = within::<H, _>(Duration::from_secs(10), events.next())
+        let notice = within::<H, _>(Duration::from_secs(10), events.next())
             .await
             .expect("both documents within 10 s")
             .expect("the pool goes on");
-        match event {
+        let relay = notice.relay;
+        match notice.event {
             SessionEvent::RelayInfo { applied, .. } => {
                 outcomes.push((relay, format!("max {:?}", applied.max_message_length)));
             }

@@ -514,12 +514,12 @@ async fn a_pool_of_both_catches_up_per_relay_every_note_once() -> Result<(), Mis
     cut(&builder_proxy);
     let mut down = Vec::new();
     while down.len() < 2 {
-        let (relay, _) = wait_for(&mut pool_events, "Disconnected", |(_, e)| {
-            matches!(e, SessionEvent::Disconnected { .. })
+        let e = wait_for(&mut pool_events, "Disconnected", |e| {
+            matches!(e.event, SessionEvent::Disconnected { .. })
         })
         .await;
-        if !down.contains(&relay) {
-            down.push(relay);
+        if !down.contains(&e.relay) {
+            down.push(e.relay);
         }
     }
     rs.kill();

@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from tether import Pool, TetherError
+from tether import Pool, TetherError, verify_event
+from tether.keys import SecretKey
 from tether.pool_driver import PoolDriver
 
 
@@ -260,6 +261,82 @@ def test_routing_by_people_opens_the_relay_a_list_names_at_its_url():
     routed = pool.poll_event()
     assert routed["relays"] == ["ws://127.0.0.1:7001", "ws://127.0.0.1:7002"]
     assert routed["covered"] == [{"author": author, "relays": 1}]
+
+
+def _outputs(pool: Pool, now: int) -> tuple[list, list]:
+    """Every transmit and event the pool has queued; a check it asks for is answered."""
+    transmits, events = [], []
+    while True:
+        if (transmit := pool.poll_transmit()) is not None:
+            transmits.append(transmit)
+        elif (check := pool.poll_verify()) is not None:
+            pool.handle_verified(now, check["ticket"], verify_event(check["raw"]))
+        elif (event := pool.poll_event()) is not None:
+            events.append(event)
+        else:
+            return transmits, events
+
+
+def test_publish_done_names_no_url_for_the_relays_the_application_added():
+    pool = Pool(seed=7)
+    relay = pool.add_relay(0)
+    published = pool.publish(1, event(1))
+    pool.handle_open(2, relay, 1)
+    _outputs(pool, 2)
+    pool.handle_frame(3, relay, 1, f'["OK","{published}",true,""]')
+    assert _outputs(pool, 3)[1] == [
+        {"type": "published", "relay": relay, "id": published},
+        {
+            "type": "publish_done",
+            "id": published,
+            "accepted": [relay],
+            "rejected": [],
+            "pending": [],
+            "urls": [],
+        },
+    ]
+
+
+def test_a_publish_by_outbox_names_the_relays_it_opened_in_publish_done():
+    key = SecretKey("03" * 32)
+    pool = Pool(seed=7, outbox_indexers=["ws://127.0.0.1:7001"], outbox_max_relays=5)
+    note = key.sign_event(1, [], "hi", 1700000000, aux=bytes(32))
+    published = pool.publish_outbox(0, note)
+    transmits, _ = _outputs(pool, 0)
+    assert transmits == [{"type": "open", "relay": 0, "epoch": 1, "url": "ws://127.0.0.1:7001"}]
+    # The indexer answers the lists request with the author's list: one write relay.
+    pool.handle_open(100, 0, 1)
+    transmits, _ = _outputs(pool, 100)
+    lists = json.loads(transmits[0]["text"])
+    assert lists[0] == "REQ" and lists[2]["authors"] == [key.public_hex]
+    outbox = key.sign_event(10002, [["r", "ws://127.0.0.1:7002"]], "", 1700000000, bytes(32))
+    pool.handle_frame(200, 0, 1, json.dumps(["EVENT", lists[1], json.loads(outbox)]))
+    pool.handle_frame(200, 0, 1, json.dumps(["EOSE", lists[1]]))
+    now, opened = 200, []
+    while not opened:
+        transmits, _ = _outputs(pool, now)
+        opened = [t for t in transmits if t["type"] == "open" and t["relay"] != 0]
+        if not opened:
+            now = pool.poll_timeout()
+            assert now is not None and now < 5000, "the write relay opens within LIST_WAIT"
+            pool.handle_timeout(now)
+    assert opened == [{"type": "open", "relay": 1, "epoch": 1, "url": "ws://127.0.0.1:7002"}]
+    pool.handle_open(now + 1, 1, 1)
+    transmits, _ = _outputs(pool, now + 1)
+    assert [json.loads(t["text"])[0] for t in transmits if t["relay"] == 1] == ["EVENT"]
+    pool.handle_frame(now + 2, 1, 1, f'["OK","{published}",true,""]')
+    _, events = _outputs(pool, now + 2)
+    assert events == [
+        {"type": "published", "relay": 1, "id": published},
+        {
+            "type": "publish_done",
+            "id": published,
+            "accepted": [1],
+            "rejected": [],
+            "pending": [],
+            "urls": ["ws://127.0.0.1:7002"],
+        },
+    ]
 
 
 def test_a_bad_indexer_list_is_refused():

@@ -181,12 +181,15 @@ pub enum Line<'a> {
         #[serde(skip_serializing_if = "Option::is_none")]
         max: Option<usize>,
     },
-    /// Every relay of the pool answered a publish, or its deadline passed.
+    /// Every relay of the pool answered a publish, or its deadline passed: who accepted,
+    /// who refused and why, who never answered; `urls` the URLs of those relays that routing
+    /// opened for a publish by outbox (their ids name no relay once routing lets them go).
     PublishDone {
         id: Hex<'a>,
         accepted: Vec<Label<'a>>,
         rejected: Vec<RelayReason<'a>>,
         pending: Vec<Label<'a>>,
+        urls: Vec<&'a str>,
     },
     /// What routing by people gives a subscription, whenever it changes: the relays asked
     /// (URLs), each covered author with how many relays hold them, the authors asked only on
@@ -318,6 +321,7 @@ impl<'a> Line<'a> {
                     })
                     .collect(),
                 pending: outcome.pending.iter().filter_map(relay).collect(),
+                urls: outcome.urls.iter().map(|(_, url)| url.as_str()).collect(),
             },
             PoolEvent::Routed { sub: s, report } => Line::routed(sub(s.0), report),
             PoolEvent::Relay {

@@ -100,6 +100,8 @@ pub struct RelayPool {
     /// the slot starts after it, so a host's input still in flight for the old sockets is
     /// ignored as let go, never taken for the new relay's.
     retired_epochs: BTreeMap<u32, Epoch>,
+    /// Relays by their normalised URL: one identity, whoever added them.
+    by_url: BTreeMap<String, RelayId>,
     subs: BTreeMap<SubId, Logical>,
     next_sub: u64,
     publishes: BTreeMap<EventId, Fanout>,
@@ -127,6 +129,11 @@ struct Member {
     stats: PoolStats,
     /// Its place in the connect pacing.
     pace: Pace,
+    /// Its URL, normalised, when the pool was given one (routing's relays, and the
+    /// application's added with [`RelayPool::add_relay_url`]): one relay per URL.
+    url: Option<String>,
+    /// The application added it: routing may ask it about people, never closes it.
+    app: bool,
 }
 
 impl Member {
@@ -139,6 +146,8 @@ impl Member {
             routes,
             stats: PoolStats::default(),
             pace: Pace::Free,
+            url: None,
+            app: true,
         }
     }
 }
@@ -172,6 +181,7 @@ impl RelayPool {
             relays: Vec::new(),
             free: Vec::new(),
             retired_epochs: BTreeMap::new(),
+            by_url: BTreeMap::new(),
             subs: BTreeMap::new(),
             next_sub: 0,
             publishes: BTreeMap::new(),
@@ -277,6 +287,61 @@ impl RelayPool {
         self.add_member(now, true)
     }
 
+    /// Add the relay at `url` (normalised by the same rule as relay lists' URLs), or find
+    /// the one the pool holds there already: a URL is one relay and one socket, whether the
+    /// application or routing by people added it first. A relay routing opened becomes the
+    /// application's: it serves the subscriptions on every relay too, and routing no longer
+    /// closes it. Its URL is [`RelayPool::relay_url`].
+    ///
+    /// # Errors
+    /// [`PoolError::InvalidUrl`], [`PoolError::TooManyRelays`].
+    pub fn add_relay_url(&mut self, now: Instant, url: &str) -> Result<RelayId, PoolError> {
+        let now = self.clock.observe(now);
+        let url = router::relay_url::normalize(url, true)
+            .map_err(|_| PoolError::InvalidUrl(url.to_owned()))?;
+        if let Some(&relay) = self.by_url.get(&url) {
+            let adopted = self
+                .member_mut(relay)
+                .is_some_and(|m| !std::mem::replace(&mut m.app, true));
+            if adopted {
+                self.serve_everywhere(now, relay);
+            }
+            return Ok(relay);
+        }
+        let relay = self.add_member(now, true)?;
+        self.name_relay(relay, url);
+        Ok(relay)
+    }
+
+    /// Give `relay` its URL (one relay per URL).
+    fn name_relay(&mut self, relay: RelayId, url: String) {
+        if let Some(member) = self.member_mut(relay) {
+            member.url = Some(url.clone());
+        }
+        self.by_url.insert(url, relay);
+    }
+
+    /// The relay the pool holds at `url` (normalised), if any.
+    fn relay_at(&self, url: &str) -> Option<RelayId> {
+        self.by_url.get(url).copied()
+    }
+
+    /// Register every subscription on all relays on `relay`.
+    fn serve_everywhere(&mut self, now: Instant, relay: RelayId) {
+        let everywhere: Vec<(SubId, Vec<Filter>)> = self
+            .subs
+            .iter()
+            .filter_map(|(&id, l)| match &l.targets {
+                Targets::All(filters) => Some((id, filters.clone())),
+                _ => None,
+            })
+            .collect();
+        for (sub, filters) in everywhere {
+            self.open_on(now, sub, relay, filters);
+        }
+        self.settle(now, relay);
+    }
+
     /// Add a relay; with `everywhere`, every subscription on all relays is registered on it
     /// (routing's relays serve routed subscriptions only).
     fn add_member(&mut self, now: Instant, everywhere: bool) -> Result<RelayId, PoolError> {
@@ -295,6 +360,7 @@ impl RelayPool {
             session.set_online(now, false);
         }
         let mut member = Member::new(session, BTreeMap::new());
+        member.app = everywhere;
         let relay = match self.free.pop() {
             Some(slot) => {
                 if let Some(&past) = self.retired_epochs.get(&slot) {
@@ -358,6 +424,9 @@ impl RelayPool {
         if let Some(at) = member.deadline {
             let mut slot = Some(at);
             self.timers.set(Deadline::Relay(relay), &mut slot, None);
+        }
+        if let Some(url) = member.url.take() {
+            self.by_url.remove(&url);
         }
         self.free.push(relay.0);
         self.retired_epochs

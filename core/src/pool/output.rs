@@ -246,6 +246,9 @@ pub enum PoolError {
     Socket(SocketError),
     /// A verdict for a verification that is not awaited.
     UnknownTicket(super::VerifyTicket),
+    /// [`RelayPool::add_relay_url`](super::RelayPool::add_relay_url) with something that is
+    /// no `ws://` or `wss://` relay URL.
+    InvalidUrl(String),
 }
 
 impl fmt::Display for PoolError {
@@ -264,6 +267,10 @@ impl fmt::Display for PoolError {
             PoolError::Session(e) => write!(f, "{e}"),
             PoolError::Socket(e) => write!(f, "{e}"),
             PoolError::UnknownTicket(t) => write!(f, "no verification {} is awaited", t.0),
+            PoolError::InvalidUrl(url) => {
+                let url: String = url.chars().take(100).collect();
+                write!(f, "not a relay URL: {url:?}")
+            }
         }
     }
 }

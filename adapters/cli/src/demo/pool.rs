@@ -214,7 +214,7 @@ impl Run {
                 biased;
                 () = &mut limit => break,
                 () = stop.as_mut() => break,
-                Some((relay, event)) = relay_events.next() => self.on_relay(relay, &event),
+                Some(e) = relay_events.next() => self.on_relay(e.relay, &e.event),
                 item = sub.next() => match item {
                     Some(item) => self.on_item(item),
                     None => break,

@@ -19,7 +19,7 @@ use tether_core::Instant;
 use tracing::{debug, info};
 
 use super::handle::{
-    PoolCommand, PoolEvents, PoolHandle, PoolItem, PoolSubscription, RoutingInput,
+    PoolCommand, PoolEvents, PoolHandle, PoolItem, PoolRelayEvent, PoolSubscription, RoutingInput,
 };
 use crate::config::{seed_or_random, Config};
 use crate::delivery::{Delivery, Route, Routes};
@@ -27,7 +27,7 @@ use crate::drive::{unix_now, App, Driver, Parts, Setup};
 use crate::heard::{heard, Heard};
 use crate::relay::CaughtUp;
 use crate::relay::SessionEvent;
-use crate::runtime::{HttpConnect, Runtime, WsConnect};
+use crate::runtime::{Addresses, HttpConnect, Runtime, WsConnect};
 use crate::verify::Workers;
 
 /// The driver of a pool: spawn it on the runtime whose [`Runtime`] and [`WsConnect`] it was
@@ -99,7 +99,20 @@ pub fn pool_driver_restored<R: Runtime>(
 fn adjust(pool_config: &mut PoolConfig, config: &Config) {
     // The core waits for verdicts only when someone will give them.
     pool_config.verify = config.verifier.is_some();
+    // Relay lists are checked always: with the `verify` feature the driver has a checker
+    // of its own for them, whatever the application asked for its events.
+    pool_config.verify_lists = list_verifier(config).is_some();
     pool_config.relay.authenticates |= config.signer.is_some();
+}
+
+/// What checks the relay lists routing reads: the application's verifier, or without one
+/// libsecp256k1's (feature `verify`).
+fn list_verifier(config: &Config) -> Option<Arc<dyn crate::verify::Verify>> {
+    #[cfg(feature = "verify")]
+    let fallback = Some(Arc::new(crate::verify::Verifier::new()) as Arc<dyn crate::verify::Verify>);
+    #[cfg(not(feature = "verify"))]
+    let fallback = None;
+    config.verifier.clone().or(fallback)
 }
 
 /// The handle and driver around `pool`.
@@ -112,10 +125,7 @@ fn driver_for<R: Runtime>(
     let (commands_tx, commands) = mpsc::channel(config.command_capacity.max(1) - 1);
     let (relay_events, rx) = mpsc::channel(config.session_capacity.max(1) - 1);
     let max_frame = pool.config().relay.max_frame;
-    let workers = config
-        .verifier
-        .clone()
-        .map(|v| Workers::start(v, config.verify_workers));
+    let workers = list_verifier(&config).map(|v| Workers::start(v, config.verify_workers));
     let slot = Arc::new(Mutex::new(Some(PoolEvents { rx })));
     let handle = PoolHandle {
         commands: commands_tx,
@@ -154,7 +164,10 @@ impl<R: Runtime> PoolDriver<R> {
     /// Give a restored relay its URL, as `AddRelay` does for a new one.
     fn attach_relay(&mut self, relay: RelayId, url: &str) {
         let key = crate::normalize_relay_url(url).unwrap_or_else(|_| url.to_owned());
-        self.driver.parts.relays.add(relay, Arc::from(url));
+        self.driver
+            .parts
+            .relays
+            .add(relay, Arc::from(url), Addresses::Any);
         let key: Arc<str> = Arc::from(key.as_str());
         self.driver.app.by_url.insert(Arc::clone(&key), relay);
         self.driver.app.url_of.insert(relay, key);
@@ -177,7 +190,7 @@ pub(crate) struct PoolRoutes;
 impl Routes for PoolRoutes {
     type Sub = SubId;
     type Item = PoolItem;
-    type Notice = (RelayId, SessionEvent);
+    type Notice = PoolRelayEvent;
     type Reply = Result<PublishOutcome, PoolError>;
 
     fn is_last(item: &PoolItem) -> bool {
@@ -236,7 +249,9 @@ impl App for PoolApp {
                 let result = parts.machine.add_relay(now);
                 if let Ok(relay) = result {
                     debug!(%url, %relay, "relay added");
-                    parts.relays.add(relay, Arc::from(url.as_str()));
+                    parts
+                        .relays
+                        .add(relay, Arc::from(url.as_str()), Addresses::Any);
                     let key: Arc<str> = Arc::from(key.as_str());
                     self.by_url.insert(Arc::clone(&key), relay);
                     self.url_of.insert(relay, key);
@@ -390,7 +405,10 @@ impl App for PoolApp {
                     (Some(sub), Some(Heard::Sub(_, event))) => {
                         Route::Sub(sub, PoolItem::Relay { relay, event })
                     }
-                    (None, Some(Heard::Session(event))) => Route::Notice((relay, event)),
+                    (None, Some(Heard::Session(event))) => {
+                        let url = parts.relays.name(relay).cloned();
+                        Route::Notice(PoolRelayEvent { relay, url, event })
+                    }
                     _ => return,
                 }
             }
@@ -402,8 +420,8 @@ impl App for PoolApp {
         parts.delivery.route(route);
     }
 
-    fn notice(relay: RelayId, event: SessionEvent) -> (RelayId, SessionEvent) {
-        (relay, event)
+    fn notice(relay: RelayId, url: Option<Arc<str>>, event: SessionEvent) -> PoolRelayEvent {
+        PoolRelayEvent { relay, url, event }
     }
 
     fn abandon(&mut self, pool: &mut RelayPool, now: Instant, sub: SubId) {

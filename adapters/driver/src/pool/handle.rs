@@ -113,17 +113,34 @@ pub struct PoolHandle {
     pub(crate) events: std::sync::Arc<std::sync::Mutex<Option<PoolEvents>>>,
 }
 
-/// Relay-wide events of a pool, each with its relay: connected, disconnected (and why),
-/// notices, auth, rate limits, learned limits, peer errors. A bounded channel: when the
-/// application does not read it, the driver stops reading sockets, as for subscriptions.
+/// Relay-wide events of a pool, each with its relay ([`PoolRelayEvent`]): connected,
+/// disconnected (and why), notices, auth, rate limits, learned limits, peer errors. A bounded
+/// channel: when the application does not read it, the driver stops reading sockets, as for
+/// subscriptions.
 #[derive(Debug)]
 #[must_use = "dropping PoolEvents discards relay events from then on"]
 pub struct PoolEvents {
-    pub(crate) rx: mpsc::Receiver<(RelayId, SessionEvent)>,
+    pub(crate) rx: mpsc::Receiver<PoolRelayEvent>,
+}
+
+/// One relay-wide event of a pool, with the relay it is about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PoolRelayEvent {
+    /// The relay.
+    pub relay: RelayId,
+    /// The relay's URL when the event happened: the one it was added with, or the one
+    /// routing by people chose. Routing reuses the id of a relay it let go of for another
+    /// URL, so the id alone may name another relay by the time the event is read (and
+    /// [`PoolHandle::relay_url`] then names that one); this names the relay the event is
+    /// about. `None` only for a relay the driver never held.
+    pub url: Option<std::sync::Arc<str>>,
+    /// What happened.
+    pub event: SessionEvent,
 }
 
 impl Stream for PoolEvents {
-    type Item = (RelayId, SessionEvent);
+    type Item = PoolRelayEvent;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         Pin::new(&mut self.rx).poll_next(cx)
@@ -304,8 +321,9 @@ impl PoolHandle {
     /// routing by people opened, the one routing chose. `None` for a relay the pool no
     /// longer holds.
     ///
-    /// A relay's events ([`PoolHandle::events`]) can come before the
-    /// [`PoolItem::Routed`] report that names a routed relay; this names it at once.
+    /// A relay's items can come before the [`PoolItem::Routed`] report that names a routed
+    /// relay; this names it at once. It names the relay that holds the id now: a relay
+    /// event carries the URL of the relay it is about ([`PoolRelayEvent::url`]).
     ///
     /// # Errors
     /// [`PoolClientError`] once the driver stopped.

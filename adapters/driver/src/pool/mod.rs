@@ -10,4 +10,6 @@ mod driver;
 mod handle;
 
 pub use driver::{pool_driver, pool_driver_restored, PoolDriver};
-pub use handle::{PoolClientError, PoolEvents, PoolHandle, PoolItem, PoolSubscription};
+pub use handle::{
+    PoolClientError, PoolEvents, PoolHandle, PoolItem, PoolRelayEvent, PoolSubscription,
+};

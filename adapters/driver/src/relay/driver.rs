@@ -21,7 +21,7 @@ use crate::delivery::{Delivery, Route, Routes};
 use crate::drive::{unix_now, App, Driver, Parts, Setup};
 use crate::heard::{heard, Heard};
 use crate::relays::Solo;
-use crate::runtime::{HttpConnect, Runtime, WsConnect};
+use crate::runtime::{Addresses, HttpConnect, Runtime, WsConnect};
 
 /// The driver of one relay connection: spawn it on the runtime whose [`Runtime`] and
 /// [`WsConnect`] it was built with. It completes when every handle and subscription is gone.
@@ -103,7 +103,10 @@ fn driver_for<R: Runtime>(
         info_policy: config.relay_info,
         work_budget: config.work_budget,
     });
-    driver.parts.relays.add(Solo, Arc::clone(url));
+    driver
+        .parts
+        .relays
+        .add(Solo, Arc::clone(url), Addresses::Any);
     let subscriptions = held
         .into_iter()
         .map(|id| {
@@ -227,7 +230,7 @@ impl App for RelayApp {
         });
     }
 
-    fn notice(_: Solo, event: SessionEvent) -> SessionEvent {
+    fn notice(_: Solo, _: Option<Arc<str>>, event: SessionEvent) -> SessionEvent {
         event
     }
 

@@ -262,7 +262,8 @@ static void two_relays(void) {
     DRAINED(pool);
     CODE(frame(pool, 41, b, 1, "[\"OK\",\"" ID2 "\",true,\"\"]"), TETHER_OK);
     EVENT(pool, "{\"type\":\"published\",\"relay\":1,\"id\":\"" ID2 "\"}");
-    EVENT(pool, "{\"type\":\"publish_done\",\"id\":\"" ID2 "\",\"accepted\":[1],\"rejected\":[],\"pending\":[]}");
+    EVENT(pool, "{\"type\":\"publish_done\",\"id\":\"" ID2 "\",\"accepted\":[1],\"rejected\":[],\"pending\":[],"
+                "\"urls\":[]}");
     DRAINED(pool);
 
     /* NIP-11: a document's limits apply; an unreadable one changes nothing. */
@@ -426,6 +427,11 @@ static void outbox(void) {
                "\"tags\":[[\"r\",\"ws://127.0.0.1:7002\"]],\"content\":\"\",\"sig\":\"s\"}]"),
          TETHER_OK);
     CODE(frame(pool, 200, 0, 1, "[\"EOSE\",\"0:1\"]"), TETHER_OK);
+    /* A relay list is always checked: the host's verdict (valid, here) lets it route. */
+    VERIFY(pool, "{\"ticket\":1,\"relay\":0,\"id\":\"" ID1 "\",\"event\":{\"id\":\"" ID1 "\","
+                 "\"pubkey\":\"" ID2 "\",\"created_at\":1700000000,\"kind\":10002,"
+                 "\"tags\":[[\"r\",\"ws://127.0.0.1:7002\"]],\"content\":\"\",\"sig\":\"s\"}}");
+    CODE(tether_pool_handle_verified(pool, 200, 1, TETHER_OK, NULL, 0), TETHER_OK);
     DRAINED(pool);
     /* The list routes the author within the pool's reroute delay (1 s). */
     uint64_t at = 0;
@@ -463,8 +469,9 @@ static void outbox(void) {
     DRAINED(pool);
     CODE(frame(pool, 1600, 1, 1, "[\"OK\",\"" ID1 "\",true,\"\"]"), TETHER_OK);
     EVENT(pool, "{\"type\":\"published\",\"relay\":1,\"id\":\"" ID1 "\"}");
+    /* The routed relay by URL: its id names nothing once routing lets it go. */
     EVENT(pool, "{\"type\":\"publish_done\",\"id\":\"" ID1 "\",\"accepted\":[1],"
-                "\"rejected\":[],\"pending\":[]}");
+                "\"rejected\":[],\"pending\":[],\"urls\":[\"ws://127.0.0.1:7002\"]}");
     DRAINED(pool);
     const char *list = "{\"kind\":1}";
     CODE(tether_pool_handle_relay_list(pool, 1500, text(list), strlen(list)),

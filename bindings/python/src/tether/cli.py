@@ -64,11 +64,23 @@ def _u64(text: str) -> int:
     return value
 
 
+_REQ_LINES = (
+    "Output, one JSON object per line on stdout, with the fields of `tether req`: connected, "
+    "disconnected, event, eose, caught_up, closed, notice, auth, retrying, queued, "
+    "eose_timeout, rate_limited, subscription_limit, authenticated, auth_failed, "
+    "signer_failed, peer_error; with several relays (or --verify) every line about one relay "
+    "carries relay, and each subscription gets complete, ended once no relay serves it, and "
+    "invalid for a forgery (--verify); with --outbox, routed whenever its routes change. "
+    "Exit codes: 0 done, 1 failure, 2 bad arguments."
+)
+"""What ``tether-py req --help`` says it writes: every line type of the contract."""
+
+
 def _parser() -> _Parser:
     parser = _Parser(prog="tether-py", description="tether over its C ABI, from Python")
     parser.add_argument("-v", "--verbose", action="count", default=0)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    req = commands.add_parser("req", help="keep subscriptions open on a relay")
+    req = commands.add_parser("req", help="keep subscriptions open on a relay", epilog=_REQ_LINES)
     req.add_argument("url", nargs="?")
     req.add_argument("filters", nargs="*", metavar="FILTER_JSON")
     req.add_argument(

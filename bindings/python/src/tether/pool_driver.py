@@ -155,12 +155,19 @@ class PoolDriver(_Loop):
             if request is not None:
                 self._gathered.append((request["ticket"], request["raw"]))
                 continue
-            event = self.pool.poll_event()
-            if event is None:
+            if not self._deliver_event():
                 break
-            self.on_event(event, self.now())
-            if event["type"] == "auth" and self.sign:
-                self._answer(event["relay"], event)
+
+    def _deliver_event(self) -> bool:
+        """One of the pool's events to ``on_event`` (and a challenge to the signer); whether
+        there was one."""
+        event = self.pool.poll_event()
+        if event is None:
+            return False
+        self.on_event(event, self.now())
+        if event["type"] == "auth" and self.sign:
+            self._answer(event["relay"], event)
+        return True
 
     def _feed(self, item: tuple) -> None:
         kind, now = item[0], self.now()
@@ -225,7 +232,13 @@ class PoolDriver(_Loop):
         if kind == "open":
             key = (relay, transmit["epoch"])
             # A relay the pool chose itself (routing by people) comes with its URL.
-            if "url" in transmit:
+            if "url" in transmit and self.urls.get(relay) != transmit["url"]:
+                # Routing reuses the id of a relay it let go of. Transmits are drained
+                # before events, so the events still queued (the last of the relay that
+                # held the id among them) came before this open: they go out under that
+                # relay's URL first.
+                while self._deliver_event():
+                    pass
                 self.urls[relay] = transmit["url"]
             url = self.urls.get(relay)
             if url is None:

@@ -219,10 +219,26 @@ impl RelayPool {
         if let Some(&relay) = self.routing.as_deref()?.by_url.get(url) {
             return Some(relay);
         }
-        let relay = self.add_member(now, false).ok()?;
+        // The application's relay at that URL, or a new one: one socket per URL.
+        let relay = match self.relay_at(url) {
+            Some(relay) => relay,
+            None => {
+                let relay = self.add_member(now, false).ok()?;
+                self.name_relay(relay, url.to_owned());
+                relay
+            }
+        };
+        let open = self
+            .member(relay)
+            .is_some_and(|m| m.session.link().is_open());
         let routing = self.routing.as_deref_mut()?;
         routing.by_url.insert(url.to_owned(), relay);
         routing.url_of.insert(relay, url.to_owned());
+        if open {
+            // An application's relay already open: its socket is routing's news too.
+            routing.opened.insert(relay);
+            routing.router.handle_opened(now, url);
+        }
         Some(relay)
     }
 
@@ -231,9 +247,13 @@ impl RelayPool {
         let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
+        let mut asked: Vec<SubscriptionId> = Vec::new();
         for routed in routing.subs.values_mut() {
-            if routed.placed.remove(&relay).is_some_and(|p| !p.eosed) {
-                routed.gone.insert(relay, Missing::Removed);
+            if let Some(placed) = routed.placed.remove(&relay) {
+                if !placed.eosed {
+                    routed.gone.insert(relay, Missing::Removed);
+                }
+                asked.extend(placed.chunks.into_keys());
             }
         }
         let failing = routing
@@ -243,6 +263,11 @@ impl RelayPool {
         routing.opened.remove(&relay);
         if let Some(url) = routing.url_of.remove(&relay) {
             routing.by_url.remove(&url);
+        }
+        if self.member(relay).is_some_and(|m| m.app) {
+            // The application's relay: routing stops asking it; its socket stays.
+            self.close_reqs(now, relay, &asked);
+            return;
         }
         if failing {
             self.publish_gone(relay, "relay unreachable: routing gave it up");

@@ -264,15 +264,12 @@ impl RelayPool {
         self.routing.as_deref().map(|o| &o.router)
     }
 
-    /// The URL of a relay the pool opened for routing: a driver opens its socket there
-    /// (relays added with [`RelayPool::add_relay`] have no URL in the pool).
+    /// The URL of `relay`, normalised: a driver opens its socket there. Every relay routing
+    /// opened has one, and the application's added with [`RelayPool::add_relay_url`];
+    /// relays added with [`RelayPool::add_relay`] have none in the pool.
     #[must_use]
     pub fn relay_url(&self, relay: RelayId) -> Option<&str> {
-        self.routing
-            .as_deref()?
-            .url_of
-            .get(&relay)
-            .map(String::as_str)
+        self.member(relay)?.url.as_deref()
     }
 
     /// What routing gives `sub` now (the last [`PoolEvent::Routed`]).

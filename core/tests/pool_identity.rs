@@ -1,0 +1,78 @@
+//! One relay per URL in a pool: the application's relays and routing's share one identity,
+//! so a URL added both ways is one socket, and routing never closes the application's.
+
+use tether_core::link::Epoch;
+use tether_core::nostr::{Filter, Transmit};
+use tether_core::pool::router::RouterConfig;
+use tether_core::pool::{PoolConfig, PoolError, RelayId, RelayPool};
+use tether_core::Instant;
+
+fn ms(n: u64) -> Instant {
+    Instant::from_millis(n)
+}
+
+fn pool() -> RelayPool {
+    let mut router = RouterConfig::default();
+    router.indexers = vec!["wss://index.example".into()];
+    let mut config = PoolConfig::default();
+    config.router = router;
+    RelayPool::new(config, 5)
+}
+
+fn opens(pool: &mut RelayPool) -> Vec<RelayId> {
+    std::iter::from_fn(|| pool.poll_transmit())
+        .filter(|(_, t)| matches!(t, Transmit::Open { .. }))
+        .map(|(r, _)| r)
+        .collect()
+}
+
+#[test]
+fn a_url_added_twice_by_the_application_is_one_relay() {
+    let mut pool = pool();
+    let a = pool.add_relay_url(ms(0), "wss://A.example/").unwrap();
+    let again = pool.add_relay_url(ms(0), "wss://a.example").unwrap();
+    assert_eq!(a, again);
+    assert_eq!(pool.relay_count(), 1);
+    assert_eq!(pool.relay_url(a), Some("wss://a.example"));
+    assert_eq!(
+        pool.add_relay_url(ms(0), "https://a.example"),
+        Err(PoolError::InvalidUrl("https://a.example".into()))
+    );
+}
+
+#[test]
+fn routing_asks_the_applications_relay_at_a_listed_url_on_its_socket_and_never_closes_it() {
+    let mut pool = pool();
+    let app = pool.add_relay_url(ms(0), "wss://a.example").unwrap();
+    assert_eq!(opens(&mut pool), [app]);
+    pool.handle_open(ms(10), app, Epoch(1)).unwrap();
+    let author = "ab".repeat(32);
+    let list = format!(
+        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","wss://a.example"]],"content":"","sig":""}}"#,
+        "cd".repeat(32)
+    );
+    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
+    let sub = pool.subscribe_outbox(ms(20), filter).unwrap();
+    pool.handle_relay_list(ms(20), &list).unwrap();
+    pool.handle_timeout(ms(1_100));
+    let sent: Vec<(RelayId, Transmit)> = std::iter::from_fn(|| pool.poll_transmit()).collect();
+    // The indexer is opened; the listed URL is the application's relay, asked on its socket.
+    let opened: Vec<RelayId> = sent
+        .iter()
+        .filter(|(_, t)| matches!(t, Transmit::Open { .. }))
+        .map(|(r, _)| *r)
+        .collect();
+    assert_eq!(opened.len(), 1, "{sent:?}");
+    assert_ne!(opened[0], app);
+    assert!(
+        sent.iter().any(|(r, t)| *r == app
+            && matches!(t, Transmit::Send { text, .. } if text.contains(&author))),
+        "{sent:?}"
+    );
+    assert_eq!(pool.relay_count(), 2);
+    // The subscription goes; routing lets its relays go, but not the application's.
+    pool.unsubscribe(ms(1_200), sub).unwrap();
+    pool.handle_timeout(ms(2_300));
+    while pool.poll_transmit().is_some() {}
+    assert_eq!(pool.relay_url(app), Some("wss://a.example"));
+}
