@@ -87,20 +87,24 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
             };
             gain(pairs, &weights, miss, count, router.config.redundancy) * sticky
         };
-    for failing in [false, true] {
+    let assign = |failing: bool,
+                  limit: usize,
+                  chosen: &mut Vec<Chosen>,
+                  miss: &mut BTreeMap<u32, f64>,
+                  count: &mut BTreeMap<u32, usize>| {
         let pool: Vec<u32> = candidates
             .keys()
             .copied()
             .filter(|&r| router.relays[r as usize].health.failing() == failing)
             .filter(|r| !chosen.iter().any(|c| c.relay == *r))
             .collect();
-        lazy_greedy(&pool, main, &mut chosen, |relay, chosen_now, take_it| {
+        lazy_greedy(&pool, limit, chosen, |relay, chosen_now, take_it| {
             let pairs = &candidates[&relay];
             if take_it {
                 take(
                     chosen_now,
-                    &mut miss,
-                    &mut count,
+                    miss,
+                    count,
                     relay,
                     Role::Assigned,
                     pairs,
@@ -108,12 +112,14 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
                 );
                 0.0
             } else {
-                weigh(relay, pairs, &miss, &count)
+                weigh(relay, pairs, miss, count)
             }
         });
-        if chosen.len() >= main {
-            break;
-        }
+    };
+    // Healthy relays first; failing ones only where nothing healthy adds anything.
+    assign(false, main, &mut chosen, &mut miss, &mut count);
+    if chosen.len() < main {
+        assign(true, main, &mut chosen, &mut miss, &mut count);
     }
     probes(
         router,
@@ -126,29 +132,7 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
     );
     // What the probes left of the budget goes to healthy relays with expected content,
     // probed before or not: a budget is for using while anything is left to find.
-    let rest: Vec<u32> = candidates
-        .keys()
-        .copied()
-        .filter(|&r| !router.relays[r as usize].health.failing())
-        .filter(|r| !chosen.iter().any(|c| c.relay == *r))
-        .collect();
-    lazy_greedy(&rest, budget, &mut chosen, |relay, chosen_now, take_it| {
-        let pairs = &candidates[&relay];
-        if take_it {
-            take(
-                chosen_now,
-                &mut miss,
-                &mut count,
-                relay,
-                Role::Assigned,
-                pairs,
-                router,
-            );
-            0.0
-        } else {
-            weigh(relay, pairs, &miss, &count)
-        }
-    });
+    assign(false, budget, &mut chosen, &mut miss, &mut count);
     chosen
 }
 
