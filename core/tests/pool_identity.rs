@@ -76,3 +76,28 @@ fn routing_asks_the_applications_relay_at_a_listed_url_on_its_socket_and_never_c
     while pool.poll_transmit().is_some() {}
     assert_eq!(pool.relay_url(app), Some("wss://a.example"));
 }
+
+#[test]
+fn the_application_removing_a_relay_routing_shares_leaves_routing_consistent() {
+    let mut pool = pool();
+    let app = pool.add_relay_url(ms(0), "wss://a.example").unwrap();
+    let _ = opens(&mut pool);
+    pool.handle_open(ms(10), app, Epoch(1)).unwrap();
+    let author = "ab".repeat(32);
+    let list = format!(
+        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","wss://a.example"]],"content":"","sig":""}}"#,
+        "cd".repeat(32)
+    );
+    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
+    pool.subscribe_outbox(ms(20), filter).unwrap();
+    pool.handle_relay_list(ms(20), &list).unwrap();
+    pool.handle_timeout(ms(1_100));
+    while pool.poll_transmit().is_some() {}
+    pool.remove_relay(ms(1_200), app).unwrap();
+    assert_eq!(pool.relay_url(app), None);
+    // Routing runs again and asks for the URL anew, as a relay of its own.
+    pool.handle_timeout(ms(2_300));
+    let reopened: Vec<RelayId> = opens(&mut pool);
+    assert_eq!(reopened.len(), 1, "{reopened:?}");
+    assert_eq!(pool.relay_url(reopened[0]), Some("wss://a.example"));
+}

@@ -8,26 +8,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tether_core::nostr::Carries;
-use tether_core::pool::router::RouterConfig;
-use tether_core::pool::{Outcome, PoolConfig, PoolEvent, RelayId, SubId};
+use tether_core::pool::{Outcome, PoolEvent, RelayId, SubId};
 use tether_core::Instant;
 use tether_testkit::pool_sim::{PoolAction, PoolSim};
 use tether_testkit::sim::UNIX_START;
 use tether_testkit::{RelayModel, StoredEvent};
 
-const INDEXER: &str = "wss://index.example";
-
-fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
-
-fn key(n: u64) -> String {
-    format!("{:064x}", 0xa000_0000 + n)
-}
-
-fn url(name: &str) -> String {
-    format!("wss://{name}.example")
-}
+use tether_testkit::outbox::fixtures::{config, key, secs, url, INDEXER};
 
 /// An event numbered `n` by `author`, dated `at` seconds after the Sim's wall-clock start.
 fn note(n: u64, author: &str, at: u64, kind: u64, tags: &str) -> StoredEvent {
@@ -65,14 +52,6 @@ fn one_author_on_r1(s: &mut PoolSim, a: &str) {
         secs(0),
         PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
     );
-}
-
-fn config() -> PoolConfig {
-    let mut router = RouterConfig::default();
-    router.indexers = vec![INDEXER.to_owned()];
-    let mut config = PoolConfig::default();
-    config.router = router;
-    config
 }
 
 fn world(s: &mut PoolSim, relays: &[(&str, Vec<StoredEvent>)]) {

@@ -5,25 +5,12 @@
 
 use std::time::Duration;
 
-use tether_core::pool::router::RouterConfig;
-use tether_core::pool::{PoolConfig, PoolEvent, SubId};
+use tether_core::pool::{PoolEvent, SubId};
 use tether_testkit::pool_sim::{PoolAction, PoolSim};
 use tether_testkit::sim::UNIX_START;
 use tether_testkit::{RelayModel, StoredEvent};
 
-const INDEXER: &str = "wss://index.example";
-
-fn secs(n: u64) -> Duration {
-    Duration::from_secs(n)
-}
-
-fn key(n: u64) -> String {
-    format!("{:064x}", 0xa000_0000 + n)
-}
-
-fn url(name: &str) -> String {
-    format!("wss://{name}.example")
-}
+use tether_testkit::outbox::fixtures::{config, key, secs, url, INDEXER};
 
 /// Event `n` by `author` dated `at` (seconds after the Sim's wall-clock start, or absolute
 /// when `at` is past it); `content` is what the Sim's verifier reads ("forged" fails).
@@ -53,14 +40,6 @@ fn list(n: u64, author: &str, at: u64, relays: &[&str], content: &str) -> Stored
         .map(|r| format!(r#"["r","{}"]"#, url(r)))
         .collect();
     event(n, author, at, 10002, &tags.join(","), content)
-}
-
-fn config() -> PoolConfig {
-    let mut router = RouterConfig::default();
-    router.indexers = vec![INDEXER.to_owned()];
-    let mut config = PoolConfig::default();
-    config.router = router;
-    config
 }
 
 fn relay(s: &mut PoolSim, at: &str, events: Vec<StoredEvent>, shape: fn(&mut RelayModel)) {

@@ -128,6 +128,14 @@ impl<K: Key> Relays<K> {
         );
     }
 
+    /// Let `key` dial `addresses` from now on (a relay routing opened that the application
+    /// adds too becomes the application's); its socket stays as it is.
+    pub(crate) fn allow(&mut self, key: K, addresses: Addresses) {
+        if let Some(relay) = self.relays.get_mut(&key) {
+            relay.addresses = addresses;
+        }
+    }
+
     /// Drop `key`: its socket gets one attempt at a close handshake; its side tasks stop.
     pub(crate) fn remove(&mut self, key: K) {
         if let Some(mut relay) = self.relays.remove(&key) {

@@ -428,6 +428,7 @@ impl RelayPool {
         if let Some(url) = member.url.take() {
             self.by_url.remove(&url);
         }
+        self.people_relay_removed(now, relay);
         self.free.push(relay.0);
         self.retired_epochs
             .insert(relay.0, member.session.link().epoch());

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod baselines;
+pub mod fixtures;
 mod report;
 pub mod router;
 mod sample;

@@ -246,12 +246,22 @@ impl App for PoolApp {
                     let _ = reply.send(Ok(relay));
                     return;
                 }
-                let result = parts.machine.add_relay(now);
+                // One relay per URL in the core: a relay routing opened at this URL is the
+                // one the application gets, on its socket. A URL past the core's rule (one
+                // longer than a relay list may name) is still the application's to add.
+                let result = match parts.machine.add_relay_url(now, &url) {
+                    Err(PoolError::InvalidUrl(_)) => parts.machine.add_relay(now),
+                    other => other,
+                };
                 if let Ok(relay) = result {
                     debug!(%url, %relay, "relay added");
-                    parts
-                        .relays
-                        .add(relay, Arc::from(url.as_str()), Addresses::Any);
+                    if parts.relays.url(relay).is_some() {
+                        parts.relays.allow(relay, Addresses::Any);
+                    } else {
+                        parts
+                            .relays
+                            .add(relay, Arc::from(url.as_str()), Addresses::Any);
+                    }
                     let key: Arc<str> = Arc::from(key.as_str());
                     self.by_url.insert(Arc::clone(&key), relay);
                     self.url_of.insert(relay, key);

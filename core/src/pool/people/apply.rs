@@ -242,6 +242,25 @@ impl RelayPool {
         Some(relay)
     }
 
+    /// `relay` left the pool by the application's hand while routing asked it: routing
+    /// forgets it and routes again (its people go elsewhere).
+    pub(crate) fn people_relay_removed(&mut self, now: Instant, relay: RelayId) {
+        let Some(routing) = self.routing.as_deref_mut() else {
+            return;
+        };
+        let Some(url) = routing.url_of.remove(&relay) else {
+            return;
+        };
+        routing.by_url.remove(&url);
+        routing.opened.remove(&relay);
+        for routed in routing.subs.values_mut() {
+            if routed.placed.remove(&relay).is_some_and(|p| !p.eosed) {
+                routed.gone.insert(relay, Missing::Removed);
+            }
+        }
+        self.schedule_reroute(now);
+    }
+
     /// Close a relay routing no longer wants.
     pub(super) fn drop_people_relay(&mut self, now: Instant, relay: RelayId) {
         let Some(routing) = self.routing.as_deref_mut() else {
