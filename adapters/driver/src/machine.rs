@@ -220,13 +220,13 @@ impl Machine for RelayPool {
     }
 
     fn relay_url(&self, relay: RelayId) -> Option<&str> {
-        RelayPool::relay_url(self, relay)
+        RelayPool::opened_url(self, relay)
     }
 
     /// A relay routing opened from a stranger's relay list may not be dialed inside the
     /// network, whatever its name resolves to: the core says which ones may.
     fn addresses(&self, relay: RelayId) -> Addresses {
-        let Some(url) = RelayPool::relay_url(self, relay) else {
+        let Some(url) = RelayPool::opened_url(self, relay) else {
             return Addresses::Any;
         };
         let config = self

@@ -210,7 +210,7 @@ impl RelayPool {
                 .iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    let routed = self.relay_url(RelayId(i as u32)).is_some();
+                    let routed = self.opened_url(RelayId(i as u32)).is_some();
                     m.as_deref().filter(|_| !routed).map(save_member)
                 })
                 .collect(),

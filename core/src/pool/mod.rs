@@ -452,7 +452,7 @@ impl RelayPool {
         }
         let relays: Vec<RelayId> = self
             .relay_ids()
-            .filter(|r| self.relay_url(*r).is_none())
+            .filter(|r| self.opened_url(*r).is_none())
             .collect();
         let routing: Vec<(RelayId, Vec<Filter>)> =
             relays.into_iter().map(|r| (r, filters.clone())).collect();

@@ -272,6 +272,15 @@ impl RelayPool {
         self.member(relay)?.url.as_deref()
     }
 
+    /// The URL of a relay the pool opened by itself (routing by people), which its driver
+    /// did not add: where to dial it. `None` for the application's relays, which the
+    /// application named (and may dial anywhere).
+    #[must_use]
+    pub fn opened_url(&self, relay: RelayId) -> Option<&str> {
+        let member = self.member(relay)?;
+        member.url.as_deref().filter(|_| !member.app)
+    }
+
     /// What routing gives `sub` now (the last [`PoolEvent::Routed`]).
     #[must_use]
     pub fn route_report(&self, sub: SubId) -> Option<&RouteReport> {
