@@ -108,13 +108,20 @@ impl RelayPool {
         if self.is_lists(sub) {
             // Looked up once the lists before this EOSE have their verdicts: it waits in
             // the verification queue behind them.
-            if let Some(routing) = self.routing.as_deref_mut() {
-                if routing.lists_answers.len() >= MAX_LIST_ANSWERS {
-                    routing.lists_answers.pop_front();
+            let full = self
+                .routing
+                .as_deref()
+                .is_none_or(|r| r.lists_answers.len() >= MAX_LIST_ANSWERS);
+            if full {
+                // Past the bound the answer is taken now rather than queued: dropping a
+                // queued one would pair every later EOSE with the wrong people.
+                self.lists_answered(now, &asked);
+            } else {
+                if let Some(routing) = self.routing.as_deref_mut() {
+                    routing.lists_answers.push_back(asked);
                 }
-                routing.lists_answers.push_back(asked);
+                self.emit(sub, PoolEvent::Eose { sub, relay });
             }
-            self.emit(sub, PoolEvent::Eose { sub, relay });
         }
         self.schedule_reroute(now);
         if first && !self.is_lists(sub) {
