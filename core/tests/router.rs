@@ -604,3 +604,25 @@ fn a_newer_list_places_its_author_on_its_relay_even_when_the_budget_is_full() {
     router.handle_eose(at(1_200), "wss://new.example", [key(3).as_str()]);
     assert!(urls(&router.route(at(5_000))).contains(&"wss://new.example"));
 }
+
+#[test]
+fn time_away_is_not_a_routed_relays_silence() {
+    let mut router = router_with(config(2), &[(1, &["wss://a.example", "wss://b.example"])]);
+    router.handle_opened(at(0), "wss://index.example");
+    router.handle_eose(at(0), "wss://index.example", []);
+    assert_eq!(
+        urls(&router.route(at(0))),
+        ["wss://index.example", "wss://a.example"]
+    );
+    // The app is away from 1 s to 60 s; back, a still gets its whole deadline.
+    router.restart_answer_waits(at(60_000));
+    assert_eq!(router.poll_timeout(), Some(at(64_000)));
+    assert_eq!(
+        urls(&router.route(at(60_001))),
+        ["wss://index.example", "wss://a.example"]
+    );
+    assert_eq!(
+        urls(&router.route(at(64_000))),
+        ["wss://index.example", "wss://b.example"]
+    );
+}

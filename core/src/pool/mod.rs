@@ -238,6 +238,7 @@ impl RelayPool {
         self.suspended = false;
         self.each_relay(now, |session, now| session.resume(now));
         let now = self.clock.now();
+        self.restart_answer_waits(now);
         self.schedule_reroute(now);
     }
 
@@ -255,7 +256,16 @@ impl RelayPool {
         self.each_relay(now, |session, now| session.set_online(now, online));
         if online {
             let now = self.clock.now();
+            self.restart_answer_waits(now);
             self.schedule_reroute(now);
+        }
+    }
+
+    /// Back from away: relays routing still waits an answer from get their whole deadline
+    /// from now. Time away is not a relay's silence and must not spend its retry budget.
+    fn restart_answer_waits(&mut self, now: Instant) {
+        if let Some(routing) = self.routing.as_deref_mut() {
+            routing.router.restart_answer_waits(now);
         }
     }
 

@@ -765,6 +765,15 @@ impl Router {
         plan::routes(self, &chosen)
     }
 
+    /// The application was away (suspended, offline) until `now`: every relay still
+    /// waited for gets its whole [`ANSWER_DEADLINE`] from now.
+    pub fn restart_answer_waits(&mut self, now: Instant) {
+        let now = self.clock.observe(now);
+        for at in self.session.waiting.values_mut() {
+            *at = now;
+        }
+    }
+
     /// Relays routed that did not answer within [`ANSWER_DEADLINE`]: each counts as a
     /// failure, and leaves the plan as any failing relay does.
     fn expire_silent(&mut self, now: Instant) {
