@@ -6,7 +6,7 @@ use serde::Deserialize;
 use tether_core::nostr::RelayConfig;
 use tether_core::pool::PoolConfig;
 use tether_core::sse::SseConfig;
-use tether_core::GateScope;
+use tether_core::{GateScope, Liveness};
 
 use crate::{millis, TetherError};
 
@@ -28,6 +28,9 @@ pub(crate) struct RelayOptions {
     publish_timeout_ms: Option<u64>,
     /// Ask for the NIP-11 document at most this often; absent: never asked.
     info_refresh_ms: Option<u64>,
+    /// `false` where the host cannot send WebSocket pings (a browser): the silence watchdog
+    /// is off, as no pong could ever answer it.
+    ping: Option<bool>,
 }
 
 impl RelayOptions {
@@ -49,6 +52,9 @@ impl RelayOptions {
             config.publish_timeout = millis(positive(ms, "publishTimeoutMs")?);
         }
         config.info_refresh = self.info_refresh_ms.filter(|&ms| ms > 0).map(millis);
+        if self.ping == Some(false) {
+            config.link.liveness = Liveness::Off;
+        }
         Ok(config)
     }
 }
@@ -71,6 +77,8 @@ pub(crate) struct PoolOptions {
     publish_timeout_ms: Option<u64>,
     /// Ask for each relay's NIP-11 document at most this often; absent: never asked.
     info_refresh_ms: Option<u64>,
+    /// `false` where the host cannot send WebSocket pings (a browser).
+    ping: Option<bool>,
     /// Deliver an event only after it verified (`verifyQueued` or `pollVerify`).
     verify: bool,
     /// Most event copies under verification at once, pool-wide.
@@ -116,6 +124,7 @@ impl PoolOptions {
             eose_timeout_ms: self.eose_timeout_ms,
             publish_timeout_ms: self.publish_timeout_ms,
             info_refresh_ms: self.info_refresh_ms,
+            ping: self.ping,
         }
     }
 

@@ -1,0 +1,24 @@
+// tether-js: the runtime-independent part. Import `tether-js/node` or `tether-js/browser`,
+// which load the wasm and provide the sockets; this entry alone does neither.
+export { TetherPool, Subscription } from "./pool.js";
+export type {
+  CoreOptions,
+  PoolHost,
+  PoolOptions,
+  PublishOptions,
+  RelaySocket,
+  SocketEvents,
+  SocketLoss,
+  SubscribeOptions,
+} from "./pool.js";
+export type {
+  Filter,
+  NostrEvent,
+  PoolItem,
+  PublishDone,
+  SseItem,
+  SubscriptionItem,
+} from "./items.js";
+export { TetherError, type TetherErrorKind } from "./errors.js";
+export { Signer, verifyEvent, normalizeRelayUrl, WasmPool, WasmRelay, WasmSse } from "./wasm.js";
+export { nowMs, unixSecs } from "./clock.js";
