@@ -20,5 +20,19 @@ export type {
   SubscriptionItem,
 } from "./items.js";
 export { TetherError, type TetherErrorKind } from "./errors.js";
+export { TetherSse, checkSseUrl } from "./sse.js";
+export type {
+  AttemptInfo,
+  AttemptParts,
+  PerAttempt,
+  SseBodyReader,
+  SseCoreOptions,
+  SseFetch,
+  SseFetchInit,
+  SseHeaders,
+  SseOptions,
+  SseRequest,
+  SseResponse,
+} from "./sse.js";
 export { Signer, verifyEvent, normalizeRelayUrl, WasmPool, WasmRelay, WasmSse } from "./wasm.js";
 export { nowMs, unixSecs } from "./clock.js";

@@ -11,6 +11,15 @@ loadWasmSync(readFileSync(new URL("../../wasm/tether_bg.wasm", import.meta.url))
 
 export * from "../index.js";
 export { nodeHost, type NodeSocketOptions } from "./sockets.js";
+// SSE through the environment's proxy (Node's own fetch reads none): `new TetherSse(url,
+// { fetch: proxyFetch(Proxies.resolve({ kind: "env" })).fetch })`.
+export {
+  Proxies,
+  ProxyError,
+  proxyFetch,
+  type ProxyConfig,
+  type ProxyFetch,
+} from "../cli/sse-proxy.js";
 
 /** Options of a Node pool: the pool's and the sockets'. */
 export interface NodePoolOptions extends PoolOptions {
