@@ -6,10 +6,10 @@
 //! the `open` transmit it belongs to: input for an epoch that relay let go is ignored, input
 //! for one never handed out is an `UnknownId` error.
 //!
-//! With `verify` set, an event is delivered only after it was checked: call
-//! [`Pool::verify_queued`] after each input to check every queued copy here with
-//! libsecp256k1, or take them with [`Pool::poll_verify`] and answer each with
-//! [`Pool::handle_verified`].
+//! With `verify` set, an event is delivered only after it was checked, and the relay lists
+//! routing by people reads always are: call [`Pool::verify_queued`] after each input to
+//! check every queued copy here with libsecp256k1, or take them with [`Pool::poll_verify`]
+//! and answer each with [`Pool::handle_verified`].
 
 use tether_core::line::nostr::{Line, TransmitLine, VerifyLine};
 use tether_core::line::{Ids, Label, Limiter};
@@ -433,7 +433,8 @@ impl Pool {
     }
 
     /// Check every queued event copy here (libsecp256k1) and hand the verdicts to the pool;
-    /// returns how many were checked. A pool without `verify` has none.
+    /// returns how many were checked. Call it after every input even without `verify`: the
+    /// relay lists routing by people reads are always verified.
     #[wasm_bindgen(js_name = verifyQueued)]
     pub fn verify_queued(&mut self, now_ms: f64) -> Result<u32, TetherError> {
         let now = self.at(now_ms)?;

@@ -4,7 +4,8 @@
 // answer means are the core's.
 //
 // Poll order after every input (the str0m rule: drain until only a timeout is left):
-// 1. `verifyQueued` (a verifying pool checks queued copies inside the wasm);
+// 1. `verifyQueued` (queued copies are checked inside the wasm: every event of a verifying
+//    pool, and always the relay lists routing by people reads);
 // 2. `pollTransmit` until empty (open, send, ping, close, fetch_info);
 // 3. `pollEvents`, each item to its subscription, its publish and the `items()` readers;
 //    an `auth` item is answered here when the pool has a signer (the core's input again);
@@ -97,6 +98,12 @@ export interface PoolOptions extends CoreOptions {
   bufferItems?: number;
   /** A checkpoint to resume from (`pool.checkpoint()` of an earlier run). */
   checkpoint?: string;
+  /**
+   * With `checkpoint`: the URL of each restored relay the application added, by relay id
+   * (the order they were first added in). A checkpoint keeps no URL of those relays, and
+   * the restored pool dials them at once.
+   */
+  relayUrls?: string[];
 }
 
 /** Options of one subscription. */
@@ -154,7 +161,6 @@ export class TetherPool {
   private readonly publishes = new Map<string, (done: PublishDone) => void>();
   private readonly signer: Signer | undefined;
   private readonly bound: number;
-  private readonly verifying: boolean;
   private timer: ReturnType<typeof setTimeout> | undefined;
   private timerAt: number | undefined;
   /** Queues at their bound: sockets stay paused while any is. */
@@ -166,7 +172,7 @@ export class TetherPool {
     private readonly host: PoolHost,
     options: PoolOptions = {},
   ) {
-    const { signer, bufferItems, checkpoint, ...coreOptions } = options;
+    const { signer, bufferItems, checkpoint, relayUrls, ...coreOptions } = options;
     const json = JSON.stringify({ ...coreOptions, ...(host.canPing ? {} : { ping: false }) });
     const now = nowMs();
     this.wasm = core(() =>
@@ -176,7 +182,7 @@ export class TetherPool {
     );
     this.signer = signer;
     this.bound = bufferItems ?? DEFAULT_BUFFER;
-    this.verifying = coreOptions.verify === true;
+    relayUrls?.forEach((url, id) => this.urls.set(id, url));
     this.step((at) => {
       this.wasm.setWallClock(at, unixSecs());
     });
@@ -213,6 +219,16 @@ export class TetherPool {
   subscribeOutbox(filter: Filter, options: SubscribeOptions = {}): Subscription {
     const text = JSON.stringify(filter);
     return this.open(options, (now) => this.wasm.subscribeOutbox(now, text));
+  }
+
+  /**
+   * A subscription restored from the checkpoint, by its id (the `id` of a `subscribe` of the
+   * earlier run): its items from now on, and `close()` ends it (CLOSE where it is open).
+   */
+  resumed(id: number, options: SubscribeOptions = {}): Subscription {
+    if (this.closed) throw new TetherError("WrongState", "the pool is closed");
+    if (this.subs.has(id)) throw new TetherError("WrongState", `subscription ${id} is taken`);
+    return this.track(id, options);
   }
 
   /** Publish a signed event; resolves with its one outcome. */
@@ -294,10 +310,16 @@ export class TetherPool {
   // ----- inputs ------------------------------------------------------------------------
 
   private open(options: SubscribeOptions, make: (now: number) => number): Subscription {
-    let id = -1;
+    let made: Subscription | undefined;
+    // Tracked inside the input, before its drain: items the call itself yields (the first
+    // `routed` of a subscription by people) are its subscription's too.
     this.step((now) => {
-      id = make(now);
+      made = this.track(make(now), options);
     });
+    return made as Subscription;
+  }
+
+  private track(id: number, options: SubscribeOptions): Subscription {
     const queue = new ItemQueue<SubscriptionItem>(this.bound, this.pressure(), () => {
       if (!this.subs.delete(id) || this.closed) return;
       this.step((now) => {
@@ -312,13 +334,16 @@ export class TetherPool {
   }
 
   private awaitDone(make: (now: number) => string): Promise<PublishDone> {
-    let id = "";
+    let resolve: (done: PublishDone) => void = () => undefined;
+    const done = new Promise<PublishDone>((settle) => {
+      resolve = settle;
+    });
+    // Registered inside the input, before its drain: a publish with no relay to go to is
+    // done at once, in that drain.
     this.step((now) => {
-      id = make(now);
+      this.publishes.set(make(now), resolve);
     });
-    return new Promise((resolve) => {
-      this.publishes.set(id, resolve);
-    });
+    return done;
   }
 
   private idOf(url: string): number {
@@ -361,10 +386,11 @@ export class TetherPool {
     try {
       for (;;) {
         let busy = false;
-        if (this.verifying && this.wasm.verifyQueued(now) > 0) busy = true;
+        // Not only with `verify`: the core verifies the relay lists it routes by always.
+        if (this.wasm.verifyQueued(now) > 0) busy = true;
         for (let t = this.wasm.pollTransmit(); t !== undefined; t = this.wasm.pollTransmit()) {
           busy = true;
-          this.transmit(JSON.parse(t) as Transmit);
+          this.transmit(JSON.parse(t) as Transmit, now);
         }
         for (const text of this.wasm.pollEvents()) {
           busy = true;
@@ -378,9 +404,17 @@ export class TetherPool {
     this.arm();
   }
 
-  private transmit(t: Transmit): void {
+  private transmit(t: Transmit, now: number): void {
     switch (t.type) {
       case "open": {
+        if (t.url !== undefined && this.urls.get(t.relay) !== t.url) {
+          // Routing reuses the id of a relay it let go of. Transmits are drained before
+          // events, so the events still queued (the last of the relay that held the id among
+          // them) came before this open: they go out under that relay's URL first.
+          for (const text of this.wasm.pollEvents()) {
+            this.dispatch(JSON.parse(text) as PoolItem, now);
+          }
+        }
         const url = t.url ?? this.urls.get(t.relay);
         if (url === undefined) return;
         this.urls.set(t.relay, url);
