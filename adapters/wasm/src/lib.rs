@@ -35,6 +35,7 @@ mod error;
 pub mod keys;
 pub mod pool;
 pub mod relay;
+pub mod saved;
 pub mod sse;
 
 pub use error::{ErrorKind, TetherError};

@@ -154,3 +154,33 @@ fn an_sse_session_asks_for_its_request_and_reads_a_message() {
         ErrorKind::InvalidArgument
     );
 }
+
+#[test]
+fn a_relay_sessions_checkpoint_reads_as_a_pool_of_one() {
+    use tether_wasm::relay::Relay;
+    use tether_wasm::saved::SavedPool;
+    let mut relay = Relay::new(None).unwrap();
+    let sub = relay.subscribe(0.0, r#"[{"kinds":[1]}]"#, 0).unwrap();
+    let text = relay.checkpoint();
+    assert_eq!(
+        SavedPool::new(&text, false).unwrap_err().kind(),
+        ErrorKind::Checkpoint
+    );
+    let saved = SavedPool::new(&text, true).unwrap();
+    assert_eq!(saved.subscriptions(), [sub]);
+    assert_eq!(
+        saved.filters(sub).unwrap().as_deref(),
+        Some(r#"[{"kinds":[1]}]"#)
+    );
+    assert!(
+        !saved.catches_up(sub, 0).unwrap(),
+        "never live: nothing to catch up"
+    );
+    let pool = Pool::restore(None, &saved.to_json(), 0.0, 1_700_000_000.0).unwrap();
+    assert_eq!(
+        SavedPool::new(&pool.checkpoint(), false)
+            .unwrap()
+            .subscriptions(),
+        [sub]
+    );
+}

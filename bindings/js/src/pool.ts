@@ -154,6 +154,8 @@ type Transmit =
 export class TetherPool {
   private readonly wasm: WasmPool;
   private readonly sockets = new Map<number, Open>();
+  /** The application's relays, by id, as it spelt them. */
+  private readonly given = new Map<number, string>();
   /** Relay id to URL, kept after a relay goes so its last items still name it. */
   private readonly urls = new Map<number, string>();
   private readonly subs = new Map<number, ItemQueue<SubscriptionItem>>();
@@ -182,7 +184,10 @@ export class TetherPool {
     );
     this.signer = signer;
     this.bound = bufferItems ?? DEFAULT_BUFFER;
-    relayUrls?.forEach((url, id) => this.urls.set(id, url));
+    relayUrls?.forEach((url, id) => {
+      this.urls.set(id, url);
+      this.given.set(id, url);
+    });
     this.step((at) => {
       this.wasm.setWallClock(at, unixSecs());
     });
@@ -195,6 +200,7 @@ export class TetherPool {
       relay = this.wasm.addRelay(now, url);
     });
     this.urls.set(relay, url);
+    this.given.set(relay, url);
     return relay;
   }
 
@@ -204,6 +210,7 @@ export class TetherPool {
     this.step((now) => {
       this.wasm.removeRelay(now, id);
     });
+    this.given.delete(id);
   }
 
   /** Subscribe on every relay added, with `filters`. */
@@ -407,6 +414,13 @@ export class TetherPool {
   private transmit(t: Transmit, now: number): void {
     switch (t.type) {
       case "open": {
+        // The application's relay is dialed as the application spelt it (a relay may check
+        // the URL in AUTH); the core's normalised URL is for the relays routing opened.
+        const given = this.given.get(t.relay);
+        if (given !== undefined) {
+          this.connect(t.relay, t.epoch, given);
+          return;
+        }
         if (t.url !== undefined && this.urls.get(t.relay) !== t.url) {
           // Routing reuses the id of a relay it let go of. Transmits are drained before
           // events, so the events still queued (the last of the relay that held the id among
@@ -471,7 +485,14 @@ export class TetherPool {
     };
     const socket = this.host.connect(url, events);
     this.sockets.set(relay, { epoch, socket });
-    if (this.full > 0) socket.pause(true);
+    if (this.full > 0) {
+      // Opened while the application lags: it starts paused, and the core knows its
+      // silence is ours.
+      socket.pause(true);
+      core(() => {
+        this.wasm.handleReadPaused(nowMs(), relay, true);
+      });
+    }
   }
 
   private fetchInfo(relay: number): void {

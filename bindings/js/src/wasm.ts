@@ -6,6 +6,7 @@ export {
   Pool as WasmPool,
   Relay as WasmRelay,
   Sse as WasmSse,
+  SavedPool,
   Signer,
   verifyEvent,
   normalizeRelayUrl,

@@ -341,7 +341,7 @@ test(
     // Nobody reads the subscription: 4 items fill it, the socket holds 16 frames, then the
     // 17th gives the socket up as lost.
     await page
-      .waitForFunction(() => window.overflow.whys.length >= 1, null, { timeout: 10_000 })
+      .waitForFunction(() => window.overflow.whys.length >= 1, null, { timeout: 15_000 })
       .catch(async (error) => {
         const seen = await page.evaluate(() => JSON.stringify(window.overflow));
         throw new Error(`no overflow: ${seen}`, { cause: error });

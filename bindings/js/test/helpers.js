@@ -44,10 +44,16 @@ export function testpeerPath() {
 export function testpeerMissing() {
   const path = testpeerPath();
   if (path !== undefined && existsSync(path)) return false;
-  return (
+  return missing(
     "no testpeer binary: build it with `cargo build --release -p tether-ffi --example " +
-    "testpeer` or name it with TETHER_TESTPEER"
+      "testpeer` or name it with TETHER_TESTPEER",
   );
+}
+
+/** A missing peer's `skip` reason; with TETHER_REQUIRE_PEERS=1 (CI) a failure instead. */
+function missing(reason) {
+  if (process.env.TETHER_REQUIRE_PEERS === "1") throw new Error(reason);
+  return reason;
 }
 
 /**
@@ -114,7 +120,9 @@ export function nostrRsRelayPath() {
 /** A `skip` reason when nostr-rs-relay is missing, else `false`. */
 export function nostrRsRelayMissing() {
   if (nostrRsRelayPath() !== undefined) return false;
-  return "no nostr-rs-relay: `cargo install nostr-rs-relay` or name it with TETHER_NOSTR_RS_RELAY";
+  return missing(
+    "no nostr-rs-relay: `cargo install nostr-rs-relay` or name it with TETHER_NOSTR_RS_RELAY",
+  );
 }
 
 /** A port on 127.0.0.1 that was free a moment ago. */

@@ -2,16 +2,15 @@
 // tether-js: the contract of `tether req` and `tether sse` (the same flags and JSON lines),
 // over the Node driver. adapters/cli/tests/cli.rs runs against it with
 // TETHER_CLI_UNDER_TEST. Exit codes: 0 done, 1 failed, 2 usage.
-import { runReq } from "./req.js";
-import { runSse } from "./sse.js";
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   switch (command) {
+    // Each command loads only what it uses: a CLI's start is part of every run.
     case "req":
-      return runReq(rest);
+      return (await import("./req.js")).runReq(rest);
     case "sse":
-      return runSse(rest);
+      return (await import("./sse.js")).runSse(rest);
     default:
       process.stderr.write(
         "usage: tether-js <req|sse> [ARGS]\n  req  keep subscriptions open on relays\n" +

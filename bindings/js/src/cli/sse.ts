@@ -2,6 +2,7 @@
 // the same JSON lines (the core's, printed as it words them), the same exit codes: 0 done
 // (ended, the server's 204, --duration, Ctrl-C), 1 after `failed`, 2 bad arguments (one
 // `tether: ...` line on stderr).
+import "../node/load.js";
 import { existsSync, readFileSync } from "node:fs";
 import { rootCertificates } from "node:tls";
 import { parseArgs } from "node:util";
@@ -11,7 +12,7 @@ import type { SseItem } from "../items.js";
 import { checkSseUrl, TetherSse, type PerAttempt, type SseRequest } from "../sse.js";
 import { HeaderError, headersFromCommand, parseHeaders, TOKEN } from "./sse-headers.js";
 import { Mcp } from "./sse-mcp.js";
-import { ProxyError, Proxies, proxyFetch, type ProxyConfig } from "./sse-proxy.js";
+import { ProxyError, Proxies, proxyFetch, type ProxyConfig } from "../node/proxy.js";
 import { StateError, StateFile } from "./sse-state.js";
 
 /** How often `--state` is written while anything changes. */

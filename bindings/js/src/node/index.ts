@@ -1,25 +1,16 @@
 // tether in Node: the wasm core loaded from the package, `ws` sockets, `fetch` for SSE and
 // NIP-11, checkpoints to a file.
-import { readFileSync } from "node:fs";
 import { readFile, rename, writeFile } from "node:fs/promises";
 
 import { TetherPool, type PoolOptions } from "../pool.js";
-import { loadWasmSync } from "../wasm.js";
+import "./load.js";
 import { nodeHost, type NodeSocketOptions } from "./sockets.js";
-
-loadWasmSync(readFileSync(new URL("../../wasm/tether_bg.wasm", import.meta.url)));
 
 export * from "../index.js";
 export { nodeHost, type NodeSocketOptions } from "./sockets.js";
 // SSE through the environment's proxy (Node's own fetch reads none): `new TetherSse(url,
 // { fetch: proxyFetch(Proxies.resolve({ kind: "env" })).fetch })`.
-export {
-  Proxies,
-  ProxyError,
-  proxyFetch,
-  type ProxyConfig,
-  type ProxyFetch,
-} from "../cli/sse-proxy.js";
+export { Proxies, ProxyError, proxyFetch, type ProxyConfig, type ProxyFetch } from "./proxy.js";
 
 /** Options of a Node pool: the pool's and the sockets'. */
 export interface NodePoolOptions extends PoolOptions {

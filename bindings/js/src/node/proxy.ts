@@ -10,7 +10,7 @@
 // (`REQUEST_METHOD` set), where a request's `Proxy:` header would set it ("httpoxy").
 import { BlockList, isIP } from "node:net";
 
-import { Agent, ProxyAgent, fetch as undiciFetch, type Dispatcher } from "undici";
+import type { Dispatcher } from "undici";
 
 import type { SseFetch, SseResponse } from "../sse.js";
 
@@ -156,8 +156,14 @@ export function proxyFetch(proxies: Proxies, ca?: string[]): ProxyFetch {
   const tls = ca === undefined ? {} : { ca };
   const common = { headersTimeout: 0, bodyTimeout: 0 };
   const dispatchers = new Map<string, Dispatcher>();
-  const direct = new Agent({ ...common, connect: tls });
-  const pick = (url: string): Dispatcher => {
+  // undici is loaded at the first request: importing it costs ~150 ms of a CLI's start, which
+  // `tether-js req` (no HTTP) should not pay.
+  let loaded: Promise<typeof import("undici")> | undefined;
+  const undici = (): Promise<typeof import("undici")> => (loaded ??= import("undici"));
+  let direct: Dispatcher | undefined;
+  const pick = async (url: string): Promise<Dispatcher> => {
+    const { Agent, ProxyAgent } = await undici();
+    direct ??= new Agent({ ...common, connect: tls });
     const proxy = proxies.forTarget(url);
     if (proxy === undefined) return direct;
     let agent = dispatchers.get(proxy);
@@ -171,12 +177,16 @@ export function proxyFetch(proxies: Proxies, ca?: string[]): ProxyFetch {
   };
   return {
     fetch: async (url, init) => {
-      const response: SseResponse = await undiciFetch(url, { ...init, dispatcher: pick(url) });
+      const dispatcher = await pick(url);
+      const { fetch: undiciFetch } = await undici();
+      const response: SseResponse = await undiciFetch(url, { ...init, dispatcher });
       return response;
     },
     close: async () => {
       await Promise.all(
-        [direct, ...dispatchers.values()].map((d) => d.destroy().catch(() => undefined)),
+        [...(direct === undefined ? [] : [direct]), ...dispatchers.values()].map((d) =>
+          d.destroy().catch(() => undefined),
+        ),
       );
     },
   };
