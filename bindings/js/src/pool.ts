@@ -548,11 +548,13 @@ export class TetherPool {
   private arm(): void {
     if (this.closed) return;
     const at = this.wasm.pollTimeout();
-    if (at === this.timerAt) return;
+    // A timer already set no later than the deadline stays: firing early is a timeout input
+    // the core finds nothing due at, and it re-arms then. Re-creating it on every frame cost
+    // ~2 us an event.
+    if (at === undefined || (this.timerAt !== undefined && this.timerAt <= at)) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
     this.timerAt = at;
-    if (at === undefined) return;
     this.timer = setTimeout(
       () => {
         this.timer = undefined;
@@ -561,7 +563,8 @@ export class TetherPool {
           this.wasm.handleTimeout(now);
         });
       },
-      Math.max(0, at - nowMs()),
+      // setTimeout fires at once past 2^31 - 1 ms: a deadline further out waits in steps.
+      Math.min(Math.max(0, at - nowMs()), 2_147_483_647),
     );
   }
 

@@ -607,7 +607,8 @@ export class TetherSse implements AsyncIterable<SseItem> {
           this.wasm.handleTimeout(now);
         });
       },
-      Math.max(0, at - nowMs()),
+      // setTimeout fires at once past 2^31 - 1 ms: a deadline further out waits in steps.
+      Math.min(Math.max(0, at - nowMs()), 2_147_483_647),
     );
   }
 }
