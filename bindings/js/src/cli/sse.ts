@@ -13,7 +13,7 @@ import { checkSseUrl, TetherSse, type PerAttempt, type SseRequest } from "../sse
 import { HeaderError, headersFromCommand, parseHeaders, TOKEN } from "./sse-headers.js";
 import { Mcp } from "./sse-mcp.js";
 import { ProxyError, Proxies, proxyFetch, type ProxyConfig } from "../node/proxy.js";
-import { StateError, StateFile } from "./sse-state.js";
+import { StateFile, Usage } from "./common.js";
 
 /** How often `--state` is written while anything changes. */
 const SAVE_EVERY_MS = 1000;
@@ -52,9 +52,6 @@ Diagnostics go to stderr.
 
 Exit codes: 0 done (ended, 204, --duration, Ctrl-C), 1 after failed, 2 bad arguments.
 `;
-
-/** The command line cannot be used: exit 2. */
-class Usage extends Error {}
 
 interface Flags {
   url: string;
@@ -282,13 +279,8 @@ async function run(args: string[]): Promise<number> {
   const http = proxyFetch(proxies(flags), roots(flags));
   const state =
     flags.state === undefined ? undefined : new StateFile(flags.state, "sse", [flags.url]);
-  let checkpoint: string | undefined;
-  try {
-    checkpoint = state?.load();
-  } catch (error) {
-    if (error instanceof StateError) throw new Usage(error.message);
-    throw error;
-  }
+  // A state file that is not this run's is a usage error (exit 2), left as it is.
+  const checkpoint = state?.load()?.checkpoint;
   const headerCmd = flags.headerCmd;
   const perAttempt: PerAttempt | undefined =
     mcp === undefined && headerCmd === undefined
@@ -311,7 +303,7 @@ async function run(args: string[]): Promise<number> {
     await http.close();
     if (!(error instanceof TetherError)) throw error;
     if (state !== undefined && checkpoint !== undefined && error.kind.startsWith("Checkpoint")) {
-      throw new Usage(state.refuse(error.message).message);
+      throw state.refuse(error.message);
     }
     throw new Usage(`the request was refused (${error.message}): check --resume`);
   }
@@ -330,7 +322,7 @@ async function drive(
   const save = (): void => {
     if (state === undefined) return;
     try {
-      state.store(sse.checkpoint());
+      state.store([], sse.checkpoint());
     } catch (error) {
       process.stderr.write(`tether: --state not written: ${(error as Error).message}\n`);
     }
