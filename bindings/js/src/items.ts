@@ -95,12 +95,30 @@ export interface PublishDone {
 /** The items of one subscription: those naming its `sub`, and the pool's own. */
 export type SubscriptionItem = Extract<PoolItem, { sub: number }>;
 
-/** Every item of an SSE stream, by its `type`. */
+/** Every item of an SSE stream, by its `type` (the core's `line::sse::Line`). */
 export type SseItem =
-  | { type: "open"; status?: number; [field: string]: unknown }
-  | { type: "message"; event?: string; id?: string; data: string; [field: string]: unknown }
+  | { type: "open" }
+  | { type: "message"; event: string; data: string; id: string }
   | {
-      type: "reconnecting" | "reconnected" | "reissued" | "peer_error" | "failed";
-      [field: string]: unknown;
+      type: "reconnecting";
+      in_ms: number;
+      last_event_id: string;
+      attempt: number;
+      why: string;
+      status?: number;
+      reason: string;
     }
-  | { type: "ended" | "closed"; [field: string]: unknown };
+  | { type: "reconnected"; gap_ms: number }
+  | { type: "reissued"; gap_ms: number; attempts: number }
+  | { type: "peer_error"; kind: string; excerpt: string; suppressed?: number }
+  | {
+      type: "failed";
+      status: number | null;
+      reason: string;
+      kind: string;
+      events?: number;
+      last_event_id?: string;
+      body?: string;
+    }
+  | { type: "ended"; why: string; event?: string; events: number; last_event_id: string }
+  | { type: "closed"; reason: string };

@@ -3,6 +3,7 @@
 // store the application picks (IndexedDB here). The driver maps browser facts to core
 // inputs; what they mean for the relays is the core's decision.
 import { TetherPool, type PoolOptions } from "../pool.js";
+import { TetherSse, type SseOptions } from "../sse.js";
 import { loadWasm } from "../wasm.js";
 import { browserHost, type BrowserSocketOptions } from "./sockets.js";
 
@@ -245,4 +246,14 @@ export function indexedDbStore(name: string, database = "tether-js"): Checkpoint
         objects.delete(name);
       }),
   };
+}
+
+/**
+ * An SSE stream from a page. A browser's `fetch` hides a redirect's status and `Location`
+ * (an opaque redirect), so here a GET's redirects are followed by the browser itself
+ * (`redirect: "follow"` unless given); any other method stays manual, so a POST is never
+ * silently turned into a GET.
+ */
+export function createSse(url: string, options: SseOptions = {}): TetherSse {
+  return new TetherSse(url, { redirect: "follow", ...options });
 }

@@ -392,5 +392,5 @@ async function drive(
 }
 
 function reasonOf(item: SseItem): string {
-  return typeof item.reason === "string" ? item.reason : "failed";
+  return "reason" in item ? item.reason : "failed";
 }
