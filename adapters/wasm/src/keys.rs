@@ -42,6 +42,20 @@ pub fn normalize_relay_url(url: &str, allow_private: bool) -> Result<String, Tet
     })
 }
 
+/// Whether an IP address (as text: `127.0.0.1`, `::ffff:10.0.0.1`, ...) is one a relay from
+/// a stranger's relay list may not be dialed at: loopback, private, link-local and the like,
+/// in their IPv4-mapped, IPv4-compatible and NAT64 forms too (the core's one rule).
+///
+/// # Errors
+/// `InvalidArgument` for text that is not an IP address.
+#[wasm_bindgen(js_name = isPrivateIp)]
+pub fn is_private_ip(address: &str) -> Result<bool, TetherError> {
+    let ip: std::net::IpAddr = address
+        .parse()
+        .map_err(|_| TetherError::invalid(format!("{address:?} is not an IP address")))?;
+    Ok(tether_core::pool::router::relay_url::is_private_ip(ip))
+}
+
 /// A secret key held inside the wasm: it signs events and AUTH answers; the key is wiped
 /// when the signer is freed.
 #[wasm_bindgen]
@@ -152,6 +166,10 @@ mod tests {
             Some("id is not the hash of the event")
         );
         assert!(Signer::new(&[0u8; 32]).is_err());
+        assert_eq!(is_private_ip("127.0.0.1"), Ok(true));
+        assert_eq!(is_private_ip("::ffff:10.1.2.3"), Ok(true));
+        assert_eq!(is_private_ip("93.184.216.34"), Ok(false));
+        assert!(is_private_ip("localhost").is_err());
         assert_eq!(hex(&[0x0f, 0xa0]), "0fa0");
     }
 }

@@ -14,6 +14,7 @@
 use tether_core::line::nostr::{Line, TransmitLine, VerifyLine};
 use tether_core::line::{Ids, Label, Limiter};
 use tether_core::nostr::{ChallengeId, Filter, RelayInfo};
+use tether_core::pool::router::relay_url::private_addresses_allowed;
 use tether_core::pool::{PoolCheckpoint, RelayId, RelayPool, SubId, VerifyTicket};
 use tether_core::Epoch;
 use tether_verify::Verifier;
@@ -495,6 +496,24 @@ impl Pool {
             ));
         };
         Ok(text(&stats))
+    }
+
+    /// Whether `relay` may be dialed only at public addresses: a relay routing opened from a
+    /// stranger's relay list. A host that resolves names checks every address the name
+    /// resolves to with [`is_private_ip`](crate::keys::is_private_ip) before it dials, so a
+    /// name pointing into the network is refused as its address in the URL would be; the
+    /// core says which relays (the indexers are exempt, and every relay when an indexer is
+    /// itself on a private network).
+    #[wasm_bindgen(js_name = publicOnly)]
+    pub fn public_only(&self, relay: u32) -> bool {
+        let Some(url) = self.pool.opened_url(RelayId(relay)) else {
+            return false;
+        };
+        let config = self
+            .pool
+            .router()
+            .map_or(&self.pool.config().router, |router| router.config());
+        !private_addresses_allowed(config, url)
     }
 
     /// The URL the pool knows `relay` by (given to `addRelay`, or from a relay list), or

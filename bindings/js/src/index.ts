@@ -3,6 +3,7 @@
 export { TetherPool, Subscription } from "./pool.js";
 export type {
   CoreOptions,
+  Dial,
   PoolHost,
   PoolOptions,
   PublishOptions,
@@ -34,5 +35,7 @@ export type {
   SseRequest,
   SseResponse,
 } from "./sse.js";
-export { Signer, verifyEvent, normalizeRelayUrl, WasmPool, WasmRelay, WasmSse } from "./wasm.js";
+export { isPrivateIp, normalizeRelayUrl } from "./rules.js";
+// The wasm classes as they are: their misuse is an `Error` whose `name` is the kind.
+export { Signer, verifyEvent, WasmPool, WasmRelay, WasmSse } from "./wasm.js";
 export { nowMs, unixSecs } from "./clock.js";

@@ -53,10 +53,21 @@ export interface RelaySocket {
   pause(paused: boolean): void;
 }
 
+/** How one socket may be dialed, as the core says. */
+export interface Dial {
+  /**
+   * Only at public addresses: a relay routing opened from a stranger's relay list. A host
+   * that resolves names refuses the socket (as `connection_refused`) when any address the
+   * name resolves to is private by the core's rule (`isPrivateIp`); a browser, which cannot
+   * resolve, leaves it to its own Private Network Access rules.
+   */
+  publicOnly: boolean;
+}
+
 /** What a runtime gives the pool driver. */
 export interface PoolHost {
   /** Open a WebSocket to `url` and report its life to `events`, never synchronously. */
-  connect(url: string, events: SocketEvents): RelaySocket;
+  connect(url: string, events: SocketEvents, dial: Dial): RelaySocket;
   /** A relay's NIP-11 document, or `undefined` when it has none. */
   fetchInfo?(url: string): Promise<string | undefined>;
   /** Whether sockets can send WebSocket pings (a browser's cannot). */
@@ -483,7 +494,7 @@ export class TetherPool {
         });
       },
     };
-    const socket = this.host.connect(url, events);
+    const socket = this.host.connect(url, events, { publicOnly: this.wasm.publicOnly(relay) });
     this.sockets.set(relay, { epoch, socket });
     if (this.full > 0) {
       // Opened while the application lags: it starts paused, and the core knows its

@@ -9,6 +9,7 @@ export {
   SavedPool,
   Signer,
   verifyEvent,
+  isPrivateIp,
   normalizeRelayUrl,
 } from "../wasm/tether.js";
 

@@ -25,22 +25,26 @@ function watchedHost() {
   const watch = { opened: 0, frames: 0, pauses: [], closed: [] };
   watch.host = {
     ...host,
-    connect(url, events) {
-      const socket = host.connect(url, {
-        ...events,
-        opened() {
-          watch.opened += 1;
-          events.opened();
+    connect(url, events, dial) {
+      const socket = host.connect(
+        url,
+        {
+          ...events,
+          opened() {
+            watch.opened += 1;
+            events.opened();
+          },
+          closed(loss, code) {
+            watch.closed.push(loss);
+            events.closed(loss, code);
+          },
+          text(frame) {
+            watch.frames += 1;
+            events.text(frame);
+          },
         },
-        closed(loss, code) {
-          watch.closed.push(loss);
-          events.closed(loss, code);
-        },
-        text(frame) {
-          watch.frames += 1;
-          events.text(frame);
-        },
-      });
+        dial,
+      );
       return {
         ...socket,
         pause(paused) {

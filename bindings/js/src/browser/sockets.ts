@@ -34,6 +34,8 @@ const DEFAULT_BATCH = 256;
 export function browserHost(options: BrowserSocketOptions = {}): PoolHost {
   return {
     canPing: false,
+    // A page cannot resolve names, so `publicOnly` is left to the browser's own Private
+    // Network Access rules.
     connect: (url, events) => connect(url, events, options),
     fetchInfo: async (url) => {
       // NIP-11: the relay's HTTP(S) URL with this Accept. `Accept` is a CORS-safelisted

@@ -1,8 +1,12 @@
 // WebSockets in Node: the `ws` package (Node 20 has no stable global WebSocket), which can
 // ping, report pongs and pause reading (TCP then holds a flooding relay back).
+import { lookup as dnsLookup, type LookupAddress } from "node:dns";
+import type { LookupFunction } from "node:net";
+
 import WebSocket from "ws";
 
-import type { PoolHost, RelaySocket, SocketEvents, SocketLoss } from "../pool.js";
+import type { Dial, PoolHost, RelaySocket, SocketEvents, SocketLoss } from "../pool.js";
+import { isPrivateIp } from "../wasm.js";
 
 /** Options of the Node sockets. */
 export interface NodeSocketOptions {
@@ -16,7 +20,7 @@ export interface NodeSocketOptions {
 export function nodeHost(options: NodeSocketOptions = {}): PoolHost {
   return {
     canPing: true,
-    connect: (url, events) => connect(url, events, options),
+    connect: (url, events, dial) => connect(url, events, options, dial),
     fetchInfo: async (url) => {
       const http = url.replace(/^ws/, "http");
       const response = await fetch(http, { headers: { Accept: "application/nostr+json" } });
@@ -26,10 +30,16 @@ export function nodeHost(options: NodeSocketOptions = {}): PoolHost {
   };
 }
 
-function connect(url: string, events: SocketEvents, options: NodeSocketOptions): RelaySocket {
+function connect(
+  url: string,
+  events: SocketEvents,
+  options: NodeSocketOptions,
+  dial: Dial,
+): RelaySocket {
   const socket = new WebSocket(url, {
     maxPayload: options.maxPayload ?? 4 * 1024 * 1024,
     ...(options.ca === undefined ? {} : { ca: options.ca }),
+    ...(dial.publicOnly ? { lookup: publicLookup } : {}),
     handshakeTimeout: 30_000,
     perMessageDeflate: false,
   });
@@ -103,6 +113,35 @@ function textOf(data: Buffer | ArrayBuffer | Buffer[]): string {
   return data instanceof ArrayBuffer ? Buffer.from(data).toString() : data.toString();
 }
 
+/**
+ * The resolver of a relay that may be dialed at public addresses only: the check is on the
+ * addresses then dialed (not a second lookup a rebinding name could answer differently), and
+ * a name with any private address is refused as a whole, as that address in the URL would be.
+ */
+const publicLookup: LookupFunction = (hostname, options, callback) => {
+  dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
+    if (error !== null) {
+      callback(error, "", 0);
+      return;
+    }
+    const inside = addresses.find((a) => isPrivateIp(a.address));
+    if (inside !== undefined) {
+      const refused: NodeJS.ErrnoException = new Error(
+        `${hostname} resolves to ${inside.address}, a private address: a relay from a relay ` +
+          "list is not dialed inside the network",
+      );
+      refused.code = "EACCES";
+      callback(refused, "", 0);
+      return;
+    }
+    const first = addresses[0];
+    if (options.all === true) callback(null, addresses);
+    else if (first === undefined)
+      callback(Object.assign(new Error("no address"), { code: "ENOTFOUND" }), "", 0);
+    else callback(null, first.address, first.family);
+  });
+};
+
 function byteLength(data: Buffer | ArrayBuffer): number {
   return data instanceof ArrayBuffer ? data.byteLength : data.length;
 }
@@ -119,7 +158,8 @@ function lossOf(error: NodeJS.ErrnoException, opened: boolean): SocketLoss | und
     return "tls_rejected";
   }
   if (!opened) {
-    if (code === "ECONNREFUSED" || code === "ENOTFOUND" || code === "EHOSTUNREACH") {
+    // EACCES: a public-only relay's name resolved into the network (publicLookup).
+    if (["ECONNREFUSED", "ENOTFOUND", "EHOSTUNREACH", "EACCES"].includes(code)) {
       return "connection_refused";
     }
     if (code.startsWith("WS_ERR") || /handshake|Unexpected server response/i.test(error.message)) {
