@@ -732,6 +732,19 @@ int32_t tether_pool_handle_verified(struct TetherPool *pool,
 // As [`tether_pool_set_wall_clock`]; `out_ms` writable.
 int32_t tether_pool_poll_timeout(struct TetherPool *pool, uint64_t *out_ms);
 
+// Whether `relay` may be dialed at public addresses only (`*out` 1) or at any (0): a relay
+// routing opened from a stranger's relay list is dialed only when no address its name
+// resolves to is private ([`tether_is_private_ip`](crate::url::tether_is_private_ip)); the
+// application's relays and the indexers may be dialed anywhere. Ask when an `open`
+// transmit comes, before resolving its URL.
+//
+// # Errors
+// `TETHER_ERR_NULL`.
+//
+// # Safety
+// `pool` is a live handle; `out` is null or writable.
+int32_t tether_pool_public_only(struct TetherPool *pool, uint32_t relay, uint32_t *out);
+
 // What the pool counted for `relay`, into `buf` (capacity `*len`):
 // `{"duplicates":N,"conflicts":N,"invalid":N,"unverified_dropped":N,"unmatched":N}`.
 //
@@ -1380,6 +1393,25 @@ int32_t tether_check_url(const uint8_t *url,
                          uint32_t kind,
                          uint8_t *why,
                          size_t *why_len);
+
+// Whether `address` (UTF-8 text, `address_len` bytes: `127.0.0.1`, `::ffff:10.0.0.1`) is
+// an address a relay from a stranger's relay list may not be dialed at: loopback, private,
+// link-local and the like, in their IPv4-mapped, IPv4-compatible and NAT64 forms too (the
+// core's one rule). A host dialing a relay [`tether_pool_public_only`](crate::pool::tether_pool_public_only)
+// names checks every address the relay's name resolves to, and dials none when any is
+// private. `*out_private` becomes 1 for a private address, 0 otherwise.
+//
+// No handle and no state: callable from any thread at any time.
+//
+// # Errors
+// `TETHER_ERR_NULL`, `TETHER_ERR_UTF8`, `TETHER_ERR_INVALID_ARGUMENT` for text that is not
+// an IP address.
+//
+// # Safety
+// `address` is null or valid for `address_len` bytes; `out_private` is null or writable.
+int32_t tether_is_private_ip(const uint8_t *address,
+                             size_t address_len,
+                             uint32_t *out_private);
 
 // Which relay `url` (UTF-8, `url_len` bytes, ws:// or wss://) is: its normal form, as the
 // pool and the Rust entry points compare relays (`wss://r:443` and `wss://r/` are one

@@ -1116,6 +1116,45 @@ pub unsafe extern "C" fn tether_pool_poll_timeout(pool: *mut TetherPool, out_ms:
     })
 }
 
+/// Whether `relay` may be dialed at public addresses only (`*out` 1) or at any (0): a relay
+/// routing opened from a stranger's relay list is dialed only when no address its name
+/// resolves to is private ([`tether_is_private_ip`](crate::url::tether_is_private_ip)); the
+/// application's relays and the indexers may be dialed anywhere. Ask when an `open`
+/// transmit comes, before resolving its URL.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`.
+///
+/// # Safety
+/// `pool` is a live handle; `out` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_public_only(
+    pool: *mut TetherPool,
+    relay: u32,
+    out: *mut u32,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        if out.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out"));
+        }
+        let public_only = public_only(&p.pool, RelayId(relay));
+        // SAFETY: non-null (checked above) and writable by the contract.
+        let _ = unsafe { ptr::write(out, u32::from(public_only)) };
+        Ok(TETHER_OK)
+    })
+}
+
+/// The core's word on `relay`: routed from a stranger's list, so public addresses only.
+fn public_only(pool: &RelayPool, relay: RelayId) -> bool {
+    let Some(url) = pool.opened_url(relay) else {
+        return false;
+    };
+    let config = pool
+        .router()
+        .map_or(&pool.config().router, |router| router.config());
+    !tether_core::pool::router::relay_url::private_addresses_allowed(config, url)
+}
+
 /// What the pool counted for `relay`, into `buf` (capacity `*len`):
 /// `{"duplicates":N,"conflicts":N,"invalid":N,"unverified_dropped":N,"unmatched":N}`.
 ///

@@ -71,6 +71,46 @@ pub unsafe extern "C" fn tether_check_url(
     unsafe { ptr::code_with_message(code, &message, why, why_len) }
 }
 
+/// Whether `address` (UTF-8 text, `address_len` bytes: `127.0.0.1`, `::ffff:10.0.0.1`) is
+/// an address a relay from a stranger's relay list may not be dialed at: loopback, private,
+/// link-local and the like, in their IPv4-mapped, IPv4-compatible and NAT64 forms too (the
+/// core's one rule). A host dialing a relay [`tether_pool_public_only`](crate::pool::tether_pool_public_only)
+/// names checks every address the relay's name resolves to, and dials none when any is
+/// private. `*out_private` becomes 1 for a private address, 0 otherwise.
+///
+/// No handle and no state: callable from any thread at any time.
+///
+/// # Errors
+/// `TETHER_ERR_NULL`, `TETHER_ERR_UTF8`, `TETHER_ERR_INVALID_ARGUMENT` for text that is not
+/// an IP address.
+///
+/// # Safety
+/// `address` is null or valid for `address_len` bytes; `out_private` is null or writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_is_private_ip(
+    address: *const u8,
+    address_len: usize,
+    out_private: *mut u32,
+) -> i32 {
+    if out_private.is_null() {
+        return crate::TETHER_ERR_NULL;
+    }
+    // SAFETY: the contract is the caller's.
+    let text = match unsafe { ptr::text(address, address_len) } {
+        Ok(text) => text,
+        Err(code) => return code,
+    };
+    let Ok(ip) = text.parse::<std::net::IpAddr>() else {
+        return TETHER_ERR_INVALID_ARGUMENT;
+    };
+    let private = tether_core::pool::router::relay_url::is_private_ip(ip);
+    // SAFETY: non-null (checked above) and writable by the contract.
+    match unsafe { ptr::write(out_private, u32::from(private)) } {
+        Ok(()) => TETHER_OK,
+        Err(code) => code,
+    }
+}
+
 /// Which relay `url` (UTF-8, `url_len` bytes, ws:// or wss://) is: its normal form, as the
 /// pool and the Rust entry points compare relays (`wss://r:443` and `wss://r/` are one
 /// relay; the path keeps its case). Two URLs are one relay exactly when their normal forms

@@ -223,6 +223,7 @@ class SseConfig(ctypes.Structure):
 _U8P = ctypes.POINTER(ctypes.c_uint8)
 _SIZEP = ctypes.POINTER(ctypes.c_size_t)
 _U64P = ctypes.POINTER(ctypes.c_uint64)
+_U32P = ctypes.POINTER(ctypes.c_uint32)
 _I32 = ctypes.c_int32
 _U64 = ctypes.c_uint64
 _U32 = ctypes.c_uint32
@@ -302,6 +303,7 @@ _SIGNATURES = {
     "tether_sse_poll_timeout": (_I32, [_P, _U64P]),
     "tether_check_url": (_I32, [ctypes.c_char_p, _SIZE, _U32, _U8P, _SIZEP]),
     "tether_normalize_url": (_I32, [ctypes.c_char_p, _SIZE, _U8P, _SIZEP]),
+    "tether_is_private_ip": (_I32, [ctypes.c_char_p, _SIZE, _U32P]),
     "tether_relay_checkpoint": (_I32, [_P, _U8P, _SIZEP]),
     "tether_relay_restore": (
         _I32,
@@ -354,6 +356,7 @@ _SIGNATURES = {
     "tether_pool_poll_verify": (_I32, [_P, _U8P, _SIZEP]),
     "tether_pool_handle_verified": (_I32, [_P, _U64, _U64, _I32, ctypes.c_char_p, _SIZE]),
     "tether_pool_poll_timeout": (_I32, [_P, _U64P]),
+    "tether_pool_public_only": (_I32, [_P, _U32, _U32P]),
     "tether_pool_relay_stats": (_I32, [_P, _U32, _U8P, _SIZEP]),
     "tether_pool_checkpoint": (_I32, [_P, _U8P, _SIZEP]),
     "tether_pool_restore": (
@@ -454,6 +457,19 @@ def normalize_url(url: str) -> str:
         if code != OK:
             raise TetherError(code, text)
         return text
+
+
+def is_private_ip(address: str) -> bool:
+    """Whether ``address`` (an IP address as text) is one a relay from a stranger's relay
+    list may not be dialed at (``tether_is_private_ip``: the core's rule, loopback, private,
+    link-local, in their mapped and NAT64 forms too). :class:`TetherError` for text that is
+    not an address."""
+    data = address.encode("utf-8", "surrogateescape")
+    out = ctypes.c_uint32()
+    code = lib().tether_is_private_ip(data, len(data), ctypes.byref(out))
+    if code != OK:
+        raise TetherError(code, f"{address!r} is not an IP address")
+    return out.value == 1
 
 
 def _restored(make) -> ctypes.c_void_p:
@@ -914,6 +930,14 @@ class Pool(_Handle):
         """The verdict on ``ticket``: ``None`` (genuine) or what :func:`verify_event` said."""
         code = OK if verdict is None else _VERIFY_CODES[verdict]
         self._call("handle_verified", now_ms, ticket, code, None, 0)
+
+    def public_only(self, relay: int) -> bool:
+        """Whether ``relay`` may be dialed at public addresses only: a relay routing opened
+        from a stranger's relay list (``tether_pool_public_only``). Every address its name
+        resolves to must then pass :func:`is_private_ip` before it is dialed."""
+        out = ctypes.c_uint32()
+        self._call("public_only", relay, ctypes.byref(out))
+        return out.value == 1
 
     def relay_stats(self, relay: int) -> dict:
         """What the pool counted for ``relay``: duplicates, conflicts, invalid,

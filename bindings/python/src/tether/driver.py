@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import socket
 import ssl
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Union
+from urllib.parse import urlsplit
 
 from . import _ffi
 from ._ffi import Relay, Sse, TetherError
@@ -275,16 +277,25 @@ class RelayDriver(_Loop):
 
 
 async def open_websocket(
-    url: str, max_frame: int, put, tag: tuple, tls: ssl.SSLContext | None = None
+    url: str,
+    max_frame: int,
+    put,
+    tag: tuple,
+    tls: ssl.SSLContext | None = None,
+    public_only: bool = False,
 ) -> Any | None:
     """Open a WebSocket to ``url`` (a wss:// one with ``tls`` when given), or put its
     failure (``("lost", *tag, loss, -1)``) and return ``None``. No timeout of its own: the
-    session's connect timeout closes it."""
+    session's connect timeout closes it. With ``public_only`` (a relay from a stranger's
+    relay list, as the pool says) the name is resolved here and dialed at the addresses
+    resolved, none of them private (:func:`public_addresses`)."""
     from websockets.asyncio.client import connect
     from websockets.exceptions import InvalidHandshake
 
     secure = {"ssl": tls} if tls is not None and url.startswith("wss://") else {}
     try:
+        if public_only:
+            secure.update(await public_addresses(url))
         return await connect(
             url,
             **secure,
@@ -309,6 +320,30 @@ async def open_websocket(
         loss = _ffi.LOSS_NETWORK_ERROR
     await put(("lost", *tag, loss, -1))
     return None
+
+
+async def public_addresses(url: str) -> dict:
+    """Where a public-only relay may be dialed: its name resolved once, every address checked
+    by the core's rule (:func:`tether.is_private_ip`), the connection then made to the first
+    of those same addresses (a rebinding name is not asked twice). A name with any private
+    address is refused as a whole (``PermissionError``, reported as a refused connection), as
+    that address written in the URL would be."""
+    parsed = urlsplit(url)
+    host = parsed.hostname or ""
+    port = parsed.port or (443 if parsed.scheme == "wss" else 80)
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    addresses = [info[4][0] for info in infos]
+    inside = next((a for a in addresses if _ffi.is_private_ip(a.split("%")[0])), None)
+    if inside is not None or not addresses:
+        raise PermissionError(
+            f"{host} resolves to {inside}, a private address: a relay from a relay list is not "
+            "dialed inside the network"
+        )
+    dial = {"host": addresses[0], "port": port}
+    if parsed.scheme == "wss":
+        # TLS still names and checks the host, not the address dialed.
+        dial["server_hostname"] = host
+    return dial
 
 
 async def read_websocket(ws: Any, put, tag: tuple) -> None:

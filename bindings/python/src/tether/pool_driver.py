@@ -243,7 +243,10 @@ class PoolDriver(_Loop):
             url = self.urls.get(relay)
             if url is None:
                 return
-            self._tasks[key] = [asyncio.ensure_future(self._socket(key, url))]
+            # Asked now, while the pool's state is this open's: a relay from a stranger's
+            # list is dialed at public addresses only.
+            public_only = self.pool.public_only(relay)
+            self._tasks[key] = [asyncio.ensure_future(self._socket(key, url, public_only))]
         elif kind in ("send", "ping"):
             key = (relay, self._open.get(relay, 0))
             queue = self._writers.get(key)
@@ -278,9 +281,11 @@ class PoolDriver(_Loop):
         if self._open.get(key[0]) == key[1]:
             del self._open[key[0]]
 
-    async def _socket(self, key: tuple[int, int], url: str) -> None:
+    async def _socket(self, key: tuple[int, int], url: str, public_only: bool) -> None:
         relay, epoch = key
-        ws = await open_websocket(url, self.pool.max_frame, self.put, key, self.tls)
+        ws = await open_websocket(
+            url, self.pool.max_frame, self.put, key, self.tls, public_only=public_only
+        )
         if ws is None:
             return
         queue: asyncio.Queue = asyncio.Queue(WRITE_QUEUE)
