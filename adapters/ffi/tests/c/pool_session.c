@@ -162,6 +162,11 @@ static void two_relays(void) {
     CODE(tether_pool_add_relay(pool, 0, &a), TETHER_OK);
     CODE(tether_pool_add_relay(pool, 0, &b), TETHER_OK);
     CHECK(a == 0 && b == 1);
+    /* The application's relays are dialed anywhere; only routed ones may be public only. */
+    uint32_t public_only = 9;
+    CODE(tether_pool_public_only(pool, a, &public_only), TETHER_OK);
+    CHECK(public_only == 0);
+    CODE(tether_pool_public_only(pool, a, NULL), TETHER_ERR_NULL);
     uint64_t sub = 9;
     CODE(subscribe(pool, 0, "[{\"kinds\":[1]}]", &sub), TETHER_OK);
     CHECK(sub == 1); /* subscription ids start at 1 */
@@ -479,7 +484,22 @@ static void outbox(void) {
     tether_pool_free(pool);
 }
 
+/* The core's private-address rule, for the addresses a routed relay's name resolves to. */
+static void private_addresses(void) {
+    uint32_t private_ = 9;
+    const char *loopback = "127.0.0.1", *mapped = "::ffff:10.0.0.1", *public_ = "93.184.216.34";
+    CODE(tether_is_private_ip((const uint8_t *)loopback, strlen(loopback), &private_), TETHER_OK);
+    CHECK(private_ == 1);
+    CODE(tether_is_private_ip((const uint8_t *)mapped, strlen(mapped), &private_), TETHER_OK);
+    CHECK(private_ == 1);
+    CODE(tether_is_private_ip((const uint8_t *)public_, strlen(public_), &private_), TETHER_OK);
+    CHECK(private_ == 0);
+    CODE(tether_is_private_ip((const uint8_t *)"localhost", 9, &private_), TETHER_ERR_INVALID_ARGUMENT);
+    CODE(tether_is_private_ip((const uint8_t *)loopback, strlen(loopback), NULL), TETHER_ERR_NULL);
+}
+
 int main(void) {
+    private_addresses();
     config_misuse();
     two_relays();
     verification();
