@@ -101,3 +101,35 @@ fn the_application_removing_a_relay_routing_shares_leaves_routing_consistent() {
     assert_eq!(reopened.len(), 1, "{reopened:?}");
     assert_eq!(pool.relay_url(reopened[0]), Some("wss://a.example"));
 }
+
+#[test]
+fn only_relays_from_strangers_lists_are_dialed_at_public_addresses_only() {
+    let mut pool = pool();
+    let app = pool.add_relay_url(ms(0), "wss://a.example").unwrap();
+    let author = "ab".repeat(32);
+    let list = format!(
+        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","wss://b.example"]],"content":"","sig":""}}"#,
+        "cd".repeat(32)
+    );
+    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
+    pool.subscribe_outbox(ms(20), filter).unwrap();
+    pool.handle_relay_list(ms(20), &list).unwrap();
+    pool.handle_timeout(ms(1_100));
+    let opened = opens(&mut pool);
+    let url = |r: &RelayId| pool.relay_url(*r).unwrap().to_owned();
+    let indexer = opened
+        .iter()
+        .find(|r| url(r) == "wss://index.example")
+        .unwrap();
+    let listed = opened.iter().find(|r| url(r) == "wss://b.example").unwrap();
+    assert!(
+        pool.dials_public_only(*listed),
+        "a stranger's list named it"
+    );
+    assert!(
+        !pool.dials_public_only(*indexer),
+        "the application chose its indexers"
+    );
+    assert!(!pool.dials_public_only(app), "the application named it");
+    assert!(!pool.dials_public_only(RelayId(999)), "no such relay");
+}

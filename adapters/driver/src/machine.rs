@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use tether_core::link::{Epoch, SocketError};
 use tether_core::nostr::{Applied, ChallengeId, Event, RelayInfo, RelaySession, Transmit};
-use tether_core::pool::router::relay_url::private_addresses_allowed;
 use tether_core::pool::{PoolError, PoolEvent, RelayId, RelayPool};
 use tether_core::{Instant, Wake};
 
@@ -226,16 +225,10 @@ impl Machine for RelayPool {
     /// A relay routing opened from a stranger's relay list may not be dialed inside the
     /// network, whatever its name resolves to: the core says which ones may.
     fn addresses(&self, relay: RelayId) -> Addresses {
-        let Some(url) = RelayPool::opened_url(self, relay) else {
-            return Addresses::Any;
-        };
-        let config = self
-            .router()
-            .map_or(&self.config().router, |router| router.config());
-        if private_addresses_allowed(config, url) {
-            Addresses::Any
-        } else {
+        if self.dials_public_only(relay) {
             Addresses::Public
+        } else {
+            Addresses::Any
         }
     }
 

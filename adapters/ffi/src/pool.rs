@@ -1137,22 +1137,11 @@ pub unsafe extern "C" fn tether_pool_public_only(
         if out.is_null() {
             return Err(Failure::arg(TETHER_ERR_NULL, "out"));
         }
-        let public_only = public_only(&p.pool, RelayId(relay));
+        let public_only = p.pool.dials_public_only(RelayId(relay));
         // SAFETY: non-null (checked above) and writable by the contract.
         let _ = unsafe { ptr::write(out, u32::from(public_only)) };
         Ok(TETHER_OK)
     })
-}
-
-/// The core's word on `relay`: routed from a stranger's list, so public addresses only.
-fn public_only(pool: &RelayPool, relay: RelayId) -> bool {
-    let Some(url) = pool.opened_url(relay) else {
-        return false;
-    };
-    let config = pool
-        .router()
-        .map_or(&pool.config().router, |router| router.config());
-    !tether_core::pool::router::relay_url::private_addresses_allowed(config, url)
 }
 
 /// What the pool counted for `relay`, into `buf` (capacity `*len`):

@@ -14,7 +14,6 @@
 use tether_core::line::nostr::{Line, TransmitLine, VerifyLine};
 use tether_core::line::{Ids, Label, Limiter};
 use tether_core::nostr::{ChallengeId, Filter, RelayInfo};
-use tether_core::pool::router::relay_url::private_addresses_allowed;
 use tether_core::pool::{PoolCheckpoint, RelayId, RelayPool, SubId, VerifyTicket};
 use tether_core::Epoch;
 use tether_verify::Verifier;
@@ -506,14 +505,7 @@ impl Pool {
     /// itself on a private network).
     #[wasm_bindgen(js_name = publicOnly)]
     pub fn public_only(&self, relay: u32) -> bool {
-        let Some(url) = self.pool.opened_url(RelayId(relay)) else {
-            return false;
-        };
-        let config = self
-            .pool
-            .router()
-            .map_or(&self.pool.config().router, |router| router.config());
-        !private_addresses_allowed(config, url)
+        self.pool.dials_public_only(RelayId(relay))
     }
 
     /// The URL the pool knows `relay` by (given to `addRelay`, or from a relay list), or

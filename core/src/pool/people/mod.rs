@@ -281,6 +281,23 @@ impl RelayPool {
         member.url.as_deref().filter(|_| !member.app)
     }
 
+    /// Whether `relay` may be dialed at public addresses only: a relay routing opened from a
+    /// stranger's relay list. A driver that resolves its name dials none of the addresses
+    /// when any is private ([`is_private_ip`](super::router::relay_url::is_private_ip));
+    /// the application's relays and the indexers (and every relay when an indexer is itself
+    /// on a private network) are dialed anywhere
+    /// ([`private_addresses_allowed`](super::router::relay_url::private_addresses_allowed)).
+    #[must_use]
+    pub fn dials_public_only(&self, relay: RelayId) -> bool {
+        let Some(url) = self.opened_url(relay) else {
+            return false;
+        };
+        let config = self
+            .router()
+            .map_or(&self.config().router, |router| router.config());
+        !super::router::relay_url::private_addresses_allowed(config, url)
+    }
+
     /// What routing gives `sub` now (the last [`PoolEvent::Routed`]).
     #[must_use]
     pub fn route_report(&self, sub: SubId) -> Option<&RouteReport> {
