@@ -18,8 +18,8 @@ function run(command, args, env = process.env) {
 }
 
 // libsecp256k1 for wasm32: clang offers a 128-bit integer that wasm lacks, so the library's
-// default 5x52 field arithmetic runs on emulated multiplies (about 500 us a verification).
-// The 32-bit field with native 64-bit products, at -O3, takes it to about 135 us.
+// default 5x52 field arithmetic runs on emulated multiplies, several times slower than the
+// 32-bit field with native 64-bit products at -O3 (bench/verify_cost.mjs measures the latter).
 const cflags = "-O3 -DUSE_FORCE_WIDEMUL_INT64";
 
 run(
@@ -50,8 +50,8 @@ run("wasm-bindgen", [
   built,
 ]);
 const wasm = join(out, "tether_bg.wasm");
-// No wasm-opt: binaryen 132's -O3, -Os and -Oz each made the gzipped module larger (587,
-// 593 KiB against 535) for no measurable gain per event.
+// No wasm-opt: in a one-off trial binaryen 132's -O3, -Os and -Oz each made the gzipped
+// module larger, for no measurable gain per event.
 const size = statSync(wasm).size;
 const gz = gzipSync(readFileSync(wasm), { level: 9 }).length;
 console.log(

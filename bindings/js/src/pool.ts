@@ -560,8 +560,8 @@ export class TetherPool {
     if (this.closed) return;
     const at = this.wasm.pollTimeout();
     // A timer already set no later than the deadline stays: firing early is a timeout input
-    // the core finds nothing due at, and it re-arms then. Re-creating it on every frame cost
-    // ~2 us an event.
+    // the core finds nothing due at, and it re-arms then, rather than a clearTimeout and a
+    // setTimeout on every frame.
     if (at === undefined || (this.timerAt !== undefined && this.timerAt <= at)) return;
     if (this.timer !== undefined) clearTimeout(this.timer);
     this.timer = undefined;
