@@ -8,7 +8,7 @@
 use std::mem::size_of;
 use std::time::Duration;
 
-use tether_core::sse::{Request, ResponseHead, Resume, SseConfig, SseSession};
+use tether_core::sse::{Request, RequestSpec, ResponseHead, SseConfig, SseSession};
 use tether_core::Epoch;
 
 use crate::outbuf::Pending;
@@ -204,7 +204,7 @@ pub unsafe extern "C" fn tether_sse_new_request(
         let (core, seed) = unsafe { TetherSseConfig::read(config) }.map_err(|f| f.code)?;
         // SAFETY: the contract is the caller's.
         let text = unsafe { ptr::text(request, request_len) }?;
-        let request = HostRequest::parse(text).ok_or(TETHER_ERR_INVALID_ARGUMENT)?;
+        let request = parse_request(text).ok_or(TETHER_ERR_INVALID_ARGUMENT)?;
         Ok(TetherSse::from_session(SseSession::with_request(
             core, request, seed,
         )))
@@ -213,72 +213,13 @@ pub unsafe extern "C" fn tether_sse_new_request(
     unsafe { ptr::construct(out, make) }
 }
 
-/// The core's request for the JSON of [`tether_sse_new_request`], or `None` when it does not
-/// parse.
+/// The core's request for the JSON of [`tether_sse_new_request`] (the core's
+/// `RequestSpec`), or `None` when it does not parse.
 pub(crate) fn parse_request(text: &str) -> Option<Request> {
-    HostRequest::parse(text)
-}
-
-/// The request of [`tether_sse_new_request`], as the host writes it.
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HostRequest {
-    #[serde(default)]
-    method: Option<String>,
-    #[serde(default)]
-    headers: Vec<(String, String)>,
-    #[serde(default)]
-    body: Option<String>,
-    #[serde(default)]
-    resume: Option<String>,
-    #[serde(default)]
-    end_data: Option<String>,
-    #[serde(default)]
-    end_event: Option<String>,
-    #[serde(default)]
-    fail_event: Option<String>,
-    #[serde(default)]
-    end_on_jsonrpc_response: bool,
-}
-
-impl HostRequest {
-    /// The core's request, or `None` when the JSON or the resume policy does not parse.
-    fn parse(text: &str) -> Option<Request> {
-        let host: HostRequest = serde_json::from_str(text).ok()?;
-        let mut request = Request::new(host.method.as_deref().unwrap_or("GET"));
-        for (name, value) in &host.headers {
-            request = request.header(name, value);
-        }
-        if let Some(body) = host.body {
-            request = request.body(body);
-        }
-        if let Some(resume) = host.resume {
-            request = request.resume(resume.parse::<Resume>().ok()?);
-        }
-        if let Some(data) = &host.end_data {
-            request = request.end_on_data(data);
-        }
-        if let Some(event) = &host.end_event {
-            request = request.end_on_event(event);
-        }
-        if let Some(event) = &host.fail_event {
-            request = request.fail_on_event(event);
-        }
-        if host.end_on_jsonrpc_response {
-            request = request.end_on_jsonrpc_response();
-        }
-        Some(request)
-    }
-}
-
-/// Free a session; null is a no-op.
-///
-/// # Safety
-/// `sse` is null or a live handle from [`tether_sse_new`], not used again.
-#[no_mangle]
-pub unsafe extern "C" fn tether_sse_free(sse: *mut TetherSse) {
-    // SAFETY: the contract is the caller's.
-    unsafe { ptr::free(sse) }
+    serde_json::from_str::<RequestSpec>(text)
+        .ok()?
+        .into_request()
+        .ok()
 }
 
 /// Copy the message of the last failed call on `sse` into `buf` (capacity `*len`).

@@ -5,10 +5,9 @@
 
 use std::time::Duration;
 
-use serde::Deserialize;
 use tether_core::line::sse::{Line, TransmitLine};
 use tether_core::line::Limiter;
-use tether_core::sse::{Request, ResponseHead, Resume, SseCheckpoint, SseSession};
+use tether_core::sse::{Request, RequestSpec, ResponseHead, SseCheckpoint, SseSession};
 use tether_core::Epoch;
 use wasm_bindgen::prelude::wasm_bindgen;
 
@@ -284,46 +283,9 @@ impl Sse {
     }
 }
 
-/// The request as the host describes it.
-#[derive(Default, Deserialize)]
-#[serde(default, deny_unknown_fields, rename_all = "camelCase")]
-struct HostRequest {
-    method: Option<String>,
-    headers: Vec<(String, String)>,
-    body: Option<String>,
-    resume: Option<String>,
-    end_data: Option<String>,
-    end_event: Option<String>,
-    fail_event: Option<String>,
-    end_on_jsonrpc_response: bool,
-}
-
+/// The request as the host describes it (the core's `RequestSpec`, camelCase accepted).
 fn request_from(json: Option<String>) -> Result<Request, TetherError> {
-    let host: HostRequest = crate::config::parse(json, "request")?;
-    let mut request = Request::new(host.method.as_deref().unwrap_or("GET"));
-    for (name, value) in &host.headers {
-        request = request.header(name, value);
-    }
-    if let Some(body) = host.body {
-        request = request.body(body);
-    }
-    if let Some(resume) = host.resume {
-        let resume = resume
-            .parse::<Resume>()
-            .map_err(|_| TetherError::invalid(format!("{resume:?} is not a resume policy")))?;
-        request = request.resume(resume);
-    }
-    if let Some(data) = &host.end_data {
-        request = request.end_on_data(data);
-    }
-    if let Some(event) = &host.end_event {
-        request = request.end_on_event(event);
-    }
-    if let Some(event) = &host.fail_event {
-        request = request.fail_on_event(event);
-    }
-    if host.end_on_jsonrpc_response {
-        request = request.end_on_jsonrpc_response();
-    }
-    Ok(request)
+    let spec: RequestSpec = crate::config::parse(json, "request")?;
+    spec.into_request()
+        .map_err(|e| TetherError::invalid(format!("resume {e}")))
 }

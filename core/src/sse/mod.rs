@@ -24,7 +24,7 @@ pub use parser::{check_sendable, Unsendable};
 pub use parser::{Item, Message, ParseError, Parser, ParserConfig};
 pub use redirect::{RedirectPolicy, RedirectRefusal};
 pub use request::{
-    request_headers, Attempt, EndRules, ParseResumeError, Progress, Request, Resume,
+    request_headers, Attempt, EndRules, ParseResumeError, Progress, Request, RequestSpec, Resume,
     DEFAULT_REISSUE_FAILURES,
 };
 pub use session::{

@@ -78,6 +78,66 @@ pub enum Resume {
     },
 }
 
+/// A request as a host that speaks JSON describes it (the C ABI's `tether_sse_new_request`,
+/// the wasm's `Sse`): every field optional, unknown ones refused. Names are snake_case, and
+/// the camelCase a JavaScript object serializes to is read too (`end_data` or `endData`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RequestSpec {
+    /// The method (default `GET`).
+    pub method: Option<String>,
+    /// Headers, in order, as `[name, value]` pairs.
+    pub headers: Vec<(String, String)>,
+    /// The body (default none).
+    pub body: Option<String>,
+    /// The resume policy, as [`Resume::from_str`](std::str::FromStr) reads it.
+    pub resume: Option<String>,
+    /// End cleanly on a message whose data is this ([`Request::end_on_data`]).
+    #[serde(alias = "endData")]
+    pub end_data: Option<String>,
+    /// End cleanly on a message of this event type ([`Request::end_on_event`]).
+    #[serde(alias = "endEvent")]
+    pub end_event: Option<String>,
+    /// Fail on a message of this event type ([`Request::fail_on_event`]).
+    #[serde(alias = "failEvent")]
+    pub fail_event: Option<String>,
+    /// End after a JSON-RPC response ([`Request::end_on_jsonrpc_response`]).
+    #[serde(alias = "endOnJsonrpcResponse")]
+    pub end_on_jsonrpc_response: bool,
+}
+
+impl RequestSpec {
+    /// The request it describes.
+    ///
+    /// # Errors
+    /// [`ParseResumeError`] for a resume policy that does not parse.
+    pub fn into_request(self) -> Result<Request, ParseResumeError> {
+        let mut request = Request::new(self.method.as_deref().unwrap_or("GET"));
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
+        if let Some(body) = self.body {
+            request = request.body(body);
+        }
+        if let Some(resume) = self.resume {
+            request = request.resume(resume.parse::<Resume>()?);
+        }
+        if let Some(data) = &self.end_data {
+            request = request.end_on_data(data);
+        }
+        if let Some(event) = &self.end_event {
+            request = request.end_on_event(event);
+        }
+        if let Some(event) = &self.fail_event {
+            request = request.fail_on_event(event);
+        }
+        if self.end_on_jsonrpc_response {
+            request = request.end_on_jsonrpc_response();
+        }
+        Ok(request)
+    }
+}
+
 /// Consecutive failed re-issues `reissue` without a number allows.
 pub const DEFAULT_REISSUE_FAILURES: u32 = 5;
 
