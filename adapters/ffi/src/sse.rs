@@ -222,6 +222,16 @@ pub(crate) fn parse_request(text: &str) -> Option<Request> {
         .ok()
 }
 
+/// Free a session; null is a no-op.
+///
+/// # Safety
+/// `sse` is null or a live handle from [`tether_sse_new`], not used again.
+#[no_mangle]
+pub unsafe extern "C" fn tether_sse_free(sse: *mut TetherSse) {
+    // SAFETY: the contract is the caller's.
+    unsafe { ptr::free(sse) }
+}
+
 /// Copy the message of the last failed call on `sse` into `buf` (capacity `*len`).
 ///
 /// # Errors
