@@ -10,8 +10,9 @@ pub struct RouterConfig {
     /// Most relays connected at once, the indexers included (20). Measured in the field, 20
     /// connections come within 1-2% of an unlimited pool.
     pub max_relays: usize,
-    /// How many relays each author should be asked on (2): one relay more than recall needs,
-    /// so one relay dying loses nothing while it is replaced.
+    /// How many relays each author should be asked on (2) where the budget allows: one relay
+    /// more than recall needs, so one relay dying loses nothing while it is replaced. Under
+    /// a tight budget a first relay for an uncovered author comes before a second one.
     pub redundancy: usize,
     /// Of `max_relays`, how many rotate through candidate relays to find where content is
     /// (3). A probe is asked about every author it may hold, answers, and its slot goes to

@@ -17,8 +17,9 @@
 //!   declared it is not believed for the ninth.
 //! - Relays are chosen greedily by expected new events: each author weighs by how much they
 //!   post (learned), times the chance that none of the relays chosen so far has them, plus a
-//!   bonus towards [`RouterConfig::redundancy`] relays each. Greedy is within 1 - 1/e of the
-//!   best set for such a coverage objective.
+//!   small bonus for an author's second to [`RouterConfig::redundancy`]th relay (a
+//!   tie-breaker: covering an author comes before covering one twice). Greedy is within
+//!   1 - 1/e of the best set for such a coverage objective.
 //! - A relay already routed keeps its place unless a candidate is better by
 //!   [`RouterConfig::hysteresis`]: routes do not flap.
 //! - [`RouterConfig::probe_slots`] of the budget rotate through candidates chosen by an

@@ -12,8 +12,12 @@ use crate::time::Instant;
 
 /// An estimate at or above this says the relay holds the author: what coverage counts.
 pub(super) const BELIEVED: f64 = 0.2;
-/// How much each relay towards the redundancy target is worth, beside expected new events.
-const REDUNDANCY_BONUS: f64 = 0.15;
+/// How much an author's second (up to `redundancy`th) relay is worth beside the expected new
+/// events, as a share of its estimate: a tie-breaker. At 0.15 for every author short of the
+/// target, it filled a tight budget with second relays for authors already covered while
+/// others had none (the long-tail world's stored recall 88.8% against 95.9% at 0.02,
+/// `outbox_shipped`).
+const REDUNDANCY_BONUS: f64 = 0.02;
 /// How far the uncertainty bonus lifts an unexplored pair for probing.
 const EXPLORATION: f64 = 0.3;
 /// The lift an undeclared pair gets on the relay most follows declare: popular relays hold
@@ -288,8 +292,8 @@ fn gain(
         .map(|pair| {
             let w = weights.get(&pair.author).copied().unwrap_or(1.0);
             let m = miss.get(&pair.author).copied().unwrap_or(1.0);
-            let short = count.get(&pair.author).copied().unwrap_or(0) < redundancy;
-            let bonus = if short && pair.p >= BELIEVED {
+            let held = count.get(&pair.author).copied().unwrap_or(0);
+            let bonus = if (1..redundancy).contains(&held) && pair.p >= BELIEVED {
                 REDUNDANCY_BONUS * pair.p
             } else {
                 0.0
