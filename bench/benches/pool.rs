@@ -28,7 +28,7 @@ fn live_pool(n: usize) -> (RelayPool, Vec<(RelayId, Epoch, String)>) {
     }
     let mut epochs = vec![Epoch(0); n];
     while let Some((relay, t)) = pool.poll_transmit() {
-        if let Transmit::Open { epoch } = t {
+        if let Transmit::Open { epoch, .. } = t {
             epochs[relay.0 as usize] = epoch;
         }
     }

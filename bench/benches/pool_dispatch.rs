@@ -24,7 +24,7 @@ fn pool(verify: bool) -> (RelayPool, Vec<(RelayId, Epoch, String)>) {
         .collect();
     let mut epochs = Vec::new();
     while let Some((relay, t)) = pool.poll_transmit() {
-        if let Transmit::Open { epoch } = t {
+        if let Transmit::Open { epoch, .. } = t {
             epochs.push((relay, epoch));
         }
     }

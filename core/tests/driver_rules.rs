@@ -9,6 +9,14 @@ use tether_core::pool::{PoolConfig, RelayPool};
 use tether_core::sse::{self, Request, SseConfig};
 use tether_core::{Instant, SseSession, Wake};
 
+/// A relay session's open of socket `epoch` (a session names no URL: its driver knows it).
+fn open(epoch: u64) -> Transmit {
+    Transmit::Open {
+        epoch: Epoch(epoch),
+        url: None,
+    }
+}
+
 fn ms(n: u64) -> Instant {
     Instant::from_millis(n)
 }
@@ -30,7 +38,7 @@ fn the_document_is_asked_for_once_the_first_socket_opens_and_again_only_after_th
     let mut s = session(Some(Duration::from_secs(3600)));
     s.connect(ms(0));
     // Not beside the dial: to a dead relay that would be a second connection for nothing.
-    assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(1) }]);
+    assert_eq!(transmits(&mut s), [open(1)]);
     s.handle_open(ms(10), Epoch(1)).unwrap();
     assert_eq!(transmits(&mut s), [Transmit::FetchInfo]);
 
@@ -40,7 +48,7 @@ fn the_document_is_asked_for_once_the_first_socket_opens_and_again_only_after_th
     transmits(&mut s);
     let at = s.poll_timeout().unwrap();
     s.handle_timeout(at);
-    assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(2) }]);
+    assert_eq!(transmits(&mut s), [open(2)]);
 
     // An hour after the first ask, the next socket asks again (a failed fetch counted as
     // an ask: nothing told the core it failed).
@@ -53,7 +61,7 @@ fn the_document_is_asked_for_once_the_first_socket_opens_and_again_only_after_th
     transmits(&mut s);
     let at = s.poll_timeout().unwrap();
     s.handle_timeout(at);
-    assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(3) }]);
+    assert_eq!(transmits(&mut s), [open(3)]);
     s.handle_open(at + Duration::from_millis(10), Epoch(3))
         .unwrap();
     assert_eq!(transmits(&mut s), [Transmit::FetchInfo]);
@@ -67,7 +75,7 @@ fn a_relay_that_never_opens_is_never_asked_for_its_document() {
     while asked.len() < 5 {
         let sent = transmits(&mut s);
         asked.extend(sent.iter().cloned());
-        let Some(Transmit::Open { epoch }) = sent.last().cloned() else {
+        let Some(Transmit::Open { epoch, .. }) = sent.last().cloned() else {
             let at = s.poll_timeout().unwrap();
             s.handle_timeout(at);
             continue;
@@ -81,7 +89,10 @@ fn a_relay_that_never_opens_is_never_asked_for_its_document() {
     assert_eq!(
         asked,
         (1..=5)
-            .map(|e| Transmit::Open { epoch: Epoch(e) })
+            .map(|e| Transmit::Open {
+                epoch: Epoch(e),
+                url: None,
+            })
             .collect::<Vec<_>>()
     );
 }
@@ -90,7 +101,7 @@ fn a_relay_that_never_opens_is_never_asked_for_its_document() {
 fn asks_turned_on_while_a_socket_is_open_ask_at_once_and_follow_the_period() {
     let mut s = session(None);
     s.connect(ms(0));
-    assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(1) }]);
+    assert_eq!(transmits(&mut s), [open(1)]);
     // Turned on while the socket opens: asked when it opens.
     s.set_info_refresh(Some(Duration::from_secs(60)));
     assert_eq!(transmits(&mut s), []);
@@ -105,7 +116,7 @@ fn asks_turned_on_while_a_socket_is_open_ask_at_once_and_follow_the_period() {
     assert_eq!(transmits(&mut s), []);
     let at = s.poll_timeout().unwrap();
     s.handle_timeout(at);
-    assert_eq!(transmits(&mut s), [Transmit::Open { epoch: Epoch(2) }]);
+    assert_eq!(transmits(&mut s), [open(2)]);
     s.handle_open(at, Epoch(2)).unwrap();
     assert_eq!(transmits(&mut s), []);
     s.set_info_refresh(None);
@@ -123,7 +134,7 @@ fn every_relay_of_a_pool_asks_for_its_own_document() {
     let b = pool.add_relay(ms(0)).unwrap();
     let opens: Vec<_> = std::iter::from_fn(|| pool.poll_transmit()).collect();
     for (relay, t) in opens {
-        if let Transmit::Open { epoch } = t {
+        if let Transmit::Open { epoch, .. } = t {
             pool.handle_open(ms(1), relay, epoch).unwrap();
         }
     }

@@ -188,7 +188,10 @@ fn pool_events() -> Vec<PoolEvent> {
 
 fn transmits() -> Vec<Transmit> {
     vec![
-        Transmit::Open { epoch: Epoch(1) },
+        Transmit::Open {
+            epoch: Epoch(1),
+            url: None,
+        },
         Transmit::Send {
             text: "[\"REQ\",\"0:1\",{}]".into(),
             carries: Carries::Req(SubscriptionId(0)),

@@ -44,7 +44,18 @@ fn a_url_added_twice_by_the_application_is_one_relay() {
 fn routing_asks_the_applications_relay_at_a_listed_url_on_its_socket_and_never_closes_it() {
     let mut pool = pool();
     let app = pool.add_relay_url(ms(0), "wss://a.example").unwrap();
-    assert_eq!(opens(&mut pool), [app]);
+    // The application's relay is dialed as the application named it: its open names none.
+    let first: Vec<(RelayId, Transmit)> = std::iter::from_fn(|| pool.poll_transmit()).collect();
+    assert_eq!(
+        first,
+        [(
+            app,
+            Transmit::Open {
+                epoch: Epoch(1),
+                url: None
+            }
+        )]
+    );
     pool.handle_open(ms(10), app, Epoch(1)).unwrap();
     let author = "ab".repeat(32);
     let list = format!(
@@ -57,13 +68,17 @@ fn routing_asks_the_applications_relay_at_a_listed_url_on_its_socket_and_never_c
     pool.handle_timeout(ms(1_100));
     let sent: Vec<(RelayId, Transmit)> = std::iter::from_fn(|| pool.poll_transmit()).collect();
     // The indexer is opened; the listed URL is the application's relay, asked on its socket.
-    let opened: Vec<RelayId> = sent
+    let opened: Vec<(RelayId, Option<&str>)> = sent
         .iter()
-        .filter(|(_, t)| matches!(t, Transmit::Open { .. }))
-        .map(|(r, _)| *r)
+        .filter_map(|(r, t)| match t {
+            Transmit::Open { url, .. } => Some((*r, url.as_deref())),
+            _ => None,
+        })
         .collect();
+    // The pool's open names the URL of a relay it chose itself: no driver asks back.
     assert_eq!(opened.len(), 1, "{sent:?}");
-    assert_ne!(opened[0], app);
+    assert_ne!(opened[0].0, app);
+    assert_eq!(opened[0].1, Some("wss://index.example"));
     assert!(
         sent.iter().any(|(r, t)| *r == app
             && matches!(t, Transmit::Send { text, .. } if text.contains(&author))),

@@ -10,6 +10,14 @@ use tether_core::nostr::{
 };
 use tether_core::Instant;
 
+/// A relay session's open of socket `epoch` (a session names no URL: its driver knows it).
+fn open_of(epoch: u64) -> Transmit {
+    Transmit::Open {
+        epoch: Epoch(epoch),
+        url: None,
+    }
+}
+
 fn ms(n: u64) -> Instant {
     Instant::from_millis(n)
 }
@@ -31,7 +39,7 @@ fn drain(s: &mut RelaySession) -> (Vec<Transmit>, Vec<Event>) {
 fn open() -> RelaySession {
     let mut s = RelaySession::new(RelayConfig::default(), 7);
     s.connect(ms(0));
-    assert_eq!(s.poll_transmit(), Some(Transmit::Open { epoch: Epoch(1) }));
+    assert_eq!(s.poll_transmit(), Some(open_of(1)));
     s.handle_open(ms(10), Epoch(1)).unwrap();
     drain(&mut s);
     s
@@ -114,7 +122,7 @@ fn input_for_a_socket_already_let_go_is_ignored_and_counted() {
     // The reconnect hands out socket 2; socket 1 stays stale after it opens.
     let at = s.poll_timeout().unwrap();
     s.handle_timeout(at);
-    assert_eq!(s.poll_transmit(), Some(Transmit::Open { epoch: Epoch(2) }));
+    assert_eq!(s.poll_transmit(), Some(open_of(2)));
     s.handle_open(at + Duration::from_millis(5), Epoch(2))
         .unwrap();
     s.handle_frame(at + Duration::from_millis(6), Epoch(1), r#"["NOTICE","x"]"#)
@@ -226,7 +234,7 @@ fn a_dead_socket_says_why() {
     // The reconnect never opens: the connect timeout names itself.
     let at = s.poll_timeout().unwrap();
     s.handle_timeout(at);
-    assert_eq!(s.poll_transmit(), Some(Transmit::Open { epoch: Epoch(2) }));
+    assert_eq!(s.poll_transmit(), Some(open_of(2)));
     s.handle_timeout(at + Duration::from_secs(10));
     let (sent, events) = drain(&mut s);
     assert_eq!(sent, [Transmit::Close { epoch: Epoch(2) }]);

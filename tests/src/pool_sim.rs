@@ -1098,7 +1098,7 @@ impl PoolSim {
     fn transmit(&mut self, relay: RelayId, t: Transmit) {
         let (now, latency) = (self.net.now(), self.net.latency);
         match t {
-            Transmit::Open { epoch } => {
+            Transmit::Open { epoch, .. } => {
                 self.bring_routed(relay);
                 if let Some(url) = self.pool.relay_url(relay) {
                     self.routed_opens.push((now, relay, url.to_owned()));

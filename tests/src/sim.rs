@@ -505,7 +505,7 @@ impl Sim {
     fn transmit(&mut self, t: Transmit) {
         let now = self.net.now();
         match t {
-            Transmit::Open { epoch } => {
+            Transmit::Open { epoch, .. } => {
                 self.line("tx", "Open");
                 self.invariants.transmitted("Open", &self.transcript);
                 if let Some(old) = self.conn.take() {

@@ -325,13 +325,13 @@ fn a_reused_relay_id_ignores_the_old_sockets_input_in_flight() {
     let at = Instant::ZERO;
     let first = pool.add_relay(at).unwrap();
     assert!(
-        matches!(pool.poll_transmit(), Some((r, Transmit::Open { epoch })) if r == first && epoch.0 == 1)
+        matches!(pool.poll_transmit(), Some((r, Transmit::Open { epoch, .. })) if r == first && epoch.0 == 1)
     );
     pool.remove_relay(at, first).unwrap();
     while pool.poll_transmit().is_some() || pool.poll_event().is_some() {}
     let again = pool.add_relay(at).unwrap();
     assert_eq!(again, first, "the id is reused");
-    let Some((_, Transmit::Open { epoch })) = pool.poll_transmit() else {
+    let Some((_, Transmit::Open { epoch, .. })) = pool.poll_transmit() else {
         panic!("the new relay connects");
     };
     assert_eq!(epoch.0, 2, "its first socket comes after the old relay's");

@@ -276,10 +276,10 @@ impl<A: App, R: Runtime> Driver<A, R> {
     fn transmit(&mut self, now: Instant, key: <A::Machine as Machine>::Key, transmit: Transmit) {
         match transmit {
             Transmit::FetchInfo => self.start_fetch(key),
-            Transmit::Open { epoch } => {
-                // A relay the machine opened itself is held at the URL it names; a slot it
-                // reuses for another URL gets a fresh socket.
-                if let Some(url) = self.parts.machine.relay_url(key) {
+            Transmit::Open { epoch, ref url } => {
+                // A relay the machine opened itself is held at the URL its open names; a
+                // slot it reuses for another URL gets a fresh socket.
+                if let Some(url) = url.as_deref() {
                     if self.parts.relays.url(key).map(|u| &**u) != Some(url) {
                         let url: Arc<str> = Arc::from(url);
                         let addresses = self.parts.machine.addresses(key);

@@ -63,10 +63,6 @@ pub(crate) trait Machine: Send + 'static {
     fn set_info_refresh(&mut self, refresh: Option<Duration>);
     /// The relay and challenge of an AUTH challenge event, for the signer.
     fn challenge(event: &Self::Event) -> Option<(Self::Key, ChallengeId, &str)>;
-    /// The URL of a relay the machine opened on its own (a pool routing by people).
-    fn relay_url(&self, _key: Self::Key) -> Option<&str> {
-        None
-    }
     /// The addresses `key`'s socket may be opened to.
     fn addresses(&self, _key: Self::Key) -> Addresses {
         Addresses::Any
@@ -216,10 +212,6 @@ impl Machine for RelayPool {
 
     fn set_info_refresh(&mut self, refresh: Option<Duration>) {
         RelayPool::set_info_refresh(self, refresh);
-    }
-
-    fn relay_url(&self, relay: RelayId) -> Option<&str> {
-        RelayPool::opened_url(self, relay)
     }
 
     /// A relay routing opened from a stranger's relay list may not be dialed inside the

@@ -167,7 +167,7 @@ impl<K: Key> Relays<K> {
             return false;
         };
         match transmit {
-            Transmit::Open { epoch } => {
+            Transmit::Open { epoch, .. } => {
                 relay.wire.open(
                     &*self.ws,
                     &relay.url,

@@ -581,10 +581,10 @@ impl<'a> TransmitLine<'a> {
     /// The line for `transmit`, `relay` naming the socket it is for (`None` for one relay).
     pub fn new(transmit: &'a Transmit, relay: Option<Label<'a>>) -> TransmitLine<'a> {
         match transmit {
-            Transmit::Open { epoch } => TransmitLine::Open {
+            Transmit::Open { epoch, url } => TransmitLine::Open {
                 relay,
                 epoch: epoch.0,
-                url: None,
+                url: url.as_deref(),
             },
             Transmit::Send { text, carries } => TransmitLine::Send {
                 relay,

@@ -18,6 +18,11 @@ pub enum Transmit {
     Open {
         /// The new socket's epoch.
         epoch: Epoch,
+        /// Where to dial, for a relay a pool opened on its own (routing by people): its
+        /// normalised URL, which the driver was never given. `None` from a relay session and
+        /// for the application's relays, which the application named (and may dial as it
+        /// spelt them).
+        url: Option<String>,
     },
     /// Send this text frame on the open socket.
     Send {

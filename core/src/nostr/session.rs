@@ -662,7 +662,8 @@ impl RelaySession {
     /// the socket opens ([`RelaySession::handle_open`]): fetched beside the dial, it was a
     /// second connection to a relay that may well be dead.
     fn open_socket_transmit(&mut self, epoch: Epoch) {
-        self.transmits.push_back(Transmit::Open { epoch });
+        self.transmits
+            .push_back(Transmit::Open { epoch, url: None });
     }
 
     /// Ask for the relay's information document when the refresh rule says it is due

@@ -294,7 +294,7 @@ impl RelayPool {
     /// [`PoolError::TooManyRelays`] past `max_relays`.
     pub fn add_relay(&mut self, now: Instant) -> Result<RelayId, PoolError> {
         let now = self.clock.observe(now);
-        self.add_member(now, true)
+        self.add_member(now, true, None)
     }
 
     /// Add the relay at `url` (normalised by the same rule as relay lists' URLs), or find
@@ -318,17 +318,7 @@ impl RelayPool {
             }
             return Ok(relay);
         }
-        let relay = self.add_member(now, true)?;
-        self.name_relay(relay, url);
-        Ok(relay)
-    }
-
-    /// Give `relay` its URL (one relay per URL).
-    fn name_relay(&mut self, relay: RelayId, url: String) {
-        if let Some(member) = self.member_mut(relay) {
-            member.url = Some(url.clone());
-        }
-        self.by_url.insert(url, relay);
+        self.add_member(now, true, Some(url))
     }
 
     /// The relay the pool holds at `url` (normalised), if any.
@@ -352,9 +342,15 @@ impl RelayPool {
         self.settle(now, relay);
     }
 
-    /// Add a relay; with `everywhere`, every subscription on all relays is registered on it
-    /// (routing's relays serve routed subscriptions only).
-    fn add_member(&mut self, now: Instant, everywhere: bool) -> Result<RelayId, PoolError> {
+    /// Add a relay, at `url` if it has one (one relay per URL); with `everywhere`, every
+    /// subscription on all relays is registered on it (routing's relays serve routed
+    /// subscriptions only). Named before it connects, so its open names its URL.
+    fn add_member(
+        &mut self,
+        now: Instant,
+        everywhere: bool,
+        url: Option<String>,
+    ) -> Result<RelayId, PoolError> {
         if self.relay_count() >= self.config.max_relays {
             return Err(PoolError::TooManyRelays {
                 max: self.config.max_relays,
@@ -371,6 +367,7 @@ impl RelayPool {
         }
         let mut member = Member::new(session, BTreeMap::new());
         member.app = everywhere;
+        member.url.clone_from(&url);
         let relay = match self.free.pop() {
             Some(slot) => {
                 if let Some(&past) = self.retired_epochs.get(&slot) {
@@ -384,6 +381,9 @@ impl RelayPool {
                 RelayId(u32::try_from(self.relays.len() - 1).unwrap_or(u32::MAX))
             }
         };
+        if let Some(url) = url {
+            self.by_url.insert(url, relay);
+        }
         let everywhere: Vec<SubId> = self
             .subs
             .iter()
@@ -1048,7 +1048,14 @@ impl RelayPool {
             let Some(member) = self.member_mut(relay) else {
                 return;
             };
-            if let Some(t) = member.session.poll_transmit() {
+            if let Some(mut t) = member.session.poll_transmit() {
+                // The pool owns its relays' URLs: an open of a relay it chose itself names
+                // where to dial, so no driver has to ask back.
+                if let Transmit::Open { url, .. } = &mut t {
+                    if !member.app {
+                        url.clone_from(&member.url);
+                    }
+                }
                 self.transmits.push_back((relay, t));
                 continue;
             }

@@ -31,7 +31,8 @@ pub fn checkpoint(data: &[u8]) {
         if let Ok(mut session) = RelaySession::restore(relay.clone(), 1, &saved, now, unix) {
             check(session.check_consistency(), "restored relay session");
             session.connect(now);
-            if let Some(tether_core::nostr::Transmit::Open { epoch }) = session.poll_transmit() {
+            if let Some(tether_core::nostr::Transmit::Open { epoch, .. }) = session.poll_transmit()
+            {
                 let _ = session.handle_open(now, epoch);
             }
             for step in 1..=4u64 {

@@ -222,11 +222,7 @@ impl RelayPool {
         // The application's relay at that URL, or a new one: one socket per URL.
         let relay = match self.relay_at(url) {
             Some(relay) => relay,
-            None => {
-                let relay = self.add_member(now, false).ok()?;
-                self.name_relay(relay, url.to_owned());
-                relay
-            }
+            None => self.add_member(now, false, Some(url.to_owned())).ok()?,
         };
         let open = self
             .member(relay)
