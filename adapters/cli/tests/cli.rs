@@ -555,7 +555,16 @@ async fn req_writes_a_caught_up_line_after_a_reconnect() {
     let cutter = {
         let relay = std::sync::Arc::clone(&relay);
         tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            // Cut once the subscription is live (its REQ answered), not at a fixed time: a
+            // command that starts slowly (Node loading the wasm on a busy machine) would be
+            // cut before it had anything to catch up from.
+            let started = std::time::Instant::now();
+            while relay.log().frames("REQ").count() == 0
+                && started.elapsed() < Duration::from_secs(4)
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::sleep(Duration::from_millis(300)).await;
             relay.refuse_for(Duration::from_millis(500));
             relay.sever_all();
             relay.store(StoredEvent::new(3, unix_now() - 60, 1));
