@@ -442,8 +442,7 @@ impl RelayPool {
                 let counted = self
                     .subs
                     .get(sub)
-                    .and_then(|l| l.relays.get(&relay))
-                    .is_some_and(|t| t.local == Some(local));
+                    .is_some_and(|l| l.reqs(relay).any(|l| l == local));
                 if !counted {
                     return Err(CheckpointError::Invalid(format!(
                         "relay {} routes {local} to subscription {}, which does not count it",
@@ -528,11 +527,15 @@ fn save_logical(id: SubId, logical: &Logical, held: &BTreeSet<(SubId, EventId)>)
             Targets::Routed | Targets::People => None,
         },
         outbox: None,
-        relays: logical
-            .relays
-            .iter()
-            .filter_map(|(r, t)| t.local.map(|l| (r.0, l.0)))
-            .collect(),
+        // A subscription by people is placed afresh by routing after a restore.
+        relays: match logical.targets {
+            Targets::People => Vec::new(),
+            _ => logical
+                .relays
+                .keys()
+                .filter_map(|&r| Some((r.0, logical.reqs(r).next()?.0)))
+                .collect(),
+        },
         reported: logical.reported(),
         seen: logical
             .seen

@@ -1,5 +1,6 @@
-//! [`Logical`]: one logical subscription — which relays serve it, what each answered, and
-//! when its one outcome is due.
+//! [`Logical`]: one logical subscription — which relays serve it with which REQs, what each
+//! relay answered, and when its one outcome is due. Every kind of subscription (on every
+//! relay, routed by the application, routed by people) follows these rules.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +17,8 @@ pub(crate) enum Targets {
     /// The relays given at subscribe time only, each with its own filters.
     Routed,
     /// Routed by people ([`RelayPool::subscribe_outbox`](super::RelayPool::subscribe_outbox)):
-    /// the pool's routing keeps its relays and outcome; this keeps its dedup memory only.
+    /// the pool's routing places its people, a relay at a time, in REQs of a few people
+    /// each; it is served as long as it is subscribed, whichever relays its people move to.
     People,
 }
 
@@ -28,8 +30,13 @@ pub(crate) struct Logical {
     /// When the outcome is due (registered in the pool's index); `None` once reported.
     pub(crate) deadline: Option<Instant>,
     reported: bool,
-    /// Relays still `Waiting` for EOSE, relays that answered EOSE, relays still serving:
-    /// kept beside `relays` so no answer scans every relay.
+    counts: Counts,
+}
+
+/// Relays still `Waiting` for EOSE, relays that answered EOSE, relays still serving: kept
+/// beside `relays` so no answer scans every relay.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Counts {
     waiting: usize,
     eosed: usize,
     serving: usize,
@@ -37,11 +44,13 @@ pub(crate) struct Logical {
 
 #[derive(Debug)]
 pub(crate) struct Target {
-    /// The relay session's own subscription, while it serves this one.
-    pub(crate) local: Option<SubscriptionId>,
+    /// The relay session's REQs serving this subscription, each with whether it answered
+    /// EOSE: one, or for a subscription by people one per group of its people there.
+    reqs: BTreeMap<SubscriptionId, bool>,
     answer: Answer,
-    /// Why it stopped serving, for `Ended`.
-    gave_up: Option<String>,
+    /// Why it stopped serving (for `Ended`), or why a REQ of it was closed before the
+    /// relay answered (for the outcome).
+    gave_up: Option<Missing>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,9 +68,7 @@ impl Logical {
             seen,
             deadline: None,
             reported: false,
-            waiting: 0,
-            eosed: 0,
-            serving: 0,
+            counts: Counts::default(),
         }
     }
 
@@ -75,83 +82,143 @@ impl Logical {
         self.reported = true;
     }
 
+    /// `relay` serves it with its one REQ `local` (none: the session refused it), replacing
+    /// whatever the relay had.
     pub(crate) fn add_relay(&mut self, relay: RelayId, local: Option<SubscriptionId>) {
         let target = Target {
-            local,
+            reqs: local.into_iter().map(|l| (l, false)).collect(),
             answer: Answer::Waiting,
             gave_up: None,
         };
-        self.count(&target, 1);
+        self.counts.add(&target, 1);
         if let Some(old) = self.relays.insert(relay, target) {
-            self.count(&old, -1);
+            self.counts.add(&old, -1);
         }
     }
 
-    /// `relay` answered EOSE; returns whether it is the first relay to.
-    pub(crate) fn eosed(&mut self, relay: RelayId) -> bool {
-        let first = self.eosed == 0;
-        let Some(target) = self.relays.get_mut(&relay) else {
-            return false;
-        };
-        if target.answer != Answer::Waiting {
-            return false;
+    /// One more REQ on `relay` (routing by people asks a relay in several). A relay still
+    /// asked that answered keeps its answer, reported once; one asked afresh (it had no REQ
+    /// left, or the relay's id was reused) is waited for again.
+    pub(crate) fn add_req(&mut self, relay: RelayId, local: SubscriptionId) {
+        let target = self.relays.entry(relay).or_insert_with(|| {
+            let target = Target {
+                reqs: BTreeMap::new(),
+                answer: Answer::Waiting,
+                gave_up: None,
+            };
+            self.counts.add(&target, 1);
+            target
+        });
+        self.counts.add(target, -1);
+        if target.reqs.is_empty() {
+            target.answer = Answer::Waiting;
+            target.gave_up = None;
         }
-        target.answer = Answer::Eose;
-        self.waiting -= 1;
-        self.eosed += 1;
-        first
+        target.reqs.insert(local, false);
+        self.counts.add(target, 1);
     }
 
-    /// `relay` no longer serves this subscription.
+    /// The REQs serving it on `relay`.
+    pub(crate) fn reqs(&self, relay: RelayId) -> impl Iterator<Item = SubscriptionId> + '_ {
+        self.relays
+            .get(&relay)
+            .into_iter()
+            .flat_map(|t| t.reqs.keys().copied())
+    }
+
+    /// Whether REQ `local` on `relay` answered EOSE.
+    pub(crate) fn req_answered(&self, relay: RelayId, local: SubscriptionId) -> bool {
+        self.relays
+            .get(&relay)
+            .and_then(|t| t.reqs.get(&local))
+            .is_some_and(|&answered| answered)
+    }
+
+    /// REQ `local` on `relay` answered EOSE. `Some(first)` when every REQ there has now
+    /// answered (again, after a reconnect: the relay finished its stored events again),
+    /// `first` when that is the first relay's answer.
+    pub(crate) fn eose(&mut self, relay: RelayId, local: SubscriptionId) -> Option<bool> {
+        let first = self.counts.eosed == 0;
+        let target = self.relays.get_mut(&relay)?;
+        let answered = target.reqs.get_mut(&local)?;
+        if *answered {
+            return (target.answer == Answer::Eose).then_some(false);
+        }
+        *answered = true;
+        self.counts.add(target, -1);
+        let now_answered = target.settle();
+        self.counts.add(target, 1);
+        now_answered.then_some(first)
+    }
+
+    /// REQ `local` on `relay` no longer serves it: closed by the relay (`why`), or by the
+    /// pool (`None`: its people were moved). `Some(first)`, as for [`Logical::eose`], when
+    /// the relay's other REQs have all answered, which is then the relay's answer. A relay
+    /// left with no REQ that neither answered nor refused is as if it had never been asked.
+    pub(crate) fn close_req(
+        &mut self,
+        relay: RelayId,
+        local: SubscriptionId,
+        why: Option<Missing>,
+    ) -> Option<bool> {
+        let first = self.counts.eosed == 0;
+        let target = self.relays.get_mut(&relay)?;
+        if !target.reqs.contains_key(&local) {
+            return None;
+        }
+        self.counts.add(target, -1);
+        target.reqs.remove(&local);
+        if why.is_some() {
+            target.gave_up = why;
+        }
+        let now_answered = target.settle();
+        if target.reqs.is_empty() && target.answer == Answer::Waiting {
+            self.relays.remove(&relay);
+        } else {
+            self.counts.add(target, 1);
+        }
+        now_answered.then_some(first)
+    }
+
+    /// `relay` no longer serves it at all.
     pub(crate) fn gone(&mut self, relay: RelayId, why: Missing) {
         let Some(target) = self.relays.get_mut(&relay) else {
             return;
         };
-        if target.local.take().is_some() {
-            self.serving -= 1;
-        }
-        target.gave_up = Some(why.to_string());
+        self.counts.add(target, -1);
+        target.reqs.clear();
         if target.answer == Answer::Waiting {
-            target.answer = Answer::Missing(why);
-            self.waiting -= 1;
+            target.answer = Answer::Missing(why.clone());
         }
+        target.gave_up = Some(why);
+        self.counts.add(target, 1);
     }
 
     /// Whether any relay still serves it. A subscription on every relay is served by the
     /// relays to come, too, so it never ends on its own... unless relays it had all gave up.
+    /// One by people is served by whichever relays routing finds next.
     pub(crate) fn served(&self) -> bool {
-        self.serving > 0
+        self.counts.serving > 0
             || matches!(self.targets, Targets::People)
             || (self.relays.is_empty() && matches!(self.targets, Targets::All(_)))
-    }
-
-    /// Add (`1`) or remove (`-1`) `target` from the counters.
-    fn count(&mut self, target: &Target, sign: isize) {
-        let add = |n: &mut usize| *n = n.saturating_add_signed(sign);
-        match target.answer {
-            Answer::Waiting => add(&mut self.waiting),
-            Answer::Eose => add(&mut self.eosed),
-            Answer::Missing(_) => {}
-        }
-        if target.local.is_some() {
-            add(&mut self.serving);
-        }
     }
 
     pub(crate) fn reasons(&self) -> Vec<(RelayId, String)> {
         self.relays
             .iter()
-            .filter_map(|(&r, t)| t.gave_up.clone().map(|why| (r, why)))
+            .filter_map(|(&r, t)| t.gave_up.as_ref().map(|why| (r, why.to_string())))
             .collect()
     }
 
     /// The outcome, the first time it is known: every relay answered, or (`deadline`) time
-    /// is up and whoever has not answered is missing.
+    /// is up and whoever has not answered is missing. One by people waits, too, while no
+    /// relay is asked (its people are being placed again).
     pub(crate) fn outcome(&mut self, deadline: bool) -> Option<Outcome> {
-        if self.reported || matches!(self.targets, Targets::People) {
+        if self.reported {
             return None;
         }
-        if !deadline && (self.waiting > 0 || self.relays.is_empty()) {
+        let unplaced = matches!(self.targets, Targets::People) && self.counts.serving == 0;
+        if !deadline && (self.counts.waiting > 0 || self.relays.is_empty() || unplaced) {
             return None;
         }
         self.reported = true;
@@ -160,7 +227,7 @@ impl Logical {
             .iter()
             .filter_map(|(&r, t)| match &t.answer {
                 Answer::Eose => None,
-                Answer::Waiting => Some((r, Missing::NoEose)),
+                Answer::Waiting => Some((r, t.gave_up.clone().unwrap_or(Missing::NoEose))),
                 Answer::Missing(why) => Some((r, why.clone())),
             })
             .collect();
@@ -174,24 +241,48 @@ impl Logical {
     /// The counters agree with the relays they count.
     #[cfg(feature = "fuzzing")]
     pub(crate) fn check_consistency(&self) -> Result<(), String> {
-        let waiting = self
-            .relays
-            .values()
-            .filter(|t| t.answer == Answer::Waiting)
-            .count();
-        let eosed = self
-            .relays
-            .values()
-            .filter(|t| t.answer == Answer::Eose)
-            .count();
-        let serving = self.relays.values().filter(|t| t.local.is_some()).count();
-        if (waiting, eosed, serving) != (self.waiting, self.eosed, self.serving) {
+        let mut counts = Counts::default();
+        for target in self.relays.values() {
+            counts.add(target, 1);
+        }
+        if counts != self.counts {
             return Err(format!(
-                "subscription counts (waiting, eose, serving) {:?}, holds {:?}",
-                (self.waiting, self.eosed, self.serving),
-                (waiting, eosed, serving)
+                "subscription counts {:?}, holds {counts:?}",
+                self.counts
             ));
         }
         self.seen.check_consistency()
+    }
+}
+
+impl Target {
+    /// The relay's answer once every REQ there answered; missing once it has no REQ left
+    /// after one was refused. Returns whether it has just answered.
+    fn settle(&mut self) -> bool {
+        if self.answer != Answer::Eose && !self.reqs.is_empty() && self.reqs.values().all(|&a| a) {
+            self.answer = Answer::Eose;
+            return true;
+        }
+        if let (true, Answer::Waiting, Some(why)) =
+            (self.reqs.is_empty(), &self.answer, &self.gave_up)
+        {
+            self.answer = Answer::Missing(why.clone());
+        }
+        false
+    }
+}
+
+impl Counts {
+    /// Add (`1`) or remove (`-1`) `target`.
+    fn add(&mut self, target: &Target, sign: isize) {
+        let add = |n: &mut usize| *n = n.saturating_add_signed(sign);
+        match target.answer {
+            Answer::Waiting => add(&mut self.waiting),
+            Answer::Eose => add(&mut self.eosed),
+            Answer::Missing(_) => {}
+        }
+        if !target.reqs.is_empty() {
+            add(&mut self.serving);
+        }
     }
 }

@@ -518,13 +518,12 @@ impl RelayPool {
         self.cancel_outcome_timer(sub, logical.deadline);
         self.held.drop_sub(sub);
         self.people_unsubscribe(now, sub);
-        for (&relay, target) in &logical.relays {
-            let Some(local) = target.local else {
-                continue;
-            };
+        for &relay in logical.relays.keys() {
             if let Some(member) = self.member_mut(relay) {
-                member.routes.remove(&local);
-                let _ = member.session.unsubscribe(now, local);
+                for local in logical.reqs(relay) {
+                    member.routes.remove(&local);
+                    let _ = member.session.unsubscribe(now, local);
+                }
             }
             self.settle(now, relay);
         }
@@ -681,11 +680,7 @@ impl RelayPool {
                     };
                     let mut slot = logical.deadline.take();
                     self.timers.set(due, &mut slot, None);
-                    if self.is_by_people(sub) {
-                        self.people_outcome(sub, true);
-                    } else {
-                        self.report_outcome(sub, true);
-                    }
+                    self.report_outcome(sub, true);
                 }
                 Deadline::Reroute => self.reroute(now),
                 Deadline::Publish(id) => {
@@ -878,15 +873,12 @@ impl RelayPool {
     #[must_use]
     pub fn serving(&self, sub: SubId) -> Option<Vec<RelayId>> {
         let logical = self.subs.get(&sub)?;
-        if let Some(routed) = self.routing.as_deref().and_then(|o| o.subs.get(&sub)) {
-            return Some(routed.relays());
-        }
         Some(
             logical
                 .relays
-                .iter()
-                .filter(|(_, t)| t.local.is_some())
-                .map(|(&r, _)| r)
+                .keys()
+                .filter(|&&r| logical.reqs(r).next().is_some())
+                .copied()
                 .collect(),
         )
     }
@@ -1092,60 +1084,48 @@ impl RelayPool {
                 }
                 self.deliver(logical_id, relay, id, raw);
             }
-            Event::Eose { sub } => {
-                let Some(logical_id) = route(self, sub) else {
+            Event::Eose { sub: local } => {
+                let Some(sub) = route(self, local) else {
                     return;
                 };
-                if self.is_by_people(logical_id) {
-                    return self.people_eose(now, relay, sub, logical_id);
+                if self.is_by_people(sub) && self.people_eose(now, relay, local, sub) {
+                    return;
                 }
-                self.emit(
-                    logical_id,
-                    PoolEvent::Eose {
-                        sub: logical_id,
-                        relay,
-                    },
-                );
-                let grace = self.config.after_first_eose;
-                if let Some(logical) = self.subs.get_mut(&logical_id) {
-                    let first = logical.eosed(relay);
-                    if let (true, Some(grace)) = (first, grace) {
-                        let at = now.saturating_add(grace);
-                        if logical.deadline.is_none_or(|d| at < d) {
-                            self.timers.set(
-                                Deadline::Outcome(logical_id),
-                                &mut logical.deadline,
-                                Some(at),
-                            );
-                        }
-                    }
+                let answered = self.subs.get_mut(&sub).and_then(|l| l.eose(relay, local));
+                if let Some(first) = answered {
+                    self.relay_answered(now, sub, relay, first);
                 }
-                self.report_outcome(logical_id, false);
             }
             Event::Closed {
-                sub,
+                sub: local,
                 reason,
                 attempts,
             } => {
-                let Some(logical_id) = route(self, sub) else {
+                let Some(sub) = route(self, local) else {
                     return;
                 };
                 if let Some(member) = self.member_mut(relay) {
-                    member.routes.remove(&sub);
+                    member.routes.remove(&local);
                 }
-                if self.is_by_people(logical_id) {
-                    return self.people_closed(now, relay, sub, logical_id, reason, attempts);
+                let why = Missing::Closed(reason.clone());
+                let told = !self.is_by_people(sub)
+                    || self.people_closed(now, relay, local, sub, &reason, attempts);
+                if !told {
+                    if let Some(logical) = self.subs.get_mut(&sub) {
+                        logical.close_req(relay, local, Some(why));
+                    }
+                    return;
                 }
                 self.emit(
-                    logical_id,
+                    sub,
                     PoolEvent::RelayClosed {
-                        sub: logical_id,
+                        sub,
                         relay,
-                        reason: reason.clone(),
+                        reason,
                         attempts,
                     },
                 );
-                self.relay_gone(now, logical_id, relay, Missing::Closed(reason));
+                self.req_gone(now, sub, relay, local, Some(why));
             }
             Event::CaughtUp {
                 sub,
@@ -1286,11 +1266,35 @@ impl RelayPool {
 
     /// `relay` no longer serves `sub`: it is missing from the outcome, and the subscription
     /// ends if no relay serves it.
-    fn relay_gone(&mut self, _now: Instant, sub: SubId, relay: RelayId, why: Missing) {
+    fn relay_gone(&mut self, now: Instant, sub: SubId, relay: RelayId, why: Missing) {
         let Some(logical) = self.subs.get_mut(&sub) else {
             return;
         };
         logical.gone(relay, why);
+        self.after_loss(now, sub);
+    }
+
+    /// REQ `local` of `sub` on `relay` no longer serves it: closed by the relay (`why`), or
+    /// by the pool (`None`). The relay's other REQs may all have answered by now.
+    fn req_gone(
+        &mut self,
+        now: Instant,
+        sub: SubId,
+        relay: RelayId,
+        local: SubscriptionId,
+        why: Option<Missing>,
+    ) {
+        let Some(logical) = self.subs.get_mut(&sub) else {
+            return;
+        };
+        if let Some(first) = logical.close_req(relay, local, why) {
+            return self.relay_answered(now, sub, relay, first);
+        }
+        self.after_loss(now, sub);
+    }
+
+    /// The outcome may be due, and the subscription ends if no relay serves it.
+    fn after_loss(&mut self, _now: Instant, sub: SubId) {
         self.report_outcome(sub, false);
         let Some(logical) = self.subs.get(&sub) else {
             return;
@@ -1302,6 +1306,22 @@ impl RelayPool {
             self.cancel_outcome_timer(sub, deadline);
             self.emit(sub, PoolEvent::Ended { sub, reasons });
         }
+    }
+
+    /// `relay` answered `sub` (every REQ there past EOSE; `first` of its relays): the
+    /// application hears it, the outcome waits at most `after_first_eose` longer, and it
+    /// is reported if no relay is still awaited.
+    fn relay_answered(&mut self, now: Instant, sub: SubId, relay: RelayId, first: bool) {
+        self.emit(sub, PoolEvent::Eose { sub, relay });
+        let grace = self.config.after_first_eose;
+        if let (true, Some(grace), Some(logical)) = (first, grace, self.subs.get_mut(&sub)) {
+            let at = now.saturating_add(grace);
+            if logical.deadline.is_none_or(|d| at < d) {
+                self.timers
+                    .set(Deadline::Outcome(sub), &mut logical.deadline, Some(at));
+            }
+        }
+        self.report_outcome(sub, false);
     }
 
     /// Report `sub`'s outcome once: when every relay answered, or (`deadline`) when time is up.

@@ -195,8 +195,11 @@ impl RelayPool {
         let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
-        for routed in routing.subs.values_mut() {
-            for (relay, placed) in &routed.placed {
+        for (sub, routed) in &mut routing.subs {
+            let Some(logical) = self.subs.get(sub) else {
+                continue;
+            };
+            for (&relay, placed) in &routed.placed {
                 let open = self.relays[relay.0 as usize]
                     .as_deref()
                     .is_some_and(|m| m.session.link().is_open());
@@ -205,7 +208,11 @@ impl RelayPool {
                 }
                 // Only a REQ past its EOSE serves its people live: a newcomer's catch-up
                 // may still be under way.
-                for chunk in placed.chunks.values().filter(|c| c.eosed) {
+                let answered = placed
+                    .chunks
+                    .iter()
+                    .filter(|(&local, _)| logical.req_answered(relay, local));
+                for (_, chunk) in answered {
                     for author in &chunk.authors {
                         routed.live.insert(author.clone(), unix);
                     }
@@ -250,9 +257,7 @@ impl RelayPool {
         routing.by_url.remove(&url);
         routing.opened.remove(&relay);
         for routed in routing.subs.values_mut() {
-            if routed.placed.remove(&relay).is_some_and(|p| !p.eosed) {
-                routed.gone.insert(relay, Missing::Removed);
-            }
+            routed.placed.remove(&relay);
         }
         self.schedule_reroute(now);
     }
@@ -262,13 +267,10 @@ impl RelayPool {
         let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
-        let mut asked: Vec<SubscriptionId> = Vec::new();
-        for routed in routing.subs.values_mut() {
+        let mut asked: Vec<(SubId, SubscriptionId)> = Vec::new();
+        for (&sub, routed) in &mut routing.subs {
             if let Some(placed) = routed.placed.remove(&relay) {
-                if !placed.eosed {
-                    routed.gone.insert(relay, Missing::Removed);
-                }
-                asked.extend(placed.chunks.into_keys());
+                asked.extend(placed.chunks.into_keys().map(|local| (sub, local)));
             }
         }
         let failing = routing
@@ -281,7 +283,12 @@ impl RelayPool {
         }
         if self.member(relay).is_some_and(|m| m.app) {
             // The application's relay: routing stops asking it; its socket stays.
-            self.close_reqs(now, relay, &asked);
+            let subs: BTreeSet<SubId> = asked.iter().map(|&(sub, _)| sub).collect();
+            for sub in subs {
+                self.relay_gone(now, sub, relay, Missing::Removed);
+            }
+            let locals: Vec<SubscriptionId> = asked.into_iter().map(|(_, l)| l).collect();
+            self.close_reqs(now, relay, &locals);
             return;
         }
         if failing {
@@ -357,15 +364,19 @@ impl RelayPool {
         placed.authors = want;
         self.close_reqs(now, relay, &close);
         self.ask_on(now, sub, relay, &mut placed, &ask);
-        if placed.authors.is_empty() {
-            return;
+        if !placed.authors.is_empty() {
+            if let Some(routed) = self
+                .routing
+                .as_deref_mut()
+                .and_then(|o| o.subs.get_mut(&sub))
+            {
+                routed.placed.insert(relay, placed);
+            }
         }
-        if let Some(routed) = self
-            .routing
-            .as_deref_mut()
-            .and_then(|o| o.subs.get_mut(&sub))
-        {
-            routed.placed.insert(relay, placed);
+        // The closed REQs leave the subscription's answers after the new ones join: the
+        // relay has answered once its newcomers' REQs have too.
+        for local in close {
+            self.req_gone(now, sub, relay, local, None);
         }
     }
 
@@ -433,11 +444,13 @@ impl RelayPool {
                 continue;
             };
             member.routes.insert(local, sub);
+            if let Some(logical) = self.subs.get_mut(&sub) {
+                logical.add_req(relay, local);
+            }
             placed.chunks.insert(
                 local,
                 Chunk {
                     authors: asked,
-                    eosed: false,
                     window,
                 },
             );

@@ -61,138 +61,116 @@ impl RelayPool {
         }
     }
 
-    /// `relay` answered EOSE to one REQ of routed `sub`: the router hears who it was asked
-    /// about; the relay's EOSE is reported once all its REQs answered.
+    /// `relay` answered EOSE to REQ `local` of routed `sub`: the router hears who it was
+    /// asked about, and routing runs again. Returns whether the pool's own list watch took
+    /// it: its EOSEs pair with the lists' verdicts, one per REQ, and are no relay's answer
+    /// to anyone.
     pub(crate) fn people_eose(
         &mut self,
         now: Instant,
         relay: RelayId,
         local: SubscriptionId,
         sub: SubId,
-    ) {
+    ) -> bool {
+        let lists = self.is_lists(sub);
         let Some(routing) = self.routing.as_deref_mut() else {
-            return;
+            return false;
         };
-        let url = routing.url_of.get(&relay).cloned();
-        let Some(routed) = routing.subs.get_mut(&sub) else {
-            return;
+        let answered = self
+            .subs
+            .get(&sub)
+            .is_none_or(|l| l.req_answered(relay, local));
+        let chunk = routing
+            .subs
+            .get(&sub)
+            .and_then(|r| r.placed.get(&relay)?.chunks.get(&local));
+        let (Some(chunk), false) = (chunk, answered) else {
+            return lists;
         };
-        let Some(placed) = routed.placed.get_mut(&relay) else {
-            return;
-        };
-        let Some(chunk) = placed.chunks.get_mut(&local) else {
-            return;
-        };
-        if chunk.eosed {
-            return;
-        }
-        chunk.eosed = true;
         let asked = chunk.authors.clone();
-        let window = chunk.window;
-        let first = placed.answered();
-        match (url, routed.want == Want::Lists) {
+        match routing.url_of.get(&relay) {
             // An indexer's answer about lists says it is alive, nothing about notes.
-            (Some(url), true) => routing.router.handle_eose(now, &url, []),
-            (Some(url), false) if window => {
+            Some(url) if lists => routing.router.handle_eose(now, url, []),
+            Some(url) if chunk.window => {
                 routing
                     .router
-                    .handle_window_eose(now, &url, asked.iter().map(String::as_str));
+                    .handle_window_eose(now, url, asked.iter().map(String::as_str));
             }
-            (Some(url), false) => {
+            Some(url) => {
                 routing
                     .router
-                    .handle_eose(now, &url, asked.iter().map(String::as_str));
+                    .handle_eose(now, url, asked.iter().map(String::as_str));
             }
-            (None, _) => {}
-        }
-        if self.is_lists(sub) {
-            // Looked up once the lists before this EOSE have their verdicts: it waits in
-            // the verification queue behind them.
-            let full = self
-                .routing
-                .as_deref()
-                .is_none_or(|r| r.lists_answers.len() >= MAX_LIST_ANSWERS);
-            if full {
-                // Past the bound the answer is taken now rather than queued: dropping a
-                // queued one would pair every later EOSE with the wrong people.
-                self.lists_answered(now, &asked);
-            } else {
-                if let Some(routing) = self.routing.as_deref_mut() {
-                    routing.lists_answers.push_back(asked);
-                }
-                self.emit(sub, PoolEvent::Eose { sub, relay });
-            }
+            None => {}
         }
         self.schedule_reroute(now);
-        if first && !self.is_lists(sub) {
-            self.emit(sub, PoolEvent::Eose { sub, relay });
-            self.people_outcome(sub, false);
+        if !lists {
+            return false;
         }
+        if let Some(logical) = self.subs.get_mut(&sub) {
+            logical.eose(relay, local);
+        }
+        // Looked up once the lists before this EOSE have their verdicts: it waits in the
+        // verification queue behind them.
+        let full = self
+            .routing
+            .as_deref()
+            .is_none_or(|r| r.lists_answers.len() >= MAX_LIST_ANSWERS);
+        if full {
+            // Past the bound the answer is taken now rather than queued: dropping a queued
+            // one would pair every later EOSE with the wrong people.
+            self.lists_answered(now, &asked);
+        } else {
+            if let Some(routing) = self.routing.as_deref_mut() {
+                routing.lists_answers.push_back(asked);
+            }
+            self.emit(sub, PoolEvent::Eose { sub, relay });
+        }
+        true
     }
 
-    /// `relay` gave up on one REQ of routed `sub`: the router hears it refused, the app
-    /// hears the relay closed, and routing runs again.
+    /// `relay` gave up REQ `local` of routed `sub`: the router hears it refused, and
+    /// routing runs again (its people are asked again, there once the relay's backoff ends
+    /// or elsewhere, from when they were last served live). Returns whether the
+    /// application hears of it: not of the pool's own list watch, nor of the session's own
+    /// re-cut of a REQ its relay's NIP-11 document made too large.
     pub(crate) fn people_closed(
         &mut self,
         now: Instant,
         relay: RelayId,
         local: SubscriptionId,
         sub: SubId,
-        reason: String,
+        reason: &str,
         attempts: u32,
-    ) {
+    ) -> bool {
+        let lists = self.is_lists(sub);
         let Some(routing) = self.routing.as_deref_mut() else {
-            return;
+            return true;
         };
         // The session gave the REQ up itself when the relay's NIP-11 document lowered its
         // frame size below it (the document came after the REQ was cut): no refusal of the
-        // relay's, and nothing the application needs to hear; its people are asked again
-        // at once, cut to the new size.
-        let too_large = attempts == 0 && is_frame_too_large(&reason);
+        // relay's; its people are asked again at once, cut to the new size.
+        let too_large = attempts == 0 && is_frame_too_large(reason);
         if let (Some(url), false) = (routing.url_of.get(&relay), too_large) {
-            routing.router.handle_refused(now, url, refusal_of(&reason));
+            routing.router.handle_refused(now, url, refusal_of(reason));
         }
-        let mut now_answered = false;
-        if let Some(routed) = routing.subs.get_mut(&sub) {
-            if let Some(placed) = routed.placed.get_mut(&relay) {
-                // Its people are no longer asked there: the next routing asks them again,
-                // there once the relay's backoff ends or elsewhere, from when they were
-                // last served live.
-                if let Some(chunk) = placed.chunks.remove(&local) {
-                    for author in &chunk.authors {
-                        placed.authors.remove(author);
-                    }
-                }
-                if !placed.eosed && !too_large {
-                    routed.gone.insert(relay, Missing::Closed(reason.clone()));
-                }
-                now_answered = placed.answered();
-                if placed.chunks.is_empty() {
-                    routed.placed.remove(&relay);
+        if let Some(placed) = routing
+            .subs
+            .get_mut(&sub)
+            .and_then(|r| r.placed.get_mut(&relay))
+        {
+            if let Some(chunk) = placed.chunks.remove(&local) {
+                for author in &chunk.authors {
+                    placed.authors.remove(author);
                 }
             }
         }
         if too_large {
             self.schedule_reroute_at(now);
-            return;
+        } else {
+            self.schedule_reroute(now);
         }
-        self.schedule_reroute(now);
-        if self.is_lists(sub) {
-            return;
-        }
-        self.emit(
-            sub,
-            PoolEvent::RelayClosed {
-                sub,
-                relay,
-                reason,
-                attempts,
-            },
-        );
-        if now_answered {
-            self.emit(sub, PoolEvent::Eose { sub, relay });
-        }
-        self.people_outcome(sub, false);
+        !too_large && !lists
     }
 
     /// A routed relay's socket opened or was lost: the router's health input.
@@ -249,39 +227,8 @@ impl RelayPool {
         }
     }
 
-    /// Report routed `sub`'s outcome once: every relay it is placed on answered EOSE, or
-    /// (`deadline`) time is up.
-    pub(crate) fn people_outcome(&mut self, sub: SubId, deadline: bool) {
-        let Some(routed) = self.routing.as_deref().and_then(|o| o.subs.get(&sub)) else {
-            return;
-        };
-        let reported = self.subs.get(&sub).is_none_or(Logical::reported);
-        if reported
-            || (!deadline && (routed.placed.is_empty() || routed.placed.values().any(|p| !p.eosed)))
-        {
-            return;
-        }
-        // Still silent, or gone before answering (and why), each relay once.
-        let mut missing: BTreeMap<RelayId, Missing> = routed.gone.clone();
-        for (&relay, placed) in &routed.placed {
-            if placed.eosed {
-                missing.remove(&relay);
-            } else {
-                missing.entry(relay).or_insert(Missing::NoEose);
-            }
-        }
-        let missing: Vec<(RelayId, Missing)> = missing.into_iter().collect();
-        let outcome = if missing.is_empty() && !routed.placed.is_empty() {
-            crate::pool::Outcome::Complete
-        } else {
-            crate::pool::Outcome::Partial { missing }
-        };
-        self.outcome_reported(sub);
-        self.emit(sub, PoolEvent::Complete { sub, outcome });
-    }
-
-    /// Routed `sub` is dropped: its REQs close; relays routing no longer needs close at the
-    /// next routing.
+    /// Routed `sub` is dropped (its REQs are closed with it): routing forgets it, and
+    /// relays it no longer needs close at the next routing.
     pub(crate) fn people_unsubscribe(&mut self, now: Instant, sub: SubId) {
         let Some(routing) = self.routing.as_deref_mut() else {
             return;
@@ -291,10 +238,6 @@ impl RelayPool {
         };
         if let Want::Feed(people) = &routed.want {
             routing.unfollow_unused(people);
-        }
-        for (relay, placed) in routed.placed {
-            let locals: Vec<SubscriptionId> = placed.chunks.into_keys().collect();
-            self.close_reqs(now, relay, &locals);
         }
         self.schedule_reroute(now);
     }

@@ -42,7 +42,7 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::dedup::Seen;
-use super::logical::{Logical, Targets};
+use super::logical::Targets;
 use super::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
 use super::{Deadline, Missing, PoolError, PoolEvent, RelayId, RelayPool, SubId};
 use crate::link::SocketLoss;
@@ -134,9 +134,6 @@ pub(crate) struct ByPeople {
     /// After a restore: the checkpoint's wall-clock second, the catch-up start of everyone.
     pub(crate) restored_at: Option<u64>,
     report: Option<RouteReport>,
-    /// Relays that left before their first EOSE, and why: what a `Partial` outcome names
-    /// beside the relays that are still silent. A later EOSE there takes it back.
-    gone: BTreeMap<RelayId, Missing>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -149,28 +146,18 @@ enum Want {
     Lists,
 }
 
+/// Who routing asks on one relay for one subscription, and in which REQs (the REQs' answers
+/// are the subscription's [`Logical`](super::logical::Logical)'s).
 #[derive(Debug, Default)]
 struct Placed {
     authors: BTreeSet<String>,
     chunks: BTreeMap<SubscriptionId, Chunk>,
-    /// Its EOSE was reported (once every chunk answered).
-    eosed: bool,
 }
 
-impl Placed {
-    /// Whether every REQ on the relay is now past its EOSE for the first time: the relay's
-    /// EOSE is reported then, once.
-    fn answered(&mut self) -> bool {
-        let first = !self.eosed && !self.chunks.is_empty() && self.chunks.values().all(|c| c.eosed);
-        self.eosed |= first;
-        first
-    }
-}
-
+/// One REQ's people.
 #[derive(Debug)]
 struct Chunk {
     authors: Vec<String>,
-    eosed: bool,
     /// Asked from a catch-up window, not the whole history: its silence is no miss.
     window: bool,
 }
@@ -427,7 +414,6 @@ impl RelayPool {
                 live: BTreeMap::new(),
                 restored_at: None,
                 report: None,
-                gone: BTreeMap::new(),
             },
         );
         Ok(sub)
@@ -446,11 +432,6 @@ impl RelayPool {
 }
 
 impl ByPeople {
-    /// The relays it is placed on.
-    pub(crate) fn relays(&self) -> Vec<RelayId> {
-        self.placed.keys().copied().collect()
-    }
-
     /// `authors` in groups by where their catch-up starts: when each was last served live,
     /// or after a restore the checkpoint's time, less the lookback. Only a relay that has
     /// answered for a person before (`answered`) is asked from a window; the first ask of a
