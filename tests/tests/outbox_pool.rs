@@ -691,3 +691,43 @@ fn a_stale_nip66_discovery_event_weighs_a_relay_down_and_bad_ones_are_refused() 
     let no_d = note(3, &monitor, 0, 30166, "").json;
     assert!(s.pool.handle_liveness(Instant::ZERO, &no_d).is_err());
 }
+
+/// Routing's relays are in the checkpoint: after a restart each routed REQ goes again on
+/// its relay as soon as the socket opens (before routing has run), under its old wire id,
+/// and catches up from the checkpoint as any restored subscription does.
+#[test]
+fn a_restart_resumes_each_routed_req_on_its_saved_relay_with_its_catch_up() {
+    let a = key(1);
+    let mut s = PoolSim::new(config(), 7);
+    one_author_on_r1(&mut s, &a);
+    s.at(secs(10), PoolAction::Kill);
+    s.at(secs(20), PoolAction::Restore);
+    s.run_for(secs(30));
+    let r1 = relay_of(&s, "r1").expect("r1");
+    let reqs: Vec<(Duration, &String)> = s
+        .sent
+        .iter()
+        .filter(|(_, r, c, _)| *r == r1 && matches!(c, Carries::Req(_)))
+        .map(|(t, _, _, text)| (t.since_origin(), text))
+        .collect();
+    let wire_id = |text: &str| text.split('"').nth(3).map(str::to_owned);
+    let first = reqs.iter().find(|(t, _)| *t < secs(10)).expect("run 1 REQ");
+    let resumed = reqs
+        .iter()
+        .find(|(t, _)| *t >= secs(20))
+        .expect("resumed REQ");
+    // The socket opens 20 ms after the restore; routing first runs a second later.
+    assert_eq!(resumed.0, secs(20) + Duration::from_millis(20), "{reqs:?}");
+    assert_eq!(wire_id(resumed.1), wire_id(first.1), "{reqs:?}");
+    let caught_up = s.heard(|e| match e {
+        PoolEvent::CaughtUp { sub, relay, .. } if *sub == SubId(1) && *relay == r1 => Some(()),
+        _ => None,
+    });
+    assert_eq!(caught_up.len(), 1, "{}", s.transcript());
+    assert_eq!(
+        delivered(&s, SubId(1)),
+        BTreeMap::from([(1, 1)]),
+        "{}",
+        s.transcript()
+    );
+}

@@ -28,12 +28,15 @@ const KIND: &str = "pool";
 /// [`checkpoint`](mod@crate::checkpoint) for the format's rules).
 ///
 /// # What it holds
-/// - every relay's [`RelayCheckpoint`] under its [`RelayId`] (the pool does not know URLs:
-///   the driver keeps its own map from id to URL beside the checkpoint);
+/// - every relay's [`RelayCheckpoint`] under its [`RelayId`], with the URL the pool knows it
+///   by (the driver keeps its own map from id to URL for the relays it added with
+///   [`RelayPool::add_relay`]); the relays routing by people opened are among them, so
+///   a restored routed subscription resumes on them, each REQ with its exact catch-up;
 /// - every logical subscription: its targets (all relays with their filters, or the relays
 ///   it was routed to), the ids it delivered across relays (its dedup memory, with each id's
 ///   bytes summary and `seen_on`), and whether its outcome was reported (it is not reported
-///   again, except for a routed one: it is placed afresh, so its outcome is this run's);
+///   again, except for one by people: its outcome is this run's, as routing checks every
+///   restored relay again); for one by people, who each of its REQs asks;
 /// - the publishes still waiting for some relay's answer, with the answers already in: each
 ///   relay's outbox sends the event again and the aggregate is reported once;
 /// - events held for verification and not yet delivered: verified again after the restore.
@@ -68,6 +71,30 @@ struct SavedMember {
     session: RelayCheckpoint,
     /// `(the session's subscription, the logical subscription it serves)`.
     routes: Vec<(u64, u64)>,
+    /// Its URL, normalised, when the pool knows one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<String>,
+    /// Routing by people opened it (the application did not add it).
+    #[serde(default, skip_serializing_if = "is_false")]
+    opened: bool,
+    /// Routing by people asks it about people.
+    #[serde(default, skip_serializing_if = "is_false")]
+    routed: bool,
+}
+
+/// One REQ of a subscription by people: `[relay, its session's subscription, the people it
+/// asks, whether it asks from a catch-up window]`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct SavedReq(
+    pub(crate) u32,
+    pub(crate) u64,
+    pub(crate) Vec<String>,
+    pub(crate) bool,
+);
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if passes a reference
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -80,6 +107,9 @@ struct SavedLogical {
     outbox: Option<Box<RawValue>>,
     /// `(relay, its session's subscription)` for each relay serving it.
     relays: Vec<(u32, u64)>,
+    /// Who each REQ of a subscription by people asks.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    placed: Vec<SavedReq>,
     reported: bool,
     /// Delivered ids, oldest first.
     seen: Vec<SavedSeen>,
@@ -120,12 +150,13 @@ impl PoolCheckpoint {
         checkpoint::from_json(json, KIND)
     }
 
-    /// The relays' ids, in order.
+    /// The ids of the application's relays, in order: those a driver names when it
+    /// restores (the relays routing by people opened carry their URLs).
     pub fn relays(&self) -> impl Iterator<Item = RelayId> + '_ {
         self.relays
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.is_some())
+            .filter(|(_, m)| m.as_ref().is_some_and(|m| !m.opened))
             .filter_map(|(i, _)| u32::try_from(i).ok().map(RelayId))
     }
 
@@ -164,6 +195,7 @@ impl PoolCheckpoint {
                 reported: true,
                 seen: Vec::new(),
                 outbox: None,
+                placed: Vec::new(),
             });
         }
         Ok(PoolCheckpoint {
@@ -171,7 +203,13 @@ impl PoolCheckpoint {
             version: checkpoint::VERSION,
             next_sub: subscriptions.iter().map(|s| s.id).max().unwrap_or(0),
             subscriptions,
-            relays: vec![Some(SavedMember { session, routes })],
+            relays: vec![Some(SavedMember {
+                session,
+                routes,
+                url: None,
+                opened: false,
+                routed: false,
+            })],
             publishes: Vec::new(),
             held: Vec::new(),
             outbox: None,
@@ -204,14 +242,14 @@ impl RelayPool {
         PoolCheckpoint {
             tether: KIND.into(),
             version: checkpoint::VERSION,
-            // Routing's relays are opened again by routing after a restore.
             relays: self
                 .relays
                 .iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    let routed = self.opened_url(RelayId(i as u32)).is_some();
-                    m.as_deref().filter(|_| !routed).map(save_member)
+                    let routed = self.routes_people_on(RelayId(i as u32));
+                    m.as_deref()
+                        .map(|m| save_member(m, routed, |sub| !self.is_lists(sub)))
                 })
                 .collect(),
             subscriptions: self
@@ -223,11 +261,12 @@ impl RelayPool {
                     saved.outbox = routed
                         .get(&id.0)
                         .and_then(|f| RawValue::from_string(f.clone()).ok());
+                    saved.placed = self.people_placed(id);
                     saved
                 })
                 .collect(),
             next_sub: self.next_sub,
-            // A publish by outbox is not saved: its relays are routing's, which are not.
+            // A publish by outbox is not saved: it is decided on the lists of the moment.
             publishes: self
                 .publishes
                 .iter()
@@ -303,6 +342,11 @@ impl RelayPool {
             let router = super::router::Router::restore(pool.config.router.clone(), &saved.router)?;
             pool.start_routing(Some(router));
         }
+        for (index, saved) in checkpoint.relays.iter().enumerate() {
+            let Some(saved) = saved else { continue };
+            let relay = RelayId(u32::try_from(index).unwrap_or(u32::MAX));
+            pool.restore_url(relay, saved)?;
+        }
         for saved in &checkpoint.subscriptions {
             if let Some(filter) = &saved.outbox {
                 let unix = checkpoint.outbox.as_ref().map_or(0, |o| o.unix);
@@ -312,6 +356,7 @@ impl RelayPool {
             pool.restore_logical(saved, now)?;
         }
         pool.check_routes()?;
+        pool.drop_unrouted(now);
         pool.next_sub = checkpoint
             .next_sub
             .max(pool.subs.keys().last().map_or(0, |s| s.0));
@@ -349,10 +394,10 @@ impl RelayPool {
         for SavedSeen(event, bytes, relays) in &saved.seen {
             seen.restore_delivered(*event, *bytes, relays.iter().map(|&r| RelayId(r)).collect());
         }
-        // Its outcome is owed again even if an earlier run reported one: routing's relays
-        // are not saved, so this run places it afresh and only its answers say when the
-        // restored subscription is caught up.
-        self.restore_by_people(SubId(saved.id), filter, unix, seen, now)
+        // Its outcome is owed again even if an earlier run reported one: routing checks
+        // every restored relay again, and only their answers say when the restored
+        // subscription is caught up.
+        self.restore_by_people(SubId(saved.id), filter, unix, seen, &saved.placed, now)
             .map_err(invalid)
     }
 
@@ -381,6 +426,28 @@ impl RelayPool {
             }
         }
         Ok(Member::new(session, routes))
+    }
+
+    /// `relay`'s URL, as saved: the pool's one relay per URL, and routing's relays.
+    fn restore_url(&mut self, relay: RelayId, saved: &SavedMember) -> Result<(), CheckpointError> {
+        let invalid = |what: &str| CheckpointError::Invalid(format!("relay {}: {what}", relay.0));
+        let Some(url) = &saved.url else {
+            return match saved.opened || saved.routed {
+                true => Err(invalid("routed with no URL")),
+                false => Ok(()),
+            };
+        };
+        if self.by_url.insert(url.clone(), relay).is_some() {
+            return Err(invalid("a URL saved twice"));
+        }
+        if let Some(member) = self.member_mut(relay) {
+            member.url = Some(url.clone());
+            member.app = !saved.opened;
+        }
+        if saved.routed && !self.restore_people_relay(relay, url) {
+            return Err(invalid("routed with no router"));
+        }
+        Ok(())
     }
 
     fn restore_logical(
@@ -431,6 +498,23 @@ impl RelayPool {
             return Err(invalid("saved twice"));
         }
         Ok(())
+    }
+
+    /// A relay session's subscription no logical one claims (the pool's own list watch,
+    /// made again) is dropped before it is sent again.
+    fn drop_unrouted(&mut self, now: Instant) {
+        for member in self.relays.iter_mut().flatten() {
+            let orphans: Vec<SubscriptionId> = member
+                .session
+                .subscriptions()
+                .iter()
+                .map(|v| v.id)
+                .filter(|local| !member.routes.contains_key(local))
+                .collect();
+            for local in orphans {
+                let _ = member.session.unsubscribe(now, local);
+            }
+        }
     }
 
     /// Every route leads to a subscription that counts its relay.
@@ -507,10 +591,20 @@ impl RelayPool {
     }
 }
 
-fn save_member(member: &Member) -> SavedMember {
+/// `member` as saved, with its routes to the subscriptions `saved` keeps (the pool's own
+/// list watch is made again after a restore; its REQs there are dropped then).
+fn save_member(member: &Member, routed: bool, saved: impl Fn(SubId) -> bool) -> SavedMember {
     SavedMember {
         session: member.session.checkpoint(),
-        routes: member.routes.iter().map(|(l, s)| (l.0, s.0)).collect(),
+        routes: member
+            .routes
+            .iter()
+            .filter(|(_, s)| saved(**s))
+            .map(|(l, s)| (l.0, s.0))
+            .collect(),
+        url: member.url.clone(),
+        opened: !member.app,
+        routed,
     }
 }
 
@@ -536,6 +630,7 @@ fn save_logical(id: SubId, logical: &Logical, held: &BTreeSet<(SubId, EventId)>)
                 .filter_map(|&r| Some((r.0, logical.reqs(r).next()?.0)))
                 .collect(),
         },
+        placed: Vec::new(),
         reported: logical.reported(),
         seen: logical
             .seen

@@ -286,3 +286,78 @@ impl Counts {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn by_people() -> Logical {
+        Logical::new(Targets::People, Seen::new(16, 4))
+    }
+
+    const R: RelayId = RelayId(1);
+
+    #[test]
+    fn a_relay_asked_in_several_reqs_answers_once_all_of_them_did() {
+        let mut l = by_people();
+        l.add_req(R, SubscriptionId(1));
+        l.add_req(R, SubscriptionId(2));
+        assert_eq!(l.eose(R, SubscriptionId(1)), None);
+        assert_eq!(l.outcome(false), None);
+        assert_eq!(l.eose(R, SubscriptionId(2)), Some(true));
+        // A newcomer's REQ does not take the relay's answer back: it was reported.
+        l.add_req(R, SubscriptionId(3));
+        assert_eq!(l.eose(R, SubscriptionId(3)), None);
+        assert_eq!(l.outcome(false), Some(Outcome::Complete));
+    }
+
+    #[test]
+    fn a_req_the_relay_closed_names_the_relay_unless_its_other_reqs_answer() {
+        let mut l = by_people();
+        l.add_req(R, SubscriptionId(1));
+        l.add_req(R, SubscriptionId(2));
+        let closed = Missing::Closed("blocked: no".into());
+        assert_eq!(
+            l.close_req(R, SubscriptionId(1), Some(closed.clone())),
+            None
+        );
+        assert_eq!(
+            l.outcome(true),
+            Some(Outcome::Partial {
+                missing: vec![(R, closed.clone())]
+            })
+        );
+        let mut l = by_people();
+        l.add_req(R, SubscriptionId(1));
+        l.add_req(R, SubscriptionId(2));
+        assert_eq!(l.eose(R, SubscriptionId(2)), None);
+        assert_eq!(l.close_req(R, SubscriptionId(1), Some(closed)), Some(true));
+        assert_eq!(l.outcome(false), Some(Outcome::Complete));
+    }
+
+    #[test]
+    fn people_moved_off_a_relay_that_never_answered_leave_no_trace() {
+        let mut l = by_people();
+        l.add_req(R, SubscriptionId(1));
+        assert_eq!(l.close_req(R, SubscriptionId(1), None), None);
+        assert!(l.relays.is_empty());
+        // Nothing is asked anywhere: the outcome waits for the next placement.
+        assert_eq!(l.outcome(false), None);
+        assert!(l.served());
+    }
+
+    #[test]
+    fn a_relay_asked_afresh_after_it_was_gone_is_waited_for_again() {
+        let mut l = by_people();
+        l.add_req(R, SubscriptionId(1));
+        l.gone(R, Missing::Removed);
+        l.add_req(R, SubscriptionId(7));
+        assert_eq!(l.outcome(false), None);
+        assert_eq!(
+            l.outcome(true),
+            Some(Outcome::Partial {
+                missing: vec![(R, Missing::NoEose)]
+            })
+        );
+    }
+}

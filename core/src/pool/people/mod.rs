@@ -41,6 +41,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::checkpoint::SavedReq;
 use super::dedup::Seen;
 use super::logical::Targets;
 use super::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
