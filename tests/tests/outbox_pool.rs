@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use tether_core::nostr::Carries;
-use tether_core::pool::{Outcome, PoolEvent, RelayId, SubId};
+use tether_core::pool::{Outcome, PoolCheckpoint, PoolEvent, RelayId, RelayPool, SubId};
 use tether_core::Instant;
 use tether_testkit::pool_sim::{PoolAction, PoolSim};
 use tether_testkit::sim::UNIX_START;
@@ -729,5 +729,37 @@ fn a_restart_resumes_each_routed_req_on_its_saved_relay_with_its_catch_up() {
         BTreeMap::from([(1, 1)]),
         "{}",
         s.transcript()
+    );
+}
+
+/// A checkpoint is input: one whose routed REQ asks someone the subscription does not
+/// follow, or whose relay routing opened is not routing's, is refused with the reason.
+#[test]
+fn a_checkpoint_with_a_routed_req_for_a_stranger_or_an_orphaned_routed_relay_is_refused() {
+    let a = key(1);
+    let mut s = PoolSim::new(config(), 7);
+    one_author_on_r1(&mut s, &a);
+    s.run_for(secs(5));
+    let json = String::from_utf8(s.pool.checkpoint().to_json()).expect("utf-8");
+    let restore = |json: &str| {
+        let saved = PoolCheckpoint::from_json(json.as_bytes()).expect("a pool checkpoint");
+        RelayPool::restore(config(), 7, &saved, Instant::ZERO, UNIX_START).map(drop)
+    };
+    assert!(restore(&json).is_ok(), "{json}");
+    let stranger = json.replace(
+        &format!(r#"["{a}"],false]"#),
+        &format!(r#"["{}"],false]"#, key(2)),
+    );
+    assert_ne!(stranger, json, "{json}");
+    let refused = restore(&stranger)
+        .expect_err("a stranger's REQ")
+        .to_string();
+    assert!(refused.contains("does not follow"), "{refused}");
+    let orphan = json.replace(r#""opened":true,"routed":true"#, r#""opened":true"#);
+    assert_ne!(orphan, json, "{json}");
+    let refused = restore(&orphan).expect_err("an orphaned relay").to_string();
+    assert!(
+        refused.contains("opened by routing, which does not hold it"),
+        "{refused}"
     );
 }

@@ -431,8 +431,11 @@ impl RelayPool {
     /// `relay`'s URL, as saved: the pool's one relay per URL, and routing's relays.
     fn restore_url(&mut self, relay: RelayId, saved: &SavedMember) -> Result<(), CheckpointError> {
         let invalid = |what: &str| CheckpointError::Invalid(format!("relay {}: {what}", relay.0));
+        if saved.opened && !saved.routed {
+            return Err(invalid("opened by routing, which does not hold it"));
+        }
         let Some(url) = &saved.url else {
-            return match saved.opened || saved.routed {
+            return match saved.routed {
                 true => Err(invalid("routed with no URL")),
                 false => Ok(()),
             };

@@ -95,6 +95,14 @@ impl RelayPool {
                     relay.0
                 ));
             }
+            let asks = |author: &String| match &routed.want {
+                Want::Feed(people) => people.contains(author),
+                Want::Inbox(me) => author == me,
+                Want::Lists => false,
+            };
+            if authors.is_empty() || !authors.iter().all(asks) {
+                return Err(format!("REQ {local} asks someone it does not follow"));
+            }
             let at = routed.placed.entry(relay).or_default();
             at.authors.extend(authors.iter().cloned());
             let chunk = Chunk {
