@@ -1,6 +1,7 @@
-//! Applying a routing: the one place the pool turns the router's routes into sockets and
-//! REQs. Relays no longer wanted close first (freeing their slots), relays wanted open by
-//! URL, and each subscription's people are placed on each relay with their window.
+//! Applying routing's plan ([`plan`](super::plan)): the one place the pool turns it into
+//! sockets and REQs. Relays no longer wanted close first (freeing their slots), relays
+//! wanted open by URL, and each subscription's people are placed on each relay with their
+//! window.
 
 use super::*;
 
@@ -56,125 +57,8 @@ impl RelayPool {
         let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
-        // Inbox relays come first and count against the budget, then the relays of
-        // publishes, leaving the router one.
-        let budget = routing.router.config().max_relays;
-        let mut inbox_urls: Vec<String> = Vec::new();
-        for routed in routing.subs.values() {
-            if let Want::Inbox(me) = &routed.want {
-                for url in routing
-                    .router
-                    .inbox_relays(me)
-                    .into_iter()
-                    .take(MAX_INBOX_RELAYS)
-                {
-                    if !inbox_urls.iter().any(|u| u == url) && inbox_urls.len() + 1 < budget {
-                        inbox_urls.push(url.to_owned());
-                    }
-                }
-            }
-        }
-        let mut reserved = inbox_urls.clone();
-        for url in publish_urls {
-            // A publish relay obeys the same health rule as a route: one that failed waits
-            // out its backoff (and its publish hears it gave up), never redialed beside it.
-            let usable = routing.router.usable(&url, now);
-            if usable && !reserved.contains(&url) && reserved.len() + 1 < budget {
-                reserved.push(url);
-            }
-        }
-        routing
-            .router
-            .set_max_relays(budget.saturating_sub(reserved.len()).max(1));
-        let routes = routing.router.route(now);
-        routing.router.set_max_relays(budget);
-        let coverage = routes.coverage.clone();
-        let followed: Vec<String> = routing.router.followed().map(str::to_owned).collect();
-        let inbox_owners: Vec<String> = routing
-            .subs
-            .values()
-            .filter_map(|r| match &r.want {
-                Want::Inbox(me) => Some(me.clone()),
-                _ => None,
-            })
-            .collect();
-        // The relays wanted, by URL: who to ask there, for feeds; whether it is an indexer.
-        let mut wanted: BTreeMap<String, (Role, BTreeSet<String>)> = BTreeMap::new();
-        for route in routes.relays {
-            // A relay chosen with nobody to ask (its every pair under the ask threshold)
-            // would hold a socket for nothing.
-            if route.role == Role::Indexer || !route.authors.is_empty() {
-                wanted.insert(route.url, (route.role, route.authors.into_iter().collect()));
-            }
-        }
-        for url in &reserved {
-            wanted
-                .entry(url.clone())
-                .or_insert((Role::Assigned, BTreeSet::new()));
-        }
-        // Relays no longer wanted close first (their sockets close, no CLOSE is sent on
-        // them), freeing their slots for the relays to open.
-        let unwanted: Vec<RelayId> = self
-            .routing
-            .as_deref()
-            .map(|o| {
-                o.url_of
-                    .iter()
-                    .filter(|(_, url)| !wanted.contains_key(*url))
-                    .map(|(&r, _)| r)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for relay in unwanted {
-            self.drop_people_relay(now, relay);
-        }
-        let mut ids: BTreeMap<String, RelayId> = BTreeMap::new();
-        for url in wanted.keys() {
-            if let Some(relay) = self.people_relay(now, url) {
-                ids.insert(url.clone(), relay);
-            }
-        }
-        let subs: Vec<SubId> = self
-            .routing
-            .as_deref()
-            .map(|o| o.subs.keys().copied().collect())
-            .unwrap_or_default();
-        for sub in subs {
-            let Some(routing) = self.routing.as_deref() else {
-                return;
-            };
-            let Some(routed) = routing.subs.get(&sub) else {
-                continue;
-            };
-            let mut desired: BTreeMap<RelayId, BTreeSet<String>> = BTreeMap::new();
-            for (url, (role, authors)) in &wanted {
-                let Some(&relay) = ids.get(url) else {
-                    continue;
-                };
-                let asked: BTreeSet<String> = match &routed.want {
-                    Want::Feed(people) => people
-                        .iter()
-                        .filter(|p| authors.contains(*p))
-                        .cloned()
-                        .collect(),
-                    Want::Inbox(me) if inbox_urls.contains(url) => BTreeSet::from([me.clone()]),
-                    Want::Inbox(_) => BTreeSet::new(),
-                    Want::Lists if *role == Role::Indexer => followed
-                        .iter()
-                        .chain(&inbox_owners)
-                        .chain(&publish_people)
-                        .cloned()
-                        .collect(),
-                    Want::Lists => BTreeSet::new(),
-                };
-                if !asked.is_empty() {
-                    desired.insert(relay, asked);
-                }
-            }
-            self.place(now, sub, desired);
-            self.report_route(sub, &coverage, &inbox_urls);
-        }
-        self.send_publishes(now, &ids);
+        let plan = routing.plan(now, publish_urls, &publish_people);
+        self.apply(now, plan);
         let next = self
             .routing
             .as_deref()
@@ -185,6 +69,41 @@ impl RelayPool {
         if let Some(at) = self.held_publish_due(false) {
             self.schedule_reroute_at(at.max(now));
         }
+    }
+
+    /// The one place a plan becomes sockets and REQs: relays no longer wanted close first
+    /// (their sockets close, no CLOSE is sent on them), freeing their slots for the relays to
+    /// open; then each subscription's people are placed, and publishes decided go out.
+    fn apply(&mut self, now: Instant, plan: Plan) {
+        let unwanted: Vec<RelayId> = self
+            .routing
+            .as_deref()
+            .map(|o| {
+                o.url_of
+                    .iter()
+                    .filter(|(_, url)| !plan.relays.contains(*url))
+                    .map(|(&r, _)| r)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for relay in unwanted {
+            self.drop_people_relay(now, relay);
+        }
+        let mut ids: BTreeMap<String, RelayId> = BTreeMap::new();
+        for url in &plan.relays {
+            if let Some(relay) = self.people_relay(now, url) {
+                ids.insert(url.clone(), relay);
+            }
+        }
+        for (sub, asks) in plan.asks {
+            let desired: BTreeMap<RelayId, BTreeSet<String>> = asks
+                .into_iter()
+                .filter_map(|(url, people)| Some((*ids.get(&url)?, people)))
+                .collect();
+            self.place(now, sub, desired);
+            self.report_route(sub, &plan.coverage, &plan.inbox_urls);
+        }
+        self.send_publishes(now, &ids);
     }
 
     /// Every person asked by a REQ past its EOSE on an open relay was served live until now.

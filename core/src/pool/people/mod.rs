@@ -32,6 +32,7 @@ mod apply;
 mod heard;
 mod liveness;
 mod matches;
+mod plan;
 mod publish;
 mod restore;
 pub mod split;
@@ -53,6 +54,7 @@ use crate::nostr::Lookbacks;
 use crate::nostr::{Disconnect, Error, Filter, Priority, SubscriptionId};
 use crate::time::Instant;
 use matches::Fields;
+use plan::Plan;
 use split::Group;
 
 pub use liveness::RELAY_DISCOVERY_KIND;
