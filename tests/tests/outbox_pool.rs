@@ -755,7 +755,7 @@ fn a_checkpoint_with_a_routed_req_for_a_stranger_or_an_orphaned_routed_relay_is_
         .expect_err("a stranger's REQ")
         .to_string();
     assert!(refused.contains("does not follow"), "{refused}");
-    let orphan = json.replace(r#""opened":true,"routed":true"#, r#""opened":true"#);
+    let orphan = json.replace(r#""opened":true,"routing":true"#, r#""opened":true"#);
     assert_ne!(orphan, json, "{json}");
     let refused = restore(&orphan).expect_err("an orphaned relay").to_string();
     assert!(

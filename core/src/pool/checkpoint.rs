@@ -30,8 +30,8 @@ const KIND: &str = "pool";
 /// # What it holds
 /// - every relay's [`RelayCheckpoint`] under its [`RelayId`], with the URL the pool knows it
 ///   by (the driver keeps its own map from id to URL for the relays it added with
-///   [`RelayPool::add_relay`]); the relays routing by people opened are among them, so
-///   a restored routed subscription resumes on them, each REQ with its exact catch-up;
+///   [`RelayPool::add_relay`]); the relays routing by people opened are among them, so a
+///   restored subscription by people resumes on them, each REQ with its exact catch-up;
 /// - every logical subscription: its targets (all relays with their filters, or the relays
 ///   it was routed to), the ids it delivered across relays (its dedup memory, with each id's
 ///   bytes summary and `seen_on`), and whether its outcome was reported (it is not reported
@@ -53,8 +53,8 @@ pub struct PoolCheckpoint {
     next_sub: u64,
     publishes: Vec<SavedPublish>,
     held: Vec<SavedCopy>,
-    /// Routing by people: what the router learned, and the wall clock the routed
-    /// subscriptions catch up from.
+    /// Routing by people: what the router learned, and the wall clock the subscriptions by
+    /// people catch up from where they are placed anew.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     outbox: Option<SavedOutbox>,
 }
@@ -79,7 +79,7 @@ struct SavedMember {
     opened: bool,
     /// Routing by people asks it about people.
     #[serde(default, skip_serializing_if = "is_false")]
-    routed: bool,
+    routing: bool,
 }
 
 /// One REQ of a subscription by people: `[relay, its session's subscription, the people it
@@ -208,7 +208,7 @@ impl PoolCheckpoint {
                 routes,
                 url: None,
                 opened: false,
-                routed: false,
+                routing: false,
             })],
             publishes: Vec::new(),
             held: Vec::new(),
@@ -235,7 +235,7 @@ impl RelayPool {
     /// Its durable state now (see [`PoolCheckpoint`]). Taking one changes nothing.
     #[must_use]
     pub fn checkpoint(&self) -> PoolCheckpoint {
-        let routed: BTreeMap<u64, String> = self.people_filters().into_iter().collect();
+        let by_people: BTreeMap<u64, String> = self.people_filters().into_iter().collect();
         let held = self.held.undelivered();
         let held_ids: BTreeSet<(SubId, EventId)> =
             held.iter().map(|&(sub, _, id, _)| (sub, id)).collect();
@@ -247,18 +247,18 @@ impl RelayPool {
                 .iter()
                 .enumerate()
                 .map(|(i, m)| {
-                    let routed = self.routes_people_on(RelayId(i as u32));
+                    let routing = self.routes_people_on(RelayId(i as u32));
                     m.as_deref()
-                        .map(|m| save_member(m, routed, |sub| !self.is_lists(sub)))
+                        .map(|m| save_member(m, routing, |sub| !self.is_lists(sub)))
                 })
                 .collect(),
             subscriptions: self
                 .subs
                 .iter()
-                .filter(|(&id, _)| !self.is_by_people(id) || routed.contains_key(&id.0))
+                .filter(|(&id, _)| !self.is_by_people(id) || by_people.contains_key(&id.0))
                 .map(|(&id, logical)| {
                     let mut saved = save_logical(id, logical, &held_ids);
-                    saved.outbox = routed
+                    saved.outbox = by_people
                         .get(&id.0)
                         .and_then(|f| RawValue::from_string(f.clone()).ok());
                     saved.placed = self.people_placed(id);
@@ -276,7 +276,7 @@ impl RelayPool {
             // The pool's own list watch is not saved: it asks again after a restore.
             held: held
                 .into_iter()
-                .filter(|&(sub, ..)| !self.is_by_people(sub) || routed.contains_key(&sub.0))
+                .filter(|&(sub, ..)| !self.is_by_people(sub) || by_people.contains_key(&sub.0))
                 .filter_map(|(sub, relay, _, raw)| {
                     Some(SavedCopy {
                         sub: sub.0,
@@ -388,7 +388,7 @@ impl RelayPool {
         let invalid =
             |what: String| CheckpointError::Invalid(format!("subscription {}: {what}", saved.id));
         if saved.id == 0 || self.subs.contains_key(&SubId(saved.id)) || self.routing.is_none() {
-            return Err(invalid("saved twice, or routed with no router".into()));
+            return Err(invalid("saved twice, or by people with no router".into()));
         }
         let mut seen = Seen::new(self.config.dedup_capacity, self.config.seen_on_max);
         for SavedSeen(event, bytes, relays) in &saved.seen {
@@ -431,12 +431,12 @@ impl RelayPool {
     /// `relay`'s URL, as saved: the pool's one relay per URL, and routing's relays.
     fn restore_url(&mut self, relay: RelayId, saved: &SavedMember) -> Result<(), CheckpointError> {
         let invalid = |what: &str| CheckpointError::Invalid(format!("relay {}: {what}", relay.0));
-        if saved.opened && !saved.routed {
+        if saved.opened && !saved.routing {
             return Err(invalid("opened by routing, which does not hold it"));
         }
         let Some(url) = &saved.url else {
-            return match saved.routed {
-                true => Err(invalid("routed with no URL")),
+            return match saved.routing {
+                true => Err(invalid("routing's, with no URL")),
                 false => Ok(()),
             };
         };
@@ -447,8 +447,8 @@ impl RelayPool {
             member.url = Some(url.clone());
             member.app = !saved.opened;
         }
-        if saved.routed && !self.restore_people_relay(relay, url) {
-            return Err(invalid("routed with no router"));
+        if saved.routing && !self.restore_people_relay(relay, url) {
+            return Err(invalid("routing's, with no router"));
         }
         Ok(())
     }
@@ -578,8 +578,8 @@ impl RelayPool {
     /// An event held for verification at the checkpoint arrives again from its relay.
     fn restore_copy(&mut self, copy: &SavedCopy) -> Result<(), CheckpointError> {
         let (sub, relay) = (SubId(copy.sub), RelayId(copy.relay));
-        // A routed subscription's relays are routing's, opened again after the restore:
-        // its copy is verified and delivered in the name of the relay that sent it.
+        // A subscription by people may hold a copy from a relay routing has let go of since:
+        // it is verified and delivered in the name of the relay that sent it.
         let relay_known = self.member(relay).is_some() || self.is_by_people(sub);
         if !self.subs.contains_key(&sub) || !relay_known {
             return Err(CheckpointError::Invalid(format!(
@@ -596,7 +596,7 @@ impl RelayPool {
 
 /// `member` as saved, with its routes to the subscriptions `saved` keeps (the pool's own
 /// list watch is made again after a restore; its REQs there are dropped then).
-fn save_member(member: &Member, routed: bool, saved: impl Fn(SubId) -> bool) -> SavedMember {
+fn save_member(member: &Member, routing: bool, saved: impl Fn(SubId) -> bool) -> SavedMember {
     SavedMember {
         session: member.session.checkpoint(),
         routes: member
@@ -607,7 +607,7 @@ fn save_member(member: &Member, routed: bool, saved: impl Fn(SubId) -> bool) -> 
             .collect(),
         url: member.url.clone(),
         opened: !member.app,
-        routed,
+        routing,
     }
 }
 
