@@ -242,3 +242,63 @@ fn a_publish_relay_that_is_dead_is_dialed_under_the_bound_and_its_publish_ends_e
     let dials = dials(&s, "dead");
     assert!(!dials.is_empty() && dials.len() <= 3, "{dials:?}");
 }
+
+/// A restored plan is checked again: routing's relay that answered before the restart but
+/// is silent after it (it accepts the socket and the REQ, and says nothing) gives up its
+/// place within the answer deadline, and the author's other relay, which the budget left
+/// out before, serves them.
+#[test]
+fn a_restored_relay_that_no_longer_answers_is_replaced_within_the_answer_deadline() {
+    let a = key(1);
+    let mut config = config();
+    // The indexer and one relay: the author's two relays cannot both be asked.
+    config.router.max_relays = 2;
+    let mut s = PoolSim::new(config, 7);
+    let lists = vec![list(100, &a, 0, &["first", "second"], "")];
+    relay(&mut s, INDEXER, lists, |_| {});
+    relay(&mut s, &url("first"), vec![note(1, &a, 1)], |_| {});
+    relay(&mut s, &url("second"), vec![note(1, &a, 1)], |_| {});
+    s.at(
+        secs(0),
+        PoolAction::SubscribeOutbox(format!(r#"{{"kinds":[1],"authors":["{a}"]}}"#)),
+    );
+    s.run_for(secs(9));
+    // Whichever the router chose is `held`; the other is left out.
+    let (held, other) = match s.held_at(&url("first")) {
+        Some(_) => ("first", "second"),
+        None => ("second", "first"),
+    };
+    let relay = s.held_at(&url(held)).expect("one of the two is routing's");
+    assert_eq!(s.held_at(&url(other)), None, "{}", s.transcript());
+    s.at(secs(10), PoolAction::Kill);
+    // While stopped the held relay stalls, and the author posts on both relays.
+    s.at(secs(40), PoolAction::Relay(relay, |m| m.silent_reqs = true));
+    s.at(secs(45), PoolAction::StoreAt(url("first"), note(2, &a, 45)));
+    s.at(
+        secs(45),
+        PoolAction::StoreAt(url("second"), note(2, &a, 45)),
+    );
+    s.at(secs(50), PoolAction::Restore);
+    s.run_for(secs(71));
+    let got = delivered(&s);
+    assert_eq!(
+        got.iter().map(|&(n, _)| n).collect::<Vec<_>>(),
+        [1, 2],
+        "{}",
+        s.transcript()
+    );
+    // The answer deadline (4 s) after the restored socket opened, then the other relay
+    // dialed and answering: within 6 s of the restore.
+    let at = got[1].1;
+    assert!(
+        (54_000..56_000).contains(&at),
+        "the note on the other relay came at {at} ms\n{}",
+        s.transcript()
+    );
+    // The restore resumed the held relay alone; the other was dialed once it gave up.
+    let after: Vec<u64> = dials(&s, other)
+        .into_iter()
+        .filter(|&t| t >= 50_000)
+        .collect();
+    assert_eq!(after.first(), Some(&54_000), "{after:?}");
+}
