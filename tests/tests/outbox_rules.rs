@@ -62,6 +62,14 @@ fn delivered(s: &PoolSim) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// What [`delivered`] says, after asserting it is exactly `events`, in order.
+fn delivered_exactly(s: &PoolSim, events: &[u64]) -> Vec<(u64, u64)> {
+    let got = delivered(s);
+    let numbers: Vec<u64> = got.iter().map(|&(n, _)| n).collect();
+    assert_eq!(numbers, events, "{}", s.transcript());
+    got
+}
+
 /// Milliseconds at which the pool dialed `name`.
 fn dials(s: &PoolSim, name: &str) -> Vec<u64> {
     let at = url(name);
@@ -101,13 +109,7 @@ fn dead_relays_of_both_kinds_are_dialed_at_most_3_times_in_25_s_and_leave_the_bu
             assert!(w[3] - w[0] >= 25_000, "{dead}: 4 dials in 25 s: {dials:?}");
         }
     }
-    let got = delivered(&s);
-    assert_eq!(
-        got.iter().map(|&(n, _)| n).collect::<Vec<_>>(),
-        [1, 2],
-        "{}",
-        s.transcript()
-    );
+    let got = delivered_exactly(&s, &[1, 2]);
     let live = got[1].1;
     assert!(live < 30_100, "the live note at 30 s came at {live} ms");
 }
@@ -280,13 +282,7 @@ fn a_restored_relay_that_no_longer_answers_is_replaced_within_the_answer_deadlin
     );
     s.at(secs(50), PoolAction::Restore);
     s.run_for(secs(71));
-    let got = delivered(&s);
-    assert_eq!(
-        got.iter().map(|&(n, _)| n).collect::<Vec<_>>(),
-        [1, 2],
-        "{}",
-        s.transcript()
-    );
+    let got = delivered_exactly(&s, &[1, 2]);
     // The answer deadline (4 s) after the restored socket opened, then the other relay
     // dialed and answering: within 6 s of the restore.
     let at = got[1].1;
