@@ -148,3 +148,15 @@ fn only_relays_from_strangers_lists_are_dialed_at_public_addresses_only() {
     assert!(!pool.dials_public_only(app), "the application named it");
     assert!(!pool.dials_public_only(RelayId(999)), "no such relay");
 }
+
+/// An application's URL may carry credentials: the checkpoint keeps the relay, not its URL.
+#[test]
+fn a_checkpoint_does_not_carry_an_applications_url() {
+    let mut pool = pool();
+    let relay = pool
+        .add_relay_url(ms(0), "wss://alice:s3cret@relay.example/?token=t0ken")
+        .expect("a URL");
+    let json = String::from_utf8(pool.checkpoint().to_json()).expect("utf-8");
+    assert!(!json.contains("s3cret") && !json.contains("t0ken"), "{json}");
+    assert_eq!(pool.checkpoint().relays().collect::<Vec<_>>(), [relay]);
+}

@@ -28,10 +28,10 @@ const KIND: &str = "pool";
 /// [`checkpoint`](mod@crate::checkpoint) for the format's rules).
 ///
 /// # What it holds
-/// - every relay's [`RelayCheckpoint`] under its [`RelayId`], with the URL the pool knows it
-///   by (the driver keeps its own map from id to URL for the relays it added with
-///   [`RelayPool::add_relay`]); the relays routing by people opened are among them, so a
-///   restored subscription by people resumes on them, each REQ with its exact catch-up;
+/// - every relay's [`RelayCheckpoint`] under its [`RelayId`] (the driver keeps its own map
+///   from id to URL for the relays it added); the relays routing by people holds are among
+///   them with their URLs, so a restored subscription by people resumes on them, each REQ
+///   with its exact catch-up (an application's URL is not saved: it may carry credentials);
 /// - every logical subscription: its targets (all relays with their filters, or the relays
 ///   it was routed to), the ids it delivered across relays (its dedup memory, with each id's
 ///   bytes summary and `seen_on`), and whether its outcome was reported (it is not reported
@@ -71,7 +71,8 @@ struct SavedMember {
     session: RelayCheckpoint,
     /// `(the session's subscription, the logical subscription it serves)`.
     routes: Vec<(u64, u64)>,
-    /// Its URL, normalised, when the pool knows one.
+    /// Its URL, normalised, for a relay routing by people holds (an application's URL is
+    /// never saved: it may carry credentials).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     url: Option<String>,
     /// Routing by people opened it (the application did not add it).
@@ -605,7 +606,9 @@ fn save_member(member: &Member, routing: bool, saved: impl Fn(SubId) -> bool) ->
             .filter(|(_, s)| saved(**s))
             .map(|(l, s)| (l.0, s.0))
             .collect(),
-        url: member.url.clone(),
+        // Only routing's relays: an application's URL may carry credentials (userinfo, a
+        // token in the query), and its driver names it again on restore.
+        url: member.url.clone().filter(|_| routing),
         opened: !member.app,
         routing,
     }

@@ -44,9 +44,10 @@ struct Counts {
 
 #[derive(Debug)]
 pub(crate) struct Target {
-    /// The relay session's REQs serving this subscription, each with whether it answered
-    /// EOSE: one, or for a subscription by people one per group of its people there.
-    reqs: BTreeMap<SubscriptionId, bool>,
+    /// The relay session's REQs serving this subscription, each with how many EOSEs it
+    /// answered (again after each reconnect): one REQ, or for a subscription by people one
+    /// per group of its people there.
+    reqs: BTreeMap<SubscriptionId, u32>,
     answer: Answer,
     /// Why it stopped serving (for `Ended`), or why a REQ of it was closed before the
     /// relay answered (for the outcome).
@@ -86,7 +87,7 @@ impl Logical {
     /// whatever the relay had.
     pub(crate) fn add_relay(&mut self, relay: RelayId, local: Option<SubscriptionId>) {
         let target = Target {
-            reqs: local.into_iter().map(|l| (l, false)).collect(),
+            reqs: local.into_iter().map(|l| (l, 0)).collect(),
             answer: Answer::Waiting,
             gave_up: None,
         };
@@ -114,7 +115,7 @@ impl Logical {
             target.answer = Answer::Waiting;
             target.gave_up = None;
         }
-        target.reqs.insert(local, false);
+        target.reqs.insert(local, 0);
         self.counts.add(target, 1);
     }
 
@@ -131,20 +132,24 @@ impl Logical {
         self.relays
             .get(&relay)
             .and_then(|t| t.reqs.get(&local))
-            .is_some_and(|&answered| answered)
+            .is_some_and(|&eoses| eoses > 0)
     }
 
     /// REQ `local` on `relay` answered EOSE. `Some(first)` when every REQ there has now
-    /// answered (again, after a reconnect: the relay finished its stored events again),
-    /// `first` when that is the first relay's answer.
+    /// answered, `first` when that is the first relay's answer; and once more, `Some(false)`,
+    /// each time every REQ there has answered again (after a reconnect the relay finished
+    /// its stored events again), whichever REQ answers last. A newcomer's first EOSE on a
+    /// relay that answered is no new answer of the relay's.
     pub(crate) fn eose(&mut self, relay: RelayId, local: SubscriptionId) -> Option<bool> {
         let first = self.counts.eosed == 0;
         let target = self.relays.get_mut(&relay)?;
-        let answered = target.reqs.get_mut(&local)?;
-        if *answered {
-            return (target.answer == Answer::Eose).then_some(false);
+        let before = target.round();
+        let eoses = target.reqs.get_mut(&local)?;
+        *eoses = eoses.saturating_add(1);
+        if target.answer == Answer::Eose {
+            let after = target.round();
+            return (after > before && after >= 2).then_some(false);
         }
-        *answered = true;
         self.counts.add(target, -1);
         let now_answered = target.settle();
         self.counts.add(target, 1);
@@ -256,10 +261,15 @@ impl Logical {
 }
 
 impl Target {
+    /// How many times every REQ here has answered: the fewest EOSEs of any (0 with none).
+    fn round(&self) -> u32 {
+        self.reqs.values().copied().min().unwrap_or(0)
+    }
+
     /// The relay's answer once every REQ there answered; missing once it has no REQ left
     /// after one was refused. Returns whether it has just answered.
     fn settle(&mut self) -> bool {
-        if self.answer != Answer::Eose && !self.reqs.is_empty() && self.reqs.values().all(|&a| a) {
+        if self.answer != Answer::Eose && self.round() > 0 {
             self.answer = Answer::Eose;
             return true;
         }
@@ -309,6 +319,22 @@ mod tests {
         l.add_req(R, SubscriptionId(3));
         assert_eq!(l.eose(R, SubscriptionId(3)), None);
         assert_eq!(l.outcome(false), Some(Outcome::Complete));
+    }
+
+    #[test]
+    fn after_a_reconnect_a_relay_answers_again_once_all_its_reqs_did() {
+        let mut l = by_people();
+        l.add_req(R, SubscriptionId(1));
+        l.add_req(R, SubscriptionId(2));
+        assert_eq!(l.eose(R, SubscriptionId(1)), None);
+        assert_eq!(l.eose(R, SubscriptionId(2)), Some(true));
+        // A newcomer joins the answered relay; its first EOSE is no new answer.
+        l.add_req(R, SubscriptionId(3));
+        assert_eq!(l.eose(R, SubscriptionId(3)), None);
+        // A reconnect: every REQ answers again, and the relay once, when the last did.
+        assert_eq!(l.eose(R, SubscriptionId(3)), None);
+        assert_eq!(l.eose(R, SubscriptionId(1)), None);
+        assert_eq!(l.eose(R, SubscriptionId(2)), Some(false));
     }
 
     #[test]

@@ -1266,12 +1266,12 @@ impl RelayPool {
 
     /// `relay` no longer serves `sub`: it is missing from the outcome, and the subscription
     /// ends if no relay serves it.
-    fn relay_gone(&mut self, now: Instant, sub: SubId, relay: RelayId, why: Missing) {
+    fn relay_gone(&mut self, _now: Instant, sub: SubId, relay: RelayId, why: Missing) {
         let Some(logical) = self.subs.get_mut(&sub) else {
             return;
         };
         logical.gone(relay, why);
-        self.after_loss(now, sub);
+        self.after_loss(sub);
     }
 
     /// REQ `local` of `sub` on `relay` no longer serves it: closed by the relay (`why`), or
@@ -1290,11 +1290,11 @@ impl RelayPool {
         if let Some(first) = logical.close_req(relay, local, why) {
             return self.relay_answered(now, sub, relay, first);
         }
-        self.after_loss(now, sub);
+        self.after_loss(sub);
     }
 
     /// The outcome may be due, and the subscription ends if no relay serves it.
-    fn after_loss(&mut self, _now: Instant, sub: SubId) {
+    fn after_loss(&mut self, sub: SubId) {
         self.report_outcome(sub, false);
         let Some(logical) = self.subs.get(&sub) else {
             return;
