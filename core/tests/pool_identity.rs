@@ -157,6 +157,9 @@ fn a_checkpoint_does_not_carry_an_applications_url() {
         .add_relay_url(ms(0), "wss://alice:s3cret@relay.example/?token=t0ken")
         .expect("a URL");
     let json = String::from_utf8(pool.checkpoint().to_json()).expect("utf-8");
-    assert!(!json.contains("s3cret") && !json.contains("t0ken"), "{json}");
+    assert!(
+        !json.contains("s3cret") && !json.contains("t0ken"),
+        "{json}"
+    );
     assert_eq!(pool.checkpoint().relays().collect::<Vec<_>>(), [relay]);
 }
