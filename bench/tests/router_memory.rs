@@ -3,7 +3,7 @@
 //! pairs. What an outbox subscription costs beyond the pool's own.
 
 use tether_bench::{live_bytes, Counting};
-use tether_core::pool::router::{Router, RouterConfig};
+use tether_core::router::{Router, RouterConfig};
 use tether_core::Instant;
 
 #[global_allocator]

@@ -37,6 +37,7 @@ pub mod link;
 pub mod nostr;
 pub mod pool;
 pub mod rng;
+pub mod router;
 pub mod sse;
 pub mod time;
 mod timers;

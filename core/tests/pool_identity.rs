@@ -3,8 +3,8 @@
 
 use tether_core::link::Epoch;
 use tether_core::nostr::{Filter, Transmit};
-use tether_core::pool::router::RouterConfig;
 use tether_core::pool::{PoolConfig, PoolError, RelayId, RelayPool};
+use tether_core::router::RouterConfig;
 use tether_core::Instant;
 
 fn ms(n: u64) -> Instant {

@@ -4,9 +4,7 @@
 
 use std::time::Duration;
 
-use tether_core::pool::router::{
-    ListUpdate, Refusal, Role, Router, RouterCheckpoint, RouterConfig,
-};
+use tether_core::router::{ListUpdate, Refusal, Role, Router, RouterCheckpoint, RouterConfig};
 use tether_core::Instant;
 
 fn key(i: u32) -> String {
@@ -53,7 +51,7 @@ fn router_with(config: RouterConfig, lists: &[(u32, &[&str])]) -> Router {
     router
 }
 
-fn urls(routes: &tether_core::pool::router::Routes) -> Vec<&str> {
+fn urls(routes: &tether_core::router::Routes) -> Vec<&str> {
     routes.relays.iter().map(|r| r.url.as_str()).collect()
 }
 
@@ -107,7 +105,7 @@ fn a_hostile_list_adds_at_most_its_bound() {
         router.handle_list(at(0), &hostile),
         Ok(ListUpdate::Applied {
             author: key(1),
-            kind: tether_core::pool::router::ListKind::Outbox,
+            kind: tether_core::router::ListKind::Outbox,
             relays: 16,
             refused: 10_000 - 16,
         })
@@ -374,7 +372,7 @@ mod properties {
 
 /// The routes as a review surface: each step, then every relay with its role and authors
 /// (by number), then the coverage.
-fn transcript(steps: &mut Vec<String>, what: &str, routes: &tether_core::pool::router::Routes) {
+fn transcript(steps: &mut Vec<String>, what: &str, routes: &tether_core::router::Routes) {
     let name = |k: &String| {
         u32::from_str_radix(k.trim_start_matches('0'), 16)
             .unwrap_or(0)

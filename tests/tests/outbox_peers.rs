@@ -11,7 +11,7 @@ use nostr::prelude::*;
 use nostr_relay_builder::{LocalRelay, RelayBuilder};
 use tether_testkit::peers::{self, peer, NostrRsLimits, NostrRsRelay};
 use tether_testkit::wait::{within as within_on, Tokio};
-use tether_tokio::tether_core::pool::router::{relay_url, RouterConfig};
+use tether_tokio::tether_core::router::{relay_url, RouterConfig};
 use tether_tokio::{Config, Filter, PoolConfig, PoolItem, PoolSubscription, RelayClient, RelayId};
 
 async fn within<O>(limit: Duration, future: impl std::future::Future<Output = O>) -> Option<O> {

@@ -17,8 +17,8 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use tether_core::nostr::Carries;
-use tether_core::pool::router::RouterConfig;
 use tether_core::pool::{PoolConfig, PoolEvent, RouteReport, SubId};
+use tether_core::router::RouterConfig;
 use tether_testkit::pool_sim::{PoolAction, PoolSim};
 use tether_testkit::sim::UNIX_START;
 use tether_testkit::{RelayModel, StoredEvent};

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use futures_core::Stream;
 use futures_sink::Sink;
-use tether_core::pool::router::relay_url::is_private_ip;
+use tether_core::router::relay_url::is_private_ip;
 use tether_core::{Instant, Wake};
 use tungstenite::Message;
 
@@ -117,7 +117,7 @@ pub enum Addresses {
     Any,
     /// Public addresses only: a relay a stranger's relay list named. Every address its host
     /// resolves to must pass the core's rule
-    /// ([`is_private_ip`](tether_core::pool::router::relay_url::is_private_ip)) before
+    /// ([`is_private_ip`](tether_core::router::relay_url::is_private_ip)) before
     /// anything is dialed; otherwise the connect fails ([`Addresses::admit`]).
     Public,
 }

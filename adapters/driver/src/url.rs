@@ -225,7 +225,7 @@ mod tests {
             "wss://relay.example.com/#frag",
         ] {
             assert_eq!(
-                tether_core::pool::router::relay_url::normalize(url, true).ok(),
+                tether_core::router::relay_url::normalize(url, true).ok(),
                 normalize_relay_url(url).ok(),
                 "{url}"
             );

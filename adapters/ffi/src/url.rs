@@ -103,7 +103,7 @@ pub unsafe extern "C" fn tether_is_private_ip(
     let Ok(ip) = text.parse::<std::net::IpAddr>() else {
         return TETHER_ERR_INVALID_ARGUMENT;
     };
-    let private = tether_core::pool::router::relay_url::is_private_ip(ip);
+    let private = tether_core::router::relay_url::is_private_ip(ip);
     // SAFETY: non-null (checked above) and writable by the contract.
     match unsafe { ptr::write(out_private, u32::from(private)) } {
         Ok(()) => TETHER_OK,

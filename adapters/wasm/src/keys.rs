@@ -31,7 +31,7 @@ pub fn verify_event(event: &str) -> Option<String> {
 /// `InvalidArgument` naming what is wrong with the URL.
 #[wasm_bindgen(js_name = normalizeRelayUrl)]
 pub fn normalize_relay_url(url: &str, allow_private: bool) -> Result<String, TetherError> {
-    use tether_core::pool::router::relay_url::{normalize, BadRelayUrl, MAX_URL_LEN};
+    use tether_core::router::relay_url::{normalize, BadRelayUrl, MAX_URL_LEN};
     normalize(url, allow_private).map_err(|e| {
         let why = match e {
             BadRelayUrl::TooLong => format!("longer than {MAX_URL_LEN} bytes"),
@@ -53,7 +53,7 @@ pub fn is_private_ip(address: &str) -> Result<bool, TetherError> {
     let ip: std::net::IpAddr = address
         .parse()
         .map_err(|_| TetherError::invalid(format!("{address:?} is not an IP address")))?;
-    Ok(tether_core::pool::router::relay_url::is_private_ip(ip))
+    Ok(tether_core::router::relay_url::is_private_ip(ip))
 }
 
 /// A secret key held inside the wasm: it signs events and AUTH answers; the key is wiped

@@ -14,11 +14,11 @@ use serde_json::value::RawValue;
 use super::dedup::Seen;
 use super::logical::{Logical, Targets};
 use super::publish::Fanout;
-use super::router::RouterCheckpoint;
 use super::{Deadline, Member, PoolConfig, PublishOutcome, RelayId, RelayPool, SubId};
 use crate::checkpoint::{self, hex_id, CheckpointError};
 use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::{Filter, RelayCheckpoint, RelaySession, SubscriptionId};
+use crate::router::RouterCheckpoint;
 use crate::time::Instant;
 
 /// The kind a pool's checkpoint says it is.
@@ -340,7 +340,7 @@ impl RelayPool {
         }
         pool.free.reverse();
         if let Some(saved) = &checkpoint.outbox {
-            let router = super::router::Router::restore(pool.config.router.clone(), &saved.router)?;
+            let router = crate::router::Router::restore(pool.config.router.clone(), &saved.router)?;
             pool.start_routing(Some(router));
         }
         for (index, saved) in checkpoint.relays.iter().enumerate() {

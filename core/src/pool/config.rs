@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::router::RouterConfig;
 use crate::nostr::RelayConfig;
+use crate::router::RouterConfig;
 
 /// Configuration of a [`RelayPool`](super::RelayPool).
 #[derive(Clone, Debug, PartialEq)]

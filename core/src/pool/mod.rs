@@ -47,7 +47,6 @@ mod output;
 mod pacing;
 mod people;
 mod publish;
-pub mod router;
 mod verify;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -307,7 +306,7 @@ impl RelayPool {
     /// [`PoolError::InvalidUrl`], [`PoolError::TooManyRelays`].
     pub fn add_relay_url(&mut self, now: Instant, url: &str) -> Result<RelayId, PoolError> {
         let now = self.clock.observe(now);
-        let url = router::relay_url::normalize(url, true)
+        let url = crate::router::relay_url::normalize(url, true)
             .map_err(|_| PoolError::InvalidUrl(url.to_owned()))?;
         if let Some(&relay) = self.by_url.get(&url) {
             let adopted = self

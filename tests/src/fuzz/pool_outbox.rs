@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use arbitrary::{Result, Unstructured};
-use tether_core::pool::router::RouterConfig;
 use tether_core::pool::{PoolConfig, SubId};
+use tether_core::router::RouterConfig;
 use tether_core::Instant;
 
 use super::refusal;

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use arbitrary::{Result, Unstructured};
-use tether_core::pool::router::{Refusal, Router, RouterCheckpoint, RouterConfig};
+use tether_core::router::{Refusal, Router, RouterCheckpoint, RouterConfig};
 use tether_core::Instant;
 
 /// The `router` fuzz target's body.

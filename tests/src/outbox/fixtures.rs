@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use tether_core::pool::router::RouterConfig;
 use tether_core::pool::PoolConfig;
+use tether_core::router::RouterConfig;
 
 /// The one indexer of these worlds.
 pub const INDEXER: &str = "wss://index.example";

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use tether_core::pool::router::{Role, Router, RouterCheckpoint, RouterConfig, Routes};
+use tether_core::router::{Role, Router, RouterCheckpoint, RouterConfig, Routes};
 use tether_core::Instant;
 
 use super::session::{Answer, Ask, Change, Strategy, View};

@@ -355,7 +355,7 @@ impl PoolHandle {
 
     /// Subscribe to people: `filter`'s `authors` (a follow feed), or with no `authors` its
     /// one `#p` key (an inbox). The pool finds their relays from their relay lists on
-    /// [`RouterConfig::indexers`](tether_core::pool::router::RouterConfig::indexers), opens
+    /// [`RouterConfig::indexers`](tether_core::router::RouterConfig::indexers), opens
     /// them within the router's budget and keeps the subscription exact while routes move
     /// (see [`RelayPool::subscribe_outbox`](tether_core::pool::RelayPool::subscribe_outbox));
     /// [`PoolItem::Routed`] says where it is asked whenever that changes.

@@ -47,7 +47,7 @@ impl RelayPool {
             PoolEvent::Received { raw, .. } => {
                 let applied = matches!(
                     routing.router.handle_list(now, &raw),
-                    Ok(crate::pool::router::ListUpdate::Applied { .. })
+                    Ok(crate::router::ListUpdate::Applied { .. })
                 );
                 if applied {
                     self.schedule_reroute(now);

@@ -45,13 +45,13 @@ use serde_json::{Map, Value};
 use super::checkpoint::SavedReq;
 use super::dedup::Seen;
 use super::logical::Targets;
-use super::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
 use super::{Deadline, Missing, PoolError, PoolEvent, RelayId, RelayPool, SubId};
 use crate::link::SocketLoss;
 use crate::nostr::message::EventId;
 use crate::nostr::reason::{self, Class};
 use crate::nostr::Lookbacks;
 use crate::nostr::{Disconnect, Error, Filter, Priority, SubscriptionId};
+use crate::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
 use crate::time::Instant;
 use matches::Fields;
 use plan::Plan;
@@ -273,10 +273,10 @@ impl RelayPool {
 
     /// Whether `relay` may be dialed at public addresses only: a relay routing opened from a
     /// stranger's relay list. A driver that resolves its name dials none of the addresses
-    /// when any is private ([`is_private_ip`](super::router::relay_url::is_private_ip));
+    /// when any is private ([`is_private_ip`](crate::router::relay_url::is_private_ip));
     /// the application's relays and the indexers (and every relay when an indexer is itself
     /// on a private network) are dialed anywhere
-    /// ([`private_addresses_allowed`](super::router::relay_url::private_addresses_allowed)).
+    /// ([`private_addresses_allowed`](crate::router::relay_url::private_addresses_allowed)).
     #[must_use]
     pub fn dials_public_only(&self, relay: RelayId) -> bool {
         let Some(url) = self.opened_url(relay) else {
@@ -285,7 +285,7 @@ impl RelayPool {
         let config = self
             .router()
             .map_or(&self.config().router, |router| router.config());
-        !super::router::relay_url::private_addresses_allowed(config, url)
+        !crate::router::relay_url::private_addresses_allowed(config, url)
     }
 
     /// What routing gives `sub` now (the last [`PoolEvent::Routed`]).
@@ -313,7 +313,7 @@ impl RelayPool {
             let _ = routing.router.watch(&author);
         }
         match routing.router.handle_list(now, event_json) {
-            Ok(super::router::ListUpdate::Applied { .. }) => {
+            Ok(crate::router::ListUpdate::Applied { .. }) => {
                 self.schedule_reroute(now);
                 Ok(())
             }
@@ -469,7 +469,7 @@ fn want_of(filter: &Map<String, Value>) -> Result<Want, String> {
         list.iter()
             .map(|k| {
                 k.as_str()
-                    .filter(|k| super::router::is_public_key(k))
+                    .filter(|k| crate::router::is_public_key(k))
                     .map(str::to_owned)
                     .ok_or_else(|| format!("not a hex public key: {k}"))
             })

@@ -2,7 +2,7 @@
 //! on each. Routing decides it from its own state (the router's routes, the inbox relays, the
 //! relays of publishes under way); the pool applies it in one place
 //! ([`RelayPool::reroute`](super::RelayPool::reroute)). The router's own choice of relays
-//! is [`router::plan`](super::super::router).
+//! is [`router::plan`](crate::router).
 
 use super::*;
 

@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::super::{PoolError, PublishOutcome, RelayId, RelayPool};
 use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::Error;
-use crate::pool::router::is_public_key;
+use crate::router::is_public_key;
 use crate::time::Instant;
 
 /// Longest a publish waits for its people's relay lists (3 s): past it, the event goes to

@@ -37,7 +37,7 @@
 //! [`Router::handle_refused`], [`Router::hint_live`]; [`Router::set_wall_clock`] for the
 //! decay. Output: [`Router::route`] returns the routes and their coverage, and
 //! [`Router::poll_timeout`] says when a waiting relay may be tried again (route again then).
-//! The router does no I/O and keeps no socket: a pool does ([`RelayPool`](super::RelayPool)).
+//! The router does no I/O and keeps no socket: a pool does ([`RelayPool`](crate::pool::RelayPool)).
 //!
 //! # Bounds
 //! [`RouterConfig::max_authors`], [`RouterConfig::max_list_relays`],
