@@ -379,6 +379,7 @@ fn weights(router: &Router, unix: u64) -> BTreeMap<u32, f64> {
 /// lists, for every author.
 fn candidates(router: &Router, now: Instant) -> BTreeMap<u32, Vec<Pair>> {
     let unix = router.unix_now();
+    let most = most_declared(router);
     let usable = |r: u32| router.relays[r as usize].health.usable(now);
     let mut out: BTreeMap<u32, BTreeMap<u32, Pair>> = BTreeMap::new();
     let followed: Vec<u32> = router
@@ -395,14 +396,14 @@ fn candidates(router: &Router, now: Instant) -> BTreeMap<u32, Vec<Pair>> {
         for &r in list.write.iter().filter(|&&r| usable(r)) {
             out.entry(r)
                 .or_default()
-                .insert(a, estimate(router, a, r, unix));
+                .insert(a, estimate(router, a, r, unix, most));
         }
     }
     for &(a, r) in router.pairs.keys() {
         if router.authors[a as usize].followed && usable(r) {
             out.entry(r)
                 .or_default()
-                .insert(a, estimate(router, a, r, unix));
+                .insert(a, estimate(router, a, r, unix, most));
         }
     }
     for r in wide(router, now) {
@@ -410,7 +411,7 @@ fn candidates(router: &Router, now: Instant) -> BTreeMap<u32, Vec<Pair>> {
         for &a in &followed {
             pairs
                 .entry(a)
-                .or_insert_with(|| estimate(router, a, r, unix));
+                .or_insert_with(|| estimate(router, a, r, unix, most));
         }
     }
     out.into_iter()
@@ -421,6 +422,7 @@ fn candidates(router: &Router, now: Instant) -> BTreeMap<u32, Vec<Pair>> {
 /// The relays asked about every author: the `max_relays` relays with the best rate beyond
 /// the lists (indexers keep lists, not notes).
 fn wide(router: &Router, now: Instant) -> Vec<u32> {
+    let most = most_declared(router);
     let mut ranked: Vec<(f64, u32)> = router
         .relays
         .iter()
@@ -429,7 +431,7 @@ fn wide(router: &Router, now: Instant) -> Vec<u32> {
         .filter(|(_, r)| r.declared_by > 0 || r.tallies.undeclared.weight() > 0.0)
         .filter_map(|(i, _)| {
             let r = u32::try_from(i).ok()?;
-            Some((undeclared_rate(router, r), r))
+            Some((undeclared_rate(router, r, most), r))
         })
         .collect();
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -441,33 +443,44 @@ fn wide(router: &Router, now: Instant) -> Vec<u32> {
         .collect()
 }
 
-fn undeclared_rate(router: &Router, r: u32) -> f64 {
-    let most = router
+/// The most follows that declare any one relay: what a relay's popularity is a share of.
+fn most_declared(router: &Router) -> u32 {
+    router
         .relays
         .iter()
         .map(|r| r.declared_by)
         .max()
         .unwrap_or(0)
-        .max(1);
+        .max(1)
+}
+
+fn undeclared_rate(router: &Router, r: u32, most: u32) -> f64 {
     let relay = &router.relays[r as usize];
     let popularity = f64::from(relay.declared_by) / f64::from(most);
     let prior = UNDECLARED_PRIOR + POPULARITY_LIFT * popularity;
     relay.tallies.undeclared.mean(prior, UNDECLARED_STRENGTH)
 }
 
-/// The chance that relay `r` holds author `a`'s events, and an optimistic version of it.
-fn estimate(router: &Router, a: u32, r: u32, unix: u64) -> Pair {
+/// What relay `r` is believed to hold of author `a` before their pair's own evidence (the
+/// relay's rate over declared or undeclared authors), and how much evidence that rests on.
+fn base_rate(router: &Router, a: u32, r: u32, most: u32) -> (f64, f64) {
     let relay = &router.relays[r as usize];
-    let declared = router.declares_write(a, r);
-    let (base, evidence) = if declared {
+    if router.declares_write(a, r) {
         let t = &relay.tallies.declared;
         (t.mean(DECLARED_PRIOR, DECLARED_STRENGTH), t.weight())
     } else {
         (
-            undeclared_rate(router, r),
+            undeclared_rate(router, r, most),
             relay.tallies.undeclared.weight(),
         )
-    };
+    }
+}
+
+/// The chance that relay `r` holds author `a`'s events, and an optimistic version of it.
+fn estimate(router: &Router, a: u32, r: u32, unix: u64, most: u32) -> Pair {
+    let relay = &router.relays[r as usize];
+    let declared = router.declares_write(a, r);
+    let (base, evidence) = base_rate(router, a, r, most);
     let (p, pair_evidence) = match router.pairs.get(&(a, r)) {
         Some(tally) => {
             let mut tally = *tally;
