@@ -338,6 +338,27 @@ impl Pool {
         Ok(self.pool.handle_frame(now, RelayId(relay), epoch, frame)?)
     }
 
+    /// A text frame from `relay`'s `epoch` as the socket delivered it, UTF-8 bytes (Node's
+    /// `ws` hands over a `Buffer`): copied into the wasm in one block, where a string is
+    /// re-encoded a character at a time. Bytes that are not UTF-8 (a text frame never is,
+    /// the socket checks) reach the core with replacement characters, a peer error there.
+    ///
+    /// # Errors
+    /// As [`Pool::handle_frame`].
+    #[wasm_bindgen(js_name = handleFrameBytes)]
+    pub fn handle_frame_bytes(
+        &mut self,
+        now_ms: f64,
+        relay: u32,
+        epoch: f64,
+        frame: &[u8],
+    ) -> Result<(), TetherError> {
+        match std::str::from_utf8(frame) {
+            Ok(text) => self.handle_frame(now_ms, relay, epoch, text),
+            Err(_) => self.handle_frame(now_ms, relay, epoch, &String::from_utf8_lossy(frame)),
+        }
+    }
+
     /// A binary frame of `len` bytes (NIP-01 has none: a peer error).
     ///
     /// # Errors

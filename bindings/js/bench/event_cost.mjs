@@ -1,7 +1,8 @@
 // The wasm's cost per EVENT frame, without verification, beside the native Rust API's, in
 // one run: the frames of adapters/ffi/examples/event_cost.rs (the same text, byte for byte)
-// go through tether-wasm's `Pool` (`handleFrame`, then `pollEvents`) in a loop in this
-// process, and through the native example (`pool-rust`, `pool-abi`) in its own process.
+// go through tether-wasm's `Pool` (`handleFrameBytes`, then `pollEvents`) in a loop in this
+// process, as UTF-8 bytes (a `Buffer`, what Node's `ws` hands the driver; `handleFrame` with the
+// string is timed too), and through the native example (`pool-rust`, `pool-abi`) in its own process.
 // Both are timed the same way, in CPU time (user + system): the loop minus the same loop that only makes the frames
 // (the example's `none` mode), divided by N.
 //
@@ -52,18 +53,23 @@ export function openPool() {
   return { pool, relay, epoch, sub };
 }
 
-/** Seconds for frames `from..from+n`: only made (`none`), or made and fed (`wasm`, `parse`). */
+/**
+ * Seconds for frames `from..from+n`, each made as a `Buffer` (`string`: as a string): only made
+ * (`none`, `none-string`), or made and fed (`wasm`, `parse`, `string`).
+ */
 export function loop(mode, state, from, n) {
   const { pool, relay, epoch, sub } = state;
+  const asString = mode === "string" || mode === "none-string";
   let sink = 0;
   const started = process.cpuUsage();
   for (let i = from; i < from + n; i++) {
-    const text = frame(i, sub);
-    if (mode === "none") {
+    const text = asString ? frame(i, sub) : Buffer.from(frame(i, sub));
+    if (mode === "none" || mode === "none-string") {
       sink += text.length;
       continue;
     }
-    pool.handleFrame(0, relay, epoch, text);
+    if (asString) pool.handleFrame(0, relay, epoch, text);
+    else pool.handleFrameBytes(0, relay, epoch, text);
     const items = pool.pollEvents();
     if (items.length !== 1) throw new Error(`frame ${i}: ${items.length} items`);
     if (mode === "parse") sink += JSON.parse(items[0]).event.created_at;
@@ -90,9 +96,9 @@ async function driverLoop(from, n, warm) {
   await new Promise((resolve) => setTimeout(resolve, 0));
   events.opened();
   // The REQ went out as sub "0:1" too (the pool's first subscription on its first relay).
-  for (let i = from; i < from + warm; i++) events.text(frame(i, "0:1"));
+  for (let i = from; i < from + warm; i++) events.text(Buffer.from(frame(i, "0:1")));
   const started = process.cpuUsage();
-  for (let i = from + warm; i < from + warm + n; i++) events.text(frame(i, "0:1"));
+  for (let i = from + warm; i < from + warm + n; i++) events.text(Buffer.from(frame(i, "0:1")));
   const seconds = cpuSeconds(process.cpuUsage(started));
   let received = 0;
   for await (const item of subscription) {
@@ -123,6 +129,8 @@ export async function round(n) {
   const base = loop("none", state, warm + 1, n);
   const wasm = loop("wasm", state, warm + 1, n) - base;
   const parse = loop("parse", state, warm + n + 1, n) - base;
+  const string =
+    loop("string", state, warm + 2 * n + 1, n) - loop("none-string", state, warm + 1, n);
   state.pool.free();
   const driver = (await driverLoop(1, n, warm)) - base;
   const [, none] = native("none", n);
@@ -131,6 +139,7 @@ export async function round(n) {
   const us = (seconds) => (seconds / n) * 1e6;
   return {
     wasm: us(wasm),
+    string: us(string),
     parse: us(parse),
     driver: us(driver),
     rust: us(rust - none),
@@ -147,6 +156,7 @@ export async function measure(n, rounds = 3) {
     n,
     rounds: all,
     wasm: pick("wasm"),
+    string: pick("string"),
     parse: pick("parse"),
     driver: pick("driver"),
     rust: pick("rust"),
@@ -160,7 +170,8 @@ export function report(result) {
   const rows = [
     ["native pool-rust (RelayPool::handle_frame + poll_event)", fmt(result.rust), "1.00"],
     ["native pool-abi (the C ABI's)", fmt(result.abi), fmt(result.abi / result.rust)],
-    ["wasm Pool handleFrame + pollEvents", fmt(result.wasm), fmt(result.wasm / result.rust)],
+    ["wasm Pool handleFrameBytes + pollEvents", fmt(result.wasm), fmt(result.wasm / result.rust)],
+    ["  handleFrame (a string) instead", fmt(result.string), fmt(result.string / result.rust)],
     ["  + JSON.parse of the item", fmt(result.parse), fmt(result.parse / result.rust)],
     [
       "whole driver (TetherPool, socket text to queue)",

@@ -86,7 +86,7 @@ impl Seen {
         relay: RelayId,
         tentative: bool,
     ) -> Admit {
-        let bytes = fnv1a(raw.as_bytes());
+        let bytes = summary(raw.as_bytes());
         if let Some(entry) = self.entries.get_mut(&Key::of(&id)) {
             if !entry.relays.contains(&relay) && entry.relays.len() < self.seen_on_max {
                 entry.relays.push(relay);
@@ -165,7 +165,7 @@ impl Seen {
         let Some(entry) = self.entries.get_mut(&Key::of(&id)) else {
             return;
         };
-        entry.bytes = fnv1a(raw.as_bytes());
+        entry.bytes = summary(raw.as_bytes());
         self.relay_entries -= entry.relays.len();
         entry.relays.clear();
         if self.seen_on_max > 0 {
@@ -292,12 +292,22 @@ pub struct DedupStats {
     pub forgotten: u64,
 }
 
-/// FNV-1a over the bytes: enough to tell a re-serialised or forged copy from the first one
-/// (the first copy wins either way; this only decides what is counted).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
+/// A summary of the bytes, read eight at a time: enough to tell a re-serialised or forged
+/// copy from the first one (the first copy wins either way; this only decides what is
+/// counted). FNV-1a, a multiply per byte, was about a fifth of a native frame's cost.
+fn summary(bytes: &[u8]) -> u64 {
+    const K: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut chunks = bytes.chunks_exact(8);
+    let mut h = (bytes.len() as u64).wrapping_mul(K);
+    for chunk in &mut chunks {
+        let word = u64::from_le_bytes(<[u8; 8]>::try_from(chunk).unwrap_or_default());
+        h = (h ^ word).wrapping_mul(K).rotate_left(31);
+    }
+    let rest = chunks.remainder();
+    let mut tail = [0u8; 8];
+    tail[..rest.len()].copy_from_slice(rest);
+    h = (h ^ u64::from_le_bytes(tail)).wrapping_mul(K);
+    h ^ (h >> 32)
 }
 
 #[cfg(test)]

@@ -108,9 +108,10 @@ function connect(
   };
 }
 
-function textOf(data: Buffer | ArrayBuffer | Buffer[]): string {
-  if (Array.isArray(data)) return Buffer.concat(data).toString();
-  return data instanceof ArrayBuffer ? Buffer.from(data).toString() : data.toString();
+/** A text frame's UTF-8 bytes, as `ws` received them (checked as UTF-8 by `ws`). */
+function textOf(data: Buffer | ArrayBuffer | Buffer[]): Uint8Array {
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return data instanceof ArrayBuffer ? new Uint8Array(data) : data;
 }
 
 /**
