@@ -184,3 +184,47 @@ fn a_relay_sessions_checkpoint_reads_as_a_pool_of_one() {
         [sub]
     );
 }
+
+#[test]
+fn a_frame_as_bytes_is_the_same_input_and_bytes_that_are_not_utf8_are_a_peer_error() {
+    let mut pool = Pool::new(Some(r#"{"seed":3}"#.into())).unwrap();
+    let relay = pool.add_relay(0.0, None).unwrap();
+    let sub = pool.subscribe(0.0, r#"[{"kinds":[1]}]"#).unwrap();
+    drain(&mut pool);
+    pool.handle_open(10.0, relay, 1.0).unwrap();
+    let (transmits, _) = drain(&mut pool);
+    let send: serde_json::Value = serde_json::from_str(&transmits[0]).unwrap();
+    let req: serde_json::Value = serde_json::from_str(send["text"].as_str().unwrap()).unwrap();
+    let label = req[1].as_str().unwrap().to_owned();
+    let event = format!(
+        r#"{{"id":"{}","pubkey":"{}","created_at":1700000000,"kind":1,"tags":[],"content":"hé","sig":"{}"}}"#,
+        "1".repeat(64),
+        "2".repeat(64),
+        "3".repeat(128)
+    );
+    let frame = format!(r#"["EVENT","{label}",{event}]"#);
+    pool.handle_frame_bytes(20.0, relay, 1.0, frame.as_bytes())
+        .unwrap();
+    let (_, events) = drain(&mut pool);
+    assert_eq!(
+        events,
+        [format!(
+            r#"{{"type":"event","sub":{sub},"relay":0,"id":"{}","event":{event}}}"#,
+            "1".repeat(64)
+        )]
+    );
+
+    // A byte that is no UTF-8 inside the id: the id is no longer hex.
+    let mut broken = frame.replace(&"1".repeat(64), &"4".repeat(64)).into_bytes();
+    let at = frame.find(&"1".repeat(64)).unwrap() + 10;
+    broken[at] = 0xff;
+    pool.handle_frame_bytes(21.0, relay, 1.0, &broken).unwrap();
+    let (transmits, events) = drain(&mut pool);
+    assert!(transmits.is_empty(), "{transmits:?}");
+    assert_eq!(
+        events,
+        [
+            r#"{"type":"peer_error","relay":0,"kind":"event","excerpt":"event id is not 64 lowercase hex characters"}"#
+        ]
+    );
+}
