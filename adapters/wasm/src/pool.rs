@@ -341,7 +341,8 @@ impl Pool {
     /// A text frame from `relay`'s `epoch` as the socket delivered it, UTF-8 bytes (Node's
     /// `ws` hands over a `Buffer`): copied into the wasm in one block, where a string is
     /// re-encoded a character at a time. Bytes that are not UTF-8 (a text frame never is,
-    /// the socket checks) reach the core with replacement characters, a peer error there.
+    /// the socket checks) reach the core with replacement characters (U+FFFD), where a broken
+    /// id, key or structure is a peer error as in any malformed frame.
     ///
     /// # Errors
     /// As [`Pool::handle_frame`].
