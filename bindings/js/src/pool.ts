@@ -480,8 +480,8 @@ export class TetherPool {
       text: (frame) => {
         // Bytes cross into the wasm as one block copy; wasm-bindgen copies a string a
         // character at a time, slower in V8 than encoding it first (bench/event_cost.mjs).
-        const bytes = typeof frame === "string" ? utf8.encode(frame) : frame;
         this.socketInput((now) => {
+          const bytes = typeof frame === "string" ? utf8.encode(frame) : frame;
           this.wasm.handleFrameBytes(now, relay, epoch, bytes);
         });
       },

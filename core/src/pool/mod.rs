@@ -443,7 +443,7 @@ impl RelayPool {
             .insert(relay.0, member.session.link().epoch());
         let served: Vec<SubId> = member.routes.values().copied().collect();
         for sub in served {
-            self.relay_gone(now, sub, relay, Missing::Removed);
+            self.relay_gone(sub, relay, Missing::Removed);
         }
         self.publish_gone(relay, "relay removed");
         self.admit_waiting(now);
@@ -1006,7 +1006,7 @@ impl RelayPool {
         }
         match result {
             Ok(_) => self.settle(now, relay),
-            Err(e) => self.relay_gone(now, sub, relay, Missing::Refused(e.to_string())),
+            Err(e) => self.relay_gone(sub, relay, Missing::Refused(e.to_string())),
         }
     }
 
@@ -1265,7 +1265,7 @@ impl RelayPool {
 
     /// `relay` no longer serves `sub`: it is missing from the outcome, and the subscription
     /// ends if no relay serves it.
-    fn relay_gone(&mut self, _now: Instant, sub: SubId, relay: RelayId, why: Missing) {
+    fn relay_gone(&mut self, sub: SubId, relay: RelayId, why: Missing) {
         let Some(logical) = self.subs.get_mut(&sub) else {
             return;
         };

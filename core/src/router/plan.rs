@@ -461,11 +461,12 @@ fn undeclared_rate(router: &Router, r: u32, most: u32) -> f64 {
     relay.tallies.undeclared.mean(prior, UNDECLARED_STRENGTH)
 }
 
-/// What relay `r` is believed to hold of author `a` before their pair's own evidence (the
-/// relay's rate over declared or undeclared authors), and how much evidence that rests on.
-fn base_rate(router: &Router, a: u32, r: u32, most: u32) -> (f64, f64) {
+/// What relay `r` is believed to hold of an author before their pair's own evidence (its
+/// rate over the authors that declare it, or over those that do not: `declared`), and how
+/// much evidence that rests on.
+fn base_rate(router: &Router, r: u32, declared: bool, most: u32) -> (f64, f64) {
     let relay = &router.relays[r as usize];
-    if router.declares_write(a, r) {
+    if declared {
         let t = &relay.tallies.declared;
         (t.mean(DECLARED_PRIOR, DECLARED_STRENGTH), t.weight())
     } else {
@@ -480,7 +481,7 @@ fn base_rate(router: &Router, a: u32, r: u32, most: u32) -> (f64, f64) {
 fn estimate(router: &Router, a: u32, r: u32, unix: u64, most: u32) -> Pair {
     let relay = &router.relays[r as usize];
     let declared = router.declares_write(a, r);
-    let (base, evidence) = base_rate(router, a, r, most);
+    let (base, evidence) = base_rate(router, r, declared, most);
     let (p, pair_evidence) = match router.pairs.get(&(a, r)) {
         Some(tally) => {
             let mut tally = *tally;

@@ -204,7 +204,7 @@ impl RelayPool {
             // The application's relay: routing stops asking it; its socket stays.
             let subs: BTreeSet<SubId> = asked.iter().map(|&(sub, _)| sub).collect();
             for sub in subs {
-                self.relay_gone(now, sub, relay, Missing::Removed);
+                self.relay_gone(sub, relay, Missing::Removed);
             }
             let locals: Vec<SubscriptionId> = asked.into_iter().map(|(_, l)| l).collect();
             self.close_reqs(now, relay, &locals);
