@@ -163,3 +163,89 @@ fn a_checkpoint_does_not_carry_an_applications_url() {
     );
     assert_eq!(pool.checkpoint().relays().collect::<Vec<_>>(), [relay]);
 }
+
+/// After a restore the driver names each application relay's URL again, and the pool holds
+/// one relay per URL as before: routing that wants the URL asks on the restored relay's
+/// socket, with no second open.
+#[test]
+fn a_restored_applications_relay_named_again_is_the_one_relay_at_its_url() {
+    let mut first = pool();
+    let app = first.add_relay_url(ms(0), "wss://a.example").unwrap();
+    let checkpoint = first.checkpoint();
+    let mut pool =
+        RelayPool::restore(PoolConfig::default(), 5, &checkpoint, ms(0), 1_000).expect("restores");
+    assert_eq!(
+        pool.relay_url(app),
+        None,
+        "the checkpoint holds no URL of it"
+    );
+    pool.name_relay(app, "WSS://a.example/").unwrap();
+    pool.name_relay(app, "wss://a.example").unwrap();
+    assert_eq!(pool.relay_url(app), Some("wss://a.example"));
+    assert_eq!(pool.add_relay_url(ms(0), "wss://a.example"), Ok(app));
+    assert_eq!(
+        pool.name_relay(app, "wss://b.example"),
+        Err(PoolError::UrlInUse {
+            url: "wss://a.example".into(),
+            relay: app
+        })
+    );
+    let other = pool.add_relay(ms(0)).unwrap();
+    assert_eq!(
+        pool.name_relay(other, "wss://a.example"),
+        Err(PoolError::UrlInUse {
+            url: "wss://a.example".into(),
+            relay: app
+        })
+    );
+    assert_eq!(
+        pool.name_relay(RelayId(99), "wss://c.example"),
+        Err(PoolError::UnknownRelay(RelayId(99)))
+    );
+    assert_eq!(
+        pool.name_relay(other, "https://c.example"),
+        Err(PoolError::InvalidUrl("https://c.example".into()))
+    );
+}
+
+#[test]
+fn routing_after_a_restore_asks_the_named_applications_relay_on_its_socket() {
+    let mut first = pool();
+    let app = first.add_relay_url(ms(0), "wss://a.example").unwrap();
+    let checkpoint = first.checkpoint();
+    let mut config = PoolConfig::default();
+    config.router.indexers = vec!["wss://index.example".into()];
+    let mut pool = RelayPool::restore(config, 5, &checkpoint, ms(0), 1_000).expect("restores");
+    pool.name_relay(app, "wss://a.example").unwrap();
+    let epoch = std::iter::from_fn(|| pool.poll_transmit())
+        .find_map(|(r, t)| match t {
+            Transmit::Open { epoch, .. } if r == app => Some(epoch),
+            _ => None,
+        })
+        .expect("the restored relay connects");
+    pool.handle_open(ms(10), app, epoch).unwrap();
+    let author = "ab".repeat(32);
+    let list = format!(
+        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","wss://a.example"]],"content":"","sig":""}}"#,
+        "cd".repeat(32)
+    );
+    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
+    pool.subscribe_outbox(ms(20), filter).unwrap();
+    pool.handle_relay_list(ms(20), &list).unwrap();
+    pool.handle_timeout(ms(1_100));
+    let sent: Vec<(RelayId, Transmit)> = std::iter::from_fn(|| pool.poll_transmit()).collect();
+    let opened: Vec<Option<&str>> = sent
+        .iter()
+        .filter_map(|(_, t)| match t {
+            Transmit::Open { url, .. } => Some(url.as_deref()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(opened, [Some("wss://index.example")], "{sent:?}");
+    assert!(
+        sent.iter().any(|(r, t)| *r == app
+            && matches!(t, Transmit::Send { text, .. } if text.contains(&author))),
+        "{sent:?}"
+    );
+    assert_eq!(pool.relay_count(), 2);
+}

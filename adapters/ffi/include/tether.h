@@ -403,6 +403,42 @@ int32_t tether_pool_lifecycle(struct TetherPool *pool, uint64_t now_ms, uint32_t
 // As [`tether_pool_set_wall_clock`]; `out_relay` writable.
 int32_t tether_pool_add_relay(struct TetherPool *pool, uint64_t now_ms, uint32_t *out_relay);
 
+// Add the relay at `url` (UTF-8, `len` bytes), or find the one the pool holds there
+// already, routing's included: one relay and one socket per URL, normalised by the rule
+// relay lists' URLs follow. The id goes to `out_relay`. It connects at once, as with
+// [`tether_pool_add_relay`]; a relay routing opened becomes the application's.
+//
+// # Errors
+// `TETHER_ERR_INVALID_URL` for no `ws://` or `wss://` relay URL by the core's rule (add such
+// a relay with [`tether_pool_add_relay`]), `TETHER_ERR_LIMIT` past `max_relays`, and the
+// pointer errors.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `url` valid for `len` bytes; `out_relay` writable.
+int32_t tether_pool_add_relay_url(struct TetherPool *pool,
+                                  uint64_t now_ms,
+                                  const uint8_t *url,
+                                  size_t len,
+                                  uint32_t *out_relay);
+
+// Name the URL (UTF-8, `len` bytes) of a relay the pool holds without one: after
+// [`tether_pool_restore`], each relay the application added (a checkpoint never saves an
+// application's URL, which may carry credentials). It is then the one relay at that URL:
+// routing by people asks it on its socket rather than opening a second. Naming a relay by
+// the URL it has does nothing.
+//
+// # Errors
+// `TETHER_ERR_UNKNOWN_ID`; `TETHER_ERR_INVALID_URL` for no relay URL by the core's rule;
+// `TETHER_ERR_INVALID_ARGUMENT` when the relay has another URL or another relay has this
+// one; the pointer errors.
+//
+// # Safety
+// As [`tether_pool_set_wall_clock`]; `url` valid for `len` bytes.
+int32_t tether_pool_name_relay(struct TetherPool *pool,
+                               uint32_t relay,
+                               const uint8_t *url,
+                               size_t len);
+
 // Remove a relay: its socket is closed (a `close` transmit) and every subscription it
 // served reports it `removed` if its outcome is still open.
 //

@@ -397,6 +397,73 @@ pub unsafe extern "C" fn tether_pool_add_relay(
     })
 }
 
+/// Add the relay at `url` (UTF-8, `len` bytes), or find the one the pool holds there
+/// already, routing's included: one relay and one socket per URL, normalised by the rule
+/// relay lists' URLs follow. The id goes to `out_relay`. It connects at once, as with
+/// [`tether_pool_add_relay`]; a relay routing opened becomes the application's.
+///
+/// # Errors
+/// `TETHER_ERR_INVALID_URL` for no `ws://` or `wss://` relay URL by the core's rule (add such
+/// a relay with [`tether_pool_add_relay`]), `TETHER_ERR_LIMIT` past `max_relays`, and the
+/// pointer errors.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `url` valid for `len` bytes; `out_relay` writable.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_add_relay_url(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    url: *const u8,
+    len: usize,
+    out_relay: *mut u32,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        if out_relay.is_null() {
+            return Err(Failure::arg(TETHER_ERR_NULL, "out_relay"));
+        }
+        // SAFETY: the contract is the caller's.
+        let url = unsafe { ptr::text(url, len) }.map_err(|c| Failure::arg(c, "url"))?;
+        let now = p.at(now_ms);
+        let relay = p
+            .pool
+            .add_relay_url(now, url)
+            .map_err(|e| pool_failure(&e))?;
+        // SAFETY: non-null (checked above) and writable by the contract.
+        let _ = unsafe { ptr::write(out_relay, relay.0) };
+        Ok(TETHER_OK)
+    })
+}
+
+/// Name the URL (UTF-8, `len` bytes) of a relay the pool holds without one: after
+/// [`tether_pool_restore`], each relay the application added (a checkpoint never saves an
+/// application's URL, which may carry credentials). It is then the one relay at that URL:
+/// routing by people asks it on its socket rather than opening a second. Naming a relay by
+/// the URL it has does nothing.
+///
+/// # Errors
+/// `TETHER_ERR_UNKNOWN_ID`; `TETHER_ERR_INVALID_URL` for no relay URL by the core's rule;
+/// `TETHER_ERR_INVALID_ARGUMENT` when the relay has another URL or another relay has this
+/// one; the pointer errors.
+///
+/// # Safety
+/// As [`tether_pool_set_wall_clock`]; `url` valid for `len` bytes.
+#[no_mangle]
+pub unsafe extern "C" fn tether_pool_name_relay(
+    pool: *mut TetherPool,
+    relay: u32,
+    url: *const u8,
+    len: usize,
+) -> i32 {
+    guarded!(pool, |p: &mut TetherPool| {
+        // SAFETY: the contract is the caller's.
+        let url = unsafe { ptr::text(url, len) }.map_err(|c| Failure::arg(c, "url"))?;
+        p.pool
+            .name_relay(RelayId(relay), url)
+            .map_err(|e| pool_failure(&e))?;
+        Ok(TETHER_OK)
+    })
+}
+
 /// Remove a relay: its socket is closed (a `close` transmit) and every subscription it
 /// served reports it `removed` if its outcome is still open.
 ///
@@ -1248,6 +1315,7 @@ fn pool_failure(e: &PoolError) -> Failure {
         | PoolError::TooManySubscriptions { .. }
         | PoolError::TooManyPublishes { .. }
         | PoolError::AlreadyPublishing(_) => Failure::new(TETHER_ERR_LIMIT, e.to_string()),
+        PoolError::InvalidUrl(_) => Failure::new(crate::url::TETHER_ERR_INVALID_URL, e.to_string()),
         _ => Failure::new(TETHER_ERR_INVALID_ARGUMENT, e.to_string()),
     }
 }

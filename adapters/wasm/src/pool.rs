@@ -111,6 +111,20 @@ impl Pool {
         Ok(relay.0)
     }
 
+    /// Name the URL of a relay the pool holds without one: after [`Pool::restore`], each
+    /// relay the application added (a checkpoint never saves an application's URL, which may
+    /// carry credentials). It is then the one relay at that URL, as if added with it:
+    /// routing by people asks it on its socket rather than opening a second. Naming a relay
+    /// by the URL it has does nothing.
+    ///
+    /// # Errors
+    /// `UnknownId` for a relay not in the pool; `InvalidArgument` for no relay URL, or when
+    /// the relay has another URL or another relay has this one.
+    #[wasm_bindgen(js_name = nameRelay)]
+    pub fn name_relay(&mut self, relay: u32, url: &str) -> Result<(), TetherError> {
+        Ok(self.pool.name_relay(RelayId(relay), url)?)
+    }
+
     /// Remove a relay: its subscriptions there close and its socket is let go.
     ///
     /// # Errors

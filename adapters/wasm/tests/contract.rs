@@ -111,6 +111,17 @@ fn a_checkpoint_restores_and_foreign_text_is_refused_by_kind() {
     let open: serde_json::Value =
         serde_json::from_str(&restored.poll_transmit().expect("the restored relay dials")).unwrap();
     assert_eq!(open["type"], "open");
+    // The application's URL was not saved; named again, it is the one relay at that URL.
+    assert!(!saved.contains("7777"), "{saved}");
+    restored.name_relay(0, "ws://127.0.0.1:7777/").unwrap();
+    assert_eq!(
+        restored.add_relay(5_000.0, Some("ws://127.0.0.1:7777".into())),
+        Ok(0)
+    );
+    let taken = restored.name_relay(0, "ws://127.0.0.1:7778").unwrap_err();
+    assert_eq!(taken.kind(), ErrorKind::InvalidArgument);
+    let unknown = restored.name_relay(9, "ws://127.0.0.1:7778").unwrap_err();
+    assert_eq!(unknown.kind(), ErrorKind::UnknownId);
     let error = Pool::restore(None, "{}", 0.0, 0.0).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Checkpoint);
 }

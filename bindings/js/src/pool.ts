@@ -201,6 +201,14 @@ export class TetherPool {
     this.signer = signer;
     this.bound = bufferItems ?? DEFAULT_BUFFER;
     relayUrls?.forEach((url, id) => {
+      // The checkpoint holds no application's URL (it may carry credentials): named again,
+      // the relay is the one routing asks at that URL, not a second socket. A URL the core
+      // refuses (past its rule, or another relay's) stays this driver's alone, as in addRelay.
+      try {
+        this.wasm.nameRelay(id, url);
+      } catch {
+        // Nothing to undo: the pool is as it was.
+      }
       this.urls.set(id, url);
       this.given.set(id, url);
     });

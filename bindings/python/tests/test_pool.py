@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tether import Pool, TetherError, verify_event
+from tether._ffi import ERR_INVALID_ARGUMENT, ERR_INVALID_URL
 from tether.keys import SecretKey
 from tether.pool_driver import PoolDriver
 
@@ -86,6 +87,23 @@ def test_a_checkpoint_restores_the_same_relays_and_subscription():
     restored.unsubscribe(0, sub)
     with pytest.raises(TetherError):
         Pool.restore(b"{}", 0, 0)
+
+
+def test_a_url_is_one_relay_and_a_restored_pool_is_told_it_again():
+    pool = Pool(seed=1)
+    relay = pool.add_relay_url(0, "ws://127.0.0.1:7002")
+    assert pool.add_relay_url(0, "WS://127.0.0.1:7002/") == relay
+    with pytest.raises(TetherError) as refused:
+        pool.add_relay_url(0, "http://a.example")
+    assert refused.value.code == ERR_INVALID_URL
+    # The checkpoint keeps the relay, not the application's URL (it may carry credentials).
+    assert b"7002" not in pool.checkpoint()
+    restored = Pool.restore(pool.checkpoint(), 0, int(time.time()))
+    restored.name_relay(relay, "ws://127.0.0.1:7002")
+    assert restored.add_relay_url(0, "ws://127.0.0.1:7002") == relay
+    with pytest.raises(TetherError) as taken:
+        restored.name_relay(relay, "ws://127.0.0.1:7003")
+    assert taken.value.code == ERR_INVALID_ARGUMENT
 
 
 async def _silent_server() -> tuple[asyncio.AbstractServer, str]:

@@ -320,6 +320,44 @@ impl RelayPool {
         self.add_member(now, true, Some(url))
     }
 
+    /// Name `relay`'s URL where the pool holds it without one: an application's relay after
+    /// [`RelayPool::restore`] (a checkpoint never saves an application's URL, which may carry
+    /// credentials), or one added with [`RelayPool::add_relay`]. From then on it is the one
+    /// relay at that URL, as if added with [`RelayPool::add_relay_url`]: routing by people
+    /// asks it on its socket rather than opening a second. Naming a relay by the URL it has
+    /// is nothing.
+    ///
+    /// # Errors
+    /// [`PoolError::UnknownRelay`]; [`PoolError::InvalidUrl`]; [`PoolError::UrlInUse`] when
+    /// `relay` has another URL, or another relay has this one.
+    pub fn name_relay(&mut self, relay: RelayId, url: &str) -> Result<(), PoolError> {
+        let normal = crate::router::relay_url::normalize(url, true)
+            .map_err(|_| PoolError::InvalidUrl(url.to_owned()))?;
+        let Some(member) = self.member(relay) else {
+            return Err(PoolError::UnknownRelay(relay));
+        };
+        if member.url.as_deref() == Some(normal.as_str()) {
+            return Ok(());
+        }
+        if let Some(own) = &member.url {
+            return Err(PoolError::UrlInUse {
+                url: own.clone(),
+                relay,
+            });
+        }
+        if let Some(holder) = self.relay_at(&normal) {
+            return Err(PoolError::UrlInUse {
+                url: normal,
+                relay: holder,
+            });
+        }
+        self.by_url.insert(normal.clone(), relay);
+        if let Some(member) = self.member_mut(relay) {
+            member.url = Some(normal);
+        }
+        Ok(())
+    }
+
     /// The relay the pool holds at `url` (normalised), if any.
     fn relay_at(&self, url: &str) -> Option<RelayId> {
         self.by_url.get(url).copied()

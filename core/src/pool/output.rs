@@ -249,6 +249,14 @@ pub enum PoolError {
     /// [`RelayPool::add_relay_url`](super::RelayPool::add_relay_url) with something that is
     /// no `ws://` or `wss://` relay URL.
     InvalidUrl(String),
+    /// [`RelayPool::name_relay`](super::RelayPool::name_relay) would give a relay a second URL, or a URL a second relay:
+    /// `relay` has `url` already.
+    UrlInUse {
+        /// The URL `relay` has, normalised.
+        url: String,
+        /// The relay that has it.
+        relay: super::RelayId,
+    },
 }
 
 impl fmt::Display for PoolError {
@@ -270,6 +278,13 @@ impl fmt::Display for PoolError {
             PoolError::InvalidUrl(url) => {
                 let url: String = url.chars().take(100).collect();
                 write!(f, "not a relay URL: {url:?}")
+            }
+            // Not the URL itself: an application's may carry credentials.
+            PoolError::UrlInUse { relay, .. } => {
+                write!(
+                    f,
+                    "relay {relay} has a URL already: one URL per relay, one relay per URL"
+                )
             }
         }
     }

@@ -161,8 +161,14 @@ crate::drive::driver_face!(
 );
 
 impl<R: Runtime> PoolDriver<R> {
-    /// Give a restored relay its URL, as `AddRelay` does for a new one.
+    /// Give a restored relay its URL, as `AddRelay` does for a new one: the core too, which
+    /// saved no application's URL, so that routing by people wanting the same URL asks this
+    /// relay on its socket rather than opening a second.
     fn attach_relay(&mut self, relay: RelayId, url: &str) {
+        if let Err(error) = self.driver.parts.machine.name_relay(relay, url) {
+            // A URL past the core's rule stays the driver's alone, as in `AddRelay`.
+            debug!(%relay, %error, "relay not named in the pool");
+        }
         let key = crate::normalize_relay_url(url).unwrap_or_else(|_| url.to_owned());
         self.driver
             .parts

@@ -484,6 +484,43 @@ static void outbox(void) {
     tether_pool_free(pool);
 }
 
+/* One relay per URL: the application's relay added by URL is found again by any spelling,
+ * and a restored pool, whose checkpoint never saves an application's URL, is told it again. */
+static void one_relay_per_url(void) {
+    TetherPool *pool = new_pool(0);
+    const char *url = "ws://127.0.0.1:7002", *spelled = "WS://127.0.0.1:7002/";
+    uint32_t a = 9, again = 9;
+    CODE(tether_pool_add_relay_url(pool, 0, text(url), strlen(url), &a), TETHER_OK);
+    CODE(tether_pool_add_relay_url(pool, 0, text(spelled), strlen(spelled), &again), TETHER_OK);
+    CHECK(a == 0 && again == 0);
+    CODE(tether_pool_add_relay_url(pool, 0, text("http://a.example"), 16, &again),
+         TETHER_ERR_INVALID_URL);
+    CODE(tether_pool_add_relay_url(pool, 0, text(url), strlen(url), NULL), TETHER_ERR_NULL);
+    TRANSMIT(pool, "{\"type\":\"open\",\"relay\":0,\"epoch\":1,\"url\":\"ws://127.0.0.1:7002\"}");
+    DRAINED(pool);
+    size_t len = sizeof buf;
+    CODE(tether_pool_checkpoint(pool, buf, &len), TETHER_OK);
+    CHECK(len < sizeof buf);
+    buf[len] = 0;
+    CHECK(strstr((const char *)buf, "7002") == NULL);
+    TetherPoolConfig config;
+    config.struct_size = sizeof config;
+    CODE(tether_pool_config_default(&config), TETHER_OK);
+    TetherPool *restored = NULL;
+    CODE(tether_pool_restore(&config, buf, len, 0, 1700000100, &restored, NULL, NULL), TETHER_OK);
+    CODE(tether_pool_name_relay(restored, 0, text(spelled), strlen(spelled)), TETHER_OK);
+    CODE(tether_pool_name_relay(restored, 0, text(url), strlen(url)), TETHER_OK);
+    const char *other = "ws://127.0.0.1:7003";
+    CODE(tether_pool_name_relay(restored, 0, text(other), strlen(other)),
+         TETHER_ERR_INVALID_ARGUMENT);
+    CODE(tether_pool_name_relay(restored, 5, text(url), strlen(url)), TETHER_ERR_UNKNOWN_ID);
+    CODE(tether_pool_name_relay(restored, 0, text("wss://"), 6), TETHER_ERR_INVALID_URL);
+    CODE(tether_pool_add_relay_url(restored, 0, text(url), strlen(url), &again), TETHER_OK);
+    CHECK(again == 0);
+    tether_pool_free(restored);
+    tether_pool_free(pool);
+}
+
 /* The core's private-address rule, for the addresses a routed relay's name resolves to. */
 static void private_addresses(void) {
     uint32_t private_ = 9;
@@ -504,6 +541,7 @@ int main(void) {
     two_relays();
     verification();
     outbox();
+    one_relay_per_url();
     if (failures > 0) {
         fprintf(stderr, "%d check(s) failed\n", failures);
         return 1;

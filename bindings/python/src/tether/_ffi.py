@@ -326,6 +326,8 @@ _SIGNATURES = {
     "tether_pool_set_wall_clock": (_I32, [_P, _U64, _U64]),
     "tether_pool_lifecycle": (_I32, [_P, _U64, _U32]),
     "tether_pool_add_relay": (_I32, [_P, _U64, ctypes.POINTER(_U32)]),
+    "tether_pool_add_relay_url": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, ctypes.POINTER(_U32)]),
+    "tether_pool_name_relay": (_I32, [_P, _U32, ctypes.c_char_p, _SIZE]),
     "tether_pool_remove_relay": (_I32, [_P, _U64, _U32]),
     "tether_pool_subscribe": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
     "tether_pool_subscribe_routed": (_I32, [_P, _U64, ctypes.c_char_p, _SIZE, _U64P]),
@@ -814,6 +816,20 @@ class Pool(_Handle):
         relay = ctypes.c_uint32(0)
         self._call("add_relay", now_ms, ctypes.byref(relay))
         return relay.value
+
+    def add_relay_url(self, now_ms: int, url: str) -> int:
+        """Add the relay at ``url``, or find the one the pool holds there (routing's too):
+        one relay per URL. Raises ``ERR_INVALID_URL`` past the core's rule."""
+        data = url.encode()
+        relay = ctypes.c_uint32(0)
+        self._call("add_relay_url", now_ms, data, len(data), ctypes.byref(relay))
+        return relay.value
+
+    def name_relay(self, relay: int, url: str) -> None:
+        """Name the URL of a relay a restored pool holds without one (a checkpoint never
+        saves an application's URL): routing asks it on its socket rather than a second."""
+        data = url.encode()
+        self._call("name_relay", relay, data, len(data))
 
     def remove_relay(self, now_ms: int, relay: int) -> None:
         """Remove a relay; its socket is closed."""

@@ -75,13 +75,23 @@ class PoolDriver(_Loop):
     def add_relay(self, url: str) -> int:
         """Add ``url`` to the pool; its relay id."""
         checked = check_url(url, ("ws", "wss"))
-        relay = self.pool.add_relay(self.now())
+        try:
+            # One relay per URL in the core: a relay routing opened there is this one.
+            relay = self.pool.add_relay_url(self.now(), checked)
+        except TetherError as error:
+            if error.code != _ffi.ERR_INVALID_URL:
+                raise
+            # Past the core's rule (a URL longer than a relay list may name): still ours.
+            relay = self.pool.add_relay(self.now())
         self.urls[relay] = checked
         return relay
 
     def adopt(self, relay: int, url: str) -> None:
-        """Name the URL of a relay a restored pool already holds."""
-        self.urls[relay] = check_url(url, ("ws", "wss"))
+        """Name the URL of a relay a restored pool already holds, here and in the pool."""
+        checked = check_url(url, ("ws", "wss"))
+        with contextlib.suppress(TetherError):
+            self.pool.name_relay(relay, checked)
+        self.urls[relay] = checked
 
     async def run(self) -> None:
         """Drive until :meth:`stop`; then return, sockets left as they are."""
