@@ -40,6 +40,23 @@ fn a_url_added_twice_by_the_application_is_one_relay() {
     );
 }
 
+/// An application's own relay may carry a long token in its query: longer than any list
+/// may name, still one relay by its URL.
+#[test]
+fn an_applications_long_url_is_one_relay_too() {
+    let mut pool = pool();
+    let url = format!("wss://a.example?token={}", "t".repeat(2_000));
+    let relay = pool.add_relay_url(ms(0), &url).unwrap();
+    let spelled = format!("WSS://A.example:443/?token={}", "t".repeat(2_000));
+    assert_eq!(pool.add_relay_url(ms(0), &spelled), Ok(relay));
+    assert_eq!(pool.relay_url(relay), Some(url.as_str()));
+    let past = format!("wss://a.example/?token={}", "t".repeat(9_000));
+    assert_eq!(
+        pool.add_relay_url(ms(0), &past),
+        Err(PoolError::InvalidUrl(past.clone()))
+    );
+}
+
 #[test]
 fn routing_asks_the_applications_relay_at_a_listed_url_on_its_socket_and_never_closes_it() {
     let mut pool = pool();

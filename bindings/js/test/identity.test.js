@@ -27,3 +27,11 @@ test("a restored relay is the one relay at the URL the application gave it", (t)
   assert.equal(restored.addRelay("WS://127.0.0.1:7777/"), 0);
   assert.equal(restored.addRelay("ws://127.0.0.1:7778"), 1);
 });
+
+test("an application's relay with a long token in its URL is added, once", (t) => {
+  const pool = new TetherPool(host, { seed: 1 });
+  t.after(() => pool.close());
+  const url = `wss://a.example/?token=${"t".repeat(2000)}`;
+  assert.equal(pool.addRelay(url), 0);
+  assert.equal(pool.addRelay(url), 0);
+});

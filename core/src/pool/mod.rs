@@ -296,7 +296,8 @@ impl RelayPool {
         self.add_member(now, true, None)
     }
 
-    /// Add the relay at `url` (normalised by the same rule as relay lists' URLs), or find
+    /// Add the relay at `url` (normalised by the same rule as relay lists' URLs, up to
+    /// [`MAX_APPLICATION_URL_LEN`](crate::router::relay_url::MAX_APPLICATION_URL_LEN)), or find
     /// the one the pool holds there already: a URL is one relay and one socket, whether the
     /// application or routing by people added it first. A relay routing opened becomes the
     /// application's: it serves the subscriptions on every relay too, and routing no longer
@@ -306,7 +307,7 @@ impl RelayPool {
     /// [`PoolError::InvalidUrl`], [`PoolError::TooManyRelays`].
     pub fn add_relay_url(&mut self, now: Instant, url: &str) -> Result<RelayId, PoolError> {
         let now = self.clock.observe(now);
-        let url = crate::router::relay_url::normalize(url, true)
+        let url = crate::router::relay_url::normalize_application(url)
             .map_err(|_| PoolError::InvalidUrl(url.to_owned()))?;
         if let Some(&relay) = self.by_url.get(&url) {
             let adopted = self
@@ -331,7 +332,7 @@ impl RelayPool {
     /// [`PoolError::UnknownRelay`]; [`PoolError::InvalidUrl`]; [`PoolError::UrlInUse`] when
     /// `relay` has another URL, or another relay has this one.
     pub fn name_relay(&mut self, relay: RelayId, url: &str) -> Result<(), PoolError> {
-        let normal = crate::router::relay_url::normalize(url, true)
+        let normal = crate::router::relay_url::normalize_application(url)
             .map_err(|_| PoolError::InvalidUrl(url.to_owned()))?;
         let Some(member) = self.member(relay) else {
             return Err(PoolError::UnknownRelay(relay));

@@ -12,6 +12,10 @@ use url::{Host, Url};
 /// Longest relay URL taken from a list (256 bytes): real ones are a few dozen.
 pub const MAX_URL_LEN: usize = 256;
 
+/// Longest relay URL an application may give the pool (8 KiB): its own relays may carry a
+/// long token in the query, which no stranger's list has any business naming.
+pub const MAX_APPLICATION_URL_LEN: usize = 8192;
+
 /// Why a URL from a relay list is not a relay to route to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -35,6 +39,22 @@ pub fn normalize(url: &str, allow_private: bool) -> Result<String, BadRelayUrl> 
     if url.len() > MAX_URL_LEN {
         return Err(BadRelayUrl::TooLong);
     }
+    spell(url, allow_private)
+}
+
+/// [`normalize`] for a URL the application gave (its own relays, private addresses
+/// allowed), up to [`MAX_APPLICATION_URL_LEN`].
+///
+/// # Errors
+/// [`BadRelayUrl::TooLong`], [`BadRelayUrl::NotARelay`].
+pub fn normalize_application(url: &str) -> Result<String, BadRelayUrl> {
+    if url.len() > MAX_APPLICATION_URL_LEN {
+        return Err(BadRelayUrl::TooLong);
+    }
+    spell(url, true)
+}
+
+fn spell(url: &str, allow_private: bool) -> Result<String, BadRelayUrl> {
     let Ok(parsed) = Url::parse(url.trim()) else {
         return Err(BadRelayUrl::NotARelay);
     };

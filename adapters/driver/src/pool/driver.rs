@@ -253,8 +253,8 @@ impl App for PoolApp {
                     return;
                 }
                 // One relay per URL in the core: a relay routing opened at this URL is the
-                // one the application gets, on its socket. A URL past the core's rule (one
-                // longer than a relay list may name) is still the application's to add.
+                // one the application gets, on its socket. A URL past the core's rule (over
+                // 8 KiB, or one the WHATWG parser refuses) is still the application's to add.
                 let result = match parts.machine.add_relay_url(now, &url) {
                     Err(PoolError::InvalidUrl(_)) => parts.machine.add_relay(now),
                     other => other,

@@ -81,7 +81,7 @@ class PoolDriver(_Loop):
         except TetherError as error:
             if error.code != _ffi.ERR_INVALID_URL:
                 raise
-            # Past the core's rule (a URL longer than a relay list may name): still ours.
+            # Past the core's rule (over 8 KiB, or one the WHATWG parser refuses): ours.
             relay = self.pool.add_relay(self.now())
         self.urls[relay] = checked
         return relay
