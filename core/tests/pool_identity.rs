@@ -3,7 +3,7 @@
 
 use tether_core::link::Epoch;
 use tether_core::nostr::{Filter, Transmit};
-use tether_core::pool::{PoolConfig, PoolError, RelayId, RelayPool};
+use tether_core::pool::{PoolConfig, PoolError, RelayId, RelayPool, SubId};
 use tether_core::router::RouterConfig;
 use tether_core::Instant;
 
@@ -24,6 +24,21 @@ fn opens(pool: &mut RelayPool) -> Vec<RelayId> {
         .filter(|(_, t)| matches!(t, Transmit::Open { .. }))
         .map(|(r, _)| r)
         .collect()
+}
+
+/// Follow one author whose relay list names `url`, by outbox, and let the pool route (its
+/// reroute delay is 1 s): the author's key and the subscription.
+fn follow_one_listing(pool: &mut RelayPool, url: &str) -> (String, SubId) {
+    let author = "ab".repeat(32);
+    let list = format!(
+        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","{url}"]],"content":"","sig":""}}"#,
+        "cd".repeat(32)
+    );
+    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
+    let sub = pool.subscribe_outbox(ms(20), filter).unwrap();
+    pool.handle_relay_list(ms(20), &list).unwrap();
+    pool.handle_timeout(ms(1_100));
+    (author, sub)
 }
 
 #[test]
@@ -74,15 +89,7 @@ fn routing_asks_the_applications_relay_at_a_listed_url_on_its_socket_and_never_c
         )]
     );
     pool.handle_open(ms(10), app, Epoch(1)).unwrap();
-    let author = "ab".repeat(32);
-    let list = format!(
-        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","wss://a.example"]],"content":"","sig":""}}"#,
-        "cd".repeat(32)
-    );
-    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
-    let sub = pool.subscribe_outbox(ms(20), filter).unwrap();
-    pool.handle_relay_list(ms(20), &list).unwrap();
-    pool.handle_timeout(ms(1_100));
+    let (author, sub) = follow_one_listing(&mut pool, "wss://a.example");
     let sent: Vec<(RelayId, Transmit)> = std::iter::from_fn(|| pool.poll_transmit()).collect();
     // The indexer is opened; the listed URL is the application's relay, asked on its socket.
     let opened: Vec<(RelayId, Option<&str>)> = sent
@@ -115,15 +122,7 @@ fn the_application_removing_a_relay_routing_shares_leaves_routing_consistent() {
     let app = pool.add_relay_url(ms(0), "wss://a.example").unwrap();
     let _ = opens(&mut pool);
     pool.handle_open(ms(10), app, Epoch(1)).unwrap();
-    let author = "ab".repeat(32);
-    let list = format!(
-        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","wss://a.example"]],"content":"","sig":""}}"#,
-        "cd".repeat(32)
-    );
-    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
-    pool.subscribe_outbox(ms(20), filter).unwrap();
-    pool.handle_relay_list(ms(20), &list).unwrap();
-    pool.handle_timeout(ms(1_100));
+    let _ = follow_one_listing(&mut pool, "wss://a.example");
     while pool.poll_transmit().is_some() {}
     pool.remove_relay(ms(1_200), app).unwrap();
     assert_eq!(pool.relay_url(app), None);
@@ -138,15 +137,7 @@ fn the_application_removing_a_relay_routing_shares_leaves_routing_consistent() {
 fn only_relays_from_strangers_lists_are_dialed_at_public_addresses_only() {
     let mut pool = pool();
     let app = pool.add_relay_url(ms(0), "wss://a.example").unwrap();
-    let author = "ab".repeat(32);
-    let list = format!(
-        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","wss://b.example"]],"content":"","sig":""}}"#,
-        "cd".repeat(32)
-    );
-    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
-    pool.subscribe_outbox(ms(20), filter).unwrap();
-    pool.handle_relay_list(ms(20), &list).unwrap();
-    pool.handle_timeout(ms(1_100));
+    let _ = follow_one_listing(&mut pool, "wss://b.example");
     let opened = opens(&mut pool);
     let url = |r: &RelayId| pool.relay_url(*r).unwrap().to_owned();
     let indexer = opened
@@ -241,15 +232,7 @@ fn routing_after_a_restore_asks_the_named_applications_relay_on_its_socket() {
         })
         .expect("the restored relay connects");
     pool.handle_open(ms(10), app, epoch).unwrap();
-    let author = "ab".repeat(32);
-    let list = format!(
-        r#"{{"id":"{}","pubkey":"{author}","created_at":1,"kind":10002,"tags":[["r","wss://a.example"]],"content":"","sig":""}}"#,
-        "cd".repeat(32)
-    );
-    let filter = Filter::new(&format!(r#"{{"kinds":[1],"authors":["{author}"]}}"#)).unwrap();
-    pool.subscribe_outbox(ms(20), filter).unwrap();
-    pool.handle_relay_list(ms(20), &list).unwrap();
-    pool.handle_timeout(ms(1_100));
+    let (author, _) = follow_one_listing(&mut pool, "wss://a.example");
     let sent: Vec<(RelayId, Transmit)> = std::iter::from_fn(|| pool.poll_transmit()).collect();
     let opened: Vec<Option<&str>> = sent
         .iter()
