@@ -41,6 +41,7 @@ pub mod router;
 pub mod sse;
 pub mod time;
 mod timers;
+mod tree;
 pub mod wake;
 
 pub use backoff::{Backoff, BackoffPolicy, Jitter};

@@ -20,6 +20,7 @@ use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::{Filter, RelayCheckpoint, RelaySession, SubscriptionId};
 use crate::router::RouterCheckpoint;
 use crate::time::Instant;
+use crate::tree::IntoTree;
 
 /// The kind a pool's checkpoint says it is.
 const KIND: &str = "pool";
@@ -236,10 +237,10 @@ impl RelayPool {
     /// Its durable state now (see [`PoolCheckpoint`]). Taking one changes nothing.
     #[must_use]
     pub fn checkpoint(&self) -> PoolCheckpoint {
-        let by_people: BTreeMap<u64, String> = self.people_filters().into_iter().collect();
+        let by_people: BTreeMap<u64, String> = self.people_filters().into_iter().into_map();
         let held = self.held.undelivered();
         let held_ids: BTreeSet<(SubId, EventId)> =
-            held.iter().map(|&(sub, _, id, _)| (sub, id)).collect();
+            held.iter().map(|&(sub, _, id, _)| (sub, id)).into_set();
         PoolCheckpoint {
             tether: KIND.into(),
             version: checkpoint::VERSION,
@@ -416,7 +417,7 @@ impl RelayPool {
             unix_secs,
         )?;
         let local: BTreeSet<SubscriptionId> =
-            session.subscriptions().iter().map(|v| v.id).collect();
+            session.subscriptions().iter().map(|v| v.id).into_set();
         let mut routes = BTreeMap::new();
         for &(sub, logical) in &saved.routes {
             let sub = SubscriptionId(sub);
@@ -556,7 +557,7 @@ impl RelayPool {
             )));
         }
         let mut fanout = Fanout {
-            pending: saved.pending.iter().map(|&r| RelayId(r)).collect(),
+            pending: saved.pending.iter().map(|&r| RelayId(r)).into_set(),
             outcome: PublishOutcome {
                 accepted: saved.accepted.iter().map(|&r| RelayId(r)).collect(),
                 rejected: saved

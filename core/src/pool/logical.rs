@@ -8,6 +8,7 @@ use super::dedup::Seen;
 use super::{Missing, Outcome, RelayId};
 use crate::nostr::{Filter, SubscriptionId};
 use crate::time::Instant;
+use crate::tree::IntoTree;
 
 /// Which relays a subscription targets.
 #[derive(Clone, Debug)]
@@ -87,7 +88,7 @@ impl Logical {
     /// whatever the relay had.
     pub(crate) fn add_relay(&mut self, relay: RelayId, local: Option<SubscriptionId>) {
         let target = Target {
-            reqs: local.into_iter().map(|l| (l, 0)).collect(),
+            reqs: local.into_iter().map(|l| (l, 0)).into_map(),
             answer: Answer::Waiting,
             gave_up: None,
         };

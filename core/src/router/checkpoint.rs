@@ -13,6 +13,7 @@ use super::evidence::{RelayTallies, Tally};
 use super::health::Health;
 use super::{relay_url, Author, List, Router, RouterConfig};
 use crate::checkpoint::{self, CheckpointError};
+use crate::tree::IntoTree;
 
 /// The kind a router's checkpoint says it is.
 const KIND: &str = "router";
@@ -81,14 +82,14 @@ impl Router {
             .iter()
             .enumerate()
             .filter_map(|(new, &old)| Some((old, u32::try_from(new).ok()?)))
-            .collect();
+            .into_map();
         let pairs: Vec<(u32, u32, Tally)> = self
             .pairs
             .iter()
             .filter(|(&(a, _), t)| author_at.contains_key(&a) && !t.faded())
             .map(|(&(a, r), &t)| (a, r, t))
             .collect();
-        let mut kept: BTreeSet<u32> = pairs.iter().map(|&(_, r, _)| r).collect();
+        let mut kept: BTreeSet<u32> = pairs.iter().map(|&(_, r, _)| r).into_set();
         for &a in &authors {
             let author = &self.authors[a as usize];
             for list in author.outbox.iter().chain(author.inbox.iter()) {
@@ -107,7 +108,7 @@ impl Router {
             .iter()
             .enumerate()
             .filter_map(|(new, &old)| Some((old, u32::try_from(new).ok()?)))
-            .collect();
+            .into_map();
         let relays_of = |v: &[u32]| v.iter().filter_map(|r| relay_at.get(r).copied()).collect();
         let list = |l: &Option<List>| {
             l.as_ref().map(|l| SavedList {

@@ -59,6 +59,7 @@ use serde::Serialize;
 
 use crate::time::{Clock, Instant, WallClock};
 
+use crate::tree::IntoTree;
 pub use checkpoint::RouterCheckpoint;
 pub use config::{RouterConfig, DEFAULT_INDEXERS};
 use evidence::{RelayTallies, Tally};
@@ -471,12 +472,7 @@ impl Router {
                 list.read.push(relay);
             }
         }
-        let relays = list
-            .write
-            .iter()
-            .chain(&list.read)
-            .collect::<BTreeSet<_>>()
-            .len();
+        let relays = list.write.iter().chain(&list.read).into_set().len();
         let followed = self.authors[ix as usize].followed;
         if followed && parsed.kind == ListKind::Outbox {
             self.count_declarations(ix, -1);
@@ -755,7 +751,7 @@ impl Router {
             .filter(|c| c.role == Role::Probe && self.current.get(&c.relay) != Some(&Role::Probe))
             .count();
         self.session.probes_started += started;
-        self.current = chosen.iter().map(|c| (c.relay, c.role)).collect();
+        self.current = chosen.iter().map(|c| (c.relay, c.role)).into_map();
         let current = &self.current;
         self.session.waiting.retain(|r, _| current.contains_key(r));
         for &relay in self.current.keys() {

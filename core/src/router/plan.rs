@@ -9,6 +9,7 @@ use super::evidence::{
 };
 use super::{Coverage, Role, Route, Router, Routes, MOVED_SHARE};
 use crate::time::Instant;
+use crate::tree::IntoTree;
 
 /// An estimate at or above this says the relay holds the author: what coverage counts.
 pub(super) const BELIEVED: f64 = 0.2;
@@ -50,7 +51,7 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
     let unix = router.unix_now();
     let weights = weights(router, unix);
     let candidates = candidates(router, now);
-    let mut miss: BTreeMap<u32, f64> = weights.keys().map(|&a| (a, 1.0)).collect();
+    let mut miss: BTreeMap<u32, f64> = weights.keys().map(|&a| (a, 1.0)).into_map();
     let mut count: BTreeMap<u32, usize> = BTreeMap::new();
     let mut chosen: Vec<Chosen> = Vec::new();
     let budget = router.config.max_relays;
@@ -209,7 +210,7 @@ fn moved_floor(
                     last.asked.push((a, DECLARED_PRIOR));
                 }
             }
-            last.asked.sort_by_key(|&(a, _)| a);
+            last.asked.sort_unstable_by_key(|&(a, _)| a);
         }
     }
 }
@@ -333,7 +334,7 @@ fn probes(
         })
         .filter(|(s, _)| *s > NOTHING)
         .collect();
-    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let left = router.probes_left(now);
     let mut dummy_miss = miss.clone();
     let mut dummy_count = BTreeMap::new();
@@ -371,7 +372,7 @@ fn weights(router: &Router, unix: u64) -> BTreeMap<u32, f64> {
                 1.0 + activity.hits.ln_1p(),
             )
         })
-        .collect()
+        .into_map()
 }
 
 /// Every usable relay that may hold a followed author, with its pairs: declared write
@@ -416,7 +417,7 @@ fn candidates(router: &Router, now: Instant) -> BTreeMap<u32, Vec<Pair>> {
     }
     out.into_iter()
         .map(|(r, pairs)| (r, pairs.into_values().collect()))
-        .collect()
+        .into_map()
 }
 
 /// The relays asked about every author: the `max_relays` relays with the best rate beyond
@@ -434,7 +435,7 @@ fn wide(router: &Router, now: Instant) -> Vec<u32> {
             Some((undeclared_rate(router, r, most), r))
         })
         .collect();
-    ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     ranked
         .into_iter()
         .take(router.config.max_relays)
@@ -534,8 +535,9 @@ pub(super) fn routes(router: &Router, chosen: &[Chosen]) -> Routes {
             }
         })
         .collect();
-    relays
-        .sort_by(|a, b| (a.role != Role::Indexer, &a.url).cmp(&(b.role != Role::Indexer, &b.url)));
+    relays.sort_unstable_by(|a, b| {
+        (a.role != Role::Indexer, &a.url).cmp(&(b.role != Role::Indexer, &b.url))
+    });
     let mut coverage = Coverage {
         relays: relays.len(),
         ..Coverage::default()

@@ -4,6 +4,7 @@
 //! window.
 
 use super::*;
+use crate::tree::IntoTree;
 
 impl RelayPool {
     /// Run routing again at `now + REROUTE_DELAY`, unless it is due sooner.
@@ -99,7 +100,7 @@ impl RelayPool {
             let desired: BTreeMap<RelayId, BTreeSet<String>> = asks
                 .into_iter()
                 .filter_map(|(url, people)| Some((*ids.get(&url)?, people)))
-                .collect();
+                .into_map();
             self.place(now, sub, desired);
             self.report_route(sub, &plan.coverage, &plan.inbox_urls);
         }
@@ -202,7 +203,7 @@ impl RelayPool {
         }
         if self.member(relay).is_some_and(|m| m.app) {
             // The application's relay: routing stops asking it; its socket stays.
-            let subs: BTreeSet<SubId> = asked.iter().map(|&(sub, _)| sub).collect();
+            let subs: BTreeSet<SubId> = asked.iter().map(|&(sub, _)| sub).into_set();
             for sub in subs {
                 self.relay_gone(sub, relay, Missing::Removed);
             }
@@ -231,7 +232,7 @@ impl RelayPool {
             .keys()
             .chain(desired.keys())
             .copied()
-            .collect();
+            .into_set();
         for relay in relays {
             let want = desired.get(&relay).cloned().unwrap_or_default();
             self.place_on(now, sub, relay, want);
@@ -265,7 +266,7 @@ impl RelayPool {
             return;
         }
         let mut close: Vec<SubscriptionId> = Vec::new();
-        let mut ask: BTreeSet<String> = want.difference(&placed.authors).cloned().collect();
+        let mut ask: BTreeSet<String> = want.difference(&placed.authors).cloned().into_set();
         for (local, chunk) in &placed.chunks {
             if chunk.authors.iter().any(|a| !want.contains(a)) {
                 close.push(*local);
@@ -385,9 +386,9 @@ impl RelayPool {
         let url_of = &routing.url_of;
         let lists = routing.lists;
         let subs_placed: BTreeMap<SubId, BTreeSet<RelayId>> = lists
-            .and_then(|l| Some((l, routing.subs.get(&l)?.placed.keys().copied().collect())))
+            .and_then(|l| Some((l, routing.subs.get(&l)?.placed.keys().copied().into_set())))
             .into_iter()
-            .collect();
+            .into_map();
         // The indexers serve every subscription (its people's lists): they are used for it.
         let indexers: BTreeSet<RelayId> = lists
             .and_then(|l| subs_placed.get(&l).cloned())
@@ -399,14 +400,14 @@ impl RelayPool {
             .placed
             .keys()
             .chain(indexers.iter())
-            .collect::<BTreeSet<_>>()
+            .into_set()
             .into_iter()
             .filter_map(|r| Some((*r, url_of.get(r)?.clone())))
             .collect();
         let report = match &routed.want {
             Want::Lists => return,
             Want::Feed(people) => {
-                let mine: BTreeSet<&String> = people.iter().collect();
+                let mine: BTreeSet<&String> = people.iter().into_set();
                 RouteReport {
                     relays,
                     covered: coverage

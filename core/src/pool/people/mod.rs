@@ -53,6 +53,7 @@ use crate::nostr::Lookbacks;
 use crate::nostr::{Disconnect, Error, Filter, Priority, SubscriptionId};
 use crate::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
 use crate::time::Instant;
+use crate::tree::IntoTree;
 use matches::Fields;
 use plan::Plan;
 use split::Group;
@@ -176,7 +177,7 @@ impl Routing {
                 _ => None,
             })
             .flatten()
-            .collect();
+            .into_set();
         for person in people.iter().filter(|p| !still.contains(p)) {
             self.router.unfollow(person);
         }

@@ -5,6 +5,7 @@
 //! is [`router::plan`](crate::router).
 
 use super::*;
+use crate::tree::IntoTree;
 
 /// What routing wants now.
 #[derive(Debug)]
@@ -111,7 +112,7 @@ impl Routing {
                         .iter()
                         .filter(|p| authors.contains(*p))
                         .cloned()
-                        .collect(),
+                        .into_set(),
                     Want::Inbox(me) if inbox_urls.contains(url) => BTreeSet::from([me.clone()]),
                     Want::Inbox(_) => BTreeSet::new(),
                     Want::Lists if *role == Role::Indexer => followed
@@ -119,7 +120,7 @@ impl Routing {
                         .chain(&inbox_owners)
                         .chain(publish_people)
                         .cloned()
-                        .collect(),
+                        .into_set(),
                     Want::Lists => BTreeSet::new(),
                 };
                 if !asked.is_empty() {

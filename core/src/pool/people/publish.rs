@@ -21,6 +21,7 @@ use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::Error;
 use crate::router::is_public_key;
 use crate::time::Instant;
+use crate::tree::IntoTree;
 
 /// Longest a publish waits for its people's relay lists (3 s): past it, the event goes to
 /// the relays known then.
@@ -99,7 +100,7 @@ impl RelayPool {
             .chain(&tagged)
             .filter(|p| !routing.looked_up.contains(*p))
             .cloned()
-            .collect();
+            .into_set();
         routing.publishes.insert(
             id,
             PendingPublish {
@@ -236,7 +237,7 @@ impl RelayPool {
         let mut out: Vec<(RelayId, String)> = relays
             .filter_map(|r| Some((*r, routing.url_of.get(r)?.clone())))
             .collect();
-        out.sort();
+        out.sort_unstable();
         out.dedup();
         out
     }
