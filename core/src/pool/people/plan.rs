@@ -53,7 +53,10 @@ impl Routing {
             // A relay chosen with nobody to ask (its every pair under the ask threshold)
             // would hold a socket for nothing.
             if route.role == Role::Indexer || !route.authors.is_empty() {
-                wanted.insert(route.url, (route.role, route.authors.into_iter().collect()));
+                wanted.insert(
+                    route.url,
+                    (route.role, route.authors.into_iter().into_set()),
+                );
             }
         }
         for url in &reserved {
@@ -63,7 +66,7 @@ impl Routing {
         }
         let asks = self.asks(&wanted, &inbox_urls, publish_people);
         Plan {
-            relays: wanted.into_keys().collect(),
+            relays: wanted.into_keys().into_set(),
             asks,
             coverage: routes.coverage,
             inbox_urls,
