@@ -246,11 +246,12 @@ pub enum PoolError {
     Socket(SocketError),
     /// A verdict for a verification that is not awaited.
     UnknownTicket(super::VerifyTicket),
-    /// [`RelayPool::add_relay_url`](super::RelayPool::add_relay_url) with something that is
-    /// no `ws://` or `wss://` relay URL.
+    /// [`RelayPool::add_relay_url`](super::RelayPool::add_relay_url) or
+    /// [`RelayPool::name_relay`](super::RelayPool::name_relay) with something that is no
+    /// `ws://` or `wss://` relay URL.
     InvalidUrl(String),
-    /// [`RelayPool::name_relay`](super::RelayPool::name_relay) would give a relay a second URL, or a URL a second relay:
-    /// `relay` has `url` already.
+    /// [`RelayPool::name_relay`](super::RelayPool::name_relay) would give a relay a second
+    /// URL, or a URL a second relay: `relay` has `url` already.
     UrlInUse {
         /// The URL `relay` has, normalised.
         url: String,
