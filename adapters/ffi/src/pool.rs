@@ -385,16 +385,9 @@ pub unsafe extern "C" fn tether_pool_add_relay(
     now_ms: u64,
     out_relay: *mut u32,
 ) -> i32 {
-    guarded!(pool, |p: &mut TetherPool| {
-        if out_relay.is_null() {
-            return Err(Failure::arg(TETHER_ERR_NULL, "out_relay"));
-        }
-        let now = p.at(now_ms);
-        let relay = p.pool.add_relay(now).map_err(|e| pool_failure(&e))?;
-        // SAFETY: non-null (checked above) and writable by the contract.
-        let _ = unsafe { ptr::write(out_relay, relay.0) };
-        Ok(TETHER_OK)
-    })
+    let add = |pool: &mut RelayPool, now| pool.add_relay(now).map_err(|e| pool_failure(&e));
+    // SAFETY: the contract is the caller's.
+    unsafe { adding(pool, now_ms, out_relay, add) }
 }
 
 /// Add the relay at `url` (UTF-8, `len` bytes), or find the one the pool holds there
@@ -417,17 +410,32 @@ pub unsafe extern "C" fn tether_pool_add_relay_url(
     len: usize,
     out_relay: *mut u32,
 ) -> i32 {
+    let add = |pool: &mut RelayPool, now| {
+        // SAFETY: the contract is the caller's.
+        let url = unsafe { ptr::text(url, len) }.map_err(|c| Failure::arg(c, "url"))?;
+        pool.add_relay_url(now, url).map_err(|e| pool_failure(&e))
+    };
+    // SAFETY: the contract is the caller's.
+    unsafe { adding(pool, now_ms, out_relay, add) }
+}
+
+/// The body of an entry point that adds a relay: the relay `add` makes, its id to
+/// `out_relay`.
+///
+/// # Safety
+/// As [`tether_pool_add_relay`].
+unsafe fn adding(
+    pool: *mut TetherPool,
+    now_ms: u64,
+    out_relay: *mut u32,
+    add: impl FnOnce(&mut RelayPool, tether_core::Instant) -> Result<RelayId, Failure>,
+) -> i32 {
     guarded!(pool, |p: &mut TetherPool| {
         if out_relay.is_null() {
             return Err(Failure::arg(TETHER_ERR_NULL, "out_relay"));
         }
-        // SAFETY: the contract is the caller's.
-        let url = unsafe { ptr::text(url, len) }.map_err(|c| Failure::arg(c, "url"))?;
         let now = p.at(now_ms);
-        let relay = p
-            .pool
-            .add_relay_url(now, url)
-            .map_err(|e| pool_failure(&e))?;
+        let relay = add(&mut p.pool, now)?;
         // SAFETY: non-null (checked above) and writable by the contract.
         let _ = unsafe { ptr::write(out_relay, relay.0) };
         Ok(TETHER_OK)

@@ -58,8 +58,8 @@ use std::time::Duration;
 use serde::Serialize;
 
 use crate::time::{Clock, Instant, WallClock};
-
 use crate::tree::IntoTree;
+
 pub use checkpoint::RouterCheckpoint;
 pub use config::{RouterConfig, DEFAULT_INDEXERS};
 use evidence::{RelayTallies, Tally};

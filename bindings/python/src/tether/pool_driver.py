@@ -73,16 +73,11 @@ class PoolDriver(_Loop):
         self._verdicts: asyncio.Queue = asyncio.Queue()
 
     def add_relay(self, url: str) -> int:
-        """Add ``url`` to the pool; its relay id."""
+        """Add ``url`` to the pool; its relay id. Raises :class:`TetherError`
+        (``ERR_INVALID_URL``) for a URL the core's rule refuses (over 8 KiB)."""
         checked = check_url(url, ("ws", "wss"))
-        try:
-            # One relay per URL in the core: a relay routing opened there is this one.
-            relay = self.pool.add_relay_url(self.now(), checked)
-        except TetherError as error:
-            if error.code != _ffi.ERR_INVALID_URL:
-                raise
-            # Past the core's rule (over 8 KiB, or one the WHATWG parser refuses): ours.
-            relay = self.pool.add_relay(self.now())
+        # One relay per URL, by the core's rule: a relay routing opened there is this one.
+        relay = self.pool.add_relay_url(self.now(), checked)
         self.urls[relay] = checked
         return relay
 
