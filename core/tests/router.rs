@@ -624,3 +624,96 @@ fn time_away_is_not_a_routed_relays_silence() {
         ["wss://index.example", "wss://b.example"]
     );
 }
+
+#[test]
+fn an_author_at_the_pair_bound_forgets_the_silence_that_tells_least() {
+    // The popular relay is declared by four follows, each tail relay by one. Author 1 has
+    // no list; home holds their events.
+    let (popular, tail1, tail2, home) = (
+        "wss://popular.example",
+        "wss://tail1.example",
+        "wss://tail2.example",
+        "wss://home.example",
+    );
+    let mut config = config(10);
+    config.max_pairs_per_author = 3;
+    let mut router = router_with(
+        config,
+        &[
+            (2, &[popular]),
+            (3, &[popular]),
+            (4, &[popular]),
+            (5, &[popular]),
+            (6, &[tail1]),
+            (7, &[tail2]),
+            (8, &[home]),
+        ],
+    );
+    let k1 = key(1);
+    router.follow([k1.as_str()]).unwrap();
+    router.handle_event(at(10), home, &k1);
+    for (ms, url) in [(10, home), (20, popular), (30, tail1), (40, tail2)] {
+        router.handle_eose(at(ms), url, [k1.as_str()]);
+    }
+    // Four pairs for a bound of three: a silence on a relay few hold content beyond their
+    // lists says little and goes; the popular relay's silence stays (forgotten, the relay
+    // would pass for author 1's cover again), and so does where they were found.
+    let remembered: Vec<&str> = [home, popular, tail1, tail2]
+        .into_iter()
+        .filter(|url| router.has_answered_for(&k1, url))
+        .collect();
+    assert_eq!(remembered, [home, popular, tail2]);
+}
+
+#[test]
+fn a_probe_is_asked_about_the_authors_no_relay_has_delivered() {
+    // One slot beside the indexer, and it probes. a and b are the relays most follows
+    // declare (asked about everyone); c, declared by author 4 alone, is not.
+    let mut config = config(2);
+    config.probe_slots = 1;
+    let mut router = router_with(
+        config,
+        &[
+            (2, &["wss://a.example", "wss://b.example"]),
+            (3, &["wss://a.example", "wss://b.example"]),
+            (4, &["wss://a.example", "wss://c.example"]),
+        ],
+    );
+    let k1 = key(1);
+    router.follow([k1.as_str()]).unwrap();
+    let probe = |routes: &tether_core::router::Routes| {
+        let probe = routes
+            .relays
+            .iter()
+            .find(|r| r.role == Role::Probe)
+            .unwrap_or_else(|| panic!("a probe in {routes:?}"));
+        (probe.url.clone(), probe.authors.contains(&k1))
+    };
+    let mut seen = Vec::new();
+    for ms in [0, 100, 200] {
+        let (url, asks_k1) = probe(&router.route(at(ms)));
+        // Each answers with nothing of author 1: a silence about someone found nowhere.
+        router.handle_opened(at(ms + 10), &url);
+        router.handle_eose(at(ms + 20), &url, [k1.as_str()]);
+        seen.push((url, asks_k1));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("wss://a.example".to_owned(), true),
+            ("wss://b.example".to_owned(), true),
+            ("wss://c.example".to_owned(), true),
+        ]
+    );
+    // Once a relay delivers them, the next probe asks only for whom it may hold.
+    router.handle_event(at(300), "wss://c.example", &k1);
+    router.handle_eose(at(300), "wss://c.example", [k1.as_str()]);
+    router.follow([key(5).as_str()]).unwrap();
+    router
+        .handle_list(at(300), &outbox(5, 100, &["wss://d.example"]))
+        .unwrap();
+    assert_eq!(
+        probe(&router.route(at(400))),
+        ("wss://d.example".to_owned(), false)
+    );
+}

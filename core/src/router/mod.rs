@@ -24,8 +24,8 @@
 //!   [`RouterConfig::hysteresis`]: routes do not flap.
 //! - [`RouterConfig::probe_slots`] of the budget rotate through candidates chosen by an
 //!   optimistic estimate (the mean plus an uncertainty bonus that shrinks with evidence): a
-//!   probe is asked about everyone it may hold, answers, and what it delivered decides
-//!   whether it stays. Content on undeclared relays is found this way without a connection
+//!   probe is asked about everyone it may hold (and every author no relay has delivered
+//!   yet), answers, and what it delivered decides whether it stays. Content on undeclared relays is found this way without a connection
 //!   per declared relay.
 //! - A relay that failed is no candidate while it waits out its backoff, at most
 //!   [`RouterConfig::max_attempts`] tries in [`RouterConfig::retry_window`], and after that
@@ -62,7 +62,7 @@ use crate::tree::IntoTree;
 
 pub use checkpoint::RouterCheckpoint;
 pub use config::{RouterConfig, DEFAULT_INDEXERS};
-use evidence::{RelayTallies, Tally};
+use evidence::{RelayTallies, Tally, PAIR_STRENGTH};
 use health::Health;
 pub use health::Refusal;
 pub use lists::{ListError, ListKind, INBOX_KIND, OUTBOX_KIND};
@@ -806,6 +806,21 @@ impl Router {
         max.saturating_sub(self.session.probes_started)
     }
 
+    /// Followed authors whose events no relay has delivered: not in this run, and no
+    /// tally from an earlier one.
+    fn unfound(&self) -> Vec<u32> {
+        let found: BTreeSet<u32> = self
+            .pairs
+            .iter()
+            .filter(|(_, t)| t.hits > 0.0)
+            .map(|(&(a, _), _)| a)
+            .into_set();
+        (0..self.authors.len())
+            .filter_map(|i| u32::try_from(i).ok())
+            .filter(|a| self.authors[*a as usize].followed && !found.contains(a))
+            .collect()
+    }
+
     /// Whether `relay` answered in this run: only then does it keep its place by
     /// hysteresis (a relay still silent has earned nothing).
     fn answered_in_run(&self, relay: u32) -> bool {
@@ -875,25 +890,36 @@ impl Router {
     }
 
     /// Keep at most `max_pairs_per_author - 1` pairs of `author` before one is added: the
-    /// one with the fewest hits goes, the least evidence first among equals. Where an
-    /// author's events were found is what routing needs; a forgotten silence costs only a
-    /// relay being asked about them again.
+    /// one with the fewest hits goes, then the one that tells least beside its relay's own
+    /// rate. Where an author's events were found is what routing needs; a silence on a
+    /// relay that holds few authors anyway says little, while a silence on a relay asked
+    /// about everyone (the popular ones) is what keeps it from counting as their cover.
+    /// Forgetting a silence costs a relay being asked about them again.
     fn make_room_for_pair(&mut self, author: u32) {
         let range = (author, 0)..=(author, u32::MAX);
-        let held: Vec<((u32, u32), (f64, f64))> = self
-            .pairs
-            .range(range)
-            .map(|(&k, t)| (k, (t.hits, t.weight())))
-            .collect();
-        if held.len() < self.config.max_pairs_per_author.max(1) {
+        if self.pairs.range(range.clone()).count() < self.config.max_pairs_per_author.max(1) {
             return;
         }
-        if let Some((weakest, _)) = held.iter().min_by(|a, b| {
-            (a.1 .0.total_cmp(&b.1 .0))
-                .then(a.1 .1.total_cmp(&b.1 .1))
-                .then(a.0.cmp(&b.0))
-        }) {
-            self.pairs.remove(weakest);
+        let most = plan::most_declared(self);
+        let unix = self.unix_now();
+        let half_life = self.half_life();
+        let weakest = self
+            .pairs
+            .range(range)
+            .map(|(&(a, r), t)| {
+                let (base, _) = plan::base_rate(self, r, self.declares_write(a, r), most);
+                let mut t = *t;
+                t.decay_to(unix, half_life);
+                let told = (t.mean(base, PAIR_STRENGTH) - base).abs();
+                ((a, r), t.hits, told)
+            })
+            .min_by(|a, b| {
+                (a.1.total_cmp(&b.1))
+                    .then(a.2.total_cmp(&b.2))
+                    .then(a.0.cmp(&b.0))
+            });
+        if let Some((weakest, ..)) = weakest {
+            self.pairs.remove(&weakest);
         }
     }
 

@@ -338,6 +338,8 @@ fn probes(
     let left = router.probes_left(now);
     let mut dummy_miss = miss.clone();
     let mut dummy_count = BTreeMap::new();
+    let unfound = router.unfound();
+    let (unix, most) = (router.unix_now(), most_declared(router));
     for (_, relay) in scored.into_iter().take(left) {
         if chosen.len() >= budget {
             break;
@@ -352,6 +354,19 @@ fn probes(
             pairs,
             router,
         );
+        // Any relay may hold an author no relay has delivered yet (no list, or every
+        // relay it names dead or silent), and the probe's connection is paid for: it is
+        // asked about them too, the whole history, and its silence about them is no miss.
+        if let Some(probe) = chosen.last_mut() {
+            for &a in &unfound {
+                if !probe.asked.iter().any(|&(x, _)| x == a) {
+                    probe
+                        .asked
+                        .push((a, estimate(router, a, relay, unix, most).p));
+                }
+            }
+            probe.asked.sort_unstable_by_key(|&(a, _)| a);
+        }
     }
 }
 
@@ -445,7 +460,7 @@ fn wide(router: &Router, now: Instant) -> Vec<u32> {
 }
 
 /// The most follows that declare any one relay: what a relay's popularity is a share of.
-fn most_declared(router: &Router) -> u32 {
+pub(super) fn most_declared(router: &Router) -> u32 {
     router
         .relays
         .iter()
@@ -465,7 +480,7 @@ fn undeclared_rate(router: &Router, r: u32, most: u32) -> f64 {
 /// What relay `r` is believed to hold of an author before their pair's own evidence (its
 /// rate over the authors that declare it, or over those that do not: `declared`), and how
 /// much evidence that rests on.
-fn base_rate(router: &Router, r: u32, declared: bool, most: u32) -> (f64, f64) {
+pub(super) fn base_rate(router: &Router, r: u32, declared: bool, most: u32) -> (f64, f64) {
     let relay = &router.relays[r as usize];
     if declared {
         let t = &relay.tallies.declared;
