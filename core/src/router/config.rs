@@ -15,9 +15,8 @@ pub struct RouterConfig {
     /// a tight budget a first relay for an uncovered author comes before a second one.
     pub redundancy: usize,
     /// Of `max_relays`, how many rotate through candidate relays to find where content is
-    /// (3). A probe is asked about every author it may hold and every author no relay has
-    /// delivered yet, answers, and its slot goes to the next candidate unless what it
-    /// delivered earned it a place.
+    /// (3). A probe is asked about every author it may hold, answers, and its slot goes to
+    /// the next candidate unless what it delivered earned it a place.
     pub probe_slots: usize,
     /// Most probes in one session (60): probing stops even if candidates remain.
     pub max_probes: usize,

@@ -24,8 +24,10 @@
 //!   [`RouterConfig::hysteresis`]: routes do not flap.
 //! - [`RouterConfig::probe_slots`] of the budget rotate through candidates chosen by an
 //!   optimistic estimate (the mean plus an uncertainty bonus that shrinks with evidence): a
-//!   probe is asked about everyone it may hold (and every author no relay has delivered
-//!   yet), answers, and what it delivered decides whether it stays. Content on undeclared relays is found this way without a connection
+//!   probe is asked about everyone it may hold, answers, and what it delivered decides
+//!   whether it stays.
+//! - Every relay routed (an indexer aside) is also asked about the followed authors no relay
+//!   has delivered yet: its connection is paid for, and any relay may hold them. Content on undeclared relays is found this way without a connection
 //!   per declared relay.
 //! - A relay that failed is no candidate while it waits out its backoff, at most
 //!   [`RouterConfig::max_attempts`] tries in [`RouterConfig::retry_window`], and after that

@@ -138,6 +138,7 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
     // What the probes left of the budget goes to healthy relays with expected content,
     // probed before or not: a budget is for using while anything is left to find.
     assign(false, budget, &mut chosen, &mut miss, &mut count);
+    ask_for_the_unfound(router, &mut chosen);
     chosen
 }
 
@@ -338,8 +339,6 @@ fn probes(
     let left = router.probes_left(now);
     let mut dummy_miss = miss.clone();
     let mut dummy_count = BTreeMap::new();
-    let unfound = router.unfound();
-    let (unix, most) = (router.unix_now(), most_declared(router));
     for (_, relay) in scored.into_iter().take(left) {
         if chosen.len() >= budget {
             break;
@@ -354,19 +353,23 @@ fn probes(
             pairs,
             router,
         );
-        // Any relay may hold an author no relay has delivered yet (no list, or every
-        // relay it names dead or silent), and the probe's connection is paid for: it is
-        // asked about them too, the whole history, and its silence about them is no miss.
-        if let Some(probe) = chosen.last_mut() {
-            for &a in &unfound {
-                if !probe.asked.iter().any(|&(x, _)| x == a) {
-                    probe
-                        .asked
-                        .push((a, estimate(router, a, relay, unix, most).p));
-                }
+    }
+}
+
+/// Any relay may hold an author no relay has delivered yet (no list, or every relay it
+/// names dead or silent), and a routed relay's connection is paid for: each is asked about
+/// them too, the whole history, and its silence about them is no miss.
+fn ask_for_the_unfound(router: &Router, chosen: &mut [Chosen]) {
+    let unfound = router.unfound();
+    let (unix, most) = (router.unix_now(), most_declared(router));
+    for c in chosen.iter_mut().filter(|c| c.role != Role::Indexer) {
+        for &a in &unfound {
+            if !c.asked.iter().any(|&(x, _)| x == a) {
+                c.asked
+                    .push((a, estimate(router, a, c.relay, unix, most).p));
             }
-            probe.asked.sort_unstable_by_key(|&(a, _)| a);
         }
+        c.asked.sort_unstable_by_key(|&(a, _)| a);
     }
 }
 
@@ -594,5 +597,56 @@ impl Ord for Gain {
         self.0
             .total_cmp(&other.0)
             .then_with(|| other.1.cmp(&self.1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::router::RouterConfig;
+
+    fn list(author: &str, relay: &str) -> String {
+        format!(
+            r#"{{"id":"{}","pubkey":"{author}","created_at":100,"kind":10002,"tags":[["r","{relay}","write"]],"content":"","sig":""}}"#,
+            "e".repeat(64)
+        )
+    }
+
+    #[test]
+    fn every_routed_relay_but_an_indexer_asks_about_the_authors_found_nowhere() {
+        let mut router = Router::new(RouterConfig::default());
+        let (one, two) = ("1".repeat(64), "2".repeat(64));
+        router.follow([one.as_str(), two.as_str()]).unwrap();
+        let now = Instant::from_millis(0);
+        router
+            .handle_list(now, &list(&two, "wss://a.example"))
+            .unwrap();
+        let a = router.by_url["wss://a.example"];
+        let index = router.by_url[crate::router::DEFAULT_INDEXERS[0]];
+        let chosen = |router: &Router| {
+            let mut chosen = vec![
+                Chosen {
+                    relay: index,
+                    role: Role::Indexer,
+                    asked: Vec::new(),
+                },
+                Chosen {
+                    relay: a,
+                    role: Role::Assigned,
+                    asked: vec![(1, DECLARED_PRIOR)],
+                },
+            ];
+            ask_for_the_unfound(router, &mut chosen);
+            chosen
+                .iter()
+                .map(|c| c.asked.iter().map(|&(x, _)| x).collect())
+                .collect::<Vec<Vec<u32>>>()
+        };
+        // Author one (0) has no list and no relay delivered them: a asks about them too.
+        assert_eq!(chosen(&router), [vec![], vec![0, 1]]);
+        // Once a relay delivered them, only the relays that hold them are asked.
+        router.handle_event(now, "wss://a.example", &one);
+        router.handle_eose(now, "wss://a.example", [one.as_str()]);
+        assert_eq!(chosen(&router), [vec![], vec![1]]);
     }
 }
