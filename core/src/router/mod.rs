@@ -25,10 +25,10 @@
 //! - [`RouterConfig::probe_slots`] of the budget rotate through candidates chosen by an
 //!   optimistic estimate (the mean plus an uncertainty bonus that shrinks with evidence): a
 //!   probe is asked about everyone it may hold, answers, and what it delivered decides
-//!   whether it stays.
-//! - Every relay routed (an indexer aside) is also asked about the followed authors no relay
-//!   has delivered yet: its connection is paid for, and any relay may hold them. Content on undeclared relays is found this way without a connection
+//!   whether it stays. Content on undeclared relays is found this way without a connection
 //!   per declared relay.
+//! - Every relay routed (an indexer aside) is also asked about the followed authors no relay
+//!   has delivered yet: its connection is paid for, and any relay may hold them.
 //! - A relay that failed is no candidate while it waits out its backoff, at most
 //!   [`RouterConfig::max_attempts`] tries in [`RouterConfig::retry_window`], and after that
 //!   only when no healthy candidate adds anything.

@@ -2,7 +2,7 @@
 //! within the budget, then the probe slots.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use super::evidence::{
     DECLARED_PRIOR, DECLARED_STRENGTH, PAIR_STRENGTH, UNDECLARED_PRIOR, UNDECLARED_STRENGTH,
@@ -363,11 +363,11 @@ fn ask_for_the_unfound(router: &Router, chosen: &mut [Chosen]) {
     let unfound = router.unfound();
     let (unix, most) = (router.unix_now(), most_declared(router));
     for c in chosen.iter_mut().filter(|c| c.role != Role::Indexer) {
-        for &a in &unfound {
-            if !c.asked.iter().any(|&(x, _)| x == a) {
-                c.asked
-                    .push((a, estimate(router, a, c.relay, unix, most).p));
-            }
+        // A set, not a scan per author: both lists reach `max_authors` (10 000).
+        let asked: BTreeSet<u32> = c.asked.iter().map(|&(a, _)| a).into_set();
+        for &a in unfound.iter().filter(|a| !asked.contains(a)) {
+            c.asked
+                .push((a, estimate(router, a, c.relay, unix, most).p));
         }
         c.asked.sort_unstable_by_key(|&(a, _)| a);
     }
