@@ -230,13 +230,13 @@ impl Router {
                 router.count_declarations(ix, 1);
             }
         }
-        let mut per_author: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut per_author: Vec<usize> = vec![0; router.authors.len()];
         for &(a, r, tally) in &saved.pairs {
             if a as usize >= router.authors.len() || !finite(&tally) {
                 return Err(invalid(format!("pair ({a}, {r}) is not one")));
             }
             let r = map(r)?;
-            let n = per_author.entry(a).or_insert(0);
+            let n = &mut per_author[a as usize];
             *n += 1;
             if *n > router.config.max_pairs_per_author {
                 return Err(invalid(format!("author {a}: more pairs than the bound")));

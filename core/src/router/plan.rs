@@ -51,8 +51,10 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
     let unix = router.unix_now();
     let weights = weights(router, unix);
     let candidates = candidates(router, now);
-    let mut miss: BTreeMap<u32, f64> = weights.keys().map(|&a| (a, 1.0)).into_map();
-    let mut count: BTreeMap<u32, usize> = BTreeMap::new();
+    // Per author, indexed by the router's dense author index: looked up for every
+    // candidate pair each time the greedy weighs a relay.
+    let mut miss: Vec<f64> = vec![1.0; router.authors.len()];
+    let mut count: Vec<usize> = vec![0; router.authors.len()];
     let mut chosen: Vec<Chosen> = Vec::new();
     let budget = router.config.max_relays;
     // Indexers first: they are connected for the lists, and asked for nothing else (they
@@ -82,7 +84,7 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
         &mut chosen,
     );
     let weigh =
-        |relay: u32, pairs: &[Pair], miss: &BTreeMap<u32, f64>, count: &BTreeMap<u32, usize>| {
+        |relay: u32, pairs: &[Pair], miss: &[f64], count: &[usize]| {
             // Only a relay that answered in this run has earned its place: one still
             // silent (a probe waiting, a dead relay's socket) keeps none by hysteresis.
             let sticky = if router.current.contains_key(&relay) && router.answered_in_run(relay) {
@@ -95,8 +97,8 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
     let assign = |failing: bool,
                   limit: usize,
                   chosen: &mut Vec<Chosen>,
-                  miss: &mut BTreeMap<u32, f64>,
-                  count: &mut BTreeMap<u32, usize>| {
+                  miss: &mut Vec<f64>,
+                  count: &mut Vec<usize>| {
         let pool: Vec<u32> = candidates
             .keys()
             .copied()
@@ -150,8 +152,8 @@ fn moved_floor(
     now: Instant,
     candidates: &BTreeMap<u32, Vec<Pair>>,
     main: usize,
-    miss: &mut BTreeMap<u32, f64>,
-    count: &mut BTreeMap<u32, usize>,
+    miss: &mut [f64],
+    count: &mut [usize],
     chosen: &mut Vec<Chosen>,
 ) {
     let limit = chosen.len() + main / MOVED_SHARE;
@@ -182,19 +184,24 @@ fn moved_floor(
         .collect();
     while chosen.len() < limit {
         unplaced.retain(|(_, usable)| !chosen.iter().any(|c| usable.contains(&c.relay)));
-        let mut serves: BTreeMap<u32, usize> = BTreeMap::new();
+        let mut serves: Vec<usize> = vec![0; router.relays.len()];
         for (_, usable) in &unplaced {
             for &r in usable {
-                *serves.entry(r).or_insert(0) += 1;
+                serves[r as usize] += 1;
             }
         }
-        let best = serves.iter().max_by(|a, b| {
-            let p = |r: u32| pair_p(candidates, r);
-            a.1.cmp(b.1)
-                .then(p(*a.0).total_cmp(&p(*b.0)))
-                .then(b.0.cmp(a.0))
-        });
-        let Some((&relay, _)) = best else {
+        let best = serves
+            .iter()
+            .enumerate()
+            .filter(|&(_, &n)| n > 0)
+            .filter_map(|(r, &n)| Some((u32::try_from(r).ok()?, n)))
+            .max_by(|a, b| {
+                let p = |r: u32| pair_p(candidates, r);
+                a.1.cmp(&b.1)
+                    .then(p(a.0).total_cmp(&p(b.0)))
+                    .then(b.0.cmp(&a.0))
+            });
+        let Some((relay, _)) = best else {
             return;
         };
         let movers: Vec<u32> = unplaced
@@ -253,8 +260,8 @@ fn lazy_greedy(
 
 fn take(
     chosen: &mut Vec<Chosen>,
-    miss: &mut BTreeMap<u32, f64>,
-    count: &mut BTreeMap<u32, usize>,
+    miss: &mut [f64],
+    count: &mut [usize],
     relay: u32,
     role: Role,
     pairs: &[Pair],
@@ -272,11 +279,10 @@ fn take(
             continue;
         }
         asked.push((pair.author, pair.p));
-        if let Some(m) = miss.get_mut(&pair.author) {
-            *m *= 1.0 - pair.p;
-        }
+        let a = pair.author as usize;
+        miss[a] *= 1.0 - pair.p;
         if pair.p >= BELIEVED {
-            *count.entry(pair.author).or_insert(0) += 1;
+            count[a] += 1;
         }
     }
     chosen.push(Chosen { relay, role, asked });
@@ -284,17 +290,16 @@ fn take(
 
 fn gain(
     pairs: &[Pair],
-    weights: &BTreeMap<u32, f64>,
-    miss: &BTreeMap<u32, f64>,
-    count: &BTreeMap<u32, usize>,
+    weights: &[f64],
+    miss: &[f64],
+    count: &[usize],
     redundancy: usize,
 ) -> f64 {
     pairs
         .iter()
         .map(|pair| {
-            let w = weights.get(&pair.author).copied().unwrap_or(1.0);
-            let m = miss.get(&pair.author).copied().unwrap_or(1.0);
-            let held = count.get(&pair.author).copied().unwrap_or(0);
+            let a = pair.author as usize;
+            let (w, m, held) = (weights[a], miss[a], count[a]);
             let bonus = if (1..redundancy).contains(&held) && pair.p >= BELIEVED {
                 REDUNDANCY_BONUS * pair.p
             } else {
@@ -312,8 +317,8 @@ fn probes(
     router: &Router,
     now: Instant,
     candidates: &BTreeMap<u32, Vec<Pair>>,
-    weights: &BTreeMap<u32, f64>,
-    miss: &BTreeMap<u32, f64>,
+    weights: &[f64],
+    miss: &[f64],
     chosen: &mut Vec<Chosen>,
     budget: usize,
 ) {
@@ -326,10 +331,7 @@ fn probes(
             let waiting = router.current.get(&r) == Some(&Role::Probe);
             let score: f64 = pairs
                 .iter()
-                .map(|p| {
-                    let w = weights.get(&p.author).copied().unwrap_or(1.0);
-                    w * miss.get(&p.author).copied().unwrap_or(1.0) * p.optimistic
-                })
+                .map(|p| weights[p.author as usize] * miss[p.author as usize] * p.optimistic)
                 .sum();
             (if waiting { f64::INFINITY } else { score }, r)
         })
@@ -337,8 +339,8 @@ fn probes(
         .collect();
     scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let left = router.probes_left(now);
-    let mut dummy_miss = miss.clone();
-    let mut dummy_count = BTreeMap::new();
+    let mut dummy_miss = miss.to_vec();
+    let mut dummy_count = vec![0; miss.len()];
     for (_, relay) in scored.into_iter().take(left) {
         if chosen.len() >= budget {
             break;
@@ -373,24 +375,23 @@ fn ask_for_the_unfound(router: &Router, chosen: &mut [Chosen]) {
     }
 }
 
-/// Each followed author's weight: one, plus the log of the events they are known to post,
-/// so a prolific author counts more without drowning the rest.
-fn weights(router: &Router, unix: u64) -> BTreeMap<u32, f64> {
+/// Each followed author's weight, by author index: one, plus the log of the events they are
+/// known to post, so a prolific author counts more without drowning the rest. An author no
+/// one follows is never a candidate; their one is never read.
+fn weights(router: &Router, unix: u64) -> Vec<f64> {
     let half_life = router.half_life();
     router
         .authors
         .iter()
-        .enumerate()
-        .filter(|(_, a)| a.followed)
-        .map(|(i, a)| {
+        .map(|a| {
+            if !a.followed {
+                return 1.0;
+            }
             let mut activity = a.activity;
             activity.decay_to(unix, half_life);
-            (
-                u32::try_from(i).unwrap_or(u32::MAX),
-                1.0 + activity.hits.ln_1p(),
-            )
+            1.0 + activity.hits.ln_1p()
         })
-        .into_map()
+        .collect()
 }
 
 /// Every usable relay that may hold a followed author, with its pairs: declared write
@@ -525,13 +526,14 @@ fn estimate(router: &Router, a: u32, r: u32, unix: u64, most: u32) -> Pair {
 /// list declares or that delivered their events before, and served only by fallback when
 /// asked only elsewhere.
 pub(super) fn routes(router: &Router, chosen: &[Chosen]) -> Routes {
-    let mut asked: BTreeMap<u32, usize> = BTreeMap::new();
-    let mut grounded: BTreeMap<u32, usize> = BTreeMap::new();
+    // Per author index: the relays asked about them, and of those the ones grounded.
+    let mut asked: Vec<usize> = vec![0; router.authors.len()];
+    let mut grounded: Vec<usize> = vec![0; router.authors.len()];
     let mut relays: Vec<Route> = chosen
         .iter()
         .map(|c| {
             for &(a, _) in &c.asked {
-                *asked.entry(a).or_insert(0) += 1;
+                asked[a as usize] += 1;
                 // Where a moved author was found before their new list is a fallback.
                 let seen = !router.authors[a as usize].moved
                     && router
@@ -539,7 +541,7 @@ pub(super) fn routes(router: &Router, chosen: &[Chosen]) -> Routes {
                         .get(&(a, c.relay))
                         .is_some_and(|t| t.hits > 0.0);
                 if seen || router.declares_write(a, c.relay) {
-                    *grounded.entry(a).or_insert(0) += 1;
+                    grounded[a as usize] += 1;
                 }
             }
             Route {
@@ -564,11 +566,10 @@ pub(super) fn routes(router: &Router, chosen: &[Chosen]) -> Routes {
         if !author.followed {
             continue;
         }
-        let ix = u32::try_from(i).unwrap_or(u32::MAX);
-        match (grounded.get(&ix), asked.contains_key(&ix)) {
-            (Some(&n), _) => coverage.covered.push((author.key.clone(), n)),
-            (None, true) => coverage.fallback_only.push(author.key.clone()),
-            (None, false) => coverage.uncovered.push(author.key.clone()),
+        match (grounded[i], asked[i]) {
+            (0, 0) => coverage.uncovered.push(author.key.clone()),
+            (0, _) => coverage.fallback_only.push(author.key.clone()),
+            (n, _) => coverage.covered.push((author.key.clone(), n)),
         }
     }
     Routes { relays, coverage }
