@@ -65,6 +65,41 @@ fn the_shipped_pool_over_the_outbox_world() {
     }
 }
 
+/// Seeds the goals were not tuned on: issue 51's world at seeds 3-10 holds every goal
+/// [`holds`] states, and prints the live and away shares beside the ground-truth plan's.
+#[test]
+fn the_shipped_pool_on_seeds_it_was_not_tuned_on() {
+    let reports: Vec<ShippedReport> = (3..=10)
+        .map(|seed| shipped::run_world(&issue_world(seed)))
+        .collect();
+    println!("\nissue 51's world (60 relays), seeds 3-10:\n");
+    println!("| seed | live notes | ground truth | away within 10 s | ground truth |");
+    println!("|---:|---:|---:|---:|---:|");
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    for r in &reports {
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            r.seed,
+            pct(r.live_recall()),
+            pct(r.live_bound_share()),
+            pct(r.restart_share()),
+            pct(r.restart_bound_share())
+        );
+    }
+    let mean =
+        |f: fn(&ShippedReport) -> f64| reports.iter().map(f).sum::<f64>() / reports.len() as f64;
+    println!(
+        "| mean | {} | {} | {} | {} |",
+        pct(mean(ShippedReport::live_recall)),
+        pct(mean(ShippedReport::live_bound_share)),
+        pct(mean(ShippedReport::restart_share)),
+        pct(mean(ShippedReport::restart_bound_share))
+    );
+    for r in &reports {
+        holds(r);
+    }
+}
+
 /// Prints why each failing goal fails: the notes missed and where they were.
 fn explain(world: &str, r: &ShippedReport) {
     for m in &r.moved {

@@ -83,17 +83,16 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
         &mut count,
         &mut chosen,
     );
-    let weigh =
-        |relay: u32, pairs: &[Pair], miss: &[f64], count: &[usize]| {
-            // Only a relay that answered in this run has earned its place: one still
-            // silent (a probe waiting, a dead relay's socket) keeps none by hysteresis.
-            let sticky = if router.current.contains_key(&relay) && router.answered_in_run(relay) {
-                1.0 + router.config.hysteresis
-            } else {
-                1.0
-            };
-            gain(pairs, &weights, miss, count, router.config.redundancy) * sticky
+    let weigh = |relay: u32, pairs: &[Pair], miss: &[f64], count: &[usize]| {
+        // Only a relay that answered in this run has earned its place: one still
+        // silent (a probe waiting, a dead relay's socket) keeps none by hysteresis.
+        let sticky = if router.current.contains_key(&relay) && router.answered_in_run(relay) {
+            1.0 + router.config.hysteresis
+        } else {
+            1.0
         };
+        gain(pairs, &weights, miss, count, router.config.redundancy) * sticky
+    };
     let assign = |failing: bool,
                   limit: usize,
                   chosen: &mut Vec<Chosen>,
@@ -288,13 +287,7 @@ fn take(
     chosen.push(Chosen { relay, role, asked });
 }
 
-fn gain(
-    pairs: &[Pair],
-    weights: &[f64],
-    miss: &[f64],
-    count: &[usize],
-    redundancy: usize,
-) -> f64 {
+fn gain(pairs: &[Pair], weights: &[f64], miss: &[f64], count: &[usize], redundancy: usize) -> f64 {
     pairs
         .iter()
         .map(|pair| {
