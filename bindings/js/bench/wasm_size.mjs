@@ -1,12 +1,15 @@
 // Goal 3: the wasm's size, raw, gzipped (-9, what build-wasm.mjs prints) and brotli'd, and
-// what its sections hold (code, data: libsecp256k1's tables, ...); whether binaryen's
-// wasm-opt was available to the build (scripts/build-wasm.mjs skips it when it is not).
+// what its sections hold (code, data: libsecp256k1's tables, ...). With `--code`, where the
+// code section goes, read from the function names of cargo's module before wasm-bindgen
+// strips them (`$CARGO_TARGET_DIR/wasm32-unknown-unknown/wasm/tether_wasm.wasm`).
 //
 // `node bench/wasm_size.mjs [PATH=wasm/tether_bg.wasm]`
+// `node bench/wasm_size.mjs --code [PATH=<cargo's tether_wasm.wasm>]`
 import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { brotliCompressSync, constants, gzipSync } from "node:zlib";
 
-import { PACKAGE, root, table } from "./lib.mjs";
+import { REPO, root, table } from "./lib.mjs";
 
 const NAMES = ["custom", "type", "import", "function", "table", "memory", "global", "export"];
 NAMES.push("start", "element", "code", "data", "data count");
@@ -50,7 +53,6 @@ export function measure(path = `${root()}/wasm/tether_bg.wasm`) {
       params: { [constants.BROTLI_PARAM_QUALITY]: 11 },
     }).length,
     sections: sections(bytes),
-    wasmOpt: existsSync(`${PACKAGE}/node_modules/.bin/wasm-opt`),
   };
 }
 
@@ -63,11 +65,127 @@ export function report(result) {
     `${result.path}: ${kib(result.raw)} KiB raw, ${kib(result.gzip)} KiB gzip -9, ` +
     `${kib(result.brotli)} KiB brotli 11 (goal: <= 350 KiB gzipped: ` +
     `${result.gzip <= 350 * 1024 ? "met" : "NOT met"})\n` +
-    `binaryen's wasm-opt in node_modules: ${result.wasmOpt ? "yes" : "no (build-wasm.mjs skipped it)"}\n` +
     table(["section", "KiB", "%"], rows)
   );
 }
 
+/** What a function's (mangled) name says it is part of; the first rule that matches. */
+const PARTS = [
+  ["B-tree maps and sets (std)", /collections\.\.btree|collections5btree/],
+  ["serde_json deserializing", /serde_json\.\.de|serde_json2de|SeqAccess|MapAccess/],
+  ["sorts (std)", /slice\.\.sort|slice4sort/],
+  ["libsecp256k1 (C)", /^rustsecp256k1|secp256k1/],
+  ["url and IDNA", /^_ZN3url|idna|icu_/],
+  ["serde and serde_json, other", /serde/],
+  ["wasm-bindgen and js-sys", /wasm_bindgen|js_sys/],
+  ["tether-core", /tether_core/],
+  ["tether-wasm", /tether_wasm/],
+];
+
+/** The code section's bytes by [`PARTS`], from the "name" section's function names. */
+export function codeParts(path) {
+  const bytes = readFileSync(path);
+  let imported = 0;
+  const bodies = [];
+  const names = new Map();
+  let at = 8;
+  while (at < bytes.length) {
+    const id = bytes[at];
+    const [size, body] = leb(bytes, at + 1);
+    const end = body + size;
+    if (id === 2) imported = importedFunctions(bytes, body);
+    if (id === 10) {
+      let [count, p] = leb(bytes, body);
+      for (; count > 0; count--) {
+        const [length, start] = leb(bytes, p);
+        bodies.push(length);
+        p = start + length;
+      }
+    }
+    if (id === 0) readNames(bytes, body, end, names);
+    at = end;
+  }
+  if (names.size === 0) throw new Error(`${path} has no function names (wasm-bindgen strips them)`);
+  const parts = new Map();
+  bodies.forEach((length, i) => {
+    const name = names.get(imported + i) ?? "";
+    const part = PARTS.find(([, rule]) => rule.test(name))?.[0] ?? "other (core, alloc, std, ...)";
+    parts.set(part, (parts.get(part) ?? 0) + length);
+  });
+  return [...parts].sort((a, b) => b[1] - a[1]);
+}
+
+/** How many of the module's functions are imports (they come first in the index space). */
+function importedFunctions(bytes, body) {
+  let [count, p] = leb(bytes, body);
+  let functions = 0;
+  for (; count > 0; count--) {
+    for (let field = 0; field < 2; field++) {
+      const [length, start] = leb(bytes, p);
+      p = start + length;
+    }
+    const kind = bytes[p++];
+    if (kind === 0) {
+      functions++;
+      [, p] = leb(bytes, p);
+    } else if (kind === 1) {
+      p++;
+      const flags = bytes[p++];
+      [, p] = leb(bytes, p);
+      if (flags & 1) [, p] = leb(bytes, p);
+    } else if (kind === 2) {
+      const flags = bytes[p++];
+      [, p] = leb(bytes, p);
+      if (flags & 1) [, p] = leb(bytes, p);
+    } else {
+      p += 2;
+    }
+  }
+  return functions;
+}
+
+/** The function names of a custom "name" section into `names` (any other section: none). */
+function readNames(bytes, body, end, names) {
+  const [length, start] = leb(bytes, body);
+  if (new TextDecoder().decode(bytes.subarray(start, start + length)) !== "name") return;
+  let p = start + length;
+  while (p < end) {
+    const kind = bytes[p];
+    const [size, sub] = leb(bytes, p + 1);
+    if (kind === 1) {
+      let [count, q] = leb(bytes, sub);
+      for (; count > 0; count--) {
+        let index;
+        let nameLength;
+        [index, q] = leb(bytes, q);
+        [nameLength, q] = leb(bytes, q);
+        names.set(index, new TextDecoder().decode(bytes.subarray(q, q + nameLength)));
+        q += nameLength;
+      }
+    }
+    p = sub + size;
+  }
+}
+
+function cargoModule() {
+  const target = process.env.CARGO_TARGET_DIR ?? join(REPO, "target");
+  return join(target, "wasm32-unknown-unknown", "wasm", "tether_wasm.wasm");
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
-  console.log(report(measure(process.argv[2])));
+  if (process.argv[2] === "--code") {
+    const path = process.argv[3] ?? cargoModule();
+    if (!existsSync(path)) throw new Error(`no ${path}: run npm run build:wasm first`);
+    const parts = codeParts(path);
+    const total = parts.reduce((sum, [, n]) => sum + n, 0);
+    console.log(`${path}: code section ${(total / 1024).toFixed(1)} KiB of function bodies`);
+    console.log(
+      table(
+        ["part", "KiB", "%"],
+        parts.map(([part, n]) => [part, (n / 1024).toFixed(1), ((100 * n) / total).toFixed(1)]),
+      ),
+    );
+  } else {
+    console.log(report(measure(process.argv[2])));
+  }
 }

@@ -107,15 +107,7 @@ pub(super) fn choose(router: &Router, now: Instant) -> Vec<Chosen> {
         lazy_greedy(&pool, limit, chosen, |relay, chosen_now, take_it| {
             let pairs = &candidates[&relay];
             if take_it {
-                take(
-                    chosen_now,
-                    miss,
-                    count,
-                    relay,
-                    Role::Assigned,
-                    pairs,
-                    router,
-                );
+                take(chosen_now, miss, count, relay, pairs, router);
                 0.0
             } else {
                 weigh(relay, pairs, miss, count)
@@ -209,7 +201,7 @@ fn moved_floor(
             .map(|&(a, _)| a)
             .collect();
         let pairs = candidates.get(&relay).map_or(&[][..], Vec::as_slice);
-        take(chosen, miss, count, relay, Role::Assigned, pairs, router);
+        take(chosen, miss, count, relay, pairs, router);
         // A mover is asked there whatever the estimate says: the floor is the point.
         if let Some(last) = chosen.last_mut() {
             for a in movers {
@@ -257,34 +249,45 @@ fn lazy_greedy(
     }
 }
 
+/// Route `relay` as an assigned relay, and count what it covers into `miss` and `count`.
 fn take(
     chosen: &mut Vec<Chosen>,
     miss: &mut [f64],
     count: &mut [usize],
     relay: u32,
-    role: Role,
     pairs: &[Pair],
     router: &Router,
 ) {
-    let threshold = router.config.ask_threshold;
-    let mut asked = Vec::new();
-    for pair in pairs {
-        let p = if role == Role::Probe {
-            pair.optimistic
-        } else {
-            pair.p
-        };
-        if p < threshold {
-            continue;
-        }
-        asked.push((pair.author, pair.p));
-        let a = pair.author as usize;
-        miss[a] *= 1.0 - pair.p;
-        if pair.p >= BELIEVED {
-            count[a] += 1;
+    let asked = asks(pairs, Role::Assigned, router);
+    for &(a, p) in &asked {
+        miss[a as usize] *= 1.0 - p;
+        if p >= BELIEVED {
+            count[a as usize] += 1;
         }
     }
-    chosen.push(Chosen { relay, role, asked });
+    chosen.push(Chosen {
+        relay,
+        role: Role::Assigned,
+        asked,
+    });
+}
+
+/// The authors a relay in `role` is asked about, with their estimates: those whose estimate
+/// reaches the ask threshold (a probe's optimistic one, so it asks about what it may hold).
+fn asks(pairs: &[Pair], role: Role, router: &Router) -> Vec<(u32, f64)> {
+    let threshold = router.config.ask_threshold;
+    pairs
+        .iter()
+        .filter(|pair| {
+            let p = if role == Role::Probe {
+                pair.optimistic
+            } else {
+                pair.p
+            };
+            p >= threshold
+        })
+        .map(|pair| (pair.author, pair.p))
+        .collect()
 }
 
 fn gain(pairs: &[Pair], weights: &[f64], miss: &[f64], count: &[usize], redundancy: usize) -> f64 {
@@ -332,22 +335,16 @@ fn probes(
         .collect();
     scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let left = router.probes_left(now);
-    let mut dummy_miss = miss.to_vec();
-    let mut dummy_count = vec![0; miss.len()];
+    // A probe covers nothing yet: what the main set still misses is not counted down.
     for (_, relay) in scored.into_iter().take(left) {
         if chosen.len() >= budget {
             break;
         }
-        let pairs = &candidates[&relay];
-        take(
-            chosen,
-            &mut dummy_miss,
-            &mut dummy_count,
+        chosen.push(Chosen {
             relay,
-            Role::Probe,
-            pairs,
-            router,
-        );
+            role: Role::Probe,
+            asked: asks(&candidates[&relay], Role::Probe, router),
+        });
     }
 }
 
