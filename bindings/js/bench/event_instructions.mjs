@@ -2,22 +2,30 @@
 // valgrind's callgrind, which a busy machine cannot blur (event_cost.mjs's CPU times swing by
 // 2x between rounds on a loaded 2-core machine).
 //
-// Each side runs twice, over WARM + N and WARM + 5N frames: the difference, over 4N frames,
-// is a frame's cost in the steady state. WARM is past the pool's dedup capacity (10 000 ids),
-// so every measured frame also evicts the oldest id, as on a long-lived subscription.
 // - Native: `adapters/ffi/examples/event_cost.rs` (`pool-rust`: RelayPool::handle_frame +
 //   poll_event; `pool-abi`: the same through the C ABI, which writes each event as a JSON
-//   line) minus its `none` mode (which only makes the frames).
+//   line) minus its `none` mode (which only makes the frames), each run over WARM + N and
+//   WARM + 5N frames: the difference, over 4N frames, is a frame in the steady state.
 // - Wasm: this file's `--child` (tether-wasm's `Pool`: `handleFrameBytes` with the frame as a
 //   `Buffer`, then `pollEvents`, whose string per event is the boundary's price) in Node,
-//   minus the same loop that only makes the frames, each the least of three runs. V8's
-//   `--predictable` and `--single-threaded` keep its compilers and collector on the measured
-//   thread at the same points in every run, `--no-liftoff`
-//   compiles the module with the optimising tier once, up front (where a long-lived page
-//   ends up), and `setarch -R` fixes the addresses.
+//   minus the same loop that only makes the frames. Only N frames after WARM are counted:
+//   the child waits on its stdin before and after them while `callgrind_control` zeroes and
+//   then dumps the counters, so Node's start-up and V8's compiling of it (which varies by
+//   tens of millions of instructions from run to run) stay out. `--predictable` and
+//   `--single-threaded` keep V8's compilers and collector on the measured thread,
+//   `--no-liftoff` compiles the module with the optimising tier once, up front (where a
+//   long-lived page ends up), and `setarch -R` fixes the addresses: repeated runs agree to
+//   within 1%.
+// WARM is past the pool's dedup capacity (10 000 ids), so every measured frame also evicts
+// the oldest id, as on a long-lived subscription.
 //
-// `node bench/event_instructions.mjs [N=5000]` (needs valgrind and setarch; about ten minutes)
-import { spawnSync } from "node:child_process";
+// `node bench/event_instructions.mjs [N=4000]` (valgrind with callgrind_control, which
+// attaches to the waiting child, so ptrace must be allowed; about three minutes)
+import { execFileSync, spawn, spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, readSync, rmSync, writeSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
 import { count, example, loadTether, table } from "./lib.mjs";
@@ -35,41 +43,90 @@ function frame(n, sub) {
   );
 }
 
-/** Make `frames` frames as `Buffer`s and, with `feed`, feed each to a pool of one open relay. */
-async function child(frames, feed) {
+/**
+ * The child: WARM frames made (and, with `feed`, fed to a pool of one open relay), then
+ * "ready" and a wait for a byte on stdin, then `n` more, then "done" and another wait.
+ */
+async function child(n, feed) {
   const { openPool } = await import("./event_cost.mjs");
   const { pool, relay, epoch, sub } = openPool();
   let sink = 0;
-  for (let i = 1; i <= frames; i++) {
-    const bytes = Buffer.from(frame(i, sub));
-    if (!feed) {
-      sink += bytes.length;
-      continue;
+  let next = 1;
+  const run = (count) => {
+    for (const end = next + count; next < end; next++) {
+      const bytes = Buffer.from(frame(next, sub));
+      if (!feed) {
+        sink += bytes.length;
+        continue;
+      }
+      pool.handleFrameBytes(0, relay, epoch, bytes);
+      const items = pool.pollEvents();
+      if (items.length !== 1) throw new Error(`frame ${next}: ${items.length} items`);
+      sink += items[0].length;
     }
-    pool.handleFrameBytes(0, relay, epoch, bytes);
-    const items = pool.pollEvents();
-    if (items.length !== 1) throw new Error(`frame ${i}: ${items.length} items`);
-    sink += items[0].length;
-  }
+  };
+  const byte = Buffer.alloc(1);
+  run(WARM);
+  writeSync(1, "ready\n");
+  readSync(0, byte);
+  run(n);
+  writeSync(1, "done\n");
+  readSync(0, byte);
   if (sink === 0) throw new Error("nothing happened");
 }
 
-/** Instructions callgrind counted for `command args` (the whole process). */
-function instructions(command, args, env = process.env) {
-  // Without address randomisation: V8's heap layout, and with it the collector's work, moves
-  // by several per cent between runs otherwise.
+/** Instructions of the child's `n` frames after WARM (`feed` or only made), under callgrind. */
+async function counted(n, feed) {
+  const dir = mkdtempSync(join(tmpdir(), "tether-callgrind-"));
+  try {
+    const child = spawn(
+      "setarch",
+      [
+        "-R",
+        "valgrind",
+        "--tool=callgrind",
+        `--callgrind-out-file=${join(dir, "out")}`,
+        process.execPath,
+        "--predictable",
+        "--single-threaded",
+        "--no-liftoff",
+        fileURLToPath(import.meta.url),
+        "--child",
+        String(n),
+        feed ? "feed" : "none",
+      ],
+      { stdio: ["pipe", "pipe", "ignore"] },
+    );
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
+    const expect = async (word) => {
+      const line = await lines.next();
+      if (line.value !== word) throw new Error(`the child said ${line.value}, not ${word}`);
+    };
+    // `setarch` execs valgrind, which keeps its pid.
+    const control = (flag) => execFileSync("callgrind_control", [flag, String(child.pid)]);
+    await expect("ready");
+    control("-z");
+    child.stdin.write("x");
+    await expect("done");
+    control("-d");
+    child.stdin.end("x");
+    if ((await exited) !== 0) throw new Error("the child failed under callgrind");
+    const dump = readFileSync(join(dir, "out.1"), "utf8");
+    const total = /^(?:summary|totals): (\d+)/m.exec(dump);
+    if (total === null) throw new Error("no total in callgrind's dump");
+    return Number(total[1]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** Instructions callgrind counted in a native `command args` (the whole process). */
+function instructions(command, args) {
   const done = spawnSync(
-    "setarch",
-    [
-      "-R",
-      "valgrind",
-      "--tool=callgrind",
-      "--callgrind-out-file=/dev/null",
-      "--smc-check=all-non-file",
-      command,
-      ...args,
-    ],
-    { encoding: "utf8", env, maxBuffer: 1 << 26 },
+    "valgrind",
+    ["--tool=callgrind", "--callgrind-out-file=/dev/null", command, ...args],
+    { encoding: "utf8", maxBuffer: 1 << 26 },
   );
   const collected = /Collected : (\d+)/.exec(done.stderr ?? "");
   if (done.status !== 0 || collected === null) {
@@ -78,7 +135,7 @@ function instructions(command, args, env = process.env) {
   return Number(collected[1]);
 }
 
-/** Instructions per frame: `{ rust, abi, wasm }` over `n` frames. */
+/** Instructions per frame after WARM: `{ rust, abi, wasm }` (native over 4n frames, wasm n). */
 export async function measure(n) {
   await loadTether(); // fails here, not under valgrind, when the package is not built
   const native = (mode, frames) => instructions(example("event_cost"), [mode, String(frames)]);
@@ -86,32 +143,15 @@ export async function measure(n) {
   const none = steady("none");
   const rust = steady("pool-rust") - none;
   const abi = steady("pool-abi") - none;
-  const script = fileURLToPath(import.meta.url);
-  const node = (frames, feed) =>
-    instructions(process.execPath, [
-      "--predictable",
-      "--single-threaded",
-      "--wasm-num-compilation-tasks=0",
-      "--no-liftoff",
-      script,
-      "--child",
-      String(frames),
-      feed ? "feed" : "none",
-    ]);
-  // The least of three: what varies between runs is how much JavaScript V8's optimising
-  // compiler happens to recompile at start-up (tens of millions of instructions), which only
-  // ever adds.
-  const least = (frames, feed) => Math.min(...[0, 1, 2].map(() => node(frames, feed)));
-  const made = (feed) => (least(WARM + 5 * n, feed) - least(WARM + n, feed)) / (4 * n);
-  const fed = made(true);
-  const making = made(false);
-  return { n, rust, abi, wasm: fed - making, making, ratio: (fed - making) / rust };
+  const wasm = ((await counted(n, true)) - (await counted(n, false))) / n;
+  return { n, rust, abi, wasm, ratio: wasm / rust };
 }
 
 export function report(result) {
   const row = (what, value) => [what, value.toFixed(0), (value / result.rust).toFixed(2)];
   return (
-    `${4 * result.n} EVENT frames (event_cost.rs's) after ${WARM}, instructions per frame under callgrind\n` +
+    `EVENT frames (event_cost.rs's) after ${WARM}, instructions per frame under callgrind ` +
+    `(wasm: ${result.n} frames, native: ${4 * result.n})\n` +
     table(
       ["way", "instructions", "x native"],
       [
@@ -127,6 +167,6 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   if (process.argv[2] === "--child") {
     await child(Number(process.argv[3]), process.argv[4] === "feed");
   } else {
-    console.log(report(await measure(count(process.argv[2], 5000))));
+    console.log(report(await measure(count(process.argv[2], 4000))));
   }
 }
