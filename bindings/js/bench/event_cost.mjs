@@ -22,7 +22,7 @@ const E = "b".repeat(64);
 const SIG = "c".repeat(128);
 
 /** event_cost.rs's `frame(n)`, for the subscription id `sub` (the native one is "0:1"). */
-function frame(n, sub) {
+export function frame(n, sub) {
   const id = n.toString(16).padStart(64, "0");
   return (
     `["EVENT","${sub}",{"id":"${id}","pubkey":"${PK}","created_at":${1_700_000_000 + n},` +

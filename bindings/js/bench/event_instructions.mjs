@@ -32,23 +32,12 @@ import { count, example, loadTether, table } from "./lib.mjs";
 
 const WARM = 12_000;
 
-/** event_cost.rs's `frame(n)`, for the subscription id `sub` (the native one is "0:1"). */
-function frame(n, sub) {
-  const id = n.toString(16).padStart(64, "0");
-  const pk = "a".repeat(64);
-  return (
-    `["EVENT","${sub}",{"id":"${id}","pubkey":"${pk}","created_at":${1_700_000_000 + n},` +
-    `"kind":1,"tags":[["e","${"b".repeat(64)}"],["p","${pk}"]],"content":"Just setting up my relay ` +
-    `subscriptions; tether keeps them alive across drops.","sig":"${"c".repeat(128)}"}]`
-  );
-}
-
 /**
  * The child: WARM frames made (and, with `feed`, fed to a pool of one open relay), then
  * "ready" and a wait for a byte on stdin, then `n` more, then "done" and another wait.
  */
 async function child(n, feed) {
-  const { openPool } = await import("./event_cost.mjs");
+  const { frame, openPool } = await import("./event_cost.mjs");
   const { pool, relay, epoch, sub } = openPool();
   let sink = 0;
   let next = 1;
