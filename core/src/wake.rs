@@ -72,10 +72,15 @@ impl fmt::Display for Wake {
     }
 }
 
-/// The earliest of `candidates`; on a tie, the first one named (callers list them in the
-/// order the machine acts on them).
-pub(crate) fn earliest<T: Ord + Copy>(
-    candidates: impl IntoIterator<Item = Option<(T, Wake)>>,
+/// The earlier of two wakes; on a tie, `first` (callers name them in the order the machine
+/// acts on them). Chained pairwise rather than folded over an array: moving the array
+/// into its iterator was a `memory.copy` apiece in the wasm build, fourteen a frame.
+pub(crate) fn sooner<T: Ord + Copy>(
+    first: Option<(T, Wake)>,
+    second: Option<(T, Wake)>,
 ) -> Option<(T, Wake)> {
-    candidates.into_iter().flatten().min_by_key(|&(at, _)| at)
+    match (first, second) {
+        (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
+        (a, b) => a.or(b),
+    }
 }

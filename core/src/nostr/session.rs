@@ -46,7 +46,7 @@ use crate::nostr::subscription::{
 use crate::rng::Rng;
 use crate::time::{Clock, Instant, WallClock};
 use crate::timers::Timers;
-use crate::wake::{earliest, Wake};
+use crate::wake::{sooner, Wake};
 
 mod catch_up;
 #[cfg(feature = "fuzzing")]
@@ -640,17 +640,16 @@ impl RelaySession {
             return None;
         }
         let named = |at: Option<Instant>, why| at.map(|at| (at, why));
-        earliest([
+        let wake = sooner(
             self.link.poll_wake(),
             named(self.timers.next(), Wake::Subscription),
-            named(self.outbox.next_timer(), Wake::Publish),
-            named(
-                self.scheduler
-                    .deadline(self.sending(), &self.gate, &self.config),
-                Wake::ReplayBatch,
-            ),
-            named(self.auth.hold(), Wake::AuthHold),
-        ])
+        );
+        let wake = sooner(wake, named(self.outbox.next_timer(), Wake::Publish));
+        let replay = self
+            .scheduler
+            .deadline(self.sending(), &self.gate, &self.config);
+        let wake = sooner(wake, named(replay, Wake::ReplayBatch));
+        sooner(wake, named(self.auth.hold(), Wake::AuthHold))
     }
 
     /// REQs may go out: the socket is open and no AUTH hold keeps them back.
