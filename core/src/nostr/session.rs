@@ -491,7 +491,7 @@ impl RelaySession {
                 .hold_until(now.saturating_add(self.config.challenge_wait));
         }
         let mut ids: Vec<SubscriptionId> = self.subs.iter().map(|s| s.id).collect();
-        ids.sort_unstable();
+        crate::sort::sort(&mut ids);
         for id in ids {
             self.enqueue(id);
         }
@@ -793,7 +793,7 @@ impl RelaySession {
     pub fn subscriptions(&self) -> Vec<SubscriptionView> {
         let mut all: Vec<SubscriptionView> =
             self.subs.iter().map(|s| view(s, &self.refusals)).collect();
-        all.sort_unstable_by_key(|v| v.id);
+        crate::sort::sort_by_key(&mut all, |v| v.id);
         all
     }
 

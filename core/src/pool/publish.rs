@@ -157,7 +157,7 @@ impl RelayPool {
 }
 
 fn sort_outcome(outcome: &mut PublishOutcome) {
-    outcome.accepted.sort_unstable();
-    outcome.rejected.sort_unstable_by_key(|(r, _)| *r);
-    outcome.pending.sort_unstable();
+    crate::sort::sort(&mut outcome.accepted);
+    crate::sort::sort_by_key(&mut outcome.rejected, |(r, _)| *r);
+    crate::sort::sort(&mut outcome.pending);
 }

@@ -1056,7 +1056,7 @@ impl Router {
             self.free.push(ix);
         }
         // Lowest slots first, so the same inputs reuse the same slots.
-        self.free.sort_unstable_by(|a, b| b.cmp(a));
+        crate::sort::sort_by(&mut self.free, |a, b| b.cmp(a));
     }
 
     /// Drop the lists dated past [`MAX_LIST_SKEW`] ahead of `unix` (a restored one, or

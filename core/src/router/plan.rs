@@ -209,7 +209,7 @@ fn moved_floor(
                     last.asked.push((a, DECLARED_PRIOR));
                 }
             }
-            last.asked.sort_unstable_by_key(|&(a, _)| a);
+            crate::sort::sort_by_key(&mut last.asked, |&(a, _)| a);
         }
     }
 }
@@ -333,7 +333,7 @@ fn probes(
         })
         .filter(|(s, _)| *s > NOTHING)
         .collect();
-    scored.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    crate::sort::sort_by(&mut scored, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let left = router.probes_left(now);
     // A probe covers nothing yet: what the main set still misses is not counted down.
     for (_, relay) in scored.into_iter().take(left) {
@@ -361,7 +361,7 @@ fn ask_for_the_unfound(router: &Router, chosen: &mut [Chosen]) {
             c.asked
                 .push((a, estimate(router, a, c.relay, unix, most).p));
         }
-        c.asked.sort_unstable_by_key(|&(a, _)| a);
+        crate::sort::sort_by_key(&mut c.asked, |&(a, _)| a);
     }
 }
 
@@ -444,7 +444,7 @@ fn wide(router: &Router, now: Instant) -> Vec<u32> {
             Some((undeclared_rate(router, r, most), r))
         })
         .collect();
-    ranked.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    crate::sort::sort_by(&mut ranked, |a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     ranked
         .into_iter()
         .take(router.config.max_relays)
@@ -545,7 +545,7 @@ pub(super) fn routes(router: &Router, chosen: &[Chosen]) -> Routes {
             }
         })
         .collect();
-    relays.sort_unstable_by(|a, b| {
+    crate::sort::sort_by(&mut relays, |a, b| {
         (a.role != Role::Indexer, &a.url).cmp(&(b.role != Role::Indexer, &b.url))
     });
     let mut coverage = Coverage {

@@ -9,6 +9,8 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
+use crate::tree::IntoTree;
+
 /// NIP-59 gift wraps: dated up to two days back.
 pub const GIFT_WRAP: u16 = 1059;
 
@@ -32,7 +34,9 @@ impl Default for Lookbacks {
     fn default() -> Self {
         Lookbacks {
             default: Duration::from_secs(120),
-            by_kind: BTreeMap::from([(GIFT_WRAP, Duration::from_secs(49 * 3_600))]),
+            by_kind: [(GIFT_WRAP, Duration::from_secs(49 * 3_600))]
+                .into_iter()
+                .into_map(),
         }
     }
 }

@@ -136,7 +136,7 @@ impl Memory {
             .iter()
             .flat_map(|f| f.items.iter().flatten().copied())
             .collect();
-        future.sort_unstable();
+        crate::sort::sort(&mut future);
         (self.floor, self.items.iter().copied().collect(), future)
     }
 

@@ -279,7 +279,7 @@ impl Gap {
         mut missing: Vec<EventId>,
         failed: Vec<usize>,
     ) -> Option<Next> {
-        missing.sort_unstable();
+        crate::sort::sort(&mut missing);
         missing.dedup();
         if !missing.is_empty() {
             let mut missing: VecDeque<EventId> = missing.into();
@@ -868,7 +868,7 @@ impl Newest {
         let skip = self.0.len().checked_sub(n)?;
         // The heap's smallest is the oldest kept: the `n`-th newest has `len - n` older.
         let mut ascending: Vec<u64> = self.0.iter().map(|r| r.0).collect();
-        ascending.sort_unstable();
+        crate::sort::sort(&mut ascending);
         ascending.get(skip).copied()
     }
 }

@@ -122,7 +122,7 @@ impl Reconciliation {
         // With its `std` feature (which nostr-relay-builder turns on in a shared build) the
         // crate collects a range's ids in a `HashSet`, in a random order: sorted, the same
         // inputs give the same fetches.
-        self.need[start..].sort_unstable();
+        crate::sort::sort(&mut self.need[start..]);
         Ok(match next {
             Some(message) => Step::Send(hex(&message)),
             None => Step::Done(std::mem::take(&mut self.need)),

@@ -237,7 +237,7 @@ impl RelayPool {
         let mut out: Vec<(RelayId, String)> = relays
             .filter_map(|r| Some((*r, routing.url_of.get(r)?.clone())))
             .collect();
-        out.sort_unstable();
+        crate::sort::sort(&mut out);
         out.dedup();
         out
     }
