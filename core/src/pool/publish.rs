@@ -158,6 +158,7 @@ impl RelayPool {
 
 fn sort_outcome(outcome: &mut PublishOutcome) {
     crate::sort::sort(&mut outcome.accepted);
-    crate::sort::sort_by_key(&mut outcome.rejected, |(r, _)| *r);
+    // By relay, then reason: a relay rejected twice (a target named twice) has one order.
+    crate::sort::sort(&mut outcome.rejected);
     crate::sort::sort(&mut outcome.pending);
 }
