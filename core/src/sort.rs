@@ -5,9 +5,11 @@
 //! of wasm apiece, and the core sorts a dozen kinds of slices (52 KiB of tether-wasm's code,
 //! 13 KiB of its gzipped download). None of these sorts is on a per-frame path: each runs
 //! once per plan, catch-up round or outcome, over at most a bound's worth of elements. A
-//! heapsort is a few hundred bytes per instantiation, O(n log n) in the worst case (about
-//! twice a quicksort's comparisons on a shuffled slice) and allocates nothing; a slice
-//! already in order costs one pass. Like `sort_unstable`, it does not keep the order of
+//! heapsort is a few hundred bytes per instantiation, O(n log n) in the worst case and
+//! allocates nothing; a slice already in order costs one pass. It is slower: 10 000
+//! shuffled `(u32, f64)` pairs took 0.7 to 1.4 ms natively where `sort_unstable_by_key`
+//! took 0.11 to 0.15 ms (a one-off timing), at most once per plan and routed relay, for a
+//! relay asked about ten thousand authors. Like `sort_unstable`, it does not keep the order of
 //! equal elements: the core sorts only by keys that tell its elements apart, so the result
 //! is the standard library's.
 
