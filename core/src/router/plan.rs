@@ -204,12 +204,12 @@ fn moved_floor(
         take(chosen, miss, count, relay, pairs, router);
         // A mover is asked there whatever the estimate says: the floor is the point.
         if let Some(last) = chosen.last_mut() {
-            for a in movers {
-                if !last.asked.iter().any(|&(x, _)| x == a) {
-                    last.asked.push((a, DECLARED_PRIOR));
-                }
-            }
-            crate::sort::sort_by_key(&mut last.asked, |&(a, _)| a);
+            let new: Vec<(u32, f64)> = movers
+                .into_iter()
+                .filter(|&a| !last.asked.iter().any(|&(x, _)| x == a))
+                .map(|a| (a, DECLARED_PRIOR))
+                .collect();
+            crate::sort::merge_by_key(&mut last.asked, new, |&(a, _)| a);
         }
     }
 }
@@ -357,11 +357,12 @@ fn ask_for_the_unfound(router: &Router, chosen: &mut [Chosen]) {
     for c in chosen.iter_mut().filter(|c| c.role != Role::Indexer) {
         // A set, not a scan per author: both lists reach `max_authors` (10 000).
         let asked: BTreeSet<u32> = c.asked.iter().map(|&(a, _)| a).into_set();
-        for &a in unfound.iter().filter(|a| !asked.contains(a)) {
-            c.asked
-                .push((a, estimate(router, a, c.relay, unix, most).p));
-        }
-        crate::sort::sort_by_key(&mut c.asked, |&(a, _)| a);
+        let new: Vec<(u32, f64)> = unfound
+            .iter()
+            .filter(|a| !asked.contains(a))
+            .map(|&a| (a, estimate(router, a, c.relay, unix, most).p))
+            .collect();
+        crate::sort::merge_by_key(&mut c.asked, new, |&(a, _)| a);
     }
 }
 
