@@ -2,13 +2,12 @@
 //!
 //! The standard library's sorts are fast and large: each element type and comparison
 //! instantiates its own pattern-defeating quicksort with its small-sort networks, 5 to 8 KB
-//! of wasm apiece, and the core sorts a dozen kinds of slices (52 KiB of tether-wasm's code,
-//! 13 KiB of its gzipped download). None of these sorts is on a per-frame path: each runs
+//! of wasm apiece, and the core sorts a dozen kinds of slices (`bench/wasm_size.mjs --code`
+//! files them under "sorts"). None of these sorts is on a per-frame path: each runs
 //! once per plan, catch-up round or outcome, over at most a bound's worth of elements. A
 //! heapsort is a few hundred bytes per instantiation, O(n log n) in the worst case and
-//! allocates nothing; a slice already in order costs one pass. It is slower: 10 000
-//! shuffled `(u32, f64)` pairs took 0.7 to 1.4 ms natively where `sort_unstable_by_key`
-//! took 0.11 to 0.15 ms (a one-off timing). The lists that reach such lengths in routing (a
+//! allocates nothing; a slice already in order costs one pass. It is several times slower
+//! than `sort_unstable` on a shuffled slice. The lists that grow long in routing (a
 //! relay's asks, ten thousand authors at most, with the authors added to them) are two
 //! sorted runs, merged in linear time instead ([`merge_by_key`]). Like `sort_unstable`, the
 //! heapsort does not keep the order of equal elements: the core sorts only by keys that tell

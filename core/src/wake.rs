@@ -74,7 +74,7 @@ impl fmt::Display for Wake {
 
 /// The earlier of two wakes; on a tie, `first` (callers name them in the order the machine
 /// acts on them). Chained pairwise rather than folded over an array: moving the array
-/// into its iterator was a `memory.copy` apiece in the wasm build, fourteen a frame.
+/// into its iterator and on was a `memory.copy` per move in the wasm build, every frame.
 pub(crate) fn sooner<T: Ord + Copy>(
     first: Option<(T, Wake)>,
     second: Option<(T, Wake)>,
@@ -82,5 +82,22 @@ pub(crate) fn sooner<T: Ord + Copy>(
     match (first, second) {
         (Some(a), Some(b)) => Some(if b.0 < a.0 { b } else { a }),
         (a, b) => a.or(b),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sooner_wake_wins_and_a_tie_goes_to_the_first_named() {
+        let (a, b) = (Some((5, Wake::Ping)), Some((3, Wake::Idle)));
+        assert_eq!(sooner(a, b), b);
+        assert_eq!(sooner(b, a), b);
+        assert_eq!(sooner(Some((3, Wake::Ping)), b), Some((3, Wake::Ping)));
+        assert_eq!(sooner(b, Some((3, Wake::Ping))), b);
+        assert_eq!(sooner(None, a), a);
+        assert_eq!(sooner(a, None), a);
+        assert_eq!(sooner::<u32>(None, None), None);
     }
 }
