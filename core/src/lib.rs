@@ -38,6 +38,7 @@ pub mod nostr;
 pub mod pool;
 pub mod rng;
 pub mod router;
+mod small;
 mod sort;
 pub mod sse;
 pub mod time;

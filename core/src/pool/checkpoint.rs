@@ -6,6 +6,8 @@
 //! the publishes still waiting for relays' answers, and events held for verification.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use crate::small::SmallMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -418,7 +420,7 @@ impl RelayPool {
         )?;
         let local: BTreeSet<SubscriptionId> =
             session.subscriptions().iter().map(|v| v.id).into_set();
-        let mut routes = BTreeMap::new();
+        let mut routes = SmallMap::new();
         for &(sub, logical) in &saved.routes {
             let sub = SubscriptionId(sub);
             if !local.contains(&sub) || routes.insert(sub, SubId(logical)).is_some() {
@@ -557,7 +559,7 @@ impl RelayPool {
             )));
         }
         let mut fanout = Fanout {
-            pending: saved.pending.iter().map(|&r| RelayId(r)).into_set(),
+            pending: saved.pending.iter().map(|&r| RelayId(r)).collect(),
             outcome: PublishOutcome {
                 accepted: saved.accepted.iter().map(|&r| RelayId(r)).collect(),
                 rejected: saved

@@ -2,13 +2,12 @@
 //! relay answered, and when its one outcome is due. Every kind of subscription (on every
 //! relay, routed by the application, routed by people) follows these rules.
 
-use std::collections::BTreeMap;
+use crate::small::SmallMap;
 
 use super::dedup::Seen;
 use super::{Missing, Outcome, RelayId};
 use crate::nostr::{Filter, SubscriptionId};
 use crate::time::Instant;
-use crate::tree::IntoTree;
 
 /// Which relays a subscription targets.
 #[derive(Clone, Debug)]
@@ -26,7 +25,7 @@ pub(crate) enum Targets {
 #[derive(Debug)]
 pub(crate) struct Logical {
     pub(crate) targets: Targets,
-    pub(crate) relays: BTreeMap<RelayId, Target>,
+    pub(crate) relays: SmallMap<RelayId, Target>,
     pub(crate) seen: Seen,
     /// When the outcome is due (registered in the pool's index); `None` once reported.
     pub(crate) deadline: Option<Instant>,
@@ -48,7 +47,7 @@ pub(crate) struct Target {
     /// The relay session's REQs serving this subscription, each with how many EOSEs it
     /// answered (again after each reconnect): one REQ, or for a subscription by people one
     /// per group of its people there.
-    reqs: BTreeMap<SubscriptionId, u32>,
+    reqs: SmallMap<SubscriptionId, u32>,
     answer: Answer,
     /// Why it stopped serving (for `Ended`), or why a REQ of it was closed before the
     /// relay answered (for the outcome).
@@ -66,7 +65,7 @@ impl Logical {
     pub(crate) fn new(targets: Targets, seen: Seen) -> Self {
         Logical {
             targets,
-            relays: BTreeMap::new(),
+            relays: SmallMap::new(),
             seen,
             deadline: None,
             reported: false,
@@ -88,7 +87,7 @@ impl Logical {
     /// whatever the relay had.
     pub(crate) fn add_relay(&mut self, relay: RelayId, local: Option<SubscriptionId>) {
         let target = Target {
-            reqs: local.into_iter().map(|l| (l, 0)).into_map(),
+            reqs: local.into_iter().map(|l| (l, 0)).collect(),
             answer: Answer::Waiting,
             gave_up: None,
         };
@@ -102,9 +101,9 @@ impl Logical {
     /// asked that answered keeps its answer, reported once; one asked afresh (it had no REQ
     /// left, or the relay's id was reused) is waited for again.
     pub(crate) fn add_req(&mut self, relay: RelayId, local: SubscriptionId) {
-        let target = self.relays.entry(relay).or_insert_with(|| {
+        let target = self.relays.get_or_insert_with(relay, || {
             let target = Target {
-                reqs: BTreeMap::new(),
+                reqs: SmallMap::new(),
                 answer: Answer::Waiting,
                 gave_up: None,
             };

@@ -90,7 +90,7 @@ impl RelayPool {
         for relay in unwanted {
             self.drop_people_relay(now, relay);
         }
-        let mut ids: BTreeMap<String, RelayId> = BTreeMap::new();
+        let mut ids: SmallMap<String, RelayId> = SmallMap::new();
         for url in &plan.relays {
             if let Some(relay) = self.people_relay(now, url) {
                 ids.insert(url.clone(), relay);
@@ -190,7 +190,13 @@ impl RelayPool {
         let mut asked: Vec<(SubId, SubscriptionId)> = Vec::new();
         for (&sub, routed) in &mut routing.subs {
             if let Some(placed) = routed.placed.remove(&relay) {
-                asked.extend(placed.chunks.into_keys().map(|local| (sub, local)));
+                asked.extend(
+                    placed
+                        .chunks
+                        .into_iter()
+                        .map(|(local, _)| local)
+                        .map(|local| (sub, local)),
+                );
             }
         }
         let failing = routing

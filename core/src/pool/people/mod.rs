@@ -52,6 +52,7 @@ use crate::nostr::reason::{self, Class};
 use crate::nostr::Lookbacks;
 use crate::nostr::{Disconnect, Error, Filter, Priority, SubscriptionId};
 use crate::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
+use crate::small::{SmallMap, SmallSet};
 use crate::time::Instant;
 use crate::tree::IntoTree;
 use matches::Fields;
@@ -100,11 +101,11 @@ pub struct RouteReport {
 pub(crate) struct Routing {
     pub(crate) router: Router,
     /// The relays the pool opened for routing, both ways.
-    by_url: BTreeMap<String, RelayId>,
-    url_of: BTreeMap<RelayId, String>,
+    by_url: SmallMap<String, RelayId>,
+    url_of: SmallMap<RelayId, String>,
     /// Relays whose socket opened since their last connect: a loss then is a close, not a
     /// failure to connect.
-    opened: BTreeSet<RelayId>,
+    opened: SmallSet<RelayId>,
     pub(crate) subs: BTreeMap<SubId, ByPeople>,
     /// The subscription watching relay lists on the indexers; its events are the router's.
     lists: Option<SubId>,
@@ -132,7 +133,7 @@ pub(crate) struct ByPeople {
     /// The filter's lookback, in seconds.
     lookback: u64,
     /// Per relay, the people asked there and the REQs asking them.
-    placed: BTreeMap<RelayId, Placed>,
+    placed: SmallMap<RelayId, Placed>,
     /// Per person, the wall-clock second until which their events were served live.
     live: BTreeMap<String, u64>,
     /// After a restore: the checkpoint's wall-clock second, the catch-up start of everyone.
@@ -155,7 +156,7 @@ enum Want {
 #[derive(Debug, Default)]
 struct Placed {
     authors: BTreeSet<String>,
-    chunks: BTreeMap<SubscriptionId, Chunk>,
+    chunks: SmallMap<SubscriptionId, Chunk>,
 }
 
 /// One REQ's people.
@@ -212,9 +213,9 @@ impl Routing {
     fn new(router: Router, lookbacks: Lookbacks) -> Self {
         Routing {
             router,
-            by_url: BTreeMap::new(),
-            url_of: BTreeMap::new(),
-            opened: BTreeSet::new(),
+            by_url: SmallMap::new(),
+            url_of: SmallMap::new(),
+            opened: SmallSet::new(),
             subs: BTreeMap::new(),
             lists: None,
             reroute_at: None,
@@ -414,7 +415,7 @@ impl RelayPool {
                 base,
                 want,
                 lookback,
-                placed: BTreeMap::new(),
+                placed: SmallMap::new(),
                 live: BTreeMap::new(),
                 restored_at: None,
                 report: None,

@@ -103,7 +103,7 @@ impl RelayPool {
             if authors.is_empty() || !authors.iter().all(asks) {
                 return Err(format!("REQ {local} asks someone it does not follow"));
             }
-            let at = routed.placed.entry(relay).or_default();
+            let at = routed.placed.get_or_default(relay);
             at.authors.extend(authors.iter().cloned());
             let chunk = Chunk {
                 authors: authors.clone(),
