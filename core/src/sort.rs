@@ -51,10 +51,12 @@ pub(crate) fn merge_by_key<T, K: Ord>(
     mut extra: Vec<T>,
     mut key: impl FnMut(&T) -> K,
 ) {
+    // `v` ends sorted even when there is nothing to add, as sorting the two together would
+    // leave it.
+    sort_by_key(v, &mut key);
     if extra.is_empty() {
         return;
     }
-    sort_by_key(v, &mut key);
     sort_by_key(&mut extra, &mut key);
     let old = std::mem::take(v);
     v.reserve(old.len() + extra.len());
@@ -93,6 +95,13 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
+
+    #[test]
+    fn a_merge_with_nothing_to_add_still_sorts() {
+        let mut v = vec![(1, 'b'), (0, 'a')];
+        merge_by_key(&mut v, Vec::new(), |&(k, _)| k);
+        assert_eq!(v, [(0, 'a'), (1, 'b')]);
+    }
 
     proptest! {
         /// The standard library's result, duplicates included.
