@@ -4,10 +4,13 @@
 //! A `BTreeMap` is compiled once per key and value type, about 7 KiB of WebAssembly each
 //! (search, insert with splits, remove with merges and steals), and the core has dozens of
 //! them. A sorted `Vec` needs a binary search and a shift, a fraction of that. The price is
-//! linear inserts and removes, so these types are for tables whose size is the number of
-//! relays of a subscription, subscriptions of a relay or relays of a publish: never for
-//! tables a peer can grow to thousands (the dedup's ids, routing's authors), which keep their
-//! B-trees. Iteration is in key order, as a `BTreeMap`'s, so a swap changes no output.
+//! linear inserts and removes, so these types are for tables that change when a
+//! subscription, a relay or a publish comes or goes, and mostly at their end (ids are handed
+//! out in increasing order): a subscription's relays, a relay's REQs, routing's placements.
+//! Tables that change on every event (verification queues), take thousands of keys in any
+//! order (the pool's URLs, up to `max_relays`) or that a peer can grow (the dedup's ids,
+//! routing's authors) keep their B-trees. Iteration is in key order, as a `BTreeMap`'s, so a
+//! swap changes no output.
 
 use std::borrow::Borrow;
 use std::fmt;

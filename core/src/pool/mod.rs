@@ -102,7 +102,7 @@ pub struct RelayPool {
     /// ignored as let go, never taken for the new relay's.
     retired_epochs: SmallMap<u32, Epoch>,
     /// Relays by their normalised URL: one identity, whoever added them.
-    by_url: SmallMap<String, RelayId>,
+    by_url: BTreeMap<String, RelayId>,
     subs: BTreeMap<SubId, Logical>,
     next_sub: u64,
     publishes: BTreeMap<EventId, Fanout>,
@@ -182,7 +182,7 @@ impl RelayPool {
             relays: Vec::new(),
             free: Vec::new(),
             retired_epochs: SmallMap::new(),
-            by_url: SmallMap::new(),
+            by_url: BTreeMap::new(),
             subs: BTreeMap::new(),
             next_sub: 0,
             publishes: BTreeMap::new(),

@@ -20,8 +20,6 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::small::SmallMap;
-
 use super::{PoolEvent, RelayId, SubId};
 use crate::nostr::message::EventId;
 
@@ -69,7 +67,7 @@ pub(crate) struct Failed {
 
 #[derive(Debug, Default)]
 pub(crate) struct Held {
-    queues: SmallMap<SubId, Queue>,
+    queues: BTreeMap<SubId, Queue>,
     tickets: BTreeMap<VerifyTicket, (SubId, u64)>,
     requests: VecDeque<VerifyRequest>,
     next_ticket: u64,
@@ -134,7 +132,8 @@ impl Held {
     /// Queue a ready event of `sub` behind what it waits for.
     pub(crate) fn push(&mut self, sub: SubId, event: PoolEvent) {
         self.queues
-            .get_or_default(sub)
+            .entry(sub)
+            .or_default()
             .slots
             .push_back(Slot::Ready(event));
     }
@@ -168,7 +167,7 @@ impl Held {
 
     /// Start verifying the first copy of `id` in `sub`.
     pub(crate) fn start(&mut self, sub: SubId, relay: RelayId, id: EventId, raw: String) {
-        let queue = self.queues.get_or_default(sub);
+        let queue = self.queues.entry(sub).or_default();
         let pos = queue.front + queue.slots.len() as u64;
         queue.by_id.insert(id, pos);
         let ticket = issue(&mut self.next_ticket, &mut self.tickets, sub, pos);

@@ -90,7 +90,7 @@ impl RelayPool {
         for relay in unwanted {
             self.drop_people_relay(now, relay);
         }
-        let mut ids: SmallMap<String, RelayId> = SmallMap::new();
+        let mut ids: BTreeMap<String, RelayId> = BTreeMap::new();
         for url in &plan.relays {
             if let Some(relay) = self.people_relay(now, url) {
                 ids.insert(url.clone(), relay);

@@ -101,7 +101,7 @@ pub struct RouteReport {
 pub(crate) struct Routing {
     pub(crate) router: Router,
     /// The relays the pool opened for routing, both ways.
-    by_url: SmallMap<String, RelayId>,
+    by_url: BTreeMap<String, RelayId>,
     url_of: SmallMap<RelayId, String>,
     /// Relays whose socket opened since their last connect: a loss then is a close, not a
     /// failure to connect.
@@ -213,7 +213,7 @@ impl Routing {
     fn new(router: Router, lookbacks: Lookbacks) -> Self {
         Routing {
             router,
-            by_url: SmallMap::new(),
+            by_url: BTreeMap::new(),
             url_of: SmallMap::new(),
             opened: SmallSet::new(),
             subs: BTreeMap::new(),

@@ -11,7 +11,7 @@
 //! or [`PoolEvent::Rejected`](super::super::PoolEvent::Rejected), by relay id, whose URL is
 //! [`RelayPool::relay_url`].
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -20,7 +20,6 @@ use super::super::{PoolError, PublishOutcome, RelayId, RelayPool};
 use crate::nostr::message::{EventId, RawEvent};
 use crate::nostr::Error;
 use crate::router::is_public_key;
-use crate::small::SmallMap;
 use crate::time::Instant;
 use crate::tree::IntoTree;
 
@@ -258,7 +257,7 @@ impl RelayPool {
 
     /// Hand each decided publish to the pool's fan-out, on the relays routing opened for it
     /// (`ids`; a URL past the budget has none).
-    pub(super) fn send_publishes(&mut self, now: Instant, ids: &SmallMap<String, RelayId>) {
+    pub(super) fn send_publishes(&mut self, now: Instant, ids: &BTreeMap<String, RelayId>) {
         let Some(routing) = self.routing.as_deref_mut() else {
             return;
         };
