@@ -1,16 +1,17 @@
-//! Ordered maps and sets kept as sorted vectors, for the pool's small per-relay and
+//! Ordered maps kept as sorted vectors, for the pool's small per-relay and
 //! per-subscription tables.
 //!
 //! A `BTreeMap` is compiled once per key and value type, about 7 KiB of WebAssembly each
 //! (search, insert with splits, remove with merges and steals), and the core has dozens of
 //! them. A sorted `Vec` needs a binary search and a shift, a fraction of that. The price is
-//! linear inserts and removes, so these types are for tables that change when a
-//! subscription, a relay or a publish comes or goes, and mostly at their end (ids are handed
-//! out in increasing order): a subscription's relays, a relay's REQs, routing's placements.
-//! Tables that change on every event (verification queues), take thousands of keys in any
-//! order (the pool's URLs, up to `max_relays`) or that a peer can grow (the dedup's ids,
-//! routing's authors) keep their B-trees. Iteration is in key order, as a `BTreeMap`'s, so a
-//! swap changes no output.
+//! linear inserts and removes, so these types are only for tables small by construction: a
+//! subscription's REQs on one relay (one, or a few groups of its people), and routing's relays
+//! (at most the router's `max_relays`) with their placements and REQs. A table that can
+//! reach the pool's bounds (10 000 relays or subscriptions) in any order, in one call or one
+//! storm (a subscription's relays, a relay's routes, the pool's URLs, a publish's relays,
+//! retry state under a rate-limit storm), that changes on every event (verification queues,
+//! timers) or that a peer can grow (the dedup's ids, routing's authors) keeps its B-tree.
+//! Iteration is in key order, as a `BTreeMap`'s, so a swap changes no output.
 
 use std::borrow::Borrow;
 use std::fmt;
@@ -182,101 +183,9 @@ impl<K: Ord, V> IntoIterator for SmallMap<K, V> {
     }
 }
 
-/// A set ordered as a `BTreeSet`, kept as a sorted vector.
-#[derive(Clone, PartialEq, Eq)]
-pub(crate) struct SmallSet<T> {
-    items: Vec<T>,
-}
-
-impl<T: Ord> SmallSet<T> {
-    /// An empty set; allocates nothing.
-    pub(crate) const fn new() -> Self {
-        SmallSet { items: Vec::new() }
-    }
-
-    /// Whether the set has no item.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.items.is_empty()
-    }
-
-    /// Whether `item` is in the set.
-    pub(crate) fn contains(&self, item: &T) -> bool {
-        self.items.binary_search(item).is_ok()
-    }
-
-    /// Add `item`; whether it was new.
-    pub(crate) fn insert(&mut self, item: T) -> bool {
-        let Err(at) = self.items.binary_search(&item) else {
-            return false;
-        };
-        self.items.insert(at, item);
-        true
-    }
-
-    /// Take `item` out; whether it was there.
-    pub(crate) fn remove(&mut self, item: &T) -> bool {
-        let Ok(at) = self.items.binary_search(item) else {
-            return false;
-        };
-        self.items.remove(at);
-        true
-    }
-
-    /// The items in order.
-    pub(crate) fn iter(&self) -> std::slice::Iter<'_, T> {
-        self.items.iter()
-    }
-}
-
-impl<T: Ord> Default for SmallSet<T> {
-    fn default() -> Self {
-        SmallSet::new()
-    }
-}
-
-impl<T: fmt::Debug> fmt::Debug for SmallSet<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set().entries(self.items.iter()).finish()
-    }
-}
-
-impl<T: Ord> Extend<T> for SmallSet<T> {
-    fn extend<I: IntoIterator<Item = T>>(&mut self, items: I) {
-        for item in items {
-            self.insert(item);
-        }
-    }
-}
-
-impl<T: Ord> IntoIterator for SmallSet<T> {
-    type Item = T;
-    type IntoIter = std::vec::IntoIter<T>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.items.into_iter()
-    }
-}
-
-impl<T: Ord> FromIterator<T> for SmallSet<T> {
-    fn from_iter<I: IntoIterator<Item = T>>(items: I) -> Self {
-        let mut set = SmallSet::new();
-        set.extend(items);
-        set
-    }
-}
-
-impl<'a, T: Ord> IntoIterator for &'a SmallSet<T> {
-    type Item = &'a T;
-    type IntoIter = std::slice::Iter<'a, T>;
-
-    fn into_iter(self) -> Self::IntoIter {
-        self.items.iter()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, BTreeSet};
+    use std::collections::BTreeMap;
 
     use proptest::prelude::*;
 
@@ -321,27 +230,12 @@ mod tests {
                 }
                 prop_assert_eq!(small.len(), tree.len());
                 prop_assert!(small.iter().eq(tree.iter()));
+                prop_assert!(small.keys().eq(tree.keys()));
+                prop_assert!(small.values().eq(tree.values()));
                 for k in [0u8, 1, 127, 255] {
                     prop_assert_eq!(small.get(&k), tree.get(&k));
                     prop_assert_eq!(small.contains_key(&k), tree.contains_key(&k));
                 }
-            }
-        }
-
-        /// A small set holds what a `BTreeSet` holds after the same inserts and removes, in
-        /// the same order, and says the same about each.
-        #[test]
-        fn a_small_set_is_a_btree_set(ops in proptest::collection::vec((any::<bool>(), 0u8..32), 0..200)) {
-            let mut small = SmallSet::new();
-            let mut tree = BTreeSet::new();
-            for (add, item) in ops {
-                if add {
-                    prop_assert_eq!(small.insert(item), tree.insert(item));
-                } else {
-                    prop_assert_eq!(small.remove(&item), tree.remove(&item));
-                }
-                prop_assert!(small.iter().eq(tree.iter()));
-                prop_assert_eq!(small.contains(&item), tree.contains(&item));
             }
         }
     }

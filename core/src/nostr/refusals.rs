@@ -8,9 +8,7 @@
 //! a subscription carries none of it) and answers each refusal with a [`Verdict`]; the
 //! session carries the verdict out (state, timer, queue, the events).
 
-use std::collections::VecDeque;
-
-use crate::small::SmallMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 use crate::backoff::Backoff;
@@ -34,7 +32,7 @@ pub(crate) struct Env<'a> {
 #[derive(Debug, Default)]
 pub(crate) struct Refusals {
     /// Only subscriptions with retry state to keep; an entry that clears is removed.
-    state: SmallMap<SubscriptionId, Retries>,
+    state: BTreeMap<SubscriptionId, Retries>,
 }
 
 /// One subscription's retry state.
@@ -115,7 +113,7 @@ impl Refusals {
             return Verdict::Surface;
         };
         let attempt = backoff.attempts();
-        self.state.get_or_default(id).count = attempt;
+        self.state.entry(id).or_default().count = attempt;
         let at = now.saturating_add(delay.max(env.gate.remaining(now)));
         Verdict::Retry { at, attempt }
     }
@@ -184,12 +182,12 @@ impl Refusals {
         if ahead == 0 || self.retries(id) >= max_attempts {
             return Verdict::Surface;
         }
-        self.state.get_or_default(id).count += 1;
+        self.state.entry(id).or_default().count += 1;
         Verdict::Requeue
     }
 
     fn await_auth(&mut self, now: Instant, id: SubscriptionId, env: &Env<'_>) -> Verdict {
-        let retries = self.state.get_or_default(id);
+        let retries = self.state.entry(id).or_default();
         if retries.auth_retried {
             return Verdict::Surface;
         }

@@ -6,8 +6,6 @@
 //! the publishes still waiting for relays' answers, and events held for verification.
 
 use std::collections::{BTreeMap, BTreeSet};
-
-use crate::small::SmallMap;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
@@ -420,7 +418,7 @@ impl RelayPool {
         )?;
         let local: BTreeSet<SubscriptionId> =
             session.subscriptions().iter().map(|v| v.id).into_set();
-        let mut routes = SmallMap::new();
+        let mut routes = BTreeMap::new();
         for &(sub, logical) in &saved.routes {
             let sub = SubscriptionId(sub);
             if !local.contains(&sub) || routes.insert(sub, SubId(logical)).is_some() {
@@ -559,7 +557,7 @@ impl RelayPool {
             )));
         }
         let mut fanout = Fanout {
-            pending: saved.pending.iter().map(|&r| RelayId(r)).collect(),
+            pending: saved.pending.iter().map(|&r| RelayId(r)).into_set(),
             outcome: PublishOutcome {
                 accepted: saved.accepted.iter().map(|&r| RelayId(r)).collect(),
                 rejected: saved

@@ -2,11 +2,12 @@
 //! relay answered, and when its one outcome is due. Every kind of subscription (on every
 //! relay, routed by the application, routed by people) follows these rules.
 
-use crate::small::SmallMap;
+use std::collections::BTreeMap;
 
 use super::dedup::Seen;
 use super::{Missing, Outcome, RelayId};
 use crate::nostr::{Filter, SubscriptionId};
+use crate::small::SmallMap;
 use crate::time::Instant;
 
 /// Which relays a subscription targets.
@@ -25,7 +26,7 @@ pub(crate) enum Targets {
 #[derive(Debug)]
 pub(crate) struct Logical {
     pub(crate) targets: Targets,
-    pub(crate) relays: SmallMap<RelayId, Target>,
+    pub(crate) relays: BTreeMap<RelayId, Target>,
     pub(crate) seen: Seen,
     /// When the outcome is due (registered in the pool's index); `None` once reported.
     pub(crate) deadline: Option<Instant>,
@@ -65,7 +66,7 @@ impl Logical {
     pub(crate) fn new(targets: Targets, seen: Seen) -> Self {
         Logical {
             targets,
-            relays: SmallMap::new(),
+            relays: BTreeMap::new(),
             seen,
             deadline: None,
             reported: false,
@@ -101,7 +102,7 @@ impl Logical {
     /// asked that answered keeps its answer, reported once; one asked afresh (it had no REQ
     /// left, or the relay's id was reused) is waited for again.
     pub(crate) fn add_req(&mut self, relay: RelayId, local: SubscriptionId) {
-        let target = self.relays.get_or_insert_with(relay, || {
+        let target = self.relays.entry(relay).or_insert_with(|| {
             let target = Target {
                 reqs: SmallMap::new(),
                 answer: Answer::Waiting,

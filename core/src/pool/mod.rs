@@ -50,8 +50,6 @@ mod publish;
 mod verify;
 
 use std::collections::{BTreeMap, VecDeque};
-
-use crate::small::SmallMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -100,7 +98,7 @@ pub struct RelayPool {
     /// Per slot, the last epoch its removed relay's session handed out: a relay later given
     /// the slot starts after it, so a host's input still in flight for the old sockets is
     /// ignored as let go, never taken for the new relay's.
-    retired_epochs: SmallMap<u32, Epoch>,
+    retired_epochs: BTreeMap<u32, Epoch>,
     /// Relays by their normalised URL: one identity, whoever added them.
     by_url: BTreeMap<String, RelayId>,
     subs: BTreeMap<SubId, Logical>,
@@ -126,7 +124,7 @@ struct Member {
     /// Its session's next deadline, as registered in the pool's index.
     deadline: Option<Instant>,
     /// Which logical subscription each of its session's subscriptions serves.
-    routes: SmallMap<SubscriptionId, SubId>,
+    routes: BTreeMap<SubscriptionId, SubId>,
     stats: PoolStats,
     /// Its place in the connect pacing.
     pace: Pace,
@@ -139,7 +137,7 @@ struct Member {
 
 impl Member {
     /// A member around `session`, whose connection attempts the pool paces.
-    fn new(mut session: RelaySession, routes: SmallMap<SubscriptionId, SubId>) -> Self {
+    fn new(mut session: RelaySession, routes: BTreeMap<SubscriptionId, SubId>) -> Self {
         session.set_paced(true);
         Member {
             session,
@@ -181,7 +179,7 @@ impl RelayPool {
             wall: None,
             relays: Vec::new(),
             free: Vec::new(),
-            retired_epochs: SmallMap::new(),
+            retired_epochs: BTreeMap::new(),
             by_url: BTreeMap::new(),
             subs: BTreeMap::new(),
             next_sub: 0,
@@ -405,7 +403,7 @@ impl RelayPool {
             // Wanted, but not attempted until the network is back.
             session.set_online(now, false);
         }
-        let mut member = Member::new(session, SmallMap::new());
+        let mut member = Member::new(session, BTreeMap::new());
         member.app = everywhere;
         member.url.clone_from(&url);
         let relay = match self.free.pop() {
@@ -532,7 +530,7 @@ impl RelayPool {
         // One session subscription per relay: the logical subscription tracks each relay
         // once, so a second entry for a relay would open a subscription it never hears of.
         let mut merged: Vec<(RelayId, Vec<Filter>)> = Vec::with_capacity(routing.len());
-        let mut at: SmallMap<RelayId, usize> = SmallMap::new();
+        let mut at: BTreeMap<RelayId, usize> = BTreeMap::new();
         for (relay, filters) in routing {
             match at.get(&relay) {
                 Some(&i) => merged[i].1.extend(filters),

@@ -1,7 +1,7 @@
 //! Publish fan-out: one event to many relays, one outcome per relay as it answers, and one
 //! aggregate ([`PoolEvent::PublishDone`]) when all have or the deadline passed.
 
-use crate::small::SmallSet;
+use std::collections::BTreeSet;
 
 use super::{Deadline, PoolError, PoolEvent, PublishOutcome, RelayId, RelayPool};
 use crate::nostr::message::EventId;
@@ -12,7 +12,7 @@ use crate::time::Instant;
 #[derive(Debug)]
 pub(super) struct Fanout {
     /// Relays yet to answer: a set, so each answer is O(log n) in the relays.
-    pub(super) pending: SmallSet<RelayId>,
+    pub(super) pending: BTreeSet<RelayId>,
     pub(super) outcome: PublishOutcome,
     pub(super) deadline: Option<Instant>,
 }
@@ -51,7 +51,7 @@ impl RelayPool {
         if self.publishes.contains_key(&id) {
             return Err(PoolError::AlreadyPublishing(id));
         }
-        let mut pending = SmallSet::new();
+        let mut pending = BTreeSet::new();
         let mut outcome = PublishOutcome::default();
         for relay in targets {
             let Some(member) = self.member_mut(relay) else {

@@ -190,13 +190,7 @@ impl RelayPool {
         let mut asked: Vec<(SubId, SubscriptionId)> = Vec::new();
         for (&sub, routed) in &mut routing.subs {
             if let Some(placed) = routed.placed.remove(&relay) {
-                asked.extend(
-                    placed
-                        .chunks
-                        .into_iter()
-                        .map(|(local, _)| local)
-                        .map(|local| (sub, local)),
-                );
+                asked.extend(placed.chunks.into_iter().map(|(local, _)| (sub, local)));
             }
         }
         let failing = routing

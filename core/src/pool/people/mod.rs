@@ -52,7 +52,7 @@ use crate::nostr::reason::{self, Class};
 use crate::nostr::Lookbacks;
 use crate::nostr::{Disconnect, Error, Filter, Priority, SubscriptionId};
 use crate::router::{Coverage, Refusal, Role, Router, INBOX_KIND, OUTBOX_KIND};
-use crate::small::{SmallMap, SmallSet};
+use crate::small::SmallMap;
 use crate::time::Instant;
 use crate::tree::IntoTree;
 use matches::Fields;
@@ -105,7 +105,7 @@ pub(crate) struct Routing {
     url_of: SmallMap<RelayId, String>,
     /// Relays whose socket opened since their last connect: a loss then is a close, not a
     /// failure to connect.
-    opened: SmallSet<RelayId>,
+    opened: BTreeSet<RelayId>,
     pub(crate) subs: BTreeMap<SubId, ByPeople>,
     /// The subscription watching relay lists on the indexers; its events are the router's.
     lists: Option<SubId>,
@@ -215,7 +215,7 @@ impl Routing {
             router,
             by_url: BTreeMap::new(),
             url_of: SmallMap::new(),
-            opened: SmallSet::new(),
+            opened: BTreeSet::new(),
             subs: BTreeMap::new(),
             lists: None,
             reroute_at: None,
