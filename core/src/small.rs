@@ -1,9 +1,9 @@
 //! Ordered maps kept as sorted vectors, for the pool's small per-relay and
 //! per-subscription tables.
 //!
-//! A `BTreeMap` is compiled once per key and value type, about 7 KiB of WebAssembly each
-//! (search, insert with splits, remove with merges and steals), and the core has dozens of
-//! them. A sorted `Vec` needs a binary search and a shift, a fraction of that. The price is
+//! A `BTreeMap` is compiled once per key and value type, several KiB of WebAssembly each
+//! (search, insert with splits, remove with merges and steals; `bench/wasm_size.mjs --code`
+//! files them under "B-tree maps and sets"), and the core has dozens of them. A sorted `Vec` needs a binary search and a shift, a fraction of that. The price is
 //! linear inserts and removes, so these types are only for tables small by construction: a
 //! subscription's REQs on one relay (one, or a few groups of its people), and routing's relays
 //! (at most the router's `max_relays`) with their placements and REQs. A table that can
@@ -17,7 +17,6 @@ use std::borrow::Borrow;
 use std::fmt;
 
 /// A map ordered by key, as a `BTreeMap`, kept as a sorted vector of pairs.
-#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct SmallMap<K, V> {
     entries: Vec<(K, V)>,
 }
@@ -86,24 +85,19 @@ impl<K: Ord, V> SmallMap<K, V> {
         Some(self.entries.remove(at).1)
     }
 
-    /// `key`'s value, inserting `make()` first when it has none.
-    pub(crate) fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
-        let at = match self.find(&key) {
-            Ok(at) => at,
-            Err(at) => {
-                self.entries.insert(at, (key, make()));
-                at
-            }
-        };
-        &mut self.entries[at].1
-    }
-
     /// `key`'s value, inserting the default first when it has none.
     pub(crate) fn get_or_default(&mut self, key: K) -> &mut V
     where
         V: Default,
     {
-        self.get_or_insert_with(key, V::default)
+        let at = match self.find(&key) {
+            Ok(at) => at,
+            Err(at) => {
+                self.entries.insert(at, (key, V::default()));
+                at
+            }
+        };
+        &mut self.entries[at].1
     }
 
     /// Remove every pair.
@@ -148,19 +142,13 @@ impl<K: fmt::Debug, V: fmt::Debug> fmt::Debug for SmallMap<K, V> {
     }
 }
 
-impl<K: Ord, V> Extend<(K, V)> for SmallMap<K, V> {
-    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, pairs: I) {
-        for (k, v) in pairs {
-            self.insert(k, v);
-        }
-    }
-}
-
 /// As `collect` into a `BTreeMap`: a key given twice keeps its last value.
 impl<K: Ord, V> FromIterator<(K, V)> for SmallMap<K, V> {
     fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
         let mut map = SmallMap::new();
-        map.extend(pairs);
+        for (k, v) in pairs {
+            map.insert(k, v);
+        }
         map
     }
 }
