@@ -87,9 +87,11 @@ function copyCalls(dump) {
 
 /**
  * Instructions of the child's `n` frames after WARM (`feed` or only made), under callgrind,
- * and its `memory.copy` calls.
+ * its `memory.copy` calls, the dump itself and the child's pid. `valgrindArgs` and `nodeArgs`
+ * go to valgrind and to Node (`event_profile.mjs` asks for a cost per instruction and V8's
+ * map of its compiled code).
  */
-async function counted(n, feed) {
+export async function counted(n, feed, { valgrindArgs = [], nodeArgs = [] } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "tether-callgrind-"));
   try {
     const child = spawn(
@@ -99,10 +101,12 @@ async function counted(n, feed) {
         "valgrind",
         "--tool=callgrind",
         `--callgrind-out-file=${join(dir, "out")}`,
+        ...valgrindArgs,
         process.execPath,
         "--predictable",
         "--single-threaded",
         "--no-liftoff",
+        ...nodeArgs,
         fileURLToPath(import.meta.url),
         "--child",
         String(n),
@@ -128,7 +132,7 @@ async function counted(n, feed) {
     const dump = readFileSync(join(dir, "out.1"), "utf8");
     const total = /^(?:summary|totals): (\d+)/m.exec(dump);
     if (total === null) throw new Error("no total in callgrind's dump");
-    return { instructions: Number(total[1]), copies: copyCalls(dump) };
+    return { instructions: Number(total[1]), copies: copyCalls(dump), dump, pid: child.pid };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -82,29 +82,42 @@ const PARTS = [
   ["tether-wasm", /tether_wasm/],
 ];
 
-/** The code section's bytes by [`PARTS`], from the "name" section's function names. */
-export function codeParts(path) {
-  const bytes = readFileSync(path);
-  let imported = 0;
-  const bodies = [];
+/** The body of the module's first section `id` (empty if it has none). */
+export function section(bytes, id) {
+  let at = 8;
+  while (at < bytes.length) {
+    const [size, body] = leb(bytes, at + 1);
+    if (bytes[at] === id) return bytes.subarray(body, body + size);
+    at = body + size;
+  }
+  return bytes.subarray(0, 0);
+}
+
+/** The "name" section's function names, by function index (none: an empty map). */
+export function functionNames(bytes) {
   const names = new Map();
   let at = 8;
   while (at < bytes.length) {
-    const id = bytes[at];
     const [size, body] = leb(bytes, at + 1);
-    const end = body + size;
-    if (id === 2) imported = importedFunctions(bytes, body);
-    if (id === 10) {
-      let [count, p] = leb(bytes, body);
-      for (; count > 0; count--) {
-        const [length, start] = leb(bytes, p);
-        bodies.push(length);
-        p = start + length;
-      }
-    }
-    if (id === 0) readNames(bytes, body, end, names);
-    at = end;
+    if (bytes[at] === 0) readNames(bytes, body, body + size, names);
+    at = body + size;
   }
+  return names;
+}
+
+/** The code section's bytes by [`PARTS`], from the "name" section's function names. */
+export function codeParts(path) {
+  const bytes = readFileSync(path);
+  const imported = importedFunctions(section(bytes, 2));
+  const code = section(bytes, 10);
+  const bodies = [];
+  let [count, p] = leb(code, 0);
+  for (; count > 0; count--) {
+    const [length, start] = leb(code, p);
+    bodies.push(length);
+    p = start + length;
+  }
+  const names = functionNames(bytes);
   if (names.size === 0) throw new Error(`${path} has no function names (wasm-bindgen strips them)`);
   const parts = new Map();
   bodies.forEach((length, i) => {
@@ -115,9 +128,13 @@ export function codeParts(path) {
   return [...parts].sort((a, b) => b[1] - a[1]);
 }
 
-/** How many of the module's functions are imports (they come first in the index space). */
-function importedFunctions(bytes, body) {
-  let [count, p] = leb(bytes, body);
+/**
+ * How many of the module's functions are imports (they come first in the index space), from
+ * the import section's body `bytes`.
+ */
+function importedFunctions(bytes) {
+  if (bytes.length === 0) return 0;
+  let [count, p] = leb(bytes, 0);
   let functions = 0;
   for (; count > 0; count--) {
     for (let field = 0; field < 2; field++) {
