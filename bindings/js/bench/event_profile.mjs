@@ -41,10 +41,10 @@ const PARTS = [
     "allocation",
     /dlmalloc|__rdl_|__rust_(?:alloc|dealloc|realloc)|raw_vec|^(?:malloc|free|realloc|cfree|_int_\w+|malloc_consolidate|unlink_chunk\S*)$/,
   ],
-  ["session and pool (the rest of tether-core)", /tether_core|event_cost/],
+  ["session and pool (the rest of tether-core)", /tether_core/],
 ];
 const V8_GLUE = "V8 and the JS glue (typed arrays, strings, calls)";
-const OTHER = "other (core, std)";
+const OTHER = "other (core, std; natively also the example's loop)";
 
 /** A function's part: `compiled` says whether it is Rust's (natively or in the wasm), not V8's. */
 function partOf(name, compiled) {
@@ -136,12 +136,15 @@ function owner(ranges, at) {
 function namedPackage() {
   const target = process.env.CARGO_TARGET_DIR ?? join(REPO, "target");
   const module = join(target, "wasm32-unknown-unknown", "wasm", "tether_wasm.wasm");
-  if (!existsSync(module)) throw new Error(`no ${module}: run npm run build:wasm first`);
+  const shippedPath = join(PACKAGE, "wasm", "tether_bg.wasm");
+  if (!existsSync(module) || !existsSync(shippedPath)) {
+    throw new Error(`no ${module} or ${shippedPath}: run npm run build:wasm first`);
+  }
   const root = mkdtempSync(join(tmpdir(), "tether-js-profile-"));
   const args = ["--target", "web", "--out-dir", join(root, "wasm"), "--out-name", "tether"];
   execFileSync("wasm-bindgen", [...args, module]);
   const named = readFileSync(join(root, "wasm", "tether_bg.wasm"));
-  const shipped = readFileSync(join(PACKAGE, "wasm", "tether_bg.wasm"));
+  const shipped = readFileSync(shippedPath);
   if (!section(named, 10).equals(section(shipped, 10))) {
     rmSync(root, { recursive: true, force: true });
     throw new Error(`${module} is not the package's wasm: run npm run build:wasm again`);
