@@ -3,10 +3,11 @@
 //!
 //! A `BTreeMap` is compiled once per key and value type, several KiB of WebAssembly each
 //! (search, insert with splits, remove with merges and steals; `bench/wasm_size.mjs --code`
-//! files them under "B-tree maps and sets"), and the core has dozens of them. A sorted `Vec` needs a binary search and a shift, a fraction of that. The price is
-//! linear inserts and removes, so these types are only for tables small by construction: a
-//! subscription's REQs on one relay (one, or a few groups of its people), and routing's relays
-//! (at most the router's `max_relays`) with their placements and REQs. A table that can
+//! files them under "B-tree maps and sets"), and the core has dozens of them. A sorted `Vec`
+//! needs a binary search and a shift, a fraction of that. The price is linear inserts and
+//! removes, so this type is only for tables small by construction: a subscription's REQs on
+//! one relay (one, or a few groups of its people), and routing's relays (at most the
+//! router's `max_relays`) with their placements and REQs. A table that can
 //! reach the pool's bounds (10 000 relays or subscriptions) in any order, in one call or one
 //! storm (a subscription's relays, a relay's routes, the pool's URLs, a publish's relays,
 //! retry state under a rate-limit storm), that changes on every event (verification queues,

@@ -30,7 +30,8 @@ import { fileURLToPath } from "node:url";
 
 import { count, example, loadTether, table } from "./lib.mjs";
 
-const WARM = 12_000;
+/** Frames before the measured ones: past the dedup's 10 000 ids. */
+export const WARM = 12_000;
 
 /**
  * The child: WARM frames made (and, with `feed`, fed to a pool of one open relay), then

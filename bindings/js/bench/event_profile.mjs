@@ -15,13 +15,13 @@
 // `node bench/event_profile.mjs [N=2000] [--functions=K]` after `npm run build:wasm` (needs
 // valgrind, setarch and wasm-bindgen, as `event_instructions.mjs` does; about two minutes)
 import { execFileSync, spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-import { counted } from "./event_instructions.mjs";
-import { PACKAGE, REPO, count, example, table } from "./lib.mjs";
-import { functionNames, section } from "./wasm_size.mjs";
+import { WARM, counted } from "./event_instructions.mjs";
+import { PACKAGE, copyPackage, count, example, table } from "./lib.mjs";
+import { cargoModule, functionNames, section } from "./wasm_size.mjs";
 
 /** What a function is part of, by its name; the first rule that matches. */
 const PARTS = [
@@ -134,8 +134,7 @@ function owner(ranges, at) {
  * again, refused unless its code is the package's, byte for byte. `{ root, names, remove }`.
  */
 function namedPackage() {
-  const target = process.env.CARGO_TARGET_DIR ?? join(REPO, "target");
-  const module = join(target, "wasm32-unknown-unknown", "wasm", "tether_wasm.wasm");
+  const module = cargoModule();
   const shippedPath = join(PACKAGE, "wasm", "tether_bg.wasm");
   if (!existsSync(module) || !existsSync(shippedPath)) {
     throw new Error(`no ${module} or ${shippedPath}: run npm run build:wasm first`);
@@ -149,9 +148,7 @@ function namedPackage() {
     rmSync(root, { recursive: true, force: true });
     throw new Error(`${module} is not the package's wasm: run npm run build:wasm again`);
   }
-  cpSync(join(PACKAGE, "dist"), join(root, "dist"), { recursive: true });
-  cpSync(join(PACKAGE, "package.json"), join(root, "package.json"));
-  symlinkSync(join(PACKAGE, "node_modules"), join(root, "node_modules"));
+  copyPackage(root);
   return {
     root,
     names: new Set(functionNames(named).values()),
@@ -187,7 +184,6 @@ async function wasmFrame(n) {
 
 /** A native mode's frame in the steady state, per symbol (as `event_instructions.mjs`). */
 function nativeFrame(mode, n) {
-  const WARM = 12_000;
   const dir = mkdtempSync(join(tmpdir(), "tether-callgrind-"));
   try {
     const run = (frames) => {

@@ -33,15 +33,13 @@ export function loadTether() {
 export async function snapshot() {
   const root = mkdtempSync(join(tmpdir(), "tether-js-bench-"));
   for (let attempt = 0; ; attempt++) {
-    cpSync(join(PACKAGE, "dist"), join(root, "dist"), { recursive: true });
     cpSync(join(PACKAGE, "wasm"), join(root, "wasm"), { recursive: true });
     const bytes = readFileSync(join(root, "wasm", "tether_bg.wasm"));
     if (bytes.length > 0 && WebAssembly.validate(bytes)) break;
     if (attempt === 30) throw new Error("wasm/tether_bg.wasm does not compile (being rebuilt?)");
     await new Promise((resolve) => setTimeout(resolve, 2000));
   }
-  cpSync(join(PACKAGE, "package.json"), join(root, "package.json"));
-  symlinkSync(join(PACKAGE, "node_modules"), join(root, "node_modules"));
+  copyPackage(root);
   process.env.TETHER_JS_ROOT = root;
   return {
     root,
@@ -49,6 +47,16 @@ export async function snapshot() {
       rmSync(root, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The package's dist/ and package.json copied into `root`, its node_modules linked: all of a
+ * loadable package but wasm/, which the caller puts there.
+ */
+export function copyPackage(root) {
+  cpSync(join(PACKAGE, "dist"), join(root, "dist"), { recursive: true });
+  cpSync(join(PACKAGE, "package.json"), join(root, "package.json"));
+  symlinkSync(join(PACKAGE, "node_modules"), join(root, "node_modules"));
 }
 
 /** Where cargo put `release/<path>` (CARGO_TARGET_DIR, else ~/.cache/tether/target, else target/). */

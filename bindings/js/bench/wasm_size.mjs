@@ -184,7 +184,8 @@ function readNames(bytes, body, end, names) {
   }
 }
 
-function cargoModule() {
+/** cargo's module, before wasm-bindgen (`$CARGO_TARGET_DIR`, else the repository's `target/`). */
+export function cargoModule() {
   const target = process.env.CARGO_TARGET_DIR ?? join(REPO, "target");
   return join(target, "wasm32-unknown-unknown", "wasm", "tether_wasm.wasm");
 }
